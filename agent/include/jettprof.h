@@ -1,0 +1,204 @@
+/* libjettprof-agent: the in-runtime half of jettprofd.
+ *
+ * A Jett runtime embeds this library to be profiled out of process. The agent interns the
+ * runtime's sources, frames and call chains, samples CPU time with a monotonic timer thread
+ * that only sets a pending bit, records Jett-heap allocation events, and streams fixed-size
+ * records to a jettprofd daemon through a shared-memory ring. It never aggregates and never
+ * renders; the daemon sends the finished profile back.
+ *
+ * Conventions:
+ *  - every function returning int returns 0 (or a count) on success and a negative errno on
+ *    failure; jettprof_strerror() gives the stable message for a code;
+ *  - structs passed in start with a `size` field: set it to sizeof the struct you compiled
+ *    against, so the library can grow them compatibly;
+ *  - handles are opaque; a jettprof_thread is used only by the thread that registered it;
+ *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free) never block, allocate,
+ *    lock or make a system call while the ring has room; when it is full they wait a bounded
+ *    time, then drop and count what they could not push (it is reported in the profile).
+ *
+ * Plain C99, usable from any language with a C FFI.
+ */
+#ifndef JETTPROF_H
+#define JETTPROF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(JETTPROF_BUILDING) && defined(__GNUC__)
+#define JETTPROF_API __attribute__((visibility("default")))
+#else
+#define JETTPROF_API
+#endif
+
+#define JETTPROF_API_VERSION 1
+
+/* Modes (the contract's --profile and --profile-memory). */
+#define JETTPROF_MODE_CPU 1u
+#define JETTPROF_MODE_MEMORY 2u
+
+/* Capabilities a runtime declares before main. */
+#define JETTPROF_CAP_CPU_TICK_SOURCE 0x01u
+#define JETTPROF_CAP_SAFE_STACK_CAPTURE 0x02u
+#define JETTPROF_CAP_THREAD_REGISTRATION 0x04u
+#define JETTPROF_CAP_TASK_ATTRIBUTION 0x08u
+#define JETTPROF_CAP_SOURCE_SPANS 0x10u
+#define JETTPROF_CAP_PROCESS_CPU_TIME 0x20u
+#define JETTPROF_CAP_HEAP_ALLOCATION_HOOKS 0x40u
+#define JETTPROF_CAP_FREE_AND_RESIZE_EVENTS 0x80u
+
+/* Requested outputs. */
+#define JETTPROF_OUT_HUMAN 0x1u
+#define JETTPROF_OUT_TOON 0x2u
+
+/* Source origins. */
+#define JETTPROF_ORIGIN_PROJECT 1u
+#define JETTPROF_ORIGIN_DEPENDENCY 2u
+#define JETTPROF_ORIGIN_STDLIB 3u
+
+/* Frame kinds. */
+#define JETTPROF_FRAME_FUNCTION 0u
+#define JETTPROF_FRAME_RUNTIME_BUCKET 1u     /* e.g. "<runtime>" work outside any Jett frame */
+#define JETTPROF_FRAME_UNAVAILABLE_SYMBOL 2u /* a frame whose symbol is missing */
+
+/* Execution states. */
+#define JETTPROF_STATE_JETT 0u
+#define JETTPROF_STATE_RUNTIME 1u
+#define JETTPROF_STATE_WAITING 2u
+
+/* Terminations. */
+#define JETTPROF_TERM_RETURNED 1u
+#define JETTPROF_TERM_RUNTIME_ERROR 2u
+#define JETTPROF_TERM_INTERRUPTED 3u
+
+/* Profile status in a result. */
+#define JETTPROF_STATUS_COMPLETE 1u
+#define JETTPROF_STATUS_PARTIAL 2u
+#define JETTPROF_STATUS_UNAVAILABLE 3u
+
+#define JETTPROF_ID_UNAVAILABLE 0xffffffffu
+
+typedef struct jettprof_run jettprof_run;
+typedef struct jettprof_thread jettprof_thread;
+
+/* Supplies the redacted excerpt of one hot line from the runtime's loaded sources (the daemon
+ * never reads source files). Write at most `cap` bytes (cap >= 160) of already-redacted UTF-8
+ * to buf, set *redacted to 1 if any redaction rule changed it, and return the length; return a
+ * negative errno when no safe excerpt exists (the report then says the code is unavailable). */
+typedef int (*jettprof_excerpt_fn)(void *user, uint32_t source_id, uint32_t line, uint32_t col,
+                                   char *buf, size_t cap, int *redacted);
+
+struct jettprof_config {
+    uint32_t size;          /* sizeof(struct jettprof_config) */
+    uint32_t mode;          /* JETTPROF_MODE_* */
+    uint32_t rate_hz;       /* CPU: 1..1000 */
+    uint32_t threshold_bp;  /* 0..10000 basis points */
+    uint32_t limit;         /* 1..100 */
+    uint32_t outputs;       /* JETTPROF_OUT_* */
+    uint32_t capabilities;  /* JETTPROF_CAP_* the runtime supplies */
+    int capture_fd;         /* an open, writable file for the run's capture, or -1 */
+    uint32_t ring_slots;    /* 0: default; else a power of two */
+    jettprof_excerpt_fn excerpt; /* may be NULL: excerpts unavailable */
+    void *excerpt_user;
+    /* Test and embedding knobs; 0 means the contract's default. */
+    uint64_t cpu_budget_bytes;       /* default 33554432 */
+    uint64_t retention_budget_bytes; /* default 67108864 */
+};
+
+/* Starts a profiled run before user code runs: checks the mode's required capabilities
+ * (-ENOTSUP), validates the config (-EINVAL), attaches to the daemon named by
+ * $JETTPROFD_SOCKET or spawns a private one ($JETTPROFD, else the installed jettprofd) over a
+ * socket pair, hands it the ring, and starts the CPU timer thread in CPU mode. On failure no
+ * run exists and the caller must not run user code as profiled; jettprof_strerror() gives the
+ * stable profiler setup message. */
+JETTPROF_API int jettprof_start(const struct jettprof_config *cfg, jettprof_run **out);
+
+/* The stable message for a negative errno returned by this library, e.g.
+ * "profiler: backend unsupported", "profiler: setup failure: cannot start jettprofd". */
+JETTPROF_API const char *jettprof_strerror(int err);
+
+/* Interns a source by origin and logical path (relative, '/'-separated, no "." or ".."
+ * segments; an absolute path is -EINVAL). Returns the run-local source id (>= 1) in *id. The
+ * same (origin, path) gives the same id. */
+JETTPROF_API int jettprof_source(jettprof_run *run, uint32_t origin, const char *logical_path,
+                                 uint32_t *id);
+
+struct jettprof_frame_desc {
+    uint32_t size;         /* sizeof(struct jettprof_frame_desc) */
+    uint32_t kind;         /* JETTPROF_FRAME_* */
+    const char *ns;        /* qualified namespace, or NULL for "<root>" */
+    const char *function;  /* source-level function or runtime bucket name */
+    uint32_t source_id;    /* 0: source unavailable */
+    uint32_t decl_start, decl_end; /* declaration byte range */
+    uint32_t decl_line, decl_col;  /* 1-based */
+};
+/* Interns a frame; the same description gives the same id (>= 1). */
+JETTPROF_API int jettprof_frame(jettprof_run *run, const struct jettprof_frame_desc *d,
+                                uint32_t *id);
+
+/* Registers the calling thread as a Jett runtime thread with a run-local id. */
+JETTPROF_API int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id,
+                                          jettprof_thread **out);
+JETTPROF_API void jettprof_thread_unregister(jettprof_thread *t);
+/* Sets the task and actor now running on this thread (JETTPROF_ID_UNAVAILABLE when none). */
+JETTPROF_API void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id);
+
+/* Call-stack tracking: entering a frame moves to the child call-chain node (interned once per
+ * (parent, frame)), leaving returns to the parent. Stacks deeper than 128 end in the agent's
+ * <truncated-stack> frame. */
+JETTPROF_API int jettprof_enter(jettprof_thread *t, uint32_t frame_id);
+JETTPROF_API void jettprof_leave(jettprof_thread *t);
+/* The current statement's start in the leaf frame's source. */
+JETTPROF_API void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col);
+/* Execution state around work that is not Jett code: JETTPROF_STATE_WAITING around a blocking
+ * call, JETTPROF_STATE_RUNTIME around runtime work outside a Jett frame; back to
+ * JETTPROF_STATE_JETT after. Ticks while waiting are never charged to the caller. */
+JETTPROF_API void jettprof_set_state(jettprof_thread *t, uint32_t state);
+
+/* The safe-point poll. Call at statements, calls, returns and loop back-edges. With nothing
+ * pending it is one relaxed load and a branch (inline below); jettprof_safe_point() is the same
+ * as a plain function for FFI users. */
+JETTPROF_API const uint32_t *jettprof_pending_word(jettprof_thread *t);
+JETTPROF_API void jettprof_safe_point_slow(jettprof_thread *t);
+JETTPROF_API void jettprof_safe_point(jettprof_thread *t);
+#if defined(__GNUC__)
+static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_word)
+{
+    if (__builtin_expect(__atomic_load_n(pending_word, __ATOMIC_RELAXED) != 0, 0))
+        jettprof_safe_point_slow(t);
+}
+#endif
+
+/* Jett-heap allocation hooks, after the operation succeeded (never for failed ones).
+ * jettprof_alloc assigns the id (never reused in the run) and returns it in *id;
+ * jettprof_alloc_id takes one the runtime assigned. Sizes are bytes; zero is allowed. */
+JETTPROF_API int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id);
+JETTPROF_API int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size);
+JETTPROF_API int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size,
+                                 uint64_t new_size);
+JETTPROF_API int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size);
+
+struct jettprof_result {
+    uint32_t size;        /* sizeof(struct jettprof_result) */
+    uint32_t status;      /* JETTPROF_STATUS_* */
+    char reason[40];      /* stable partial/unavailable reason, "" when complete */
+    int collector_failed; /* 1: collection failed after user code started */
+    char *human; size_t human_len; /* NUL-terminated, NULL unless requested */
+    char *toon; size_t toon_len;   /* the `profile:` TOON object, indent 0 */
+};
+
+/* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to
+ * finalize, answers its excerpt requests through cfg->excerpt, and fills *out with the
+ * rendered profile. If the daemon is gone, *out still holds an `unavailable` (or `partial`)
+ * profile with reason collector_failure and collector_failed = 1. Frees the run. */
+JETTPROF_API int jettprof_finish(jettprof_run *run, uint32_t termination,
+                                 struct jettprof_result *out);
+JETTPROF_API void jettprof_result_release(struct jettprof_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

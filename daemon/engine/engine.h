@@ -1,0 +1,87 @@
+/* The profile engine: online aggregation of one run's record stream within the contract's
+ * budgets, and the report built from it. No I/O: the daemon's sessions, replay and tests all
+ * drive it by feeding records, so a live profile and the replay of its capture go through the
+ * same code and give the same bytes.
+ */
+#ifndef JETTPROF_DAEMON_ENGINE_H
+#define JETTPROF_DAEMON_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../protocol/control.h"
+#include "../../protocol/records.h"
+
+struct jp_engine; /* opaque */
+
+int jp_engine_new(struct jp_engine **out);
+void jp_engine_free(struct jp_engine *e);
+
+/* Feeds one record, already copied out of untrusted memory. The engine validates it
+ * (jp_rec_validate) and its place in the stream. Returns:
+ *   0        accepted (including semantic violations the contract says to count and exclude:
+ *            unknown ids, reused ids, size mismatches, undefined frames/nodes);
+ *   -EPROTO  the stream cannot go on (structurally bad record, nothing before RUN_START, a
+ *            second RUN_START, anything after RUN_STOP); *why names it. The caller ends the
+ *            session; the engine can still render what it had.
+ * Never allocates beyond the budgets the RUN_START record set (detail stops; totals go on). */
+int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
+
+/* How a stream ended when it carries no RUN_STOP. X(NAME, "partial reason") */
+#define JP_ENDINGS(X)                                                                             \
+    X(STOP, "")                          /* RUN_STOP seen: termination from the record */        \
+    X(PRODUCER_LOST, "producer_lost")    /* client vanished without finalizing */                \
+    X(SHUTDOWN, "interrupted")           /* daemon stopping: in-flight run cut short */          \
+    X(TRUNCATED, "missing_stop_event")   /* capture ended before its stop record */              \
+    X(COLLECTOR_FAILURE, "collector_failure")
+enum {
+#define JP_X(n, s) JP_END_##n,
+    JP_ENDINGS(JP_X)
+#undef JP_X
+};
+
+struct jp_report_opts {
+    uint32_t size;         /* sizeof(struct jp_report_opts) */
+    int32_t threshold_bp;  /* -1: as the run asked (RUN_START) */
+    int32_t limit;         /* -1: as the run asked */
+    uint32_t ending;       /* JP_END_*: STOP when the stream has its RUN_STOP */
+    uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON */
+};
+
+/* The source lines the report will show as hot lines (after threshold and limit), for which
+ * the daemon asks the runtime for redacted excerpts. Feed the answers back as JP_REC_EXCERPT
+ * records before rendering. *keys is malloc'ed; free() it. */
+int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
+                           struct jp_ctl_excerpt_key **keys, uint32_t *count);
+
+#define JP_STATUS_COMPLETE 1u
+#define JP_STATUS_PARTIAL 2u
+#define JP_STATUS_UNAVAILABLE 3u
+
+struct jp_rendered {
+    uint32_t status;      /* JP_STATUS_* */
+    char reason[40];      /* the one stable partial/unavailable reason, "" when complete */
+    char *human; size_t human_len; /* malloc'ed, NUL-terminated, NULL unless requested */
+    char *toon; size_t toon_len;   /* the `profile:` TOON object at indent 0 */
+};
+/* Builds the report: thresholds on exact counts, ordering, limit, suggestions, both writers.
+ * Deterministic: same records + same opts => same bytes. */
+int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out);
+void jp_rendered_free(struct jp_rendered *r);
+
+/* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
+ * became unavailable have the matching *_exact flag cleared. */
+struct jp_engine_summary {
+    uint32_t mode, termination, status;
+    uint64_t records;
+    uint64_t violations;
+    /* cpu */
+    uint64_t requested_ticks, recorded_samples, attributed_samples;
+    /* memory */
+    uint64_t allocation_count, resize_count, allocated_bytes;
+    uint64_t freed_bytes, peak_live_bytes, retained_bytes;
+    uint32_t live_exact; /* 0 past the retention budget */
+};
+int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out);
+
+#endif

@@ -1,0 +1,127 @@
+/* Control messages between the agent and jettprofd over a unix stream socket.
+ *
+ * Framing: a 4-byte little-endian length, then that many bytes of one msgpack map. The map has
+ * "t" (message type name, a string) and the type's fields below. Lengths above JP_CTL_MAX_FRAME
+ * are refused before any allocation. File descriptors (the ring memfd, a capture file) travel as
+ * SCM_RIGHTS ancillary data on the same socket next to the frame that announces them.
+ *
+ * Decoding is strict and incremental: feed bytes as they arrive, in any split; each complete
+ * frame yields one message or an error naming what was wrong (unknown type, missing field, wrong
+ * field type, oversize frame, trailing bytes). Unknown extra fields are an error too.
+ */
+#ifndef JETTPROF_PROTOCOL_CONTROL_H
+#define JETTPROF_PROTOCOL_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define JP_CTL_VERSION 1u
+#define JP_CTL_MAX_FRAME (1u << 24) /* 16 MiB: a rendered profile plus slack */
+#define JP_CTL_MAX_EXCERPT_KEYS 4096u
+
+/* X(NAME, "wire name") */
+#define JP_CTL_TYPES(X)                                                                           \
+    X(HELLO, "hello")               /* agent -> daemon: who and what */                          \
+    X(WELCOME, "welcome")           /* daemon -> agent: accepted, run id */                      \
+    X(RING, "ring")                 /* agent -> daemon: ring fd (+ optional capture fd) */       \
+    X(FINALIZE, "finalize")         /* agent -> daemon: the run ended, with its termination */   \
+    X(EXCERPT_REQUEST, "excerpt_request") /* daemon -> agent: hot lines that want excerpts */    \
+    X(EXCERPTS, "excerpts")         /* agent -> daemon: redacted excerpts for those lines */     \
+    X(RESULT, "result")             /* daemon -> agent: status and rendered outputs */           \
+    X(ERROR, "error")               /* either way: stable code + message, then close */
+
+enum jp_ctl_type {
+    JP_CTL_NONE = 0,
+#define JP_X(n, s) JP_CTL_##n,
+    JP_CTL_TYPES(JP_X)
+#undef JP_X
+    JP_CTL_TYPE_LIMIT
+};
+const char *jp_ctl_type_name(uint32_t type);
+
+#define JP_OUT_HUMAN 0x1u
+#define JP_OUT_TOON 0x2u
+
+/* Stable error codes of JP_CTL_ERROR, one list: X(NAME, "wire word"). */
+#define JP_CTL_ERRORS(X)                                                                          \
+    X(BAD_MESSAGE, "bad_message")                                                                 \
+    X(UNSUPPORTED_VERSION, "unsupported_version")                                                 \
+    X(PERMISSION_DENIED, "permission_denied")                                                     \
+    X(TOO_MANY_RUNS, "too_many_runs")                                                             \
+    X(BAD_RING, "bad_ring")                                                                       \
+    X(BAD_CAPTURE, "bad_capture")                                                                 \
+    X(PROTOCOL_VIOLATION, "protocol_violation")                                                   \
+    X(SHUTTING_DOWN, "shutting_down")                                                             \
+    X(INTERNAL, "internal")
+enum jp_ctl_error {
+    JP_CTLE_NONE = 0,
+#define JP_X(n, s) JP_CTLE_##n,
+    JP_CTL_ERRORS(JP_X)
+#undef JP_X
+    JP_CTLE_LIMIT
+};
+const char *jp_ctl_error_name(uint32_t code);
+
+struct jp_ctl_excerpt_key {
+    uint32_t source_id, line, col;
+};
+struct jp_ctl_excerpt {
+    uint32_t source_id, line, col;
+    uint32_t flags; /* JP_EXCERPT_* */
+    const char *text; size_t text_len; /* <= JP_EXCERPT_MAX */
+};
+
+/* A decoded or to-be-encoded message. Strings and arrays point into the decoder's frame buffer
+ * and stay valid until the next jp_ctl_decoder_next() / jp_ctl_decoder_free(). */
+struct jp_ctl_msg {
+    uint32_t type; /* enum jp_ctl_type */
+    union {
+        struct {
+            uint32_t version; /* JP_CTL_VERSION */
+            uint32_t pid;
+            uint32_t mode;    /* JP_MODE_* */
+            uint32_t rate_hz, threshold_bp, limit;
+            uint32_t outputs; /* JP_OUT_* */
+            uint32_t capabilities;
+        } hello;
+        struct { uint64_t run_id; } welcome;
+        struct {
+            uint32_t slot_count;
+            uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
+        } ring;
+        struct { uint32_t termination; } finalize;      /* JP_TERM_* */
+        struct { const struct jp_ctl_excerpt_key *keys; uint32_t count; } excerpt_request;
+        struct { const struct jp_ctl_excerpt *items; uint32_t count; } excerpts;
+        struct {
+            uint32_t status; /* 1 complete, 2 partial, 3 unavailable */
+            const char *reason; size_t reason_len; /* "" when complete */
+            const char *human; size_t human_len;   /* "" unless requested */
+            const char *toon; size_t toon_len;     /* "" unless requested */
+        } result;
+        struct {
+            uint32_t code; /* enum jp_ctl_error */
+            const char *message; size_t message_len;
+        } error;
+    } u;
+};
+
+/* Encodes one framed message into a malloc'ed buffer (*out, *out_len). 0 or -errno
+ * (-EINVAL for a message that violates its own limits). */
+int jp_ctl_encode(const struct jp_ctl_msg *m, uint8_t **out, size_t *out_len);
+
+struct jp_ctl_decoder; /* opaque */
+int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out);
+void jp_ctl_decoder_free(struct jp_ctl_decoder *d);
+/* Appends received bytes. -EMSGSIZE as soon as a frame header announces more than max_frame. */
+int jp_ctl_decoder_feed(struct jp_ctl_decoder *d, const uint8_t *bytes, size_t len);
+/* Takes the next complete message: 1 and *m filled, 0 when more bytes are needed, or -EPROTO
+ * with *why a stable reason ("unknown message type", "missing field ring.slot_count", ...). */
+int jp_ctl_decoder_next(struct jp_ctl_decoder *d, struct jp_ctl_msg *m, const char **why);
+/* Bytes buffered but not yet part of a returned message (a partial frame at EOF is an error). */
+size_t jp_ctl_decoder_pending(const struct jp_ctl_decoder *d);
+
+/* Blocking helpers for the agent side (the daemon uses libuv). Send a frame with up to two fds
+ * attached as SCM_RIGHTS; receive into a decoder collecting passed fds. 0 or -errno. */
+int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds);
+
+#endif

@@ -1,0 +1,97 @@
+/* The shared-memory record ring: single producer (the agent, inside the profiled process),
+ * single consumer (jettprofd), over one memfd mapped MAP_SHARED by both.
+ *
+ * Geometry: a JP_RING_HEADER_SIZE-byte header, then slot_count slots of JP_SLOT_SIZE bytes
+ * (slot_count a power of two). Indices count slots and run free as uint64_t; the slot of index i
+ * is i & (slot_count - 1); fill level is head - tail. The producer owns head and the closed flag,
+ * the consumer owns tail; each sits on its own cache line. Memory ordering is documented in
+ * ring.c at the top and labelled at each atomic.
+ *
+ * The consumer side never trusts the mapping: jp_ring_map() validates the whole header against
+ * the real mapping size, and consumers copy each record out before looking at it.
+ */
+#ifndef JETTPROF_PROTOCOL_RING_H
+#define JETTPROF_PROTOCOL_RING_H
+
+#include <stdint.h>
+
+#include "records.h"
+
+#define JP_RING_MAGIC 0x474e5250u /* "PRNG" little-endian */
+#define JP_RING_VERSION 1u
+#define JP_RING_HEADER_SIZE 256u
+#define JP_RING_MIN_SLOTS 64u
+#define JP_RING_MAX_SLOTS (1u << 24) /* 512 MiB of slots */
+#define JP_RING_DEFAULT_SLOTS (1u << 16) /* 2 MiB */
+
+/* The shared header, as laid out in the mapping. */
+struct jp_ring_shared {
+    /* line 0: geometry, written once by the creator before the fd is shared */
+    uint32_t magic;
+    uint16_t version;
+    uint16_t header_size; /* JP_RING_HEADER_SIZE */
+    uint32_t slot_size;   /* JP_SLOT_SIZE */
+    uint32_t slot_count;  /* power of two */
+    uint64_t data_size;   /* slot_size * slot_count */
+    uint8_t reserved0[40];
+    /* line 1: producer-owned */
+    uint64_t head;        /* next slot the producer will write */
+    uint32_t closed;      /* 1 once the producer is done; no further commits */
+    uint8_t reserved1[52];
+    /* line 2: consumer-owned */
+    uint64_t tail;        /* next slot the consumer will read */
+    uint8_t reserved2[56];
+    uint8_t reserved3[64];
+};
+_Static_assert(sizeof(struct jp_ring_shared) == JP_RING_HEADER_SIZE, "ring header is an ABI");
+
+/* A process-local view of a mapped ring. Producer and consumer each hold their own. */
+struct jp_ring {
+    struct jp_ring_shared *sh;
+    uint8_t *data;
+    uint64_t mask;
+    uint32_t slot_count;
+    uint64_t map_size;
+    int fd;
+    /* producer side */
+    uint64_t p_head;        /* local copy of head, published on commit */
+    uint64_t p_tail_cache;  /* last tail seen; refreshed only when the ring looks full */
+    /* consumer side */
+    uint64_t c_tail;
+    uint64_t c_head_cache;
+};
+
+/* Creates a memfd of the right size, maps it and writes the header. 0 or -errno. */
+int jp_ring_create(uint32_t slot_count, struct jp_ring *out);
+/* Maps a ring from an fd received from an untrusted peer: validates magic, version,
+ * header_size, slot_size, power-of-two slot_count within limits, data_size, and that the fd's
+ * real size (fstat) equals header + data. -EPROTO (bad field) / -errno. Takes ownership of fd
+ * only on success. */
+int jp_ring_map(int fd, struct jp_ring *out);
+/* Unmaps and closes. Safe on a zeroed struct. */
+void jp_ring_unmap(struct jp_ring *r);
+
+/* Producer. Reserve space for a record of `bytes` (1..JP_REC_MAX_SIZE); returns a pointer to
+ * contiguous slots, or NULL when the ring has no room (nothing is changed). When the record
+ * would straddle the end, a JP_REC_PAD record fills the tail first (that needs room too). No
+ * system call, no allocation, no lock. Several reserves may precede one commit (a batch). */
+void *jp_ring_reserve(struct jp_ring *r, uint32_t bytes);
+/* Publishes every record reserved since the last commit. */
+void jp_ring_commit(struct jp_ring *r);
+/* Marks the producer closed (after a final commit). */
+void jp_ring_close(struct jp_ring *r);
+
+/* Consumer. Returns the number of committed, unread slots (0 if empty) and a pointer to the
+ * first; the slots are contiguous up to the end of the ring (the count is capped there). The
+ * memory stays writable by the producer: copy before validating. */
+uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first);
+/* Releases `slots` slots (<= what peek returned) back to the producer. */
+void jp_ring_release(struct jp_ring *r, uint64_t slots);
+/* 1 when the producer has closed and every committed slot has been read. */
+int jp_ring_drained(struct jp_ring *r);
+
+/* Test hook: start a fresh ring's free-running indices at `index` (both sides), e.g. just below
+ * 2^32 or 2^64 - n, to prove wrap-around is handled. */
+void jp_ring_set_start_index(struct jp_ring *r, uint64_t index);
+
+#endif
