@@ -28,6 +28,7 @@
     X(EXCERPT_REQUEST, "excerpt_request") /* daemon -> agent: hot lines that want excerpts */    \
     X(EXCERPTS, "excerpts")         /* agent -> daemon: redacted excerpts for those lines */     \
     X(RESULT, "result")             /* daemon -> agent: status and rendered outputs */           \
+    X(SHOW, "show")                 /* client -> long-lived daemon: a finished run's profile */  \
     X(ERROR, "error")               /* either way: stable code + message, then close */
 
 enum jp_ctl_type {
@@ -52,6 +53,7 @@ const char *jp_ctl_type_name(uint32_t type);
     X(BAD_CAPTURE, "bad_capture")                                                                 \
     X(PROTOCOL_VIOLATION, "protocol_violation")                                                   \
     X(SHUTTING_DOWN, "shutting_down")                                                             \
+    X(NO_SUCH_RUN, "no_such_run")                                                                 \
     X(INTERNAL, "internal")
 enum jp_ctl_error {
     JP_CTLE_NONE = 0,
@@ -85,6 +87,7 @@ struct jp_ctl_msg {
             uint32_t capabilities;
         } hello;
         struct { uint64_t run_id; } welcome;
+        struct { uint64_t run_id; uint32_t outputs; } show; /* answered by RESULT or ERROR */
         struct {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
