@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what building and testing jettprofd needs on Debian 12, only when something is
+# missing, and the pinned TOON decoder the tests use. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(gcc pkg-config meson ninja-build libuv1-dev libmsgpack-dev libcriterion-dev
+          systemd nodejs npm)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node may come from outside Debian's packages; a working node+npm is all the tests need.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -r -a missing <<<"${missing[*]:-}"
+if ((${#missing[@]})); then
+    echo "deps: installing ${missing[*]}"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ -f tests/toon/package-lock.json ] && [ ! -d tests/toon/node_modules/@toon-format ]; then
+    echo "deps: installing the pinned TOON decoder (tests/toon)"
+    (cd tests/toon && npm ci --no-audit --no-fund --loglevel=error)
+fi
