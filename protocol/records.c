@@ -1,0 +1,197 @@
+/* Record type names and structural validation of records copied out of untrusted memory. */
+#include "records.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+/* The record list carries upper-case identifiers only; the lower-case names are derived from it
+ * once, so the enum and the names cannot drift. */
+static const char *const rec_upper[JP_REC_TYPE_LIMIT] = {
+#define JP_X(name, value, size) [value] = #name,
+    JP_RECORD_TYPES(JP_X)
+#undef JP_X
+};
+static char rec_lower[JP_REC_TYPE_LIMIT][24];
+static pthread_once_t rec_lower_once = PTHREAD_ONCE_INIT;
+
+static void rec_lower_init(void)
+{
+    for (unsigned t = 0; t < JP_REC_TYPE_LIMIT; t++) {
+        const char *s = rec_upper[t];
+        if (!s)
+            continue;
+        size_t i = 0;
+        for (; s[i] && i + 1 < sizeof rec_lower[t]; i++)
+            rec_lower[t][i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] - 'A' + 'a' : s[i]);
+        rec_lower[t][i] = '\0';
+    }
+}
+
+const char *jp_rec_type_name(uint32_t type)
+{
+    if (type >= JP_REC_TYPE_LIMIT || !rec_upper[type])
+        return NULL;
+    pthread_once(&rec_lower_once, rec_lower_init);
+    return rec_lower[type];
+}
+
+#define JP_NAME_FN(fn, LIST, prefix)                                                              \
+    const char *fn(uint32_t v)                                                                    \
+    {                                                                                             \
+        switch (v) {                                                                              \
+            LIST(prefix)                                                                          \
+        default:                                                                                  \
+            return NULL;                                                                          \
+        }                                                                                         \
+    }
+#define JP_X_CASE(n, v, s)                                                                        \
+    case v:                                                                                       \
+        return s;
+JP_NAME_FN(jp_mode_name, JP_MODES, JP_X_CASE)
+JP_NAME_FN(jp_origin_name, JP_ORIGINS, JP_X_CASE)
+JP_NAME_FN(jp_state_name, JP_STATES, JP_X_CASE)
+JP_NAME_FN(jp_termination_name, JP_TERMINATIONS, JP_X_CASE)
+JP_NAME_FN(jp_frame_kind_name, JP_FRAME_KINDS, JP_X_CASE)
+#undef JP_X_CASE
+#undef JP_NAME_FN
+
+/* Fixed part of each type: the exact size of fixed-size records, the header + fixed fields of
+ * variable-length ones (PAD is just a header). */
+static const uint16_t rec_fixed[JP_REC_TYPE_LIMIT] = {
+    [JP_REC_PAD] = sizeof(struct jp_rec_hdr),
+    [JP_REC_RUN_START] = sizeof(struct jp_rec_run_start),
+    [JP_REC_SOURCE_DEF] = sizeof(struct jp_rec_source_def),
+    [JP_REC_FRAME_DEF] = sizeof(struct jp_rec_frame_def),
+    [JP_REC_NODE_DEF] = sizeof(struct jp_rec_node_def),
+    [JP_REC_EXEC] = sizeof(struct jp_rec_exec),
+    [JP_REC_CPU_SAMPLE] = sizeof(struct jp_rec_cpu_sample),
+    [JP_REC_ALLOC] = sizeof(struct jp_rec_alloc),
+    [JP_REC_RESIZE] = sizeof(struct jp_rec_resize),
+    [JP_REC_FREE] = sizeof(struct jp_rec_free),
+    [JP_REC_COUNTERS] = sizeof(struct jp_rec_counters),
+    [JP_REC_EXCERPT] = sizeof(struct jp_rec_excerpt),
+    [JP_REC_RUN_STOP] = sizeof(struct jp_rec_run_stop),
+};
+/* The list's fixed_size column must agree with the structs. */
+#define JP_FIXED(name) (rec_list_size_##name)
+enum {
+#define JP_X(name, value, size) rec_list_size_##name = size,
+    JP_RECORD_TYPES(JP_X)
+#undef JP_X
+};
+_Static_assert(JP_FIXED(RUN_START) == sizeof(struct jp_rec_run_start), "RUN_START size");
+_Static_assert(JP_FIXED(NODE_DEF) == sizeof(struct jp_rec_node_def), "NODE_DEF size");
+_Static_assert(JP_FIXED(EXEC) == sizeof(struct jp_rec_exec), "EXEC size");
+_Static_assert(JP_FIXED(CPU_SAMPLE) == sizeof(struct jp_rec_cpu_sample), "CPU_SAMPLE size");
+_Static_assert(JP_FIXED(ALLOC) == sizeof(struct jp_rec_alloc), "ALLOC size");
+_Static_assert(JP_FIXED(RESIZE) == sizeof(struct jp_rec_resize), "RESIZE size");
+_Static_assert(JP_FIXED(FREE) == sizeof(struct jp_rec_free), "FREE size");
+_Static_assert(JP_FIXED(COUNTERS) == sizeof(struct jp_rec_counters), "COUNTERS size");
+_Static_assert(JP_FIXED(RUN_STOP) == sizeof(struct jp_rec_run_stop), "RUN_STOP size");
+_Static_assert(JP_FIXED(PAD) == 0 && JP_FIXED(SOURCE_DEF) == 0 && JP_FIXED(FRAME_DEF) == 0 &&
+                   JP_FIXED(EXCERPT) == 0,
+               "variable-length records");
+#undef JP_FIXED
+
+static const uint8_t rec_is_fixed[JP_REC_TYPE_LIMIT] = {
+#define JP_X(name, value, size) [value] = (size) != 0,
+    JP_RECORD_TYPES(JP_X)
+#undef JP_X
+};
+
+static int fail(const char **why, const char *reason)
+{
+    if (why)
+        *why = reason;
+    return -EPROTO;
+}
+
+int jp_rec_validate(const void *rec, uint32_t len, const char **why)
+{
+    struct jp_rec_hdr h;
+    if (!rec || len < sizeof h)
+        return fail(why, "record shorter than its header");
+    memcpy(&h, rec, sizeof h);
+    if (h.type >= JP_REC_TYPE_LIMIT || !rec_upper[h.type])
+        return fail(why, "unknown record type");
+    if (h.size > len)
+        return fail(why, "size past end");
+    if (h.size > JP_REC_MAX_SIZE)
+        return fail(why, "record larger than JP_REC_MAX_SIZE");
+    if (h.size < rec_fixed[h.type])
+        return fail(why, "record smaller than its fixed part");
+    if (rec_is_fixed[h.type] && h.size != rec_fixed[h.type])
+        return fail(why, "fixed-size record has the wrong size");
+
+    /* Copy each fixed part out: the caller's buffer need not be aligned. */
+    switch (h.type) {
+    case JP_REC_RUN_START: {
+        struct jp_rec_run_start r;
+        memcpy(&r, rec, sizeof r);
+        if (r.format_version != JP_FORMAT_VERSION)
+            return fail(why, "unsupported record format version");
+        if (!jp_mode_name(r.mode))
+            return fail(why, "unknown mode");
+        return 0;
+    }
+    case JP_REC_SOURCE_DEF: {
+        struct jp_rec_source_def r;
+        memcpy(&r, rec, sizeof r);
+        if (!jp_origin_name(r.origin))
+            return fail(why, "unknown source origin");
+        if (r.path_len < 1 || r.path_len > JP_PATH_MAX)
+            return fail(why, "source path length out of range");
+        if ((uint32_t)sizeof r + r.path_len != h.size)
+            return fail(why, "source path does not match record size");
+        return 0;
+    }
+    case JP_REC_FRAME_DEF: {
+        struct jp_rec_frame_def r;
+        memcpy(&r, rec, sizeof r);
+        if (r.kind >= JP_FRAME_KIND_LIMIT)
+            return fail(why, "unknown frame kind");
+        if (r.ns_len < 1 || r.ns_len > JP_NAME_MAX)
+            return fail(why, "frame namespace length out of range");
+        if (r.fn_len < 1 || r.fn_len > JP_NAME_MAX)
+            return fail(why, "frame function name length out of range");
+        if ((uint32_t)sizeof r + r.ns_len + r.fn_len != h.size)
+            return fail(why, "frame names do not match record size");
+        return 0;
+    }
+    case JP_REC_CPU_SAMPLE: {
+        struct jp_rec_cpu_sample r;
+        memcpy(&r, rec, sizeof r);
+        if (r.state >= JP_STATE_LIMIT)
+            return fail(why, "unknown sample state");
+        if (r.flags & ~JP_SAMPLE_HAS_STMT)
+            return fail(why, "unknown sample flags");
+        if (r.state == JP_STATE_JETT && r.node == JP_ID_NONE)
+            return fail(why, "jett sample without a call-chain node");
+        return 0;
+    }
+    case JP_REC_EXCERPT: {
+        struct jp_rec_excerpt r;
+        memcpy(&r, rec, sizeof r);
+        if (r.flags & ~(JP_EXCERPT_REDACTED | JP_EXCERPT_UNAVAILABLE))
+            return fail(why, "unknown excerpt flags");
+        if (r.text_len > JP_EXCERPT_MAX)
+            return fail(why, "excerpt text length out of range");
+        if ((r.flags & JP_EXCERPT_UNAVAILABLE) && r.text_len != 0)
+            return fail(why, "unavailable excerpt with text");
+        if ((uint32_t)sizeof r + r.text_len != h.size)
+            return fail(why, "excerpt text does not match record size");
+        return 0;
+    }
+    case JP_REC_RUN_STOP: {
+        struct jp_rec_run_stop r;
+        memcpy(&r, rec, sizeof r);
+        if (!jp_termination_name(r.termination))
+            return fail(why, "unknown termination");
+        return 0;
+    }
+    default:
+        /* PAD, NODE_DEF, EXEC, ALLOC, RESIZE, FREE, COUNTERS: size is all there is to check. */
+        return 0;
+    }
+}
