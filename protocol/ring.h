@@ -45,7 +45,8 @@ struct jp_ring_shared {
 };
 _Static_assert(sizeof(struct jp_ring_shared) == JP_RING_HEADER_SIZE, "ring header is an ABI");
 
-/* A process-local view of a mapped ring. Producer and consumer each hold their own. */
+/* A process-local view of a mapped ring. Producer and consumer each hold their own (one
+ * struct may also play both roles in a single thread, as the tests do). */
 struct jp_ring {
     struct jp_ring_shared *sh;
     uint8_t *data;
@@ -59,39 +60,100 @@ struct jp_ring {
     /* consumer side */
     uint64_t c_tail;
     uint64_t c_head_cache;
+    uint32_t c_corrupt;     /* latched once the producer's head was seen out of bounds */
 };
 
-/* Creates a memfd of the right size, maps it and writes the header. 0 or -errno. */
+/* Creates a memfd of the right size, maps it and writes the header. The memfd is sealed against
+ * shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) so a peer that maps it can
+ * never be made to fault by a later ftruncate. slot_count: a power of two in
+ * [JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS]. 0 or -errno (-EINVAL for a bad slot_count). */
 int jp_ring_create(uint32_t slot_count, struct jp_ring *out);
 /* Maps a ring from an fd received from an untrusted peer: validates magic, version,
- * header_size, slot_size, power-of-two slot_count within limits, data_size, and that the fd's
- * real size (fstat) equals header + data. -EPROTO (bad field) / -errno. Takes ownership of fd
- * only on success. */
+ * header_size, slot_size, power-of-two slot_count within limits, data_size, that the fd's
+ * real size (fstat) equals header + data, that it is sealed against shrinking (else the peer
+ * could truncate it under us and turn our next read into SIGBUS), that closed is 0 or 1, that
+ * head - tail <= slot_count and that the reserved bytes are zero. -EPROTO (bad field) / -errno.
+ * Takes ownership of fd only on success. */
 int jp_ring_map(int fd, struct jp_ring *out);
 /* Unmaps and closes. Safe on a zeroed struct. */
 void jp_ring_unmap(struct jp_ring *r);
 
+/* Memory ordering of the ring (the full table is at the top of ring.c):
+ *   A  producer: store-release head (commit)          pairs with C
+ *   B  producer: load-acquire tail (room check)        pairs with D
+ *   C  consumer: load-acquire head (peek)              pairs with A
+ *   D  consumer: store-release tail (release)          pairs with B
+ *   E  producer: store-release closed (close)          pairs with F
+ *   F  consumer: load-acquire closed (drained)         pairs with E
+ * The helpers below are the only atomics on the shared header. */
+static inline uint64_t jp_ring__load_acquire(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void jp_ring__store_release(uint64_t *p, uint64_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
 /* Producer. Reserve space for a record of `bytes` (1..JP_REC_MAX_SIZE); returns a pointer to
  * contiguous slots, or NULL when the ring has no room (nothing is changed). When the record
- * would straddle the end, a JP_REC_PAD record fills the tail first (that needs room too). No
- * system call, no allocation, no lock. Several reserves may precede one commit (a batch). */
-void *jp_ring_reserve(struct jp_ring *r, uint32_t bytes);
+ * would straddle the end, a JP_REC_PAD record fills the tail first (that needs room too: a
+ * record of n slots may need up to 2n - 1 free slots). No system call, no allocation, no lock.
+ * Several reserves may precede one commit (a batch); nothing is visible to the consumer before
+ * the commit. The caller writes the whole record, header included, before committing.
+ * A tail value that makes no sense (a misbehaving consumer) reads as "no room", never as room. */
+static inline void *jp_ring_reserve(struct jp_ring *r, uint32_t bytes)
+{
+    if (bytes - 1u >= JP_REC_MAX_SIZE) /* 0 wraps to UINT32_MAX */
+        return (void *)0;
+    uint64_t n = jp_rec_slots(bytes);
+    uint64_t head = r->p_head;
+    uint64_t off = head & r->mask;
+    uint64_t to_end = r->slot_count - off;
+    uint64_t need = n <= to_end ? n : to_end + n;
+    /* Unsigned fill level: head - tail is right across any wrap of the free-running indices. */
+    if (head + need - r->p_tail_cache > r->slot_count) {
+        r->p_tail_cache = jp_ring__load_acquire(&r->sh->tail); /* B: pairs with D */
+        if (head + need - r->p_tail_cache > r->slot_count)
+            return (void *)0;
+    }
+    if (n > to_end) {
+        struct jp_rec_hdr pad = {JP_REC_PAD, (uint16_t)(to_end * JP_SLOT_SIZE)};
+        __builtin_memcpy(r->data + off * JP_SLOT_SIZE, &pad, sizeof pad);
+        head += to_end;
+        off = 0;
+    }
+    r->p_head = head + n;
+    return r->data + off * JP_SLOT_SIZE;
+}
 /* Publishes every record reserved since the last commit. */
-void jp_ring_commit(struct jp_ring *r);
+static inline void jp_ring_commit(struct jp_ring *r)
+{
+    jp_ring__store_release(&r->sh->head, r->p_head); /* A: pairs with C */
+}
 /* Marks the producer closed (after a final commit). */
 void jp_ring_close(struct jp_ring *r);
 
 /* Consumer. Returns the number of committed, unread slots (0 if empty) and a pointer to the
  * first; the slots are contiguous up to the end of the ring (the count is capped there). The
- * memory stays writable by the producer: copy before validating. */
+ * memory stays writable by the producer: copy before validating.
+ * If the producer's head is out of bounds (head - tail > slot_count: a hostile or broken
+ * producer), peek returns 0, never a count past the mapping, and latches the ring corrupt:
+ * jp_ring_check() and jp_ring_drained() then report -EPROTO. A consumer loop therefore ends on
+ * `jp_ring_drained(r) != 0` and tells a clean end (1) from a broken ring (< 0). */
 uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first);
-/* Releases `slots` slots (<= what peek returned) back to the producer. */
+/* Releases `slots` slots (<= what peek returned) back to the producer. Releasing more than was
+ * peeked is clamped to what was peeked. */
 void jp_ring_release(struct jp_ring *r, uint64_t slots);
-/* 1 when the producer has closed and every committed slot has been read. */
+/* 1 when the producer has closed and every committed slot has been read, 0 while more may
+ * come, -EPROTO once the ring was found corrupt. */
 int jp_ring_drained(struct jp_ring *r);
+/* 0, or -EPROTO when the producer's head is (or was once seen) out of bounds. */
+int jp_ring_check(struct jp_ring *r);
 
 /* Test hook: start a fresh ring's free-running indices at `index` (both sides), e.g. just below
- * 2^32 or 2^64 - n, to prove wrap-around is handled. */
+ * 2^32 or 2^64 - n, to prove wrap-around is handled. Writes the shared header too, so a view
+ * mapped afterwards starts there as well. */
 void jp_ring_set_start_index(struct jp_ring *r, uint64_t index);
 
 #endif

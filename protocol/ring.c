@@ -1,0 +1,239 @@
+/* The shared-memory SPSC record ring: creation, validation of a peer's mapping, the consumer.
+ * The producer's hot path (reserve/commit) is inline in ring.h.
+ *
+ * Memory ordering. Two indices cross the process boundary, each written by one side only:
+ *
+ *   label  side      operation                       pairs with  what it guarantees
+ *   A      producer  store-release head (commit)     C           the slots written before A are
+ *                                                                 complete when the consumer
+ *                                                                 sees the new head at C
+ *   B      producer  load-acquire tail (room check)  D           the consumer has finished
+ *                                                                 reading slots it released at D
+ *                                                                 before the producer reuses them
+ *   C      consumer  load-acquire head (peek)        A
+ *   D      consumer  store-release tail (release)    B
+ *   E      producer  store-release closed (close)    F           the final head (A, program
+ *                                                                 order before E) is visible to
+ *                                                                 a consumer that saw closed
+ *   F      consumer  load-acquire closed (drained)   E
+ *
+ * Each side keeps a cached copy of the other's index and reloads it only when the cached value
+ * says "full" (producer) or "empty" (consumer), so in steady state a push touches only the
+ * producer's own cache line. Indices are free-running uint64_t; the fill level is the unsigned
+ * difference head - tail and a slot is index & mask, so no index is ever wrapped by hand.
+ *
+ * The geometry line is written once by the creator before the fd is shared; passing the fd
+ * (sendmsg, fork) orders those plain stores before the peer's first read.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint32_t load_acquire32(const uint32_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static void store_release32(uint32_t *p, uint32_t v)
+{
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+static int is_pow2(uint32_t v)
+{
+    return v && !(v & (v - 1u));
+}
+
+static void view_init(struct jp_ring *r, void *base, uint64_t map_size, int fd,
+                      uint32_t slot_count)
+{
+    memset(r, 0, sizeof *r);
+    r->sh = base;
+    r->data = (uint8_t *)base + JP_RING_HEADER_SIZE;
+    r->slot_count = slot_count;
+    r->mask = (uint64_t)slot_count - 1u;
+    r->map_size = map_size;
+    r->fd = fd;
+}
+
+int jp_ring_create(uint32_t slot_count, struct jp_ring *out)
+{
+    if (!out || !is_pow2(slot_count) || slot_count < JP_RING_MIN_SLOTS ||
+        slot_count > JP_RING_MAX_SLOTS)
+        return -EINVAL;
+    uint64_t data_size = (uint64_t)slot_count * JP_SLOT_SIZE;
+    uint64_t map_size = JP_RING_HEADER_SIZE + data_size;
+    int fd = memfd_create("jettprof-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return -errno;
+    int r;
+    if (ftruncate(fd, (off_t)map_size) < 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    void *base = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    /* A fresh memfd reads as zeros: indices, closed and reserved space start at 0. */
+    struct jp_ring_shared *sh = base;
+    sh->magic = JP_RING_MAGIC;
+    sh->version = JP_RING_VERSION;
+    sh->header_size = JP_RING_HEADER_SIZE;
+    sh->slot_size = JP_SLOT_SIZE;
+    sh->slot_count = slot_count;
+    sh->data_size = data_size;
+    view_init(out, base, map_size, fd, slot_count);
+    return 0;
+}
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* Checks a private snapshot of the header; the peer may keep writing the shared one. */
+static int header_valid(const struct jp_ring_shared *h, uint64_t real_size)
+{
+    if (h->magic != JP_RING_MAGIC || h->version != JP_RING_VERSION ||
+        h->header_size != JP_RING_HEADER_SIZE || h->slot_size != JP_SLOT_SIZE)
+        return 0;
+    if (!is_pow2(h->slot_count) || h->slot_count < JP_RING_MIN_SLOTS ||
+        h->slot_count > JP_RING_MAX_SLOTS)
+        return 0;
+    if (h->data_size != (uint64_t)h->slot_count * JP_SLOT_SIZE)
+        return 0;
+    if (real_size != JP_RING_HEADER_SIZE + h->data_size)
+        return 0;
+    if (h->closed > 1u || h->head - h->tail > h->slot_count)
+        return 0;
+    return all_zero(h->reserved0, sizeof h->reserved0) &&
+           all_zero(h->reserved1, sizeof h->reserved1) &&
+           all_zero(h->reserved2, sizeof h->reserved2) &&
+           all_zero(h->reserved3, sizeof h->reserved3);
+}
+
+int jp_ring_map(int fd, struct jp_ring *out)
+{
+    if (!out || fd < 0)
+        return -EINVAL;
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (!S_ISREG(st.st_mode) || st.st_size < (off_t)JP_RING_HEADER_SIZE)
+        return -EPROTO;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK))
+        return -EPROTO;
+    uint64_t real_size = (uint64_t)st.st_size;
+    if (real_size > JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MAX_SLOTS * JP_SLOT_SIZE)
+        return -EPROTO;
+
+    void *base = mmap(NULL, real_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return -errno;
+    struct jp_ring_shared snap;
+    memcpy(&snap, base, sizeof snap);
+    if (!header_valid(&snap, real_size)) {
+        munmap(base, real_size);
+        return -EPROTO;
+    }
+    view_init(out, base, real_size, fd, snap.slot_count);
+    /* Both sides start from the snapshot; the consumer owns tail from here on. */
+    out->p_head = snap.head;
+    out->p_tail_cache = snap.tail;
+    out->c_tail = snap.tail;
+    out->c_head_cache = snap.tail;
+    return 0;
+}
+
+void jp_ring_unmap(struct jp_ring *r)
+{
+    if (!r)
+        return;
+    if (r->sh)
+        munmap(r->sh, r->map_size);
+    if (r->sh && r->fd >= 0)
+        close(r->fd);
+    memset(r, 0, sizeof *r);
+    r->fd = -1;
+}
+
+void jp_ring_close(struct jp_ring *r)
+{
+    store_release32(&r->sh->closed, 1u); /* E: pairs with F */
+}
+
+uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first)
+{
+    uint64_t tail = r->c_tail;
+    if (r->c_corrupt)
+        return 0;
+    if (r->c_head_cache == tail)
+        r->c_head_cache = jp_ring__load_acquire(&r->sh->head); /* C: pairs with A */
+    uint64_t avail = r->c_head_cache - tail;
+    if (avail > r->slot_count) {
+        /* Never turn a nonsense head into a read past the mapping. */
+        r->c_corrupt = 1;
+        r->c_head_cache = tail;
+        return 0;
+    }
+    if (avail == 0)
+        return 0;
+    uint64_t off = tail & r->mask;
+    uint64_t to_end = r->slot_count - off;
+    if (first)
+        *first = r->data + off * JP_SLOT_SIZE;
+    return avail < to_end ? avail : to_end;
+}
+
+void jp_ring_release(struct jp_ring *r, uint64_t slots)
+{
+    uint64_t peeked = r->c_head_cache - r->c_tail;
+    if (slots > peeked)
+        slots = peeked;
+    r->c_tail += slots;
+    jp_ring__store_release(&r->sh->tail, r->c_tail); /* D: pairs with B */
+}
+
+int jp_ring_check(struct jp_ring *r)
+{
+    if (!r->c_corrupt &&
+        jp_ring__load_acquire(&r->sh->head) - r->c_tail > r->slot_count) /* C: pairs with A */
+        r->c_corrupt = 1;
+    return r->c_corrupt ? -EPROTO : 0;
+}
+
+int jp_ring_drained(struct jp_ring *r)
+{
+    if (r->c_corrupt)
+        return -EPROTO;
+    if (!load_acquire32(&r->sh->closed)) /* F: pairs with E */
+        return 0;
+    /* After F, the final head is visible: reload it rather than trust the cache. */
+    uint64_t head = jp_ring__load_acquire(&r->sh->head); /* C: pairs with A */
+    if (head - r->c_tail > r->slot_count) {
+        r->c_corrupt = 1;
+        return -EPROTO;
+    }
+    return head == r->c_tail;
+}
+
+/* Only before the fd is shared, so relaxed stores suffice. */
+void jp_ring_set_start_index(struct jp_ring *r, uint64_t index)
+{
+    __atomic_store_n(&r->sh->head, index, __ATOMIC_RELAXED);
+    __atomic_store_n(&r->sh->tail, index, __ATOMIC_RELAXED);
+    r->p_head = r->p_tail_cache = index;
+    r->c_tail = r->c_head_cache = index;
+}

@@ -1,0 +1,229 @@
+/* Record names and jp_rec_validate: each rule at its edge. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <string.h>
+
+#include "records.h"
+
+Test(records, names_come_from_the_lists)
+{
+    cr_assert_str_eq(jp_rec_type_name(JP_REC_PAD), "pad", "pad");
+    cr_assert_str_eq(jp_rec_type_name(JP_REC_CPU_SAMPLE), "cpu_sample", "cpu_sample");
+    cr_assert_str_eq(jp_rec_type_name(JP_REC_RUN_STOP), "run_stop", "run_stop");
+    cr_assert_str_eq(jp_rec_type_name(JP_REC_SOURCE_DEF), "source_def", "source_def");
+    cr_assert_null(jp_rec_type_name(0), "0 is no type");
+    cr_assert_null(jp_rec_type_name(JP_REC_TYPE_LIMIT), "limit");
+    cr_assert_null(jp_rec_type_name(UINT32_MAX), "huge");
+    for (uint32_t t = 1; t < JP_REC_TYPE_LIMIT; t++)
+        cr_assert_not_null(jp_rec_type_name(t), "type %u named", t);
+
+    cr_assert_str_eq(jp_mode_name(JP_MODE_MEMORY), "memory", "mode");
+    cr_assert_null(jp_mode_name(JP_MODE_NONE), "no mode");
+    cr_assert_str_eq(jp_origin_name(JP_ORIGIN_STDLIB), "stdlib", "origin");
+    cr_assert_null(jp_origin_name(4), "origin 4");
+    cr_assert_str_eq(jp_state_name(JP_STATE_JETT), "jett", "state 0 is a real state");
+    cr_assert_null(jp_state_name(JP_STATE_LIMIT), "state limit");
+    cr_assert_str_eq(jp_termination_name(JP_TERM_INTERRUPTED), "interrupted", "termination");
+    cr_assert_null(jp_termination_name(JP_TERM_NONE), "no termination");
+    cr_assert_str_eq(jp_frame_kind_name(JP_FRAME_TRUNCATED), "truncated", "kind");
+    cr_assert_null(jp_frame_kind_name(JP_FRAME_KIND_LIMIT), "kind limit");
+}
+
+static const char *why;
+
+static int check(const void *rec, uint32_t len)
+{
+    why = NULL;
+    int r = jp_rec_validate(rec, len, &why);
+    if (r == 0)
+        cr_assert_null(why, "no reason on success");
+    else
+        cr_assert_not_null(why, "a reason on failure");
+    return r;
+}
+
+Test(records, validate_header_rules)
+{
+    uint8_t buf[JP_REC_MAX_SIZE + 64];
+    memset(buf, 0, sizeof buf);
+    struct jp_rec_node_def n = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
+    memcpy(buf, &n, sizeof n);
+    cr_assert_eq(check(buf, 16), 0, "valid node");
+    cr_assert_eq(check(buf, 15), -EPROTO, "size past end");
+    cr_assert_str_eq(why, "size past end", "reason");
+    cr_assert_eq(check(buf, 3), -EPROTO, "shorter than a header");
+    cr_assert_eq(check(NULL, 16), -EPROTO, "no record");
+
+    n.h.size = 20;
+    memcpy(buf, &n, sizeof n);
+    cr_assert_eq(check(buf, 32), -EPROTO, "fixed-size record too long");
+    n.h.size = 12;
+    memcpy(buf, &n, sizeof n);
+    cr_assert_eq(check(buf, 32), -EPROTO, "too short");
+
+    struct jp_rec_hdr h = {0, 16};
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, 32), -EPROTO, "type 0");
+    cr_assert_str_eq(why, "unknown record type", "reason");
+    h.type = JP_REC_TYPE_LIMIT;
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, 32), -EPROTO, "type past the list");
+
+    h = (struct jp_rec_hdr){JP_REC_PAD, 4};
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, 4), 0, "minimal PAD");
+    h.size = JP_REC_MAX_SIZE;
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, sizeof buf), 0, "largest PAD");
+    h.size = JP_REC_MAX_SIZE + 1;
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "larger than JP_REC_MAX_SIZE");
+    h.size = 3;
+    memcpy(buf, &h, sizeof h);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "PAD smaller than a header");
+}
+
+Test(records, validate_fixed_records_and_enums)
+{
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_CPU;
+    cr_assert_eq(check(&rs, sizeof rs), 0, "run start");
+    rs.mode = 3;
+    cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "mode 3");
+    rs.mode = JP_MODE_MEMORY;
+    rs.format_version = 2;
+    cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "format version 2");
+
+    struct jp_rec_cpu_sample s;
+    memset(&s, 0, sizeof s);
+    s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, sizeof s};
+    s.state = JP_STATE_JETT;
+    s.node = 1;
+    cr_assert_eq(check(&s, sizeof s), 0, "jett sample");
+    s.node = JP_ID_NONE;
+    cr_assert_eq(check(&s, sizeof s), -EPROTO, "jett sample without node");
+    s.state = JP_STATE_RUNTIME;
+    cr_assert_eq(check(&s, sizeof s), 0, "runtime sample ignores node");
+    s.state = JP_STATE_LIMIT;
+    cr_assert_eq(check(&s, sizeof s), -EPROTO, "state past the list");
+    s.state = JP_STATE_WAITING;
+    s.flags = 0x02;
+    cr_assert_eq(check(&s, sizeof s), -EPROTO, "unknown flag");
+    s.flags = JP_SAMPLE_HAS_STMT;
+    cr_assert_eq(check(&s, sizeof s), 0, "statement flag");
+
+    struct jp_rec_run_stop st;
+    memset(&st, 0, sizeof st);
+    st.h = (struct jp_rec_hdr){JP_REC_RUN_STOP, sizeof st};
+    st.termination = JP_TERM_RETURNED;
+    cr_assert_eq(check(&st, sizeof st), 0, "run stop");
+    st.termination = JP_TERM_NONE;
+    cr_assert_eq(check(&st, sizeof st), -EPROTO, "no termination");
+    st.termination = 4;
+    cr_assert_eq(check(&st, sizeof st), -EPROTO, "termination 4");
+
+    uint32_t fixed[] = {JP_REC_EXEC, JP_REC_ALLOC, JP_REC_RESIZE, JP_REC_FREE, JP_REC_COUNTERS};
+    uint32_t sizes[] = {16, 32, 32, 32, 64};
+    for (unsigned i = 0; i < 5; i++) {
+        uint8_t buf[64] = {0};
+        struct jp_rec_hdr h = {(uint16_t)fixed[i], (uint16_t)sizes[i]};
+        memcpy(buf, &h, sizeof h);
+        cr_assert_eq(check(buf, sizes[i]), 0, "%s", jp_rec_type_name(fixed[i]));
+        h.size = (uint16_t)(sizes[i] + 1);
+        memcpy(buf, &h, sizeof h);
+        cr_assert_eq(check(buf, 64), -EPROTO, "%s one byte long", jp_rec_type_name(fixed[i]));
+    }
+}
+
+Test(records, validate_strings_fit_their_record)
+{
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_source_def sd = {{JP_REC_SOURCE_DEF, 12 + 5}, 1, JP_ORIGIN_PROJECT, 0, 5};
+    memcpy(buf, &sd, sizeof sd);
+    memcpy(buf + sizeof sd, "a.jet", 5);
+    cr_assert_eq(check(buf, 17), 0, "source def");
+    sd.path_len = 6;
+    memcpy(buf, &sd, sizeof sd);
+    cr_assert_eq(check(buf, 17), -EPROTO, "path longer than the record");
+    sd.path_len = 0;
+    sd.h.size = 12;
+    memcpy(buf, &sd, sizeof sd);
+    cr_assert_eq(check(buf, 12), -EPROTO, "empty path");
+    sd.path_len = JP_PATH_MAX + 1;
+    sd.h.size = (uint16_t)(12 + JP_PATH_MAX + 1);
+    memcpy(buf, &sd, sizeof sd);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "path too long");
+    sd.path_len = JP_PATH_MAX;
+    sd.h.size = (uint16_t)(12 + JP_PATH_MAX);
+    memcpy(buf, &sd, sizeof sd);
+    cr_assert_eq(check(buf, sizeof buf), 0, "longest path");
+    sd.origin = 0;
+    memcpy(buf, &sd, sizeof sd);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "no origin");
+
+    struct jp_rec_frame_def fd;
+    memset(&fd, 0, sizeof fd);
+    fd.h = (struct jp_rec_hdr){JP_REC_FRAME_DEF, 36 + 6 + 4};
+    fd.frame_id = 1;
+    fd.kind = JP_FRAME_FUNCTION;
+    fd.ns_len = 6;
+    fd.fn_len = 4;
+    memcpy(buf, &fd, sizeof fd);
+    memcpy(buf + 36, "<root>main", 10);
+    cr_assert_eq(check(buf, 46), 0, "frame def");
+    fd.fn_len = 5;
+    memcpy(buf, &fd, sizeof fd);
+    cr_assert_eq(check(buf, 46), -EPROTO, "names past the record");
+    fd.fn_len = 3;
+    memcpy(buf, &fd, sizeof fd);
+    cr_assert_eq(check(buf, 46), -EPROTO, "trailing bytes after the names");
+    fd.fn_len = 0;
+    fd.ns_len = 10;
+    memcpy(buf, &fd, sizeof fd);
+    cr_assert_eq(check(buf, 46), -EPROTO, "empty function name");
+    fd.fn_len = 4;
+    fd.ns_len = 6;
+    fd.kind = JP_FRAME_KIND_LIMIT;
+    memcpy(buf, &fd, sizeof fd);
+    cr_assert_eq(check(buf, 46), -EPROTO, "kind past the list");
+    fd.kind = JP_FRAME_TRUNCATED;
+    fd.ns_len = JP_NAME_MAX + 1;
+    fd.fn_len = 1;
+    fd.h.size = (uint16_t)(36 + JP_NAME_MAX + 2);
+    memcpy(buf, &fd, sizeof fd);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "namespace too long");
+
+    struct jp_rec_excerpt ex = {{JP_REC_EXCERPT, 20 + 3}, 1, 2, 3, JP_EXCERPT_REDACTED, 0, 3};
+    memcpy(buf, &ex, sizeof ex);
+    memcpy(buf + 20, "x+1", 3);
+    cr_assert_eq(check(buf, 23), 0, "excerpt");
+    ex.flags = JP_EXCERPT_UNAVAILABLE;
+    memcpy(buf, &ex, sizeof ex);
+    cr_assert_eq(check(buf, 23), -EPROTO, "unavailable excerpt with text");
+    ex.text_len = 0;
+    ex.h.size = 20;
+    memcpy(buf, &ex, sizeof ex);
+    cr_assert_eq(check(buf, 20), 0, "unavailable excerpt");
+    ex.flags = 0x04;
+    memcpy(buf, &ex, sizeof ex);
+    cr_assert_eq(check(buf, 20), -EPROTO, "unknown excerpt flag");
+    ex.flags = 0;
+    ex.text_len = JP_EXCERPT_MAX + 1;
+    ex.h.size = (uint16_t)(20 + JP_EXCERPT_MAX + 1);
+    memcpy(buf, &ex, sizeof ex);
+    cr_assert_eq(check(buf, sizeof buf), -EPROTO, "excerpt past 160 bytes");
+}
+
+Test(records, validate_reads_unaligned_records)
+{
+    uint8_t buf[64 + 1];
+    struct jp_rec_cpu_sample s;
+    memset(&s, 0, sizeof s);
+    s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, sizeof s};
+    s.node = 9;
+    memcpy(buf + 1, &s, sizeof s);
+    cr_assert_eq(check(buf + 1, sizeof s), 0, "odd address");
+}

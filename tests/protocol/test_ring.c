@@ -1,0 +1,460 @@
+/* The ring's single-process behaviour: geometry, full and empty, batches, PAD at the end,
+ * free-running indices past 2^32 and 2^64, header validation of a peer's fd, a hostile head. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ring.h"
+
+/* Test records: a header, the sequence number, then bytes derived from it. */
+static void fill(uint8_t *p, uint32_t bytes, uint64_t seq)
+{
+    struct jp_rec_hdr h = {JP_REC_NODE_DEF, (uint16_t)bytes};
+    memcpy(p, &h, sizeof h);
+    for (uint32_t i = 4; i < bytes; i++)
+        p[i] = (uint8_t)(seq * 31u + i);
+    if (bytes >= 12)
+        memcpy(p + 4, &seq, sizeof seq);
+}
+
+static int push(struct jp_ring *r, uint32_t bytes, uint64_t seq)
+{
+    uint8_t *p = jp_ring_reserve(r, bytes);
+    if (!p)
+        return 0;
+    fill(p, bytes, seq);
+    return 1;
+}
+
+/* Pops one record (skipping PAD), checks its contents; returns its size or 0 if empty. */
+static uint32_t pop(struct jp_ring *r, uint64_t seq)
+{
+    for (;;) {
+        const uint8_t *p;
+        uint64_t n = jp_ring_peek(r, &p);
+        if (n == 0)
+            return 0;
+        struct jp_rec_hdr h;
+        memcpy(&h, p, sizeof h);
+        cr_assert(h.size >= 4 && jp_rec_slots(h.size) <= n, "record %u bytes in %llu slots",
+                  h.size, (unsigned long long)n);
+        if (h.type == JP_REC_PAD) {
+            jp_ring_release(r, jp_rec_slots(h.size));
+            continue;
+        }
+        uint8_t want[JP_REC_MAX_SIZE];
+        fill(want, h.size, seq);
+        cr_assert(memcmp(want, p, h.size) == 0, "record %llu content", (unsigned long long)seq);
+        jp_ring_release(r, jp_rec_slots(h.size));
+        return h.size;
+    }
+}
+
+Test(ring, create_rejects_bad_slot_counts)
+{
+    struct jp_ring r;
+    uint32_t bad[] = {0, 1, 32, JP_RING_MIN_SLOTS - 1, JP_RING_MIN_SLOTS + 1, 100, 3u << 10,
+                      JP_RING_MAX_SLOTS * 2u};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        cr_assert_eq(jp_ring_create(bad[i], &r), -EINVAL, "slot_count %u", bad[i]);
+    cr_assert_eq(jp_ring_create(JP_RING_MIN_SLOTS, &r), 0, "minimum");
+    cr_assert_eq(r.sh->slot_count, JP_RING_MIN_SLOTS, "header slot count");
+    cr_assert_eq(r.sh->data_size, JP_RING_MIN_SLOTS * JP_SLOT_SIZE, "header data size");
+    cr_assert_eq(r.sh->magic, JP_RING_MAGIC, "magic");
+    jp_ring_unmap(&r);
+    jp_ring_unmap(&r); /* idempotent on the zeroed struct */
+}
+
+Test(ring, empty_then_closed_is_drained)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    const uint8_t *p = NULL;
+    cr_assert_eq(jp_ring_peek(&r, &p), 0, "empty");
+    cr_assert_eq(jp_ring_drained(&r), 0, "open ring is not drained");
+    cr_assert(push(&r, 32, 1), "push");
+    jp_ring_commit(&r);
+    jp_ring_close(&r);
+    cr_assert_eq(jp_ring_drained(&r), 0, "closed with a record left");
+    cr_assert_eq(pop(&r, 1), 32, "pop");
+    cr_assert_eq(jp_ring_drained(&r), 1, "closed and read");
+    cr_assert_eq(jp_ring_check(&r), 0, "healthy");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, nothing_visible_before_commit)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    cr_assert(push(&r, 20, 1), "push");
+    cr_assert_eq(jp_ring_peek(&r, NULL), 0, "uncommitted record is invisible");
+    cr_assert_eq(r.sh->head, 0, "head not yet published");
+    jp_ring_commit(&r);
+    cr_assert_eq(jp_ring_peek(&r, NULL), 1, "visible after commit");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, full_refuses_then_frees_one_slot)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    for (uint64_t i = 0; i < 64; i++)
+        cr_assert(push(&r, 32, i), "slot %llu has room", (unsigned long long)i);
+    cr_assert_not(push(&r, 32, 64), "65th record refused");
+    cr_assert_not(push(&r, 1, 64), "even a 1-byte record");
+    jp_ring_commit(&r);
+    cr_assert_not(push(&r, 32, 64), "still full after commit");
+    const uint8_t *p;
+    cr_assert_eq(jp_ring_peek(&r, &p), 64, "all committed");
+    cr_assert_eq(pop(&r, 0), 32, "read the first");
+    cr_assert(push(&r, 32, 64), "room for one again");
+    cr_assert_not(push(&r, 32, 65), "and only one");
+    jp_ring_commit(&r);
+    for (uint64_t i = 1; i <= 64; i++)
+        cr_assert_eq(pop(&r, i), 32, "record %llu in order", (unsigned long long)i);
+    cr_assert_eq(jp_ring_peek(&r, NULL), 0, "empty again");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, reserve_rejects_sizes_out_of_range)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(256, &r), 0, "create");
+    cr_assert_null(jp_ring_reserve(&r, 0), "0 bytes");
+    cr_assert_null(jp_ring_reserve(&r, JP_REC_MAX_SIZE + 1), "past the maximum");
+    cr_assert_null(jp_ring_reserve(&r, UINT32_MAX), "huge");
+    cr_assert_eq(r.p_head, 0, "nothing reserved");
+    cr_assert_not_null(jp_ring_reserve(&r, JP_REC_MAX_SIZE), "the maximum fits");
+    cr_assert_eq(r.p_head, JP_REC_MAX_SIZE / JP_SLOT_SIZE, "in 64 slots");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, batch_of_reserves_publishes_at_once)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(128, &r), 0, "create");
+    uint32_t sizes[] = {32, 16, 64, 33, 4, 200};
+    uint64_t slots = 0;
+    for (unsigned i = 0; i < 6; i++) {
+        cr_assert(push(&r, sizes[i], i), "reserve %u", i);
+        slots += jp_rec_slots(sizes[i]);
+        cr_assert_eq(jp_ring_peek(&r, NULL), 0, "nothing before the batch commit");
+    }
+    jp_ring_commit(&r);
+    cr_assert_eq(jp_ring_peek(&r, NULL), slots, "whole batch");
+    for (unsigned i = 0; i < 6; i++)
+        cr_assert_eq(pop(&r, i), sizes[i], "record %u", i);
+    jp_ring_unmap(&r);
+}
+
+Test(ring, pads_a_record_that_would_straddle_the_end)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    jp_ring_set_start_index(&r, 60); /* 4 slots to the end */
+    cr_assert(push(&r, 5 * JP_SLOT_SIZE, 7), "5-slot record");
+    cr_assert_eq(r.p_head, 60 + 4 + 5, "PAD took the 4 tail slots");
+    jp_ring_commit(&r);
+    const uint8_t *p;
+    cr_assert_eq(jp_ring_peek(&r, &p), 4, "peek stops at the end of the ring");
+    struct jp_rec_hdr h;
+    memcpy(&h, p, sizeof h);
+    cr_assert_eq(h.type, JP_REC_PAD, "PAD first");
+    cr_assert_eq(h.size, 4 * JP_SLOT_SIZE, "PAD covers the tail");
+    jp_ring_release(&r, 4);
+    cr_assert_eq(jp_ring_peek(&r, &p), 5, "record at slot 0");
+    cr_assert(p == r.data, "contiguous from the start");
+    cr_assert_eq(pop(&r, 7), 5 * JP_SLOT_SIZE, "record intact");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, straddling_record_without_room_for_pad_changes_nothing)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    jp_ring_set_start_index(&r, 60);
+    /* 4 tail slots + 61 slots > 64: refused, and no PAD was written. */
+    memset(r.data + 60 * JP_SLOT_SIZE, 0xee, 4);
+    cr_assert_null(jp_ring_reserve(&r, 61 * JP_SLOT_SIZE), "no room for PAD + record");
+    cr_assert_eq(r.p_head, 60, "head unchanged");
+    cr_assert_eq(r.data[60 * JP_SLOT_SIZE], 0xee, "no PAD written");
+    cr_assert_not_null(jp_ring_reserve(&r, 60 * JP_SLOT_SIZE), "4 + 60 fits exactly");
+    jp_ring_unmap(&r);
+}
+
+static void run_across(uint64_t start, unsigned count)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    jp_ring_set_start_index(&r, start);
+    uint64_t pushed = 0, popped = 0;
+    static const uint32_t sizes[] = {32, 12, 64, 100, 32, 7, 160};
+    while (popped < count) {
+        /* Fill as far as it goes in batches, then drain a little: exercises both caches. */
+        while (pushed < count && push(&r, sizes[pushed % 7], pushed))
+            pushed++;
+        jp_ring_commit(&r);
+        for (int k = 0; k < 3 && popped < pushed; k++, popped++)
+            cr_assert_eq(pop(&r, popped), sizes[popped % 7], "record %llu",
+                         (unsigned long long)popped);
+    }
+    cr_assert_eq(jp_ring_peek(&r, NULL), 0, "empty at the end");
+    cr_assert(r.c_tail - start > 64 * 10, "went round the ring many times");
+    cr_assert_eq(jp_ring_check(&r), 0, "never looked corrupt");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, wraps_past_u32_max)
+{
+    run_across(UINT32_MAX - 100u, 2000);
+}
+
+Test(ring, wraps_past_u64_max)
+{
+    run_across(UINT64_MAX - 100u, 2000);
+}
+
+Test(ring, start_index_is_seen_by_a_later_mapping)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "create");
+    jp_ring_set_start_index(&prod, (uint64_t)1 << 32);
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    cr_assert(push(&prod, 32, 5), "push");
+    jp_ring_commit(&prod);
+    cr_assert_eq(pop(&cons, 5), 32, "consumer view reads it");
+    cr_assert_eq(prod.sh->tail, ((uint64_t)1 << 32) + 1, "tail published");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+Test(ring, release_is_clamped_to_what_was_peeked)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    cr_assert(push(&r, 32, 0), "push");
+    jp_ring_commit(&r);
+    cr_assert_eq(jp_ring_peek(&r, NULL), 1, "one");
+    jp_ring_release(&r, 50);
+    cr_assert_eq(r.sh->tail, 1, "tail moved by one only");
+    jp_ring_release(&r, 1);
+    cr_assert_eq(r.sh->tail, 1, "nothing more to release");
+    jp_ring_unmap(&r);
+}
+
+/* Header validation: each field tampered in a fresh ring's fd must be refused with -EPROTO, and
+ * the fd stays the caller's. */
+typedef void (*tamper_fn)(struct jp_ring_shared *h);
+static void t_magic(struct jp_ring_shared *h) { h->magic ^= 1u; }
+static void t_version(struct jp_ring_shared *h) { h->version = JP_RING_VERSION + 1u; }
+static void t_version0(struct jp_ring_shared *h) { h->version = 0; }
+static void t_header_size(struct jp_ring_shared *h) { h->header_size = 128; }
+static void t_slot_size(struct jp_ring_shared *h) { h->slot_size = 64; }
+static void t_slot_count_npot(struct jp_ring_shared *h) { h->slot_count = 96; }
+static void t_slot_count_zero(struct jp_ring_shared *h) { h->slot_count = 0; }
+static void t_slot_count_small(struct jp_ring_shared *h) { h->slot_count = 32; h->data_size = 32 * 32; }
+static void t_slot_count_half(struct jp_ring_shared *h)
+{
+    /* self-consistent, but the mapping is bigger than it says */
+    h->slot_count /= 2;
+    h->data_size /= 2;
+}
+static void t_slot_count_huge(struct jp_ring_shared *h) { h->slot_count = 1u << 31; }
+static void t_data_size(struct jp_ring_shared *h) { h->data_size += JP_SLOT_SIZE; }
+static void t_data_size_wrap(struct jp_ring_shared *h) { h->data_size = UINT64_MAX - 255u; }
+static void t_closed(struct jp_ring_shared *h) { h->closed = 2; }
+static void t_head_ahead(struct jp_ring_shared *h) { h->head = h->tail + h->slot_count + 1u; }
+static void t_head_behind(struct jp_ring_shared *h) { h->head = h->tail - 1u; }
+static void t_reserved0(struct jp_ring_shared *h) { h->reserved0[39] = 1; }
+static void t_reserved1(struct jp_ring_shared *h) { h->reserved1[0] = 1; }
+static void t_reserved2(struct jp_ring_shared *h) { h->reserved2[17] = 1; }
+static void t_reserved3(struct jp_ring_shared *h) { h->reserved3[63] = 1; }
+
+Test(ring_map, accepts_a_valid_ring)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(128, &prod), 0, "create");
+    prod.sh->head = 128; /* a full ring with tail 0 is fine */
+    prod.sh->closed = 1;
+    int fd = dup(prod.fd);
+    cr_assert_eq(jp_ring_map(fd, &cons), 0, "valid ring maps");
+    cr_assert_eq(cons.fd, fd, "owns the fd");
+    cr_assert_eq(cons.slot_count, 128, "geometry");
+    cr_assert_eq(jp_ring_peek(&cons, NULL), 128, "sees the full ring");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+Test(ring_map, rejects_each_tampered_field)
+{
+    static const struct {
+        const char *name;
+        tamper_fn fn;
+    } cases[] = {
+        {"magic", t_magic},
+        {"version", t_version},
+        {"version 0", t_version0},
+        {"header_size", t_header_size},
+        {"slot_size", t_slot_size},
+        {"slot_count not a power of two", t_slot_count_npot},
+        {"slot_count zero", t_slot_count_zero},
+        {"slot_count below minimum", t_slot_count_small},
+        {"slot_count smaller than the mapping", t_slot_count_half},
+        {"slot_count above maximum", t_slot_count_huge},
+        {"data_size", t_data_size},
+        {"data_size near overflow", t_data_size_wrap},
+        {"closed", t_closed},
+        {"head past tail + slot_count", t_head_ahead},
+        {"head behind tail", t_head_behind},
+        {"reserved0", t_reserved0},
+        {"reserved1", t_reserved1},
+        {"reserved2", t_reserved2},
+        {"reserved3", t_reserved3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct jp_ring prod, cons;
+        cr_assert_eq(jp_ring_create(128, &prod), 0, "create");
+        jp_ring_set_start_index(&prod, 1000);
+        struct jp_ring_shared before = *prod.sh;
+        cases[i].fn(prod.sh);
+        cr_assert(memcmp(&before, prod.sh, sizeof before) != 0, "%s: tampered", cases[i].name);
+        int fd = dup(prod.fd);
+        cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "%s: refused", cases[i].name);
+        cr_assert_neq(fcntl(fd, F_GETFD), -1, "%s: fd left open for the caller", cases[i].name);
+        *prod.sh = before;
+        cr_assert_eq(jp_ring_map(fd, &cons), 0, "%s: restored header maps", cases[i].name);
+        jp_ring_unmap(&cons);
+        jp_ring_unmap(&prod);
+    }
+}
+
+static int make_memfd(uint64_t size, int seal)
+{
+    int fd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    cr_assert_geq(fd, 0, "memfd");
+    cr_assert_eq(ftruncate(fd, (off_t)size), 0, "ftruncate");
+    if (seal)
+        cr_assert_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0, "seal");
+    return fd;
+}
+
+static void write_header(int fd, uint32_t slots)
+{
+    struct jp_ring_shared h;
+    memset(&h, 0, sizeof h);
+    h.magic = JP_RING_MAGIC;
+    h.version = JP_RING_VERSION;
+    h.header_size = JP_RING_HEADER_SIZE;
+    h.slot_size = JP_SLOT_SIZE;
+    h.slot_count = slots;
+    h.data_size = (uint64_t)slots * JP_SLOT_SIZE;
+    cr_assert_eq(pwrite(fd, &h, sizeof h, 0), (ssize_t)sizeof h, "write header");
+}
+
+Test(ring_map, checks_the_real_size_and_seals)
+{
+    struct jp_ring cons;
+    uint64_t good = JP_RING_HEADER_SIZE + 128u * JP_SLOT_SIZE;
+
+    int fd = make_memfd(good, 1);
+    write_header(fd, 128);
+    cr_assert_eq(jp_ring_map(fd, &cons), 0, "hand-made valid ring");
+    jp_ring_unmap(&cons);
+
+    fd = make_memfd(good, 0);
+    write_header(fd, 128);
+    cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "unsealed: could be truncated under us");
+    close(fd);
+
+    fd = make_memfd(good - JP_SLOT_SIZE, 1);
+    write_header(fd, 128);
+    cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "file shorter than the header says");
+    close(fd);
+
+    fd = make_memfd(good + 4096, 1);
+    write_header(fd, 128);
+    cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "file longer than the header says");
+    close(fd);
+
+    fd = make_memfd(100, 1);
+    cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "shorter than a header");
+    close(fd);
+
+    int pipefd[2];
+    cr_assert_eq(pipe(pipefd), 0, "pipe");
+    cr_assert_eq(jp_ring_map(pipefd[0], &cons), -EPROTO, "not a regular file");
+    close(pipefd[0]);
+    close(pipefd[1]);
+
+    cr_assert_eq(jp_ring_map(-1, &cons), -EINVAL, "no fd");
+    cr_assert_eq(jp_ring_map(12345, &cons), -EBADF, "closed fd");
+}
+
+Test(ring_consumer, survives_a_producer_rewriting_head)
+{
+    static const uint64_t heads[] = {1001 + 129, 999, 0, UINT64_MAX, 1000 + (1ull << 40)};
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        struct jp_ring prod, cons;
+        cr_assert_eq(jp_ring_create(128, &prod), 0, "create");
+        jp_ring_set_start_index(&prod, 1000);
+        cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+        cr_assert(push(&prod, 32, 1), "push");
+        jp_ring_commit(&prod);
+        cr_assert_eq(pop(&cons, 1), 32, "honest record"); /* tail is now 1001 */
+        __atomic_store_n(&prod.sh->head, heads[i], __ATOMIC_RELEASE);
+        const uint8_t *p = NULL;
+        cr_assert_eq(jp_ring_peek(&cons, &p), 0, "head %llu: no slots handed out",
+                     (unsigned long long)heads[i]);
+        cr_assert_eq(jp_ring_check(&cons), -EPROTO, "head %llu: reported",
+                     (unsigned long long)heads[i]);
+        cr_assert_eq(jp_ring_drained(&cons), -EPROTO, "drained reports it too");
+        /* Latched: a producer putting head back does not make the ring trusted again. */
+        __atomic_store_n(&prod.sh->head, 1001, __ATOMIC_RELEASE);
+        cr_assert_eq(jp_ring_peek(&cons, &p), 0, "still refused");
+        cr_assert_eq(jp_ring_check(&cons), -EPROTO, "still reported");
+        jp_ring_unmap(&cons);
+        jp_ring_unmap(&prod);
+    }
+}
+
+Test(ring_consumer, check_notices_a_bad_head_before_peek)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "create");
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    cr_assert_eq(jp_ring_check(&cons), 0, "healthy");
+    prod.sh->head = 65;
+    cr_assert_eq(jp_ring_check(&cons), -EPROTO, "65 committed slots in a 64-slot ring");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+Test(ring_consumer, drained_sees_head_bad_after_close)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "create");
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    prod.sh->head = 1000;
+    jp_ring_close(&prod);
+    cr_assert_eq(jp_ring_drained(&cons), -EPROTO, "closed with an impossible head");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+Test(ring_producer, nonsense_tail_reads_as_no_room)
+{
+    struct jp_ring prod;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "create");
+    for (int i = 0; i < 64; i++)
+        cr_assert(push(&prod, 32, (uint64_t)i), "fill");
+    jp_ring_commit(&prod);
+    prod.sh->tail = 1000; /* ahead of head: a broken consumer */
+    cr_assert_not(push(&prod, 32, 0), "no room invented");
+    prod.sh->tail = UINT64_MAX - 5;
+    cr_assert_not(push(&prod, 32, 0), "no room invented");
+    jp_ring_unmap(&prod);
+}

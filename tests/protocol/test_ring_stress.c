@@ -1,0 +1,193 @@
+/* The ring under real concurrency: a producer and a consumer in two processes (fork, one memfd
+ * mapped by both) and in two threads (so ThreadSanitizer can check the acquire/release pairs).
+ * Every record carries its sequence number and payload derived from it; the consumer checks each
+ * arrives once and in order, and both sides fold what they wrote / read into a checksum that
+ * must agree at the end. Sizes vary so batches, multi-slot records and PAD at the end all occur
+ * many times in a small ring. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ring.h"
+
+#define STRESS_SLOTS 1024u
+#define STRESS_BATCH 16u
+
+static uint32_t size_of(uint64_t seq)
+{
+    if (seq % 1009u == 0)
+        return 10 * JP_SLOT_SIZE - 3; /* 10 slots: straddles the end now and then */
+    if (seq % 61u == 0)
+        return 3 * JP_SLOT_SIZE;
+    return seq % 3u ? JP_SLOT_SIZE : 24u;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static void backoff(unsigned *spins)
+{
+    if (++*spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    } else {
+        sched_yield();
+    }
+}
+
+/* Writes count records; returns the checksum of what it wrote. */
+static uint64_t produce(struct jp_ring *r, uint64_t count)
+{
+    uint64_t sum = 1;
+    unsigned spins = 0;
+    for (uint64_t seq = 0; seq < count;) {
+        uint32_t bytes = size_of(seq);
+        uint8_t *p = jp_ring_reserve(r, bytes);
+        if (!p) {
+            jp_ring_commit(r);
+            backoff(&spins);
+            continue;
+        }
+        spins = 0;
+        struct jp_rec_hdr h = {JP_REC_ALLOC, (uint16_t)bytes};
+        memcpy(p, &h, sizeof h);
+        uint64_t word = mix(seq, 77);
+        memcpy(p + 4, &seq, 8);
+        memcpy(p + 12, &word, 8);
+        p[bytes - 1] = (uint8_t)seq;
+        sum = mix(mix(mix(sum, seq), word), (uint8_t)seq);
+        if (++seq % STRESS_BATCH == 0)
+            jp_ring_commit(r);
+    }
+    jp_ring_commit(r);
+    jp_ring_close(r);
+    return sum;
+}
+
+struct consumed {
+    uint64_t records, pads, sum;
+};
+
+/* Reads until the producer closed and everything is read; asserts order and contents. */
+static struct consumed consume(struct jp_ring *r)
+{
+    struct consumed c = {0, 0, 1};
+    unsigned spins = 0;
+    for (;;) {
+        const uint8_t *p;
+        uint64_t n = jp_ring_peek(r, &p);
+        if (n == 0) {
+            int d = jp_ring_drained(r);
+            cr_assert_geq(d, 0, "ring reported corrupt");
+            if (d == 1)
+                break;
+            backoff(&spins);
+            continue;
+        }
+        spins = 0;
+        uint64_t i = 0;
+        while (i < n) {
+            const uint8_t *rec = p + i * JP_SLOT_SIZE;
+            struct jp_rec_hdr h;
+            memcpy(&h, rec, sizeof h);
+            uint64_t slots = jp_rec_slots(h.size);
+            if (h.size < 4 || slots > n - i)
+                cr_assert_fail("record of %u bytes at slot %llu of %llu", h.size,
+                               (unsigned long long)i, (unsigned long long)n);
+            i += slots;
+            if (h.type == JP_REC_PAD) {
+                c.pads++;
+                continue;
+            }
+            uint64_t seq, word;
+            memcpy(&seq, rec + 4, 8);
+            memcpy(&word, rec + 12, 8);
+            if (h.type != JP_REC_ALLOC || seq != c.records || h.size != size_of(seq))
+                cr_assert_fail("expected record %llu, got type %u seq %llu size %u",
+                               (unsigned long long)c.records, h.type, (unsigned long long)seq,
+                               h.size);
+            c.sum = mix(mix(mix(c.sum, seq), word), rec[h.size - 1]);
+            c.records++;
+        }
+        jp_ring_release(r, n);
+    }
+    return c;
+}
+
+#define PROCESS_RECORDS 10000000ull
+
+Test(ring_stress, two_processes_move_10m_records_in_order, .timeout = 120)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(STRESS_SLOTS, &prod), 0, "create");
+    jp_ring_set_start_index(&prod, UINT32_MAX - 5000u); /* cross 2^32 on the way */
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "consumer maps its own view");
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0, "pipe");
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0, "fork");
+    if (pid == 0) {
+        /* Producer: if the consumer's test fails and exits, do not spin on a full ring. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(pfd[0]);
+        uint64_t sum = produce(&prod, PROCESS_RECORDS);
+        _exit(write(pfd[1], &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : 1);
+    }
+    close(pfd[1]);
+    struct consumed c = consume(&cons);
+    uint64_t want;
+    cr_assert_eq(read(pfd[0], &want, sizeof want), (ssize_t)sizeof want, "producer checksum");
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid, "wait");
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer exited cleanly");
+    cr_assert_eq(c.records, PROCESS_RECORDS, "every record arrived");
+    cr_assert_eq(c.sum, want, "checksums agree: each record once, in order, intact");
+    cr_assert_gt(c.pads, 0, "PAD records occurred");
+    cr_assert_gt(cons.c_tail, (uint64_t)UINT32_MAX, "indices crossed 2^32");
+    close(pfd[0]);
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+#define THREAD_RECORDS 2000000ull
+
+struct prod_arg {
+    struct jp_ring *r;
+    uint64_t sum;
+};
+
+static void *producer_thread(void *p)
+{
+    struct prod_arg *a = p;
+    a->sum = produce(a->r, THREAD_RECORDS);
+    return NULL;
+}
+
+Test(ring_stress, two_threads_move_records_in_order, .timeout = 120)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "smallest ring: wraps constantly");
+    jp_ring_set_start_index(&prod, UINT64_MAX - 3000u); /* cross 2^64 on the way */
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    struct prod_arg a = {&prod, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, producer_thread, &a), 0, "thread");
+    struct consumed c = consume(&cons);
+    cr_assert_eq(pthread_join(t, NULL), 0, "join");
+    cr_assert_eq(c.records, THREAD_RECORDS, "every record arrived");
+    cr_assert_eq(c.sum, a.sum, "checksums agree");
+    cr_assert_gt(c.pads, 0, "PAD records occurred");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
