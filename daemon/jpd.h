@@ -1,0 +1,148 @@
+/* jettprofd internals: the daemon object shared by private and long-lived mode, sessions, the
+ * offline commands, and small helpers. Nothing here is an interface to another part; the wire
+ * and the files the daemon writes are (protocol/, the runs log and summary rows documented in
+ * offline.c and server.c).
+ */
+#ifndef JETTPROF_DAEMON_JPD_H
+#define JETTPROF_DAEMON_JPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "../protocol/capture.h"
+#include "../protocol/control.h"
+#include "../protocol/records.h"
+#include "../protocol/ring.h"
+#include "engine/engine.h"
+
+#define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
+#define JPD_HANDSHAKE_MS 10000u   /* HELLO + RING must arrive within this */
+#define JPD_FLUSH_MS 5000u        /* a peer that does not read its RESULT is dropped after */
+#define JPD_DRAIN_PERIOD_MS 1u
+#define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
+#define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
+#define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
+#define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
+
+struct jpd_config {
+    const char *socket_path;  /* serve: NULL = default */
+    const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
+    const char *runs_log;     /* NULL: no runs log */
+    int allow_group;          /* -1: none */
+    uint32_t max_runs_per_uid;
+    uint64_t max_ring_bytes;
+};
+
+struct jpd_kept {
+    uint64_t run_id;
+    uid_t uid;
+    uint32_t status;
+    char reason[40];
+    char *human; size_t human_len;
+    char *toon; size_t toon_len;
+};
+
+struct jpd_session;
+
+struct jpd_daemon {
+    uv_loop_t *loop;
+    const struct jpd_config *cfg;
+    int private_mode;
+    int shutting_down;
+    int exit_code;
+    uid_t self_uid;
+
+    uv_poll_t listen;
+    int listen_fd;
+    int listen_active;     /* poll handle initialised and not yet closed */
+    uv_timer_t accept_retry; /* after EMFILE: stop polling the listener for a moment */
+    int accept_retry_active;
+    char *created_socket;  /* a path we bound and must unlink at exit */
+
+    uv_signal_t sigterm, sigint;
+    int signals_active;
+
+    struct jpd_session *sessions; /* doubly linked */
+    uint32_t nsessions;
+    uint64_t next_run_id;
+
+    int runs_log_fd;      /* -1 when none */
+    int capture_dir_fd;   /* -1 when none */
+
+    struct jpd_kept kept[JPD_KEEP_RUNS];
+    uint32_t kept_next;
+};
+
+/* session.c */
+struct jpd_peer {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+/* Takes ownership of fd (a connected, non-blocking stream socket). 0 or -errno. */
+int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer);
+/* Sends ERROR{code, message} and closes once it is written. Takes ownership of fd. */
+int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, uint32_t code,
+                       const char *message);
+/* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
+void jpd_session_shutdown(struct jpd_session *s);
+uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid);
+struct jpd_session *jpd_session_next(struct jpd_session *s);
+
+/* server.c */
+void jpd_daemon_session_gone(struct jpd_daemon *d);
+void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+                     const struct jp_rendered *r);
+const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t run_id);
+void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                        uint32_t status);
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id);
+int jpd_run_private(int fd);
+int jpd_run_serve(const struct jpd_config *cfg);
+int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
+const char *jpd_default_socket(char *buf, size_t cap);
+
+/* offline.c */
+struct jpd_loaded {
+    struct jp_engine *eng;
+    uint32_t integrity;     /* JP_CAPI_* */
+    const char *reason;     /* static: capture reader's or engine's reason */
+    uint64_t offset;
+    uint32_t ending;        /* JP_END_STOP or JP_END_TRUNCATED when usable */
+    uint64_t records;
+};
+/* Reads a capture into a fresh engine. 0 with the verdict in *out (the engine is usable unless
+ * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
+int jpd_load_capture(const char *path, struct jpd_loaded *out);
+void jpd_loaded_free(struct jpd_loaded *l);
+int jpd_cmd_replay(int argc, char **argv);
+int jpd_cmd_summarize(int argc, char **argv);
+
+/* util.c */
+/* "5", "5.2", "5.25" -> basis points (0..10000). -EINVAL for anything else. */
+int jpd_parse_percent_bp(const char *s, uint32_t *bp);
+/* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
+int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+/* Appends s as a JSON string literal (quotes included). */
+struct jpd_buf {
+    char *p;
+    size_t len, cap;
+    int failed;
+};
+void jpd_buf_put(struct jpd_buf *b, const char *s, size_t n);
+#define JPD_PUTS(b, lit) jpd_buf_put((b), (lit), sizeof(lit) - 1)
+void jpd_buf_printf(struct jpd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void jpd_buf_json_str(struct jpd_buf *b, const char *s);
+void jpd_buf_free(struct jpd_buf *b);
+/* Writes all of buf or fails: 0 or -errno. */
+int jpd_write_all(int fd, const void *buf, size_t len);
+/* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
+void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
+void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s);
+
+#endif

@@ -1,0 +1,159 @@
+/* jettprofd command line.
+ *
+ *   jettprofd --session-fd N                  private mode: one run on an inherited socket
+ *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]
+ *                   [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
+ *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
+ *   jettprofd replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
+ *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
+ *
+ * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
+ * offending flag or value named on stderr).
+ */
+#include <errno.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jpd.h"
+
+#define DEFAULT_MAX_RUNS 16u
+#define DEFAULT_MAX_RING_BYTES ((uint64_t)JP_RING_HEADER_SIZE + (64ull << 20))
+
+static int usage(void)
+{
+    fputs("usage: jettprofd --session-fd N\n"
+          "       jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
+          "                       [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
+          "       jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n"
+          "       jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
+          "                        [--profile-limit N]\n"
+          "       jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
+          "                           [--exit-code C] CAPTURE...\n",
+          stderr);
+    return 2;
+}
+
+static int bad(const char *cmd, const char *what, const char *arg)
+{
+    fprintf(stderr, "jettprofd%s%s: %s%s%s\n", cmd ? " " : "", cmd ? cmd : "", what,
+            arg ? ": " : "", arg ? arg : "");
+    return 2;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+    struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
+                             .max_ring_bytes = DEFAULT_MAX_RING_BYTES};
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        static const char *const with_value[] = {"--socket", "--capture-dir", "--runs-log",
+                                                 "--allow-group", "--max-runs-per-uid",
+                                                 "--max-ring-bytes"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+            known |= !strcmp(a, with_value[k]);
+        if (!known)
+            return bad("serve", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return bad("serve", "missing value for", a);
+        const char *v = argv[++i];
+        uint64_t n;
+        if (!strcmp(a, "--socket")) {
+            cfg.socket_path = v;
+        } else if (!strcmp(a, "--capture-dir")) {
+            cfg.capture_dir = v;
+        } else if (!strcmp(a, "--runs-log")) {
+            cfg.runs_log = v;
+        } else if (!strcmp(a, "--allow-group")) {
+            if (jpd_parse_u64(v, 0, INT32_MAX, &n) == 0) {
+                cfg.allow_group = (int)n;
+            } else {
+                struct group *g = getgrnam(v);
+                if (!g)
+                    return bad("serve", "--allow-group names no known group", v);
+                cfg.allow_group = (int)g->gr_gid;
+            }
+        } else if (!strcmp(a, "--max-runs-per-uid")) {
+            if (jpd_parse_u64(v, 1, 100000, &n) < 0)
+                return bad("serve", "--max-runs-per-uid must be an integer 1..100000, not", v);
+            cfg.max_runs_per_uid = (uint32_t)n;
+        } else {
+            uint64_t lo = JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MIN_SLOTS * JP_SLOT_SIZE;
+            if (jpd_parse_u64(v, lo, UINT64_MAX, &n) < 0)
+                return bad("serve", "--max-ring-bytes must be an integer of at least the "
+                                    "smallest ring (2304), not", v);
+            cfg.max_ring_bytes = n;
+        }
+    }
+    return jpd_run_serve(&cfg);
+}
+
+static int cmd_show(int argc, char **argv)
+{
+    const char *sock = NULL;
+    uint32_t outputs = JP_OUT_HUMAN;
+    uint64_t run_id = 0;
+    int have_id = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--socket") || !strcmp(a, "--format")) {
+            if (i + 1 >= argc)
+                return bad("show", "missing value for", a);
+            const char *v = argv[++i];
+            if (!strcmp(a, "--socket"))
+                sock = v;
+            else if (!strcmp(v, "human"))
+                outputs = JP_OUT_HUMAN;
+            else if (!strcmp(v, "toon"))
+                outputs = JP_OUT_TOON;
+            else
+                return bad("show", "--format must be human or toon, not", v);
+        } else if (a[0] == '-') {
+            return bad("show", "unknown option", a);
+        } else if (have_id) {
+            return bad("show", "more than one RUN_ID given", a);
+        } else {
+            if (jpd_parse_u64(a, 1, UINT64_MAX, &run_id) < 0)
+                return bad("show", "RUN_ID must be a positive integer, not", a);
+            have_id = 1;
+        }
+    }
+    if (!have_id)
+        return bad("show", "missing RUN_ID", NULL);
+    char buf[160];
+    if (!sock)
+        sock = jpd_default_socket(buf, sizeof buf);
+    return jpd_show(sock, run_id, outputs);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--session-fd")) {
+        uint64_t fd;
+        if (argc != 3)
+            return argc < 3 ? bad(NULL, "missing value for", "--session-fd")
+                            : bad(NULL, "unexpected argument", argv[3]);
+        if (jpd_parse_u64(argv[2], 0, INT32_MAX, &fd) < 0)
+            return bad(NULL, "--session-fd must be a file descriptor number, not", argv[2]);
+        return jpd_run_private((int)fd);
+    }
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 2, argv + 2);
+    if (!strcmp(cmd, "show"))
+        return cmd_show(argc - 2, argv + 2);
+    if (!strcmp(cmd, "replay"))
+        return jpd_cmd_replay(argc - 2, argv + 2);
+    if (!strcmp(cmd, "summarize"))
+        return jpd_cmd_summarize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage();
+        return 0;
+    }
+    fprintf(stderr, "jettprofd: unknown command or option: %s\n", cmd);
+    return usage();
+}

@@ -1,0 +1,629 @@
+/* The daemon object: private mode (one run on an inherited socket), long-lived mode (a
+ * listening unix socket, created or handed over by systemd), signals, the runs log, the
+ * `show` store, the capture directory, and the `show` client.
+ *
+ * Runs log (long-lived mode, --runs-log FILE): one JSON object per line and per finished run,
+ * written with a single write() on an O_APPEND file:
+ *   {"run_id":N,"pid":N,"uid":N,"ending":"stop|producer_lost|shutdown|collector_failure",
+ *    "termination":"returned|runtime_error|interrupted"|null,"status":"complete|partial|
+ *    unavailable|error","reason":"...","totals":{...}}
+ * pid and uid come from SO_PEERCRED, not from what the client says. No paths, no user values.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jpd.h"
+
+#define SD_LISTEN_FDS_START 3
+
+/* ---- kept runs and the runs log ---- */
+
+static void kept_clear(struct jpd_kept *k)
+{
+    free(k->human);
+    free(k->toon);
+    memset(k, 0, sizeof *k);
+}
+
+void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+                     const struct jp_rendered *r)
+{
+    /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
+     * not grow the daemon. */
+    size_t total = 0;
+    for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
+        total += d->kept[i].human_len + d->kept[i].toon_len;
+    size_t add = r->human_len + r->toon_len;
+    if (add > JPD_KEEP_BYTES)
+        return;
+    struct jpd_kept *k = &d->kept[d->kept_next];
+    total -= k->human_len + k->toon_len;
+    kept_clear(k);
+    for (uint32_t step = 1; total + add > JPD_KEEP_BYTES && step < JPD_KEEP_RUNS; step++) {
+        struct jpd_kept *old = &d->kept[(d->kept_next + step) % JPD_KEEP_RUNS];
+        total -= old->human_len + old->toon_len;
+        kept_clear(old);
+    }
+    k->run_id = run_id;
+    k->uid = uid;
+    k->status = r->status;
+    memcpy(k->reason, r->reason, sizeof k->reason);
+    k->reason[sizeof k->reason - 1] = '\0';
+    if (r->human) {
+        k->human = malloc(r->human_len + 1);
+        if (k->human) {
+            memcpy(k->human, r->human, r->human_len + 1);
+            k->human_len = r->human_len;
+        }
+    }
+    if (r->toon) {
+        k->toon = malloc(r->toon_len + 1);
+        if (k->toon) {
+            memcpy(k->toon, r->toon, r->toon_len + 1);
+            k->toon_len = r->toon_len;
+        }
+    }
+    d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
+}
+
+const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t run_id)
+{
+    for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
+        if (d->kept[i].run_id == run_id && run_id != 0)
+            return &d->kept[i];
+    return NULL;
+}
+
+void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                        uint32_t status)
+{
+    if (d->runs_log_fd < 0)
+        return;
+    static const char *const endings[] = {
+#define JP_X(n, s) #n,
+        JP_ENDINGS(JP_X)
+#undef JP_X
+    };
+    struct jpd_buf b = {0};
+    jpd_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
+                   (unsigned long long)run_id, (long)pid, (unsigned long)uid);
+    char word[32];
+    const char *e = ending < sizeof endings / sizeof endings[0] ? endings[ending] : "UNKNOWN";
+    size_t i = 0;
+    for (; e[i] && i + 1 < sizeof word; i++)
+        word[i] = (char)(e[i] >= 'A' && e[i] <= 'Z' ? e[i] - 'A' + 'a' : e[i]);
+    word[i] = '\0';
+    jpd_buf_json_str(&b, word);
+    const char *term = jp_termination_name(sum->termination);
+    JPD_PUTS(&b, ",\"termination\":");
+    if (term)
+        jpd_buf_json_str(&b, term);
+    else
+        JPD_PUTS(&b, "null");
+    static const char *const statuses[] = {"error", "complete", "partial", "unavailable"};
+    JPD_PUTS(&b, ",\"status\":");
+    jpd_buf_json_str(&b, status < 4 ? statuses[status] : "error");
+    JPD_PUTS(&b, ",\"reason\":");
+    jpd_buf_json_str(&b, reason ? reason : "");
+    JPD_PUTS(&b, ",\"totals\":");
+    jpd_summary_json(&b, sum);
+    JPD_PUTS(&b, "}\n");
+    if (!b.failed && jpd_write_all(d->runs_log_fd, b.p, b.len) < 0)
+        jpd_log("cannot append to the runs log");
+    jpd_buf_free(&b);
+}
+
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id)
+{
+    /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
+     * or link is never written through. */
+    char name[96];
+    long long now = (long long)time(NULL);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (attempt == 0)
+            snprintf(name, sizeof name, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
+        else
+            snprintf(name, sizeof name, "run-%lld-%llu-%d.jpcap", now,
+                     (unsigned long long)run_id, attempt);
+        int fd = openat(d->capture_dir_fd, name,
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
+/* ---- loop plumbing ---- */
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void stop_listening(struct jpd_daemon *d)
+{
+    if (d->listen_active) {
+        d->listen_active = 0;
+        uv_close((uv_handle_t *)&d->listen, on_handle_closed);
+        close(d->listen_fd);
+        d->listen_fd = -1;
+    }
+    if (d->accept_retry_active) {
+        d->accept_retry_active = 0;
+        uv_close((uv_handle_t *)&d->accept_retry, on_handle_closed);
+    }
+    if (d->created_socket) {
+        unlink(d->created_socket);
+        free(d->created_socket);
+        d->created_socket = NULL;
+    }
+}
+
+static void stop_signals(struct jpd_daemon *d)
+{
+    if (d->signals_active) {
+        d->signals_active = 0;
+        uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
+        uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
+    }
+}
+
+void jpd_daemon_session_gone(struct jpd_daemon *d)
+{
+    /* Private mode serves exactly one run; long-lived mode ends when it was told to and the
+     * last in-flight run is delivered. With no handle left, uv_run returns. */
+    if (d->private_mode || (d->shutting_down && d->nsessions == 0)) {
+        stop_listening(d);
+        stop_signals(d);
+    }
+}
+
+static void begin_shutdown(struct jpd_daemon *d)
+{
+    if (d->shutting_down)
+        return;
+    d->shutting_down = 1;
+    stop_listening(d);
+    if (!d->private_mode)
+        jpd_log("stopping: %u session(s) in flight", (unsigned)d->nsessions);
+    /* jpd_session_shutdown never frees (only close callbacks do), so next stays valid. */
+    for (struct jpd_session *it = d->sessions; it;) {
+        struct jpd_session *next = jpd_session_next(it);
+        jpd_session_shutdown(it);
+        it = next;
+    }
+    if (d->nsessions == 0)
+        jpd_daemon_session_gone(d);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    begin_shutdown(h->data);
+}
+
+static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
+                       int private_mode)
+{
+    memset(d, 0, sizeof *d);
+    d->loop = loop;
+    d->cfg = cfg;
+    d->private_mode = private_mode;
+    d->listen_fd = -1;
+    d->runs_log_fd = -1;
+    d->capture_dir_fd = -1;
+    d->next_run_id = 1;
+    d->self_uid = geteuid();
+    int r = uv_signal_init(loop, &d->sigterm);
+    if (r < 0)
+        return r;
+    uv_signal_init(loop, &d->sigint);
+    d->sigterm.data = d;
+    d->sigint.data = d;
+    d->signals_active = 1;
+    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    if (private_mode) {
+        /* Ctrl-C belongs to the client: it finalizes and asks us for its profile. uv_signal
+         * would still have to catch it; ignoring it outright is the contract's reading. */
+        uv_signal_stop(&d->sigint);
+        signal(SIGINT, SIG_IGN);
+    } else {
+        uv_signal_start(&d->sigint, on_signal, SIGINT);
+    }
+    return 0;
+}
+
+static int daemon_run(struct jpd_daemon *d)
+{
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
+        kept_clear(&d->kept[i]);
+    if (d->runs_log_fd >= 0)
+        close(d->runs_log_fd);
+    if (d->capture_dir_fd >= 0)
+        close(d->capture_dir_fd);
+    int r = uv_loop_close(d->loop);
+    if (r < 0) {
+        jpd_log("internal: handles left open at exit");
+        return 1;
+    }
+    return d->exit_code;
+}
+
+static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
+{
+    if (cfg->runs_log) {
+        d->runs_log_fd = open(cfg->runs_log,
+                              O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (d->runs_log_fd < 0) {
+            fprintf(stderr, "jettprofd: --runs-log: cannot open %s: %s\n", cfg->runs_log,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    if (cfg->capture_dir) {
+        d->capture_dir_fd = open(cfg->capture_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (d->capture_dir_fd < 0) {
+            fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n", cfg->capture_dir,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- private mode ---- */
+
+int jpd_run_private(int fd)
+{
+    static const struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = 1,
+                                          .max_ring_bytes = UINT64_MAX};
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        fprintf(stderr, "jettprofd: --session-fd: %d is not an open socket\n", fd);
+        return 2;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        fprintf(stderr, "jettprofd: --session-fd: cannot configure fd %d: %s\n", fd,
+                strerror(errno));
+        return 1;
+    }
+    struct ucred uc;
+    socklen_t ul = sizeof uc;
+    struct jpd_peer peer = {.pid = 0, .uid = getuid(), .gid = getgid()};
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0) {
+        peer.pid = uc.pid;
+        peer.uid = uc.uid;
+        peer.gid = uc.gid;
+    }
+    uv_loop_t loop;
+    int r = uv_loop_init(&loop);
+    if (r < 0) {
+        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
+        return 1;
+    }
+    struct jpd_daemon d;
+    daemon_init(&d, &loop, &cfg, 1);
+    r = jpd_session_start(&d, fd, &peer);
+    if (r < 0) {
+        fprintf(stderr, "jettprofd: cannot serve the session: %s\n", strerror(-r));
+        stop_signals(&d);
+        d.exit_code = 1;
+    }
+    return daemon_run(&d);
+}
+
+/* ---- long-lived mode ---- */
+
+static int peer_allowed(const struct jpd_daemon *d, const struct ucred *uc)
+{
+    if (uc->uid == 0 || uc->uid == d->self_uid)
+        return 1;
+    /* SO_PEERCRED carries the primary group only; that is what --allow-group matches. */
+    return d->cfg->allow_group >= 0 && uc->gid == (gid_t)d->cfg->allow_group;
+}
+
+static void on_accept(uv_poll_t *h, int status, int events);
+
+static void on_accept_retry(uv_timer_t *t)
+{
+    struct jpd_daemon *d = t->data;
+    if (d->listen_active)
+        uv_poll_start(&d->listen, UV_READABLE, on_accept);
+}
+
+static void on_accept(uv_poll_t *h, int status, int events)
+{
+    struct jpd_daemon *d = h->data;
+    (void)events;
+    if (status < 0 || d->shutting_down)
+        return;
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                /* Level-triggered: pause instead of spinning on a full fd table. */
+                jpd_log("cannot accept: %s; pausing", strerror(errno));
+                uv_poll_stop(&d->listen);
+                uv_timer_start(&d->accept_retry, on_accept_retry, 100, 0);
+            }
+            return;
+        }
+        struct ucred uc;
+        socklen_t ul = sizeof uc;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) < 0) {
+            close(fd);
+            continue;
+        }
+        struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
+        int r;
+        if (!peer_allowed(d, &uc)) {
+            jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
+            r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
+                                   "this user may not attach to this daemon");
+        } else if (d->nsessions >= JPD_MAX_SESSIONS) {
+            r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
+                                   "the daemon serves too many connections");
+        } else {
+            r = jpd_session_start(d, fd, &peer);
+        }
+        if (r < 0)
+            jpd_log("cannot start a session: %s", strerror(-r));
+    }
+}
+
+const char *jpd_default_socket(char *buf, size_t cap)
+{
+    const char *env = getenv("JETTPROFD_SOCKET");
+    if (env && *env)
+        return env;
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (geteuid() != 0 && rt && *rt) {
+        snprintf(buf, cap, "%s/jettprofd.sock", rt);
+        return buf;
+    }
+    return "/run/jettprofd.sock";
+}
+
+/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -1 when there is none. */
+static int inherited_socket(void)
+{
+    const char *pid = getenv("LISTEN_PID");
+    const char *n = getenv("LISTEN_FDS");
+    uint64_t p, k;
+    if (!pid || !n || jpd_parse_u64(pid, 1, UINT32_MAX, &p) < 0 ||
+        jpd_parse_u64(n, 1, 64, &k) < 0 || (pid_t)p != getpid())
+        return -1;
+    unsetenv("LISTEN_PID");
+    unsetenv("LISTEN_FDS");
+    unsetenv("LISTEN_FDNAMES");
+    /* One listening socket is what our .socket unit declares; any further ones are closed so
+     * they do not leak into nothing. */
+    for (int fd = SD_LISTEN_FDS_START + 1; fd < SD_LISTEN_FDS_START + (int)k; fd++)
+        close(fd);
+    return SD_LISTEN_FDS_START;
+}
+
+static int check_listener(int fd)
+{
+    int type = 0, acc = 0;
+    socklen_t l = sizeof type;
+    struct sockaddr_un sa;
+    socklen_t sl = sizeof sa;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != SOCK_STREAM)
+        return -ENOTSOCK;
+    l = sizeof acc;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)
+        return -EINVAL;
+    if (getsockname(fd, (struct sockaddr *)&sa, &sl) < 0 || sa.sun_family != AF_UNIX)
+        return -EAFNOSUPPORT;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+        return -errno;
+    return 0;
+}
+
+static int bind_socket(struct jpd_daemon *d, const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path) {
+        fprintf(stderr, "jettprofd: --socket: path is too long for a unix socket\n");
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "jettprofd: cannot create a socket: %s\n", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            fprintf(stderr, "jettprofd: --socket: %s exists and is not a socket\n", path);
+            close(fd);
+            return -1;
+        }
+        /* A socket nobody listens on is what a crashed daemon leaves; a live one is not ours. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
+        if (probe >= 0)
+            close(probe);
+        if (live) {
+            fprintf(stderr, "jettprofd: --socket: another daemon listens on %s\n", path);
+            close(fd);
+            return -1;
+        }
+        unlink(path);
+    }
+    /* Restrictive from the first instant: the umask covers the window before chmod. */
+    mode_t mode = d->cfg->allow_group >= 0 ? 0660 : 0600;
+    mode_t old = umask(0177);
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    umask(old);
+    if (r < 0) {
+        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (d->cfg->allow_group >= 0 && chown(path, (uid_t)-1, (gid_t)d->cfg->allow_group) < 0) {
+        fprintf(stderr, "jettprofd: --allow-group: cannot give the socket to group %d: %s\n",
+                d->cfg->allow_group, strerror(errno));
+        unlink(path);
+        close(fd);
+        return -1;
+    }
+    if (chmod(path, mode) < 0 || listen(fd, 128) < 0) {
+        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(errno));
+        unlink(path);
+        close(fd);
+        return -1;
+    }
+    d->created_socket = strdup(path);
+    return fd;
+}
+
+int jpd_run_serve(const struct jpd_config *cfg)
+{
+    uv_loop_t loop;
+    int r = uv_loop_init(&loop);
+    if (r < 0) {
+        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
+        return 1;
+    }
+    struct jpd_daemon d;
+    daemon_init(&d, &loop, cfg, 0);
+    signal(SIGPIPE, SIG_IGN);
+    int fd = inherited_socket();
+    if (fd >= 0) {
+        r = check_listener(fd);
+        if (r < 0) {
+            fprintf(stderr, "jettprofd: the socket systemd passed is not a listening unix "
+                            "stream socket\n");
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0)
+            goto fail;
+    } else {
+        char buf[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
+        const char *path = cfg->socket_path ? cfg->socket_path : jpd_default_socket(buf, sizeof buf);
+        fd = bind_socket(&d, path);
+        if (fd < 0)
+            goto fail;
+    }
+    d.listen_fd = fd;
+    if (open_dirs(&d, cfg) < 0) {
+        close(fd);
+        d.listen_fd = -1;
+        goto fail;
+    }
+    uv_poll_init(&loop, &d.listen, fd);
+    d.listen.data = &d;
+    d.listen_active = 1;
+    uv_timer_init(&loop, &d.accept_retry);
+    d.accept_retry.data = &d;
+    d.accept_retry_active = 1;
+    uv_poll_start(&d.listen, UV_READABLE, on_accept);
+    jpd_log("serving");
+    return daemon_run(&d);
+fail:
+    if (d.created_socket) {
+        unlink(d.created_socket);
+        free(d.created_socket);
+        d.created_socket = NULL;
+    }
+    stop_signals(&d);
+    d.exit_code = 1;
+    return daemon_run(&d);
+}
+
+/* ---- the show client ---- */
+
+int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(socket_path) >= sizeof sa.sun_path) {
+        fprintf(stderr, "jettprofd: show: --socket path is too long\n");
+        return 2;
+    }
+    strcpy(sa.sun_path, socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        fprintf(stderr, "jettprofd: show: cannot reach the daemon at %s: %s\n", socket_path,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    struct jp_ctl_msg m = {.type = JP_CTL_SHOW};
+    m.u.show.run_id = run_id;
+    m.u.show.outputs = outputs;
+    signal(SIGPIPE, SIG_IGN);
+    int r = jp_ctl_send(fd, &m, NULL, 0);
+    if (r < 0) {
+        fprintf(stderr, "jettprofd: show: cannot send the request: %s\n", strerror(-r));
+        close(fd);
+        return 1;
+    }
+    struct jp_ctl_decoder *dec;
+    if (jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &dec) < 0) {
+        close(fd);
+        return 1;
+    }
+    int rc = 1;
+    for (;;) {
+        uint8_t buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            fprintf(stderr, "jettprofd: show: the daemon closed the connection without an "
+                            "answer\n");
+            break;
+        }
+        if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {
+            fprintf(stderr, "jettprofd: show: the daemon's answer is too large\n");
+            break;
+        }
+        struct jp_ctl_msg a;
+        const char *why = NULL;
+        r = jp_ctl_decoder_next(dec, &a, &why);
+        if (r == 0)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "jettprofd: show: malformed answer: %s\n", why ? why : "?");
+            break;
+        }
+        if (a.type == JP_CTL_RESULT) {
+            const char *text = outputs == JP_OUT_TOON ? a.u.result.toon : a.u.result.human;
+            size_t len = outputs == JP_OUT_TOON ? a.u.result.toon_len : a.u.result.human_len;
+            rc = jpd_write_all(STDOUT_FILENO, text, len) < 0 ? 1 : 0;
+        } else if (a.type == JP_CTL_ERROR) {
+            fprintf(stderr, "jettprofd: show: %s: %.*s\n", jp_ctl_error_name(a.u.error.code),
+                    (int)a.u.error.message_len, a.u.error.message);
+        } else {
+            fprintf(stderr, "jettprofd: show: unexpected %s message\n",
+                    jp_ctl_type_name(a.type));
+        }
+        break;
+    }
+    jp_ctl_decoder_free(dec);
+    close(fd);
+    return rc;
+}

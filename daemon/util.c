@@ -1,0 +1,197 @@
+/* Small helpers of the daemon: strict number parsing for the CLI, a growable text buffer with
+ * JSON string escaping, whole writes, and the one-line stderr log. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jpd.h"
+
+int jpd_parse_percent_bp(const char *s, uint32_t *bp)
+{
+    /* The contract's grammar: digits, optionally '.' and one or two digits; 0..100. No sign,
+     * no exponent, no spaces: anything else is a CLI error, never silently rounded. */
+    uint64_t whole = 0, frac = 0;
+    unsigned nwhole = 0, nfrac = 0;
+    const char *p = s;
+    if (!s || !*s)
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (++nwhole > 3)
+            return -ERANGE;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (nwhole == 0)
+        return -EINVAL;
+    if (*p == '.') {
+        p++;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (++nfrac > 2)
+                return -EINVAL;
+            frac = frac * 10 + (uint64_t)(*p - '0');
+        }
+        if (nfrac == 0)
+            return -EINVAL;
+        if (nfrac == 1)
+            frac *= 10;
+    }
+    if (*p)
+        return -EINVAL;
+    uint64_t v = whole * 100 + frac;
+    if (v > 10000)
+        return -ERANGE;
+    *bp = (uint32_t)v;
+    return 0;
+}
+
+int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (!s || !*s)
+        return -EINVAL;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -ERANGE;
+        v = v * 10 + d;
+    }
+    if (v < lo || v > hi)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+static int buf_grow(struct jpd_buf *b, size_t more)
+{
+    if (b->failed)
+        return -ENOMEM;
+    if (b->len + more + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + more + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->failed = 1;
+        return -ENOMEM;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void jpd_buf_put(struct jpd_buf *b, const char *s, size_t n)
+{
+    if (buf_grow(b, n) < 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void jpd_buf_printf(struct jpd_buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->failed = 1; /* callers only format numbers and fixed words */
+        return;
+    }
+    jpd_buf_put(b, tmp, (size_t)n);
+}
+
+void jpd_buf_json_str(struct jpd_buf *b, const char *s)
+{
+    jpd_buf_put(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            jpd_buf_put(b, esc, 2);
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            jpd_buf_put(b, esc, 6);
+        } else {
+            jpd_buf_put(b, (const char *)p, 1);
+        }
+    }
+    jpd_buf_put(b, "\"", 1);
+}
+
+void jpd_buf_free(struct jpd_buf *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+int jpd_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+void jpd_log(const char *fmt, ...)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "jettprofd: ");
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    /* One write per line so concurrent writers to the same terminal do not interleave it. */
+    (void)jpd_write_all(STDERR_FILENO, line, len);
+}
+
+void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s)
+{
+    const char *mode = jp_mode_name(s->mode);
+    JPD_PUTS(b, "{\"mode\":");
+    if (mode)
+        jpd_buf_json_str(b, mode);
+    else
+        JPD_PUTS(b, "null");
+    jpd_buf_printf(b, ",\"records\":%llu,\"violations\":%llu", (unsigned long long)s->records,
+                   (unsigned long long)s->violations);
+    if (s->mode == JP_MODE_CPU)
+        jpd_buf_printf(b, ",\"requested_ticks\":%llu,\"recorded_samples\":%llu,"
+                          "\"attributed_samples\":%llu",
+                       (unsigned long long)s->requested_ticks,
+                       (unsigned long long)s->recorded_samples,
+                       (unsigned long long)s->attributed_samples);
+    /* The repetition rows' names (allocations, resizes, bytes, peak) are kept for every mode so
+     * rows of different runs line up; a CPU run simply has zeros there. Values the retention
+     * budget made inexact are null, never a lower bound presented as exact. */
+    jpd_buf_printf(b, ",\"allocations\":%llu,\"resizes\":%llu,\"bytes\":%llu",
+                   (unsigned long long)s->allocation_count, (unsigned long long)s->resize_count,
+                   (unsigned long long)s->allocated_bytes);
+    if (s->live_exact || s->mode != JP_MODE_MEMORY)
+        jpd_buf_printf(b, ",\"freed\":%llu,\"peak\":%llu,\"retained\":%llu",
+                       (unsigned long long)s->freed_bytes,
+                       (unsigned long long)s->peak_live_bytes,
+                       (unsigned long long)s->retained_bytes);
+    else
+        JPD_PUTS(b, ",\"freed\":null,\"peak\":null,\"retained\":null");
+    jpd_buf_put(b, "}", 1);
+}
