@@ -84,4 +84,12 @@ struct jp_engine_summary {
 };
 int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out);
 
+/* Bytes the engine has accounted against the run's metadata budget so far (CPU mode: the
+ * cpu budget; memory mode: the retention budget, which covers definitions, sites and the live
+ * table). For benches, tests and the runs log. */
+uint64_t jp_engine_metadata_bytes(const struct jp_engine *e);
+/* Bytes held by the exact live-allocation tracking alone (table, overflow, id history), and in
+ * *live_count the allocations it tracks right now. */
+uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count);
+
 #endif

@@ -1,0 +1,1240 @@
+/* Online aggregation of one run's record stream (see engine.h for the feeding contract).
+ *
+ * Shape of the data:
+ *  - definitions are dense ids announced before use: sources, frames, calling-context nodes.
+ *    Each frame maps to one function identity (CONTRACT_READINGS 1), interned on definition.
+ *    Each node precomputes what a sample needs: its function, its call chain (the function
+ *    sequence root..node, interned), whether it is the root-most occurrence of its function on
+ *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
+ *    sample is then one walk from the leaf to the root bumping counters, no lookups.
+ *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
+ *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
+ *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
+ *    (24 bits), and anything that does not fit goes to an exact overflow array.
+ *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
+ *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
+ *    before a site's live bytes change, a site whose stamp is older than the current epoch
+ *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
+ *    current stamp. A site untouched since the latest peak still holds its peak value live.
+ *
+ * Budgets: every table growth is accounted in `used` against the run's budget before it
+ * happens. A refused growth of a definition/detail table stops all detail for the rest of the
+ * run (later definitions are counted as defined, so their ids stay valid, but carry no
+ * detail); totals go on. A refused growth of the live table ends exact live tracking. During a
+ * growth the old array is freed right after rehashing; the budget counts the steady state.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+struct jp_node {
+    uint32_t parent; /* node id, 0 for a root */
+    uint32_t func;
+    uint32_t chain;  /* chain index */
+    uint8_t depth;
+    uint8_t first;   /* root-most occurrence of func on this path */
+    uint8_t trunc;   /* this node is a <truncated-stack> frame */
+    uint8_t reserved;
+};
+
+/* Open-addressing index over an array the caller owns: slots hold index + 1, 0 is empty. */
+struct itab {
+    uint32_t *slot;
+    uint32_t cap; /* power of two */
+    uint32_t n;
+};
+
+/* The live table: keys are id + 1 (0 empty) for the narrow table, id + 1 for the wide one too
+ * (UINT64_MAX is kept in its own slot). Capacity is any size >= 16; home slots come from the
+ * high 32 bits of a multiplicative hash scaled to the capacity. */
+struct live_narrow { uint32_t *key; uint64_t *val; uint32_t cap, n; };
+struct live_wide { uint64_t *key; uint64_t *val; uint32_t cap, n; };
+
+struct overflow_ent { uint64_t size; uint32_t site; uint32_t next_free; };
+
+struct interval { uint64_t lo, hi; };
+
+#define SIZE_BITS 40u
+#define SIZE_MASK ((UINT64_C(1) << SIZE_BITS) - 1u)
+#define SITE_OVERFLOW 0xFFFFFFu /* site field value marking an overflow entry */
+#define LIVE_MAX_LOAD_NUM 9u   /* grow past 90% load */
+#define LIVE_MAX_LOAD_DEN 10u
+
+struct jp_engine {
+    bool started, stopped;
+    struct jp_rec_run_start start;
+    struct jp_rec_counters counters;
+    struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
+    uint32_t mode;
+    uint64_t budget, used;
+    bool detail_stopped, live_exact;
+
+    bool have_stop;
+    uint32_t termination;
+    uint64_t wall_ns, process_cpu_ns, stop_record_count, records_counted;
+    uint64_t violations, producer_records, truncated_stacks;
+
+    uint64_t state_samples[JP_STATE_LIMIT], attributed_stacks;
+
+    uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t attributed_allocated, peak_epoch;
+
+    struct jp_source *sources; uint32_t nsources, sources_cap; /* index 0 unused */
+    struct itab source_tab;
+    uint32_t *source_map; uint32_t nsource_defined, nsource_stored, source_map_cap;
+
+    uint32_t *frame_func; uint32_t nframe_defined, nframe_stored, frame_cap;
+    struct jp_func *funcs; uint32_t nfuncs, funcs_cap;
+    struct itab func_tab;
+
+    struct jp_node *nodes; uint32_t nnode_defined, nnode_stored, node_cap; /* index = id - 1 */
+    struct jp_chain *chains; uint32_t nchains, chains_cap;
+    struct itab chain_tab;
+    struct jp_hot *hots; uint32_t nhots, hots_cap;
+    struct itab hot_tab;
+
+    struct jp_excerpt_ent *excerpts; uint32_t nexcerpts, excerpts_cap;
+
+    struct live_narrow ln;
+    struct live_wide lw;
+    bool max_id_live; uint64_t max_id_val; /* allocation id UINT64_MAX */
+    struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
+    struct interval *seen; uint32_t nseen, seen_cap; /* every id ever allocated, sorted */
+};
+
+/* ---- budget ---------------------------------------------------------------------------- */
+
+/* Grows *p (an array of elem-sized items, capacity *cap) to hold need items, counting the new
+ * bytes against the budget first. -ENOBUFS when the budget refuses, -ENOMEM when malloc does. */
+static int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    uint64_t ncap = *cap ? *cap : 8u;
+    while (ncap < need)
+        ncap *= 2u;
+    if (ncap > UINT32_MAX)
+        return -ENOBUFS;
+    uint64_t delta = (ncap - *cap) * (uint64_t)elem;
+    if (e->used + delta > e->budget)
+        return -ENOBUFS;
+    void *np = realloc(*p, (size_t)ncap * elem);
+    if (!np)
+        return -ENOMEM;
+    memset((char *)np + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
+    e->used += delta;
+    *p = np;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+static void *budget_dup(struct jp_engine *e, const void *src, size_t len)
+{
+    if (e->used + len + 1u > e->budget)
+        return NULL;
+    char *d = malloc(len + 1u);
+    if (!d)
+        return NULL;
+    memcpy(d, src, len);
+    d[len] = 0;
+    e->used += len + 1u;
+    return d;
+}
+
+/* ---- hashing --------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ s[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
+typedef bool (*itab_eq)(const struct jp_engine *e, uint32_t idx, const void *key);
+
+/* Finds key; returns the index or UINT32_MAX, and in *slot_out the slot where it is or would
+ * go. */
+static uint32_t itab_find(const struct jp_engine *e, const struct itab *t, uint64_t h,
+                          itab_eq eq, const void *key, uint32_t *slot_out)
+{
+    if (!t->cap) {
+        *slot_out = UINT32_MAX;
+        return UINT32_MAX;
+    }
+    uint32_t mask = t->cap - 1u;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1u) & mask) {
+        uint32_t s = t->slot[i];
+        if (!s) {
+            *slot_out = i;
+            return UINT32_MAX;
+        }
+        if (eq(e, s - 1u, key)) {
+            *slot_out = i;
+            return s - 1u;
+        }
+    }
+}
+
+typedef uint64_t (*itab_hash)(const struct jp_engine *e, uint32_t idx);
+
+/* Makes room for one more entry (load <= 1/2), rehashing with hf. */
+static int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
+{
+    if ((uint64_t)(t->n + 1u) * 2u <= t->cap)
+        return 0;
+    uint64_t ncap = t->cap ? (uint64_t)t->cap * 2u : 16u;
+    if (ncap > (UINT32_C(1) << 31))
+        return -ENOBUFS;
+    uint64_t bytes = ncap * sizeof(uint32_t), old = (uint64_t)t->cap * sizeof(uint32_t);
+    if (e->used - old + bytes > e->budget)
+        return -ENOBUFS;
+    uint32_t *ns = calloc((size_t)ncap, sizeof(uint32_t));
+    if (!ns)
+        return -ENOMEM;
+    uint32_t mask = (uint32_t)ncap - 1u;
+    for (uint32_t i = 0; i < t->cap; i++) {
+        uint32_t s = t->slot[i];
+        if (!s)
+            continue;
+        uint32_t j = (uint32_t)hf(e, s - 1u) & mask;
+        while (ns[j])
+            j = (j + 1u) & mask;
+        ns[j] = s;
+    }
+    free(t->slot);
+    t->slot = ns;
+    t->cap = (uint32_t)ncap;
+    e->used = e->used - old + bytes;
+    return 0;
+}
+
+/* ---- sources --------------------------------------------------------------------------- */
+
+struct source_key { uint8_t origin; const char *path; uint16_t len; };
+
+static uint64_t source_hash_k(const struct source_key *k)
+{
+    return mix64(hash_bytes(UINT64_C(0xcbf29ce484222325) ^ k->origin, k->path, k->len));
+}
+static uint64_t source_hash(const struct jp_engine *e, uint32_t idx)
+{
+    const struct jp_source *s = &e->sources[idx];
+    struct source_key k = {s->origin, s->path, s->path_len};
+    return source_hash_k(&k);
+}
+static bool source_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    const struct source_key *k = key;
+    const struct jp_source *s = &e->sources[idx];
+    return s->origin == k->origin && s->path_len == k->len && !memcmp(s->path, k->path, k->len);
+}
+
+/* ---- functions ------------------------------------------------------------------------- */
+
+struct func_key {
+    const char *ns, *fn; uint16_t ns_len, fn_len;
+    uint8_t kind; uint32_t source, decl_start, decl_end, uniq;
+};
+
+static uint64_t func_hash_k(const struct func_key *k)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    h = hash_bytes(h, k->ns, k->ns_len);
+    h = hash_bytes(h ^ 0xff, k->fn, k->fn_len);
+    uint32_t nums[4] = {k->source, k->decl_start, k->decl_end, k->uniq};
+    h = hash_bytes(h, nums, sizeof nums);
+    return mix64(h);
+}
+static uint64_t func_hash(const struct jp_engine *e, uint32_t idx)
+{
+    const struct jp_func *f = &e->funcs[idx];
+    struct func_key k = {f->ns, f->fn, f->ns_len, f->fn_len, f->kind, f->source,
+                         f->decl_start, f->decl_end, f->uniq};
+    return func_hash_k(&k);
+}
+static bool func_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    const struct func_key *k = key;
+    const struct jp_func *f = &e->funcs[idx];
+    return f->source == k->source && f->decl_start == k->decl_start &&
+           f->decl_end == k->decl_end && f->uniq == k->uniq && f->ns_len == k->ns_len &&
+           f->fn_len == k->fn_len && !memcmp(f->ns, k->ns, k->ns_len) &&
+           !memcmp(f->fn, k->fn, k->fn_len);
+}
+
+/* ---- chains and hot lines -------------------------------------------------------------- */
+
+struct chain_key { uint32_t parent, func; };
+static uint64_t chain_hash_k(const struct chain_key *k)
+{
+    return mix64(((uint64_t)k->parent << 32) ^ k->func);
+}
+static uint64_t chain_hash(const struct jp_engine *e, uint32_t idx)
+{
+    struct chain_key k = {e->chains[idx].parent, e->chains[idx].func};
+    return chain_hash_k(&k);
+}
+static bool chain_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    const struct chain_key *k = key;
+    return e->chains[idx].parent == k->parent && e->chains[idx].func == k->func;
+}
+
+struct hot_key { uint32_t func, line, col; };
+static uint64_t hot_hash_k(const struct hot_key *k)
+{
+    return mix64(((uint64_t)k->func << 40) ^ ((uint64_t)k->line << 20) ^ k->col ^
+                 ((uint64_t)k->col << 52));
+}
+static uint64_t hot_hash(const struct jp_engine *e, uint32_t idx)
+{
+    struct hot_key k = {e->hots[idx].func, e->hots[idx].line, e->hots[idx].col};
+    return hot_hash_k(&k);
+}
+static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    const struct hot_key *k = key;
+    const struct jp_hot *h = &e->hots[idx];
+    return h->func == k->func && h->line == k->line && h->col == k->col;
+}
+
+/* Stops all further detail; returns 0 so callers can `return stop_detail(e)` on -ENOBUFS. */
+static int stop_detail(struct jp_engine *e)
+{
+    e->detail_stopped = true;
+    return 0;
+}
+
+/* -ENOBUFS is the budget speaking (detail stops); -ENOMEM is the host running out. */
+static int budget_fail(struct jp_engine *e, int r)
+{
+    if (r == -ENOBUFS)
+        return stop_detail(e);
+    return r;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------ */
+
+int jp_engine_new(struct jp_engine **out)
+{
+    struct jp_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    e->live_exact = true;
+    e->exec.runtime_thread_id = e->exec.task_id = e->exec.actor_id = JP_ID_UNAVAILABLE;
+    *out = e;
+    return 0;
+}
+
+void jp_engine_free(struct jp_engine *e)
+{
+    if (!e)
+        return;
+    for (uint32_t i = 1; i < e->nsources; i++)
+        free((void *)e->sources[i].path);
+    for (uint32_t i = 0; i < e->nfuncs; i++) {
+        free((void *)e->funcs[i].ns);
+        free((void *)e->funcs[i].fn);
+    }
+    for (uint32_t i = 0; i < e->nexcerpts; i++)
+        free(e->excerpts[i].text);
+    free(e->sources); free(e->source_tab.slot); free(e->source_map);
+    free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
+    free(e->nodes); free(e->chains); free(e->chain_tab.slot);
+    free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
+    free(e->ln.key); free(e->ln.val); free(e->lw.key); free(e->lw.val);
+    free(e->ovf); free(e->seen);
+    free(e);
+}
+
+static int violation(struct jp_engine *e)
+{
+    e->violations++;
+    return 0;
+}
+
+/* ---- definitions ----------------------------------------------------------------------- */
+
+static int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why)
+{
+    if (r->format_version != JP_FORMAT_VERSION) {
+        *why = "unsupported record format version";
+        return -EPROTO;
+    }
+    if (r->mode != JP_MODE_CPU && r->mode != JP_MODE_MEMORY) {
+        *why = "RUN_START names no known mode";
+        return -EPROTO;
+    }
+    e->start = *r;
+    e->mode = r->mode;
+    e->budget = r->mode == JP_MODE_CPU ? r->cpu_budget_bytes : r->retention_budget_bytes;
+    e->started = true;
+    return 0;
+}
+
+static int on_source_def(struct jp_engine *e, const uint8_t *rec)
+{
+    struct jp_rec_source_def r;
+    memcpy(&r, rec, sizeof r);
+    if (r.source_id != e->nsource_defined + 1u)
+        return violation(e); /* not dense */
+    e->nsource_defined++;
+    if (e->detail_stopped)
+        return 0;
+    struct source_key k = {r.origin, (const char *)rec + sizeof r, r.path_len};
+    uint64_t h = source_hash_k(&k);
+    uint32_t slot, idx = itab_find(e, &e->source_tab, h, source_eq, &k, &slot);
+    int rc = vec_grow(e, (void **)&e->source_map, &e->source_map_cap, e->nsource_defined + 1u,
+                      sizeof *e->source_map);
+    if (rc < 0)
+        return budget_fail(e, rc);
+    if (idx == UINT32_MAX) {
+        if (!e->nsources)
+            e->nsources = 1; /* index 0 means "unavailable" */
+        if ((rc = vec_grow(e, (void **)&e->sources, &e->sources_cap, e->nsources + 1u,
+                           sizeof *e->sources)) < 0 ||
+            (rc = itab_reserve(e, &e->source_tab, source_hash)) < 0)
+            return budget_fail(e, rc);
+        char *path = budget_dup(e, k.path, k.len);
+        if (!path)
+            return stop_detail(e);
+        idx = e->nsources++;
+        e->sources[idx] = (struct jp_source){path, k.len, r.origin, r.source_id};
+        itab_find(e, &e->source_tab, h, source_eq, &k, &slot);
+        e->source_tab.slot[slot] = idx + 1u;
+        e->source_tab.n++;
+    }
+    e->source_map[r.source_id] = idx;
+    e->nsource_stored = e->nsource_defined;
+    return 0;
+}
+
+static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
+{
+    struct jp_rec_frame_def r;
+    memcpy(&r, rec, sizeof r);
+    if (r.frame_id != e->nframe_defined + 1u)
+        return violation(e);
+    if (r.source_id > e->nsource_defined)
+        return violation(e); /* names an undefined source */
+    e->nframe_defined++;
+    if (e->detail_stopped || r.source_id > e->nsource_stored)
+        return stop_detail(e);
+    struct func_key k = {
+        .ns = (const char *)rec + sizeof r, .ns_len = r.ns_len,
+        .fn = (const char *)rec + sizeof r + r.ns_len, .fn_len = r.fn_len,
+        .kind = r.kind,
+        .source = r.source_id ? e->source_map[r.source_id] : 0,
+        .decl_start = r.source_id ? r.decl_start : 0,
+        .decl_end = r.source_id ? r.decl_end : 0,
+        /* Two native frames without a symbol are never one function because their display
+         * names match (the contract forbids merging unknown native addresses). */
+        .uniq = r.kind == JP_FRAME_UNAVAILABLE_SYMBOL ? r.frame_id : 0,
+    };
+    int rc = vec_grow(e, (void **)&e->frame_func, &e->frame_cap, e->nframe_defined + 1u,
+                      sizeof *e->frame_func);
+    if (rc < 0)
+        return budget_fail(e, rc);
+    uint64_t h = func_hash_k(&k);
+    uint32_t slot, idx = itab_find(e, &e->func_tab, h, func_eq, &k, &slot);
+    if (idx == UINT32_MAX) {
+        if (e->nfuncs >= SITE_OVERFLOW - 2u)
+            return stop_detail(e);
+        if ((rc = vec_grow(e, (void **)&e->funcs, &e->funcs_cap, e->nfuncs + 1u,
+                           sizeof *e->funcs)) < 0 ||
+            (rc = itab_reserve(e, &e->func_tab, func_hash)) < 0)
+            return budget_fail(e, rc);
+        char *ns = budget_dup(e, k.ns, k.ns_len);
+        char *fn = ns ? budget_dup(e, k.fn, k.fn_len) : NULL;
+        if (!fn) {
+            free(ns);
+            return stop_detail(e);
+        }
+        idx = e->nfuncs++;
+        struct jp_func *f = &e->funcs[idx];
+        memset(f, 0, sizeof *f);
+        f->ns = ns; f->ns_len = k.ns_len;
+        f->fn = fn; f->fn_len = k.fn_len;
+        f->kind = r.kind;
+        f->source = k.source;
+        f->origin = k.source ? e->sources[k.source].origin : JP_ORIGIN_NONE;
+        f->decl_start = k.decl_start;
+        f->decl_end = k.decl_end;
+        f->decl_line = r.source_id ? r.decl_line : 0;
+        f->uniq = k.uniq;
+        itab_find(e, &e->func_tab, h, func_eq, &k, &slot);
+        e->func_tab.slot[slot] = idx + 1u;
+        e->func_tab.n++;
+    }
+    e->frame_func[r.frame_id] = idx;
+    e->nframe_stored = e->nframe_defined;
+    return 0;
+}
+
+static int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
+{
+    if (r->node_id != e->nnode_defined + 1u || r->parent > e->nnode_defined ||
+        r->frame_id == JP_ID_NONE || r->frame_id > e->nframe_defined)
+        return violation(e); /* not dense, or names an undefined parent or frame */
+    bool storable = !e->detail_stopped && r->parent <= e->nnode_stored &&
+                    r->frame_id <= e->nframe_stored;
+    uint32_t depth = 1;
+    if (storable && r->parent)
+        depth = e->nodes[r->parent - 1u].depth + 1u;
+    if (depth > JP_MAX_DEPTH)
+        return violation(e);
+    /* Past the budget the parent's depth is unknown; such a node carries no detail anyway. */
+    e->nnode_defined++;
+    if (!storable)
+        return stop_detail(e);
+    int rc = vec_grow(e, (void **)&e->nodes, &e->node_cap, e->nnode_defined, sizeof *e->nodes);
+    if (rc < 0)
+        return budget_fail(e, rc);
+    uint32_t func = e->frame_func[r->frame_id];
+    bool first = true;
+    for (uint32_t p = r->parent; p; p = e->nodes[p - 1u].parent)
+        if (e->nodes[p - 1u].func == func) {
+            first = false;
+            break;
+        }
+    struct chain_key k = {r->parent ? e->nodes[r->parent - 1u].chain + 1u : 0, func};
+    uint64_t h = chain_hash_k(&k);
+    uint32_t slot, ci = itab_find(e, &e->chain_tab, h, chain_eq, &k, &slot);
+    if (ci == UINT32_MAX) {
+        if ((rc = vec_grow(e, (void **)&e->chains, &e->chains_cap, e->nchains + 1u,
+                           sizeof *e->chains)) < 0 ||
+            (rc = itab_reserve(e, &e->chain_tab, chain_hash)) < 0)
+            return budget_fail(e, rc);
+        ci = e->nchains++;
+        e->chains[ci] = (struct jp_chain){k.parent, func, depth, 0, 0};
+        itab_find(e, &e->chain_tab, h, chain_eq, &k, &slot);
+        e->chain_tab.slot[slot] = ci + 1u;
+        e->chain_tab.n++;
+    }
+    e->nodes[r->node_id - 1u] = (struct jp_node){
+        r->parent, func, ci, (uint8_t)depth, first,
+        e->funcs[func].kind == JP_FRAME_TRUNCATED, 0};
+    e->nnode_stored = e->nnode_defined;
+    return 0;
+}
+
+/* Classifies a node reference: -1 undefined (violation), 0 defined without detail, 1 stored. */
+static int node_ref(const struct jp_engine *e, uint32_t node)
+{
+    if (node == JP_ID_NONE || node > e->nnode_defined)
+        return -1;
+    return node <= e->nnode_stored ? 1 : 0;
+}
+
+/* ---- CPU ------------------------------------------------------------------------------- */
+
+static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+{
+    if (e->mode != JP_MODE_CPU)
+        return violation(e);
+    if (r->state != JP_STATE_JETT) {
+        /* reading 8: stacks on non-jett samples are ignored */
+        e->state_samples[r->state]++;
+        e->producer_records++;
+        return 0;
+    }
+    int ref = node_ref(e, r->node);
+    if (ref < 0)
+        return violation(e);
+    e->state_samples[JP_STATE_JETT]++;
+    e->producer_records++;
+    if (ref == 0)
+        return 0;
+    const struct jp_node *leaf = &e->nodes[r->node - 1u];
+    if (leaf->trunc)
+        e->truncated_stacks++;
+    e->attributed_stacks++;
+    for (const struct jp_node *n = leaf;; n = &e->nodes[n->parent - 1u]) {
+        if (n->first) {
+            e->funcs[n->func].a++;
+            e->chains[n->chain].samples++;
+        }
+        if (!n->parent)
+            break;
+    }
+    e->funcs[leaf->func].b++;
+    if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
+        return 0; /* reading 6: self still counted, no hot line */
+    struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
+    uint64_t h = hot_hash_k(&k);
+    uint32_t slot, hi = itab_find(e, &e->hot_tab, h, hot_eq, &k, &slot);
+    if (hi == UINT32_MAX) {
+        int rc;
+        if ((rc = vec_grow(e, (void **)&e->hots, &e->hots_cap, e->nhots + 1u,
+                           sizeof *e->hots)) < 0 ||
+            (rc = itab_reserve(e, &e->hot_tab, hot_hash)) < 0)
+            return budget_fail(e, rc);
+        hi = e->nhots++;
+        e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
+        itab_find(e, &e->hot_tab, h, hot_eq, &k, &slot);
+        e->hot_tab.slot[slot] = hi + 1u;
+        e->hot_tab.n++;
+    }
+    e->hots[hi].samples++;
+    return 0;
+}
+
+/* ---- memory: the live table ------------------------------------------------------------ */
+
+static inline uint32_t home_slot(uint64_t id, uint32_t cap)
+{
+    uint64_t h = id * UINT64_C(0x9E3779B97F4A7C15);
+    return (uint32_t)(((h >> 32) * (uint64_t)cap) >> 32);
+}
+
+/* The two tables share one body through this macro: KEY is the key type, K(id) the stored
+ * key of an id. Stored keys are never 0. */
+#define LIVE_TABLE_FUNCS(NAME, T, KEY)                                                            \
+    static uint64_t *NAME##_find(T *t, KEY key)                                                   \
+    {                                                                                             \
+        if (!t->cap)                                                                              \
+            return NULL;                                                                          \
+        for (uint32_t i = home_slot(key, t->cap);;) {                                             \
+            if (t->key[i] == key)                                                                 \
+                return &t->val[i];                                                                \
+            if (!t->key[i])                                                                       \
+                return NULL;                                                                      \
+            if (++i == t->cap)                                                                    \
+                i = 0;                                                                            \
+        }                                                                                         \
+    }                                                                                             \
+    static void NAME##_put(T *t, KEY key, uint64_t val)                                           \
+    {                                                                                             \
+        uint32_t i = home_slot(key, t->cap);                                                      \
+        while (t->key[i])                                                                         \
+            if (++i == t->cap)                                                                    \
+                i = 0;                                                                            \
+        t->key[i] = key;                                                                          \
+        t->val[i] = val;                                                                          \
+        t->n++;                                                                                   \
+    }                                                                                             \
+    /* Backward-shift deletion: no tombstones, so probe lengths never rot. */                    \
+    static void NAME##_del(T *t, uint64_t *valp)                                                  \
+    {                                                                                             \
+        uint32_t i = (uint32_t)(valp - t->val), j = i;                                            \
+        for (;;) {                                                                                \
+            if (++j == t->cap)                                                                    \
+                j = 0;                                                                            \
+            if (!t->key[j])                                                                       \
+                break;                                                                            \
+            uint32_t h = home_slot(t->key[j], t->cap);                                            \
+            /* the entry at j may move to i unless its home lies cyclically in (i, j] */        \
+            bool stay = i <= j ? (h > i && h <= j) : (h > i || h <= j);                           \
+            if (stay)                                                                             \
+                continue;                                                                         \
+            t->key[i] = t->key[j];                                                                \
+            t->val[i] = t->val[j];                                                                \
+            i = j;                                                                                \
+        }                                                                                         \
+        t->key[i] = 0;                                                                            \
+        t->n--;                                                                                   \
+    }                                                                                             \
+    static int NAME##_reserve(struct jp_engine *e, T *t)                                          \
+    {                                                                                             \
+        if ((uint64_t)(t->n + 1u) * LIVE_MAX_LOAD_DEN <= (uint64_t)t->cap * LIVE_MAX_LOAD_NUM)    \
+            return 0;                                                                             \
+        uint64_t ncap = t->cap < 64u ? 64u : (uint64_t)t->cap + t->cap / 4u;                      \
+        if (ncap > UINT32_MAX / 2u)                                                               \
+            return -ENOBUFS;                                                                      \
+        size_t slot_bytes = sizeof(KEY) + sizeof(uint64_t);                                       \
+        uint64_t old = (uint64_t)t->cap * slot_bytes, bytes = ncap * slot_bytes;                  \
+        if (e->used - old + bytes > e->budget)                                                    \
+            return -ENOBUFS;                                                                      \
+        T n = {calloc((size_t)ncap, sizeof(KEY)), malloc((size_t)ncap * sizeof(uint64_t)),        \
+               (uint32_t)ncap, 0};                                                                \
+        if (!n.key || !n.val) {                                                                   \
+            free(n.key);                                                                          \
+            free(n.val);                                                                          \
+            return -ENOMEM;                                                                       \
+        }                                                                                         \
+        for (uint32_t i = 0; i < t->cap; i++)                                                     \
+            if (t->key[i])                                                                        \
+                NAME##_put(&n, t->key[i], t->val[i]);                                             \
+        free(t->key);                                                                             \
+        free(t->val);                                                                             \
+        *t = n;                                                                                   \
+        e->used = e->used - old + bytes;                                                          \
+        return 0;                                                                                 \
+    }
+
+LIVE_TABLE_FUNCS(ln, struct live_narrow, uint32_t)
+LIVE_TABLE_FUNCS(lw, struct live_wide, uint64_t)
+
+static uint64_t *live_find(struct jp_engine *e, uint64_t id)
+{
+    if (id < UINT32_MAX)
+        return ln_find(&e->ln, (uint32_t)(id + 1u));
+    if (id == UINT64_MAX)
+        return e->max_id_live ? &e->max_id_val : NULL;
+    return lw_find(&e->lw, id + 1u);
+}
+
+static void live_del(struct jp_engine *e, uint64_t id, uint64_t *valp)
+{
+    if (id < UINT32_MAX)
+        ln_del(&e->ln, valp);
+    else if (id == UINT64_MAX)
+        e->max_id_live = false;
+    else
+        lw_del(&e->lw, valp);
+}
+
+static void ovf_release(struct jp_engine *e, uint64_t val)
+{
+    if ((val >> SIZE_BITS) != SITE_OVERFLOW)
+        return;
+    uint32_t i = (uint32_t)(val & SIZE_MASK);
+    e->ovf[i].next_free = e->ovf_free;
+    e->ovf_free = i + 1u;
+}
+
+/* Packs (size, site) into one value, using the overflow array when either does not fit.
+ * site is the function index + 1, 0 for "no site". */
+static int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out)
+{
+    if (size < SIZE_MASK && site < SITE_OVERFLOW) {
+        *out = size | ((uint64_t)site << SIZE_BITS);
+        return 0;
+    }
+    uint32_t i;
+    if (e->ovf_free) {
+        i = e->ovf_free - 1u;
+        e->ovf_free = e->ovf[i].next_free;
+    } else {
+        int rc = vec_grow(e, (void **)&e->ovf, &e->ovf_cap, e->novf + 1u, sizeof *e->ovf);
+        if (rc < 0)
+            return rc;
+        i = e->novf++;
+    }
+    e->ovf[i] = (struct overflow_ent){size, site, 0};
+    *out = (uint64_t)i | ((uint64_t)SITE_OVERFLOW << SIZE_BITS);
+    return 0;
+}
+
+static void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site)
+{
+    if ((val >> SIZE_BITS) == SITE_OVERFLOW) {
+        const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
+        *size = o->size;
+        *site = o->site;
+    } else {
+        *size = val & SIZE_MASK;
+        *site = (uint32_t)(val >> SIZE_BITS);
+    }
+}
+
+static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+{
+    int rc;
+    if (id < UINT32_MAX) {
+        if ((rc = ln_reserve(e, &e->ln)) < 0)
+            return rc;
+        ln_put(&e->ln, (uint32_t)(id + 1u), val);
+    } else if (id == UINT64_MAX) {
+        e->max_id_live = true;
+        e->max_id_val = val;
+    } else {
+        if ((rc = lw_reserve(e, &e->lw)) < 0)
+            return rc;
+        lw_put(&e->lw, id + 1u, val);
+    }
+    return 0;
+}
+
+/* The set of every id allocated in the run, as sorted disjoint intervals, so a retired id that
+ * comes back is caught exactly. Ids handed out in increasing order (the agent's own counter)
+ * keep it at one interval; other orders cost one interval per gap. */
+static bool seen_has(const struct jp_engine *e, uint64_t id)
+{
+    uint32_t lo = 0, hi = e->nseen;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2u;
+        if (e->seen[mid].hi < id)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    return lo < e->nseen && e->seen[lo].lo <= id;
+}
+
+static int seen_add(struct jp_engine *e, uint64_t id)
+{
+    if (e->nseen) {
+        struct interval *last = &e->seen[e->nseen - 1u];
+        if (last->hi != UINT64_MAX && id == last->hi + 1u) {
+            last->hi = id; /* the common case */
+            return 0;
+        }
+    }
+    int rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen);
+    if (rc < 0)
+        return rc;
+    uint32_t lo = 0, hi = e->nseen; /* first interval with lo > id */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2u;
+        if (e->seen[mid].lo <= id)
+            lo = mid + 1u;
+        else
+            hi = mid;
+    }
+    bool join_prev = lo > 0 && e->seen[lo - 1u].hi + 1u == id;
+    bool join_next = lo < e->nseen && id + 1u == e->seen[lo].lo;
+    if (join_prev && join_next) {
+        e->seen[lo - 1u].hi = e->seen[lo].hi;
+        memmove(&e->seen[lo], &e->seen[lo + 1u], (e->nseen - lo - 1u) * sizeof *e->seen);
+        e->nseen--;
+    } else if (join_prev) {
+        e->seen[lo - 1u].hi = id;
+    } else if (join_next) {
+        e->seen[lo].lo = id;
+    } else {
+        memmove(&e->seen[lo + 1u], &e->seen[lo], (e->nseen - lo) * sizeof *e->seen);
+        e->seen[lo] = (struct interval){id, id};
+        e->nseen++;
+    }
+    return 0;
+}
+
+/* Ends exact live tracking for the rest of the run (retention budget exhausted). */
+static int live_lost(struct jp_engine *e, int rc)
+{
+    if (rc != -ENOBUFS)
+        return rc;
+    e->live_exact = false;
+    return 0;
+}
+
+/* Site live bytes change only through here, so the peak snapshot is taken first. */
+static inline void site_live_add(struct jp_engine *e, uint32_t site, uint64_t add, uint64_t sub)
+{
+    if (!site)
+        return;
+    struct jp_func *f = &e->funcs[site - 1u];
+    if (f->stamp != e->peak_epoch) {
+        f->snap = f->live;
+        f->stamp = e->peak_epoch;
+    }
+    f->live = f->live + add - sub;
+}
+
+static inline void total_live_add(struct jp_engine *e, uint64_t add)
+{
+    e->live_bytes += add;
+    if (e->live_bytes > e->peak_bytes) {
+        e->peak_bytes = e->live_bytes;
+        e->peak_epoch++;
+    }
+}
+
+/* The site (function index + 1, or 0) an event's node attributes to; -1: undefined node. */
+static int64_t event_site(struct jp_engine *e, uint32_t node)
+{
+    if (node == JP_ID_NONE)
+        return 0;
+    int ref = node_ref(e, node);
+    if (ref < 0)
+        return -1;
+    if (ref == 0)
+        return 0;
+    const struct jp_node *n = &e->nodes[node - 1u];
+    if (n->trunc)
+        e->truncated_stacks++;
+    return (int64_t)n->func + 1;
+}
+
+static int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
+{
+    if (e->mode != JP_MODE_MEMORY)
+        return violation(e);
+    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+        return violation(e);
+    int rc;
+    if (e->live_exact) {
+        if (live_find(e, r->allocation_id) || seen_has(e, r->allocation_id))
+            return violation(e); /* reused id, live or retired */
+    }
+    uint32_t site = (uint32_t)event_site(e, r->node);
+    e->producer_records++;
+    e->allocation_count++;
+    e->allocated_bytes += r->size;
+    if (site) {
+        struct jp_func *f = &e->funcs[site - 1u];
+        f->b++;
+        f->a += r->size;
+        e->attributed_allocated += r->size;
+    }
+    if (!e->live_exact)
+        return 0;
+    uint64_t val;
+    if ((rc = seen_add(e, r->allocation_id)) < 0 || (rc = live_pack(e, r->size, site, &val)) < 0)
+        return live_lost(e, rc);
+    if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
+        ovf_release(e, val);
+        return live_lost(e, rc);
+    }
+    site_live_add(e, site, r->size, 0);
+    total_live_add(e, r->size);
+    return 0;
+}
+
+static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
+{
+    if (e->mode != JP_MODE_MEMORY)
+        return violation(e);
+    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+        return violation(e);
+    uint64_t *valp = NULL, size = r->old_size;
+    uint32_t creation = 0;
+    if (e->live_exact) {
+        valp = live_find(e, r->allocation_id);
+        if (!valp)
+            return violation(e); /* unknown or retired id */
+        live_unpack(e, *valp, &size, &creation);
+        if (size != r->old_size)
+            return violation(e); /* the producer's old size disagrees with ours */
+    }
+    uint32_t site = (uint32_t)event_site(e, r->node);
+    e->producer_records++;
+    e->resize_count++;
+    if (site)
+        e->funcs[site - 1u].resize_count++;
+    if (r->new_size >= r->old_size) {
+        uint64_t grow = r->new_size - r->old_size;
+        e->allocated_bytes += grow;
+        if (site) {
+            e->funcs[site - 1u].a += grow;
+            e->attributed_allocated += grow;
+        }
+    } else {
+        e->freed_bytes += r->old_size - r->new_size;
+        if (creation)
+            e->funcs[creation - 1u].freed += r->old_size - r->new_size;
+    }
+    if (!e->live_exact)
+        return 0;
+    uint64_t nval;
+    int rc = live_pack(e, r->new_size, creation, &nval);
+    if (rc < 0)
+        return live_lost(e, rc);
+    ovf_release(e, *valp);
+    *valp = nval;
+    if (r->new_size >= r->old_size) {
+        site_live_add(e, creation, r->new_size - r->old_size, 0);
+        total_live_add(e, r->new_size - r->old_size);
+    } else {
+        site_live_add(e, creation, 0, r->old_size - r->new_size);
+        e->live_bytes -= r->old_size - r->new_size;
+    }
+    return 0;
+}
+
+static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
+{
+    if (e->mode != JP_MODE_MEMORY)
+        return violation(e);
+    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+        return violation(e);
+    if (!e->live_exact) {
+        /* frees can no longer be matched: freed/live are reported unavailable */
+        e->producer_records++;
+        return 0;
+    }
+    uint64_t *valp = live_find(e, r->allocation_id), size;
+    uint32_t creation;
+    if (!valp)
+        return violation(e); /* unknown id, or a double free */
+    live_unpack(e, *valp, &size, &creation);
+    if (size != r->old_size)
+        return violation(e);
+    e->producer_records++;
+    ovf_release(e, *valp);
+    live_del(e, r->allocation_id, valp);
+    e->freed_bytes += size;
+    e->live_bytes -= size;
+    if (creation) {
+        e->funcs[creation - 1u].freed += size;
+        site_live_add(e, creation, 0, size);
+    }
+    return 0;
+}
+
+/* ---- excerpts -------------------------------------------------------------------------- */
+
+static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
+{
+    struct jp_rec_excerpt r;
+    memcpy(&r, rec, sizeof r);
+    if (r.source_id == JP_ID_NONE || r.source_id > e->nsource_defined)
+        return violation(e);
+    if (r.source_id > e->nsource_stored)
+        return 0; /* no detail for that source: the hot line cannot be shown either */
+    uint32_t src = e->source_map[r.source_id];
+    struct jp_excerpt_ent *x = NULL;
+    for (uint32_t i = 0; i < e->nexcerpts; i++)
+        if (e->excerpts[i].source == src && e->excerpts[i].line == r.line &&
+            e->excerpts[i].col == r.col)
+            x = &e->excerpts[i]; /* a later answer for the same line replaces the earlier */
+    if (!x) {
+        if (e->nexcerpts >= JP_CTL_MAX_EXCERPT_KEYS)
+            return 0;
+        int rc = vec_grow(e, (void **)&e->excerpts, &e->excerpts_cap, e->nexcerpts + 1u,
+                          sizeof *e->excerpts);
+        if (rc < 0)
+            return rc == -ENOBUFS ? 0 : rc; /* code stays unavailable */
+        x = &e->excerpts[e->nexcerpts++];
+        memset(x, 0, sizeof *x);
+    }
+    char *text = NULL;
+    if (!(r.flags & JP_EXCERPT_UNAVAILABLE)) {
+        text = budget_dup(e, rec + sizeof r, r.text_len);
+        if (!text)
+            r.flags |= JP_EXCERPT_UNAVAILABLE;
+    }
+    free(x->text);
+    *x = (struct jp_excerpt_ent){src, r.line, r.col, r.flags, text, text ? r.text_len : 0};
+    return 0;
+}
+
+/* ---- feeding --------------------------------------------------------------------------- */
+
+int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    int rc = jp_rec_validate(rec, len, why);
+    if (rc < 0)
+        return rc;
+    struct jp_rec_hdr h;
+    memcpy(&h, rec, sizeof h);
+    if (e->stopped) {
+        *why = "record after RUN_STOP";
+        return -EPROTO;
+    }
+    if (!e->started && h.type != JP_REC_RUN_START) {
+        *why = "record before RUN_START";
+        return -EPROTO;
+    }
+    if (e->started && h.type == JP_REC_RUN_START) {
+        *why = "second RUN_START";
+        return -EPROTO;
+    }
+    if (h.type != JP_REC_PAD && h.type != JP_REC_EXCERPT && h.type != JP_REC_RUN_STOP)
+        e->records_counted++;
+    const uint8_t *p = rec;
+    union {
+        struct jp_rec_run_start start;
+        struct jp_rec_node_def node;
+        struct jp_rec_exec exec;
+        struct jp_rec_cpu_sample cpu;
+        struct jp_rec_alloc alloc;
+        struct jp_rec_resize resize;
+        struct jp_rec_free free;
+        struct jp_rec_counters counters;
+        struct jp_rec_run_stop stop;
+    } u;
+    switch (h.type) {
+    case JP_REC_PAD:
+        return 0;
+    case JP_REC_RUN_START:
+        memcpy(&u.start, p, sizeof u.start);
+        return on_run_start(e, &u.start, why);
+    case JP_REC_SOURCE_DEF:
+        return on_source_def(e, p);
+    case JP_REC_FRAME_DEF:
+        return on_frame_def(e, p);
+    case JP_REC_NODE_DEF:
+        memcpy(&u.node, p, sizeof u.node);
+        return on_node_def(e, &u.node);
+    case JP_REC_EXEC:
+        /* Execution identity is run-local metadata: aggregation merges functions across
+         * workers, so nothing here depends on it. */
+        memcpy(&e->exec, p, sizeof e->exec);
+        return 0;
+    case JP_REC_CPU_SAMPLE:
+        memcpy(&u.cpu, p, sizeof u.cpu);
+        return on_cpu_sample(e, &u.cpu);
+    case JP_REC_ALLOC:
+        memcpy(&u.alloc, p, sizeof u.alloc);
+        return on_alloc(e, &u.alloc);
+    case JP_REC_RESIZE:
+        memcpy(&u.resize, p, sizeof u.resize);
+        return on_resize(e, &u.resize);
+    case JP_REC_FREE:
+        memcpy(&u.free, p, sizeof u.free);
+        return on_free(e, &u.free);
+    case JP_REC_COUNTERS:
+        memcpy(&e->counters, p, sizeof e->counters); /* cumulative: the last one wins */
+        return 0;
+    case JP_REC_EXCERPT:
+        return on_excerpt(e, p);
+    case JP_REC_RUN_STOP:
+        memcpy(&u.stop, p, sizeof u.stop);
+        e->stopped = e->have_stop = true;
+        e->termination = u.stop.termination;
+        e->wall_ns = u.stop.wall_ns;
+        e->process_cpu_ns = u.stop.process_cpu_ns;
+        e->stop_record_count = u.stop.record_count;
+        return 0;
+    default:
+        *why = "unknown record type";
+        return -EPROTO;
+    }
+}
+
+/* ---- views for render/ and callers ----------------------------------------------------- */
+
+void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->mode = e->mode;
+    v->start = e->started ? &e->start : NULL;
+    v->have_stop = e->have_stop;
+    v->termination = e->termination;
+    v->wall_ns = e->wall_ns;
+    v->process_cpu_ns = e->process_cpu_ns;
+    v->stop_record_count = e->stop_record_count;
+    v->records_counted = e->records_counted;
+    v->counters = &e->counters;
+    v->violations = e->violations;
+    v->producer_records = e->producer_records;
+    v->detail_stopped = e->detail_stopped;
+    v->live_exact = e->live_exact;
+    v->truncated_stacks = e->truncated_stacks;
+    memcpy(v->state_samples, e->state_samples, sizeof v->state_samples);
+    v->attributed_stacks = e->attributed_stacks;
+    v->allocation_count = e->allocation_count;
+    v->resize_count = e->resize_count;
+    v->allocated_bytes = e->allocated_bytes;
+    v->freed_bytes = e->freed_bytes;
+    v->live_bytes = e->live_bytes;
+    v->peak_bytes = e->peak_bytes;
+    v->attributed_allocated = e->attributed_allocated;
+    v->peak_epoch = e->peak_epoch;
+    v->funcs = e->funcs; v->nfuncs = e->nfuncs;
+    v->sources = e->sources; v->nsources = e->nsources;
+    v->chains = e->chains; v->nchains = e->nchains;
+    v->hots = e->hots; v->nhots = e->nhots;
+    v->excerpts = e->excerpts; v->nexcerpts = e->nexcerpts;
+}
+
+int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out)
+{
+    if (!o || o->size < sizeof *o || !out)
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!e->started)
+        return -ENODATA; /* no RUN_START: no mode, nothing to report */
+    struct jp_engine_view v;
+    jp_engine_view(e, &v);
+    return jp_render_build(&v, o, out, NULL, NULL);
+}
+
+int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
+                           struct jp_ctl_excerpt_key **keys, uint32_t *count)
+{
+    if (!o || o->size < sizeof *o || !keys || !count)
+        return -EINVAL;
+    *keys = NULL;
+    *count = 0;
+    if (!e->started)
+        return -ENODATA;
+    struct jp_engine_view v;
+    jp_engine_view(e, &v);
+    struct jp_report_opts q = *o;
+    q.outputs = 0;
+    struct jp_rendered r;
+    memset(&r, 0, sizeof r);
+    int rc = jp_render_build(&v, &q, &r, keys, count);
+    jp_rendered_free(&r);
+    return rc;
+}
+
+void jp_rendered_free(struct jp_rendered *r)
+{
+    if (!r)
+        return;
+    free(r->human);
+    free(r->toon);
+    r->human = r->toon = NULL;
+    r->human_len = r->toon_len = 0;
+}
+
+/* Bytes the engine has accounted against the run's budget (for benches and tests). */
+uint64_t jp_engine_metadata_bytes(const struct jp_engine *e)
+{
+    return e->used;
+}
+
+/* Bytes of the live-allocation table alone, and the allocations it tracks. */
+uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count)
+{
+    if (live_count)
+        *live_count = (uint64_t)e->ln.n + e->lw.n + (e->max_id_live ? 1u : 0u);
+    return (uint64_t)e->ln.cap * (sizeof(uint32_t) + sizeof(uint64_t)) +
+           (uint64_t)e->lw.cap * (sizeof(uint64_t) * 2u) +
+           (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
+           (uint64_t)e->seen_cap * sizeof(struct interval);
+}
+
+int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out)
+{
+    if (!out)
+        return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!e->started)
+        return -ENODATA;
+    struct jp_engine_view v;
+    jp_engine_view(e, &v);
+    struct jp_report_opts o = {sizeof o, -1, -1, ending, 0};
+    struct jp_rendered r;
+    memset(&r, 0, sizeof r);
+    int rc = jp_render_build(&v, &o, &r, NULL, NULL);
+    if (rc < 0)
+        return rc;
+    jp_rendered_free(&r);
+    out->mode = e->mode;
+    out->termination = e->have_stop ? e->termination : JP_TERM_NONE;
+    out->status = r.status;
+    out->records = e->records_counted;
+    out->violations = e->violations;
+    if (e->mode == JP_MODE_CPU) {
+        uint64_t extra = e->counters.waiting_ticks + e->counters.runtime_ticks;
+        out->requested_ticks = e->counters.requested_ticks;
+        for (unsigned s = 0; s < JP_STATE_LIMIT; s++)
+            out->recorded_samples += e->state_samples[s];
+        out->recorded_samples += extra;
+        out->attributed_samples = e->state_samples[JP_STATE_JETT];
+        out->live_exact = 1;
+    } else {
+        out->allocation_count = e->allocation_count;
+        out->resize_count = e->resize_count;
+        out->allocated_bytes = e->allocated_bytes;
+        out->live_exact = e->live_exact;
+        if (e->live_exact) {
+            out->freed_bytes = e->freed_bytes;
+            out->peak_live_bytes = e->peak_bytes;
+            out->retained_bytes = e->live_bytes;
+        }
+    }
+    return 0;
+}

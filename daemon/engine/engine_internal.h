@@ -1,0 +1,128 @@
+/* What the engine's aggregation (daemon/engine/engine.c) hands the report builder and writers
+ * (render/). Private to engine_dep: nothing outside the engine and render/ includes this.
+ *
+ * Ownership: every table below belongs to struct jp_engine and is accounted against the run's
+ * metadata budget (CPU mode: cpu_budget_bytes; memory mode: retention_budget_bytes, which
+ * covers the definitions, the per-site table and the live-allocation table alike). The report
+ * builder only reads them.
+ */
+#ifndef JETTPROF_ENGINE_INTERNAL_H
+#define JETTPROF_ENGINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+/* Partial/unavailable reasons, one list, in the documented priority order: when several apply,
+ * the first one here is the profile's one stable reason; the human report lists them all.
+ * X(NAME, "word") */
+#define JP_REASONS(X)                                                                             \
+    X(COLLECTOR_FAILURE, "collector_failure")                                                     \
+    X(PRODUCER_LOST, "producer_lost")                                                             \
+    X(INTERRUPTED, "interrupted")                                                                 \
+    X(MISSING_STOP_EVENT, "missing_stop_event")                                                   \
+    X(RECORDS_DROPPED, "records_dropped")                                                         \
+    X(RETENTION_METADATA_LIMIT, "retention_metadata_limit")                                       \
+    X(CPU_METADATA_LIMIT, "cpu_metadata_limit")                                                   \
+    X(STACK_CAPTURE_LIMIT, "stack_capture_limit")
+enum {
+#define JP_X(n, s) JP_REASON_BIT_##n,
+    JP_REASONS(JP_X)
+#undef JP_X
+    JP_REASON_COUNT
+};
+const char *jp_reason_name(unsigned bit);
+
+/* Suggestion rule ids, sorted by id (the order they are emitted in). X(NAME) */
+#define JP_RULES(X) X(CPU_CALLEE_DOMINATED) X(CPU_HIGH_SELF) X(MEM_ALLOCATION_PRESSURE) X(MEM_RETAINED)
+
+#define JP_FUNC_NONE UINT32_MAX
+
+/* One function identity (CONTRACT_READINGS 1), also the memory "site". */
+struct jp_func {
+    const char *ns, *fn;
+    uint16_t ns_len, fn_len;
+    uint8_t kind;      /* JP_FRAME_* */
+    uint8_t origin;    /* JP_ORIGIN_*, JP_ORIGIN_NONE: source unavailable */
+    uint32_t source;   /* canonical source index, 0 = unavailable */
+    uint32_t decl_start, decl_end, decl_line;
+    uint32_t uniq;     /* unavailable-symbol frames: their frame id, so two never merge */
+    /* CPU mode: a = inclusive samples, b = self samples.
+     * Memory mode: a = allocated bytes (initial + growth charged here), b = allocation count. */
+    uint64_t a, b;
+    uint64_t resize_count;
+    uint64_t freed, live;     /* memory: bytes of allocations created here */
+    uint64_t snap, stamp;     /* live-at-peak snapshot, see engine.c */
+};
+
+struct jp_source {
+    const char *path;
+    uint16_t path_len;
+    uint8_t origin;
+    uint32_t first_id; /* the first source id defined with this identity (excerpt keys) */
+};
+
+/* A call chain: the function sequence root..func, interned as (parent chain, func). */
+struct jp_chain {
+    uint32_t parent; /* chain index + 1, 0 for a root */
+    uint32_t func;
+    uint32_t depth;
+    uint32_t reserved;
+    uint64_t samples;
+};
+
+struct jp_hot {
+    uint32_t func, line, col, reserved;
+    uint64_t samples;
+};
+
+struct jp_excerpt_ent {
+    uint32_t source, line, col, flags; /* source: canonical index */
+    char *text;
+    uint32_t text_len;
+};
+
+struct jp_engine_view {
+    uint32_t mode;
+    const struct jp_rec_run_start *start;
+    bool have_stop;
+    uint32_t termination;
+    uint64_t wall_ns, process_cpu_ns;
+    uint64_t stop_record_count, records_counted;
+    const struct jp_rec_counters *counters;
+    uint64_t violations;
+    uint64_t producer_records; /* samples and allocation events accepted */
+    bool detail_stopped;       /* a definition/detail table growth was refused */
+    bool live_exact;           /* memory: exact live tracking still holds */
+    uint64_t truncated_stacks;
+
+    /* CPU */
+    uint64_t state_samples[JP_STATE_LIMIT];
+    uint64_t attributed_stacks; /* jett samples whose stack reached function detail */
+
+    /* memory */
+    uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t attributed_allocated; /* denominator: bytes charged to a site */
+    uint64_t peak_epoch;
+
+    const struct jp_func *funcs; uint32_t nfuncs;
+    const struct jp_source *sources; uint32_t nsources; /* index 0 unused */
+    const struct jp_chain *chains; uint32_t nchains;
+    const struct jp_hot *hots; uint32_t nhots;
+    const struct jp_excerpt_ent *excerpts; uint32_t nexcerpts;
+};
+
+void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
+
+/* Live bytes of a site at the global peak (see the epoch scheme in engine.c). */
+static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
+{
+    return f->stamp == epoch ? f->snap : f->live;
+}
+
+/* render/report.c */
+int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
+                    struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys);
+
+#endif

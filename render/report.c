@@ -1,0 +1,327 @@
+/* From the engine's aggregates to the report: status and reasons, eligibility on exact
+ * integers, the contract's four ordering keys, limit and ranks, hot lines, call chains and
+ * suggestions. The writers (render/writers.c) turn the built report into human text and TOON;
+ * both read the same struct so they cannot disagree on totals or order.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+const char *jp_reason_name(unsigned bit)
+{
+    static const char *const names[] = {
+#define JP_X(n, s) s,
+        JP_REASONS(JP_X)
+#undef JP_X
+    };
+    return bit < JP_REASON_COUNT ? names[bit] : NULL;
+}
+
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    if (c)
+        return c;
+    return al < bl ? -1 : al > bl;
+}
+
+/* Reading 3 key 4: project < dependency < stdlib, unavailable source after all of them. */
+static unsigned origin_rank(uint8_t origin)
+{
+    return origin == JP_ORIGIN_NONE ? 4u : origin;
+}
+
+static int cmp_u64(uint64_t a, uint64_t b)
+{
+    return a < b ? -1 : a > b;
+}
+
+/* Ordering keys 3 and 4 (readings 3 and 5), then the frame id of an unavailable-symbol frame,
+ * which only separates frames that the contract forbids merging. */
+int jp_func_cmp(const struct jp_engine_view *v, uint32_t ia, uint32_t ib)
+{
+    if (ia == ib)
+        return 0;
+    const struct jp_func *a = &v->funcs[ia], *b = &v->funcs[ib];
+    int c = bytes_cmp(a->ns, a->ns_len, b->ns, b->ns_len);
+    if (!c)
+        c = bytes_cmp(a->fn, a->fn_len, b->fn, b->fn_len);
+    if (!c)
+        c = cmp_u64(origin_rank(a->origin), origin_rank(b->origin));
+    if (!c && a->source && b->source) {
+        const struct jp_source *sa = &v->sources[a->source], *sb = &v->sources[b->source];
+        c = bytes_cmp(sa->path, sa->path_len, sb->path, sb->path_len);
+    }
+    if (!c)
+        c = cmp_u64(a->decl_start, b->decl_start);
+    if (!c)
+        c = cmp_u64(a->decl_end, b->decl_end);
+    if (!c)
+        c = cmp_u64(a->uniq, b->uniq);
+    return c;
+}
+
+static const struct jp_engine_view *sort_view; /* qsort has no context argument in C11 */
+
+static int entry_cmp(const void *pa, const void *pb)
+{
+    const struct jp_entry *a = pa, *b = pb;
+    if (a->impact != b->impact)
+        return a->impact > b->impact ? -1 : 1; /* key 1: descending impact */
+    if (a->key2 != b->key2)
+        return a->key2 > b->key2 ? -1 : 1; /* key 2: descending self / allocation count */
+    return jp_func_cmp(sort_view, a->func, b->func);
+}
+
+/* Fills seq[] with a chain's functions root first; returns the length. */
+static uint32_t chain_seq(const struct jp_engine_view *v, uint32_t ci, uint32_t *seq)
+{
+    uint32_t d = v->chains[ci].depth, i = d;
+    for (uint32_t c = ci + 1u; c && i; c = v->chains[c - 1u].parent)
+        seq[--i] = v->chains[c - 1u].func;
+    return d;
+}
+
+/* Chains: descending samples, then element by element with the function keys, a shorter
+ * prefix first (reading 5). */
+static int chain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
+{
+    if (v->chains[a].samples != v->chains[b].samples)
+        return v->chains[a].samples > v->chains[b].samples ? -1 : 1;
+    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
+    uint32_t la = chain_seq(v, a, sa), lb = chain_seq(v, b, sb);
+    for (uint32_t i = 0; i < la && i < lb; i++) {
+        int c = jp_func_cmp(v, sa[i], sb[i]);
+        if (c)
+            return c;
+    }
+    return la < lb ? -1 : la > lb;
+}
+
+/* Hot lines of one function: descending self samples, then source identity (one source per
+ * function), line, column. */
+static int hot_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
+{
+    const struct jp_hot *x = &v->hots[a], *y = &v->hots[b];
+    if (x->samples != y->samples)
+        return x->samples > y->samples ? -1 : 1;
+    int c = cmp_u64(x->line, y->line);
+    return c ? c : cmp_u64(x->col, y->col);
+}
+
+typedef int (*top_cmp)(const struct jp_engine_view *v, uint32_t a, uint32_t b);
+
+static void top3_offer(const struct jp_engine_view *v, uint32_t *top, uint32_t *n, uint32_t cand,
+                       top_cmp cmp)
+{
+    uint32_t i = *n;
+    if (i == 3u) {
+        if (cmp(v, cand, top[2]) >= 0)
+            return;
+        i = 2u;
+    } else {
+        (*n)++;
+    }
+    while (i > 0 && cmp(v, cand, top[i - 1u]) < 0) {
+        top[i] = top[i - 1u];
+        i--;
+    }
+    top[i] = cand;
+}
+
+/* impact / den as a percentage in hundredths, rounded half away from zero (reading 13). */
+uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)
+{
+    __extension__ typedef unsigned __int128 u128;
+    if (!den)
+        return 0;
+    u128 num = (u128)impact * 10000u;
+    u128 q = num / den, r = num % den;
+    if (r * 2u >= den)
+        q++;
+    return (uint64_t)q;
+}
+
+/* Eligibility on exact integers: impact / den >= threshold_bp / 10000. */
+static bool eligible(uint64_t impact, uint64_t den, uint32_t threshold_bp)
+{
+    __extension__ typedef unsigned __int128 u128;
+    return den && impact && (u128)impact * 10000u >= (u128)threshold_bp * den;
+}
+
+static void build_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r)
+{
+    const struct jp_rec_counters *c = v->counters;
+    uint32_t reasons = 0;
+#define SET(n) (reasons |= 1u << JP_REASON_BIT_##n)
+    if (ending == JP_END_COLLECTOR_FAILURE)
+        SET(COLLECTOR_FAILURE);
+    if (!v->have_stop) {
+        if (ending == JP_END_PRODUCER_LOST)
+            SET(PRODUCER_LOST);
+        else if (ending == JP_END_SHUTDOWN)
+            SET(INTERRUPTED);
+        else if (ending == JP_END_TRUNCATED || ending == JP_END_STOP)
+            SET(MISSING_STOP_EVENT);
+    } else if (v->termination == JP_TERM_INTERRUPTED) {
+        SET(INTERRUPTED);
+    }
+    r->record_mismatch = 0;
+    if (v->have_stop)
+        r->record_mismatch = v->stop_record_count > v->records_counted
+                                 ? v->stop_record_count - v->records_counted
+                                 : v->records_counted - v->stop_record_count;
+    if (c->dropped_ticks || c->lost_records || r->record_mismatch)
+        SET(RECORDS_DROPPED);
+    if (v->mode == JP_MODE_MEMORY && (v->detail_stopped || !v->live_exact))
+        SET(RETENTION_METADATA_LIMIT);
+    if (v->mode == JP_MODE_CPU && v->detail_stopped)
+        SET(CPU_METADATA_LIMIT);
+    if (v->truncated_stacks)
+        SET(STACK_CAPTURE_LIMIT);
+#undef SET
+    r->reasons = reasons;
+    r->status = JP_STATUS_COMPLETE;
+    r->reason = "";
+    if (reasons) {
+        r->status = JP_STATUS_PARTIAL;
+        for (unsigned b = 0; b < JP_REASON_COUNT; b++)
+            if (reasons & (1u << b)) {
+                r->reason = jp_reason_name(b);
+                break;
+            }
+    }
+    /* A collector that failed before anything was recorded leaves nothing to be partial of. */
+    if ((reasons & (1u << JP_REASON_BIT_COLLECTOR_FAILURE)) && !v->producer_records)
+        r->status = JP_STATUS_UNAVAILABLE;
+    if (v->have_stop)
+        r->termination = jp_termination_name(v->termination);
+    else
+        r->termination = ending == JP_END_SHUTDOWN ? "interrupted" : "unavailable";
+    if (!r->termination)
+        r->termination = "unavailable";
+    /* Detail the suggestions would rest on is incomplete: counts lost in transit, stacks cut,
+     * or detail buckets refused. */
+    r->detail_partial = (reasons & ((1u << JP_REASON_BIT_RECORDS_DROPPED) |
+                                    (1u << JP_REASON_BIT_STACK_CAPTURE_LIMIT))) ||
+                        v->detail_stopped;
+}
+
+static void add_suggestions(const struct jp_engine_view *v, const struct jp_report *r,
+                            struct jp_entry *en)
+{
+    const struct jp_func *f = &v->funcs[en->func];
+    en->nsugg = 0;
+    if (r->detail_partial || !f->source || r->status == JP_STATUS_UNAVAILABLE)
+        return; /* reading 12: no suggestions on partial data or a source-less entry */
+    /* Rules are tried in rule-id order, so the (at most two) emitted stay ordered by id. */
+    if (v->mode == JP_MODE_CPU) {
+        if (f->b * 2u < f->a && en->nchains > 0)
+            en->sugg[en->nsugg++] = JP_RULE_CPU_CALLEE_DOMINATED;
+        if (f->b * 2u >= f->a && en->nhot > 0)
+            en->sugg[en->nsugg++] = JP_RULE_CPU_HIGH_SELF;
+    } else {
+        if (f->a > 0)
+            en->sugg[en->nsugg++] = JP_RULE_MEM_ALLOCATION_PRESSURE;
+        if (v->live_exact && f->live > 0 && eligible(f->live, v->attributed_allocated,
+                                                     r->threshold_bp))
+            en->sugg[en->nsugg++] = JP_RULE_MEM_RETAINED;
+    }
+}
+
+int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
+                    struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys)
+{
+    struct jp_report r;
+    memset(&r, 0, sizeof r);
+    r.v = v;
+    r.threshold_bp = o->threshold_bp >= 0 ? (uint32_t)o->threshold_bp : v->start->threshold_bp;
+    r.limit = o->limit >= 0 ? (uint32_t)o->limit : v->start->limit;
+    if (r.threshold_bp > 10000u || r.limit > 100u)
+        return -EINVAL;
+    build_status(v, o->ending, &r);
+    r.denominator = v->mode == JP_MODE_CPU ? v->state_samples[JP_STATE_JETT]
+                                           : v->attributed_allocated;
+    int rc = 0;
+    if (v->nfuncs) {
+        r.entries = calloc(v->nfuncs, sizeof *r.entries);
+        if (!r.entries)
+            return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < v->nfuncs; i++) {
+        const struct jp_func *f = &v->funcs[i];
+        if (!eligible(f->a, r.denominator, r.threshold_bp))
+            continue;
+        r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = f->a, .key2 = f->b};
+    }
+    sort_view = v;
+    if (r.eligible)
+        qsort(r.entries, r.eligible, sizeof *r.entries, entry_cmp);
+    r.emitted = r.eligible < r.limit ? r.eligible : r.limit;
+
+    if (v->mode == JP_MODE_CPU && r.emitted) {
+        /* One pass over hot lines and chains, each offered to its function's entry. */
+        int32_t *slot = malloc(v->nfuncs * sizeof *slot);
+        if (!slot) {
+            free(r.entries);
+            return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < v->nfuncs; i++)
+            slot[i] = -1;
+        for (uint32_t i = 0; i < r.emitted; i++)
+            slot[r.entries[i].func] = (int32_t)i;
+        for (uint32_t h = 0; h < v->nhots; h++) {
+            int32_t s = slot[v->hots[h].func];
+            if (s >= 0 && v->hots[h].samples)
+                top3_offer(v, r.entries[s].hot, &r.entries[s].nhot, h, hot_cmp);
+        }
+        for (uint32_t c = 0; c < v->nchains; c++) {
+            int32_t s = slot[v->chains[c].func];
+            if (s >= 0 && v->chains[c].samples)
+                top3_offer(v, r.entries[s].chain, &r.entries[s].nchains, c, chain_cmp);
+        }
+        free(slot);
+    }
+    for (uint32_t i = 0; i < r.emitted; i++)
+        add_suggestions(v, &r, &r.entries[i]);
+
+    if (keys) {
+        uint32_t n = 0;
+        struct jp_ctl_excerpt_key *k = NULL;
+        if (r.emitted) {
+            k = calloc((size_t)r.emitted * 3u, sizeof *k);
+            if (!k) {
+                free(r.entries);
+                return -ENOMEM;
+            }
+        }
+        for (uint32_t i = 0; i < r.emitted; i++)
+            for (uint32_t j = 0; j < r.entries[i].nhot; j++) {
+                const struct jp_hot *h = &v->hots[r.entries[i].hot[j]];
+                uint32_t src = v->funcs[h->func].source;
+                if (!src)
+                    continue;
+                struct jp_ctl_excerpt_key key = {v->sources[src].first_id, h->line, h->col};
+                bool dup = false;
+                for (uint32_t m = 0; m < n; m++)
+                    dup |= !memcmp(&k[m], &key, sizeof key);
+                if (!dup)
+                    k[n++] = key;
+            }
+        *keys = k;
+        *nkeys = n;
+    }
+
+    out->status = r.status;
+    snprintf(out->reason, sizeof out->reason, "%s", r.reason);
+    if (o->outputs & JP_OUT_TOON)
+        rc = jp_write_toon(&r, &out->toon, &out->toon_len);
+    if (rc >= 0 && (o->outputs & JP_OUT_HUMAN))
+        rc = jp_write_human(&r, &out->human, &out->human_len);
+    free(r.entries);
+    if (rc < 0)
+        jp_rendered_free(out);
+    return rc < 0 ? rc : 0;
+}

@@ -1,0 +1,48 @@
+/* The built report both writers read (render/report.c builds it, render/writers.c prints it).
+ * Private to engine_dep. */
+#ifndef JETTPROF_RENDER_REPORT_H
+#define JETTPROF_RENDER_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../daemon/engine/engine_internal.h"
+
+enum {
+#define JP_X(n) JP_RULE_##n,
+    JP_RULES(JP_X)
+#undef JP_X
+    JP_RULE_COUNT
+};
+
+struct jp_entry {
+    uint32_t func;
+    uint64_t impact; /* CPU: inclusive samples; memory: attributed allocated bytes */
+    uint64_t key2;   /* CPU: self samples; memory: allocation count */
+    uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
+    uint32_t chain[3], nchains;  /* CPU: indices into view->chains, reported order */
+    uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
+};
+
+struct jp_report {
+    const struct jp_engine_view *v;
+    uint32_t threshold_bp, limit;
+    uint32_t status;
+    uint32_t reasons;       /* 1 << JP_REASON_BIT_* */
+    const char *reason;     /* the highest-priority reason, "" when complete */
+    const char *termination;
+    bool detail_partial;
+    uint64_t record_mismatch; /* |RUN_STOP.record_count - records received|, 0 without stop */
+    uint64_t denominator;
+    struct jp_entry *entries; /* eligible, in order; the first `emitted` are reported */
+    uint32_t eligible, emitted;
+};
+
+int jp_func_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
+uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den);
+
+int jp_write_toon(const struct jp_report *r, char **out, size_t *len);
+int jp_write_human(const struct jp_report *r, char **out, size_t *len);
+
+#endif
