@@ -306,6 +306,66 @@ static void suggestion_text(struct sb *s, const struct jp_report *r, const struc
     }
 }
 
+/* The totals, one list for both writers so they cannot disagree (names in REPORT.md). */
+enum { ITEM_U64, ITEM_UNAVAILABLE, ITEM_HUNDREDTHS };
+struct item { const char *k; unsigned kind; uint64_t v; };
+
+static unsigned totals_items(const struct jp_report *r, struct item *it)
+{
+    const struct jp_engine_view *v = r->v;
+    const struct jp_rec_counters *c = v->counters;
+    unsigned n = 0;
+#define ADD(key, avail, val) it[n++] = (struct item){(key), (avail) ? ITEM_U64 : ITEM_UNAVAILABLE, (val)}
+    if (v->mode == JP_MODE_CPU) {
+        uint64_t rec = recorded_samples(v);
+        bool wall = v->have_stop && v->wall_ns;
+        ADD("requested_ticks", true, c->requested_ticks);
+        ADD("recorded_samples", true, rec);
+        ADD("attributed_samples", true, v->state_samples[JP_STATE_JETT]);
+        ADD("runtime_samples", true, v->state_samples[JP_STATE_RUNTIME] + c->runtime_ticks);
+        ADD("waiting_samples", true, v->state_samples[JP_STATE_WAITING] + c->waiting_ticks);
+        ADD("unavailable_samples", true, v->state_samples[JP_STATE_UNAVAILABLE]);
+        ADD("coalesced_ticks", true, c->coalesced_ticks);
+        ADD("dropped_ticks", true, c->dropped_ticks);
+        ADD("attributed_stacks", true, v->attributed_stacks);
+        ADD("unavailable_stacks", true, v->state_samples[JP_STATE_UNAVAILABLE]);
+        ADD("truncated_stacks", true, v->truncated_stacks);
+        ADD("requested_rate_hz", true, v->start->rate_hz);
+        if (wall) {
+            /* samples per second in hundredths, rounded half up: rec * 1e9 * 100 / wall */
+            __extension__ typedef unsigned __int128 u128;
+            uint64_t rate = (uint64_t)(((u128)rec * UINT64_C(100000000000) + v->wall_ns / 2u) /
+                                       v->wall_ns);
+            it[n++] = (struct item){"observed_rate_hz", ITEM_HUNDREDTHS, rate};
+        } else {
+            ADD("observed_rate_hz", false, 0);
+        }
+        ADD("wall_duration_ns", v->have_stop, v->wall_ns);
+        ADD("process_cpu_duration_ns", v->have_stop && v->process_cpu_ns != JP_NS_UNAVAILABLE,
+            v->process_cpu_ns);
+    } else {
+        bool live = v->live_exact;
+        ADD("allocation_count", true, v->allocation_count);
+        ADD("resize_count", true, v->resize_count);
+        ADD("allocated_bytes", true, v->allocated_bytes);
+        ADD("freed_bytes", live, v->freed_bytes);
+        ADD("peak_live_bytes", live, v->peak_bytes);
+        ADD("retained_bytes", live, v->live_bytes);
+        ADD("live_bytes", live, v->live_bytes);
+        ADD("attributed_allocated_bytes", true, v->attributed_allocated);
+        ADD("truncated_stacks", true, v->truncated_stacks);
+        ADD("wall_duration_ns", v->have_stop, v->wall_ns);
+    }
+    ADD("lost_records", true, c->lost_records);
+    ADD("record_count_mismatch", v->have_stop, r->record_mismatch);
+    ADD("protocol_violations", true, v->violations);
+    ADD("eligible_bottlenecks", true, r->eligible);
+    ADD("emitted_bottlenecks", true, r->emitted);
+    ADD("truncated_bottlenecks", true, r->eligible - r->emitted);
+#undef ADD
+    return n;
+}
+
 /* ---- TOON ------------------------------------------------------------------------------ */
 
 static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct jp_entry *en)
@@ -392,7 +452,6 @@ static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct
 int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
 {
     const struct jp_engine_view *v = r->v;
-    const struct jp_rec_counters *c = v->counters;
     bool cpu = v->mode == JP_MODE_CPU;
     struct sb s = {0};
     sb_puts(&s, "profile:\n");
@@ -416,48 +475,14 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
     else
         kv_u64(&s, 2, "retention_metadata_budget_bytes", v->start->retention_budget_bytes);
     sb_puts(&s, "  totals:\n");
-    bool wall = v->have_stop && v->wall_ns;
-    if (cpu) {
-        uint64_t rec = recorded_samples(v);
-        kv_u64(&s, 2, "requested_ticks", c->requested_ticks);
-        kv_u64(&s, 2, "recorded_samples", rec);
-        kv_u64(&s, 2, "attributed_samples", v->state_samples[JP_STATE_JETT]);
-        kv_u64(&s, 2, "runtime_samples", v->state_samples[JP_STATE_RUNTIME] + c->runtime_ticks);
-        kv_u64(&s, 2, "waiting_samples", v->state_samples[JP_STATE_WAITING] + c->waiting_ticks);
-        kv_u64(&s, 2, "unavailable_samples", v->state_samples[JP_STATE_UNAVAILABLE]);
-        kv_u64(&s, 2, "coalesced_ticks", c->coalesced_ticks);
-        kv_u64(&s, 2, "dropped_ticks", c->dropped_ticks);
-        kv_u64(&s, 2, "attributed_stacks", v->attributed_stacks);
-        kv_u64(&s, 2, "unavailable_stacks", v->state_samples[JP_STATE_UNAVAILABLE]);
-        kv_u64(&s, 2, "truncated_stacks", v->truncated_stacks);
-        kv_u64(&s, 2, "requested_rate_hz", v->start->rate_hz);
-        __extension__ typedef unsigned __int128 u128;
-        uint64_t rate = wall ? (uint64_t)(((u128)rec * UINT64_C(100000000000) + v->wall_ns / 2u) /
-                                          v->wall_ns)
-                             : 0;
-        kv_hundredths(&s, 2, "observed_rate_hz", wall, rate);
-        kv_opt(&s, 2, "wall_duration_ns", v->have_stop, v->wall_ns);
-        kv_opt(&s, 2, "process_cpu_duration_ns",
-               v->have_stop && v->process_cpu_ns != JP_NS_UNAVAILABLE, v->process_cpu_ns);
-    } else {
-        bool live = v->live_exact;
-        kv_u64(&s, 2, "allocation_count", v->allocation_count);
-        kv_u64(&s, 2, "resize_count", v->resize_count);
-        kv_u64(&s, 2, "allocated_bytes", v->allocated_bytes);
-        kv_opt(&s, 2, "freed_bytes", live, v->freed_bytes);
-        kv_opt(&s, 2, "peak_live_bytes", live, v->peak_bytes);
-        kv_opt(&s, 2, "retained_bytes", live, v->live_bytes);
-        kv_opt(&s, 2, "live_bytes", live, v->live_bytes);
-        kv_u64(&s, 2, "attributed_allocated_bytes", v->attributed_allocated);
-        kv_u64(&s, 2, "truncated_stacks", v->truncated_stacks);
-        kv_opt(&s, 2, "wall_duration_ns", v->have_stop, v->wall_ns);
+    struct item items[32];
+    unsigned n = totals_items(r, items);
+    for (unsigned i = 0; i < n; i++) {
+        if (items[i].kind == ITEM_HUNDREDTHS)
+            kv_hundredths(&s, 2, items[i].k, true, items[i].v);
+        else
+            kv_opt(&s, 2, items[i].k, items[i].kind == ITEM_U64, items[i].v);
     }
-    kv_u64(&s, 2, "lost_records", c->lost_records);
-    kv_opt(&s, 2, "record_count_mismatch", v->have_stop, r->record_mismatch);
-    kv_u64(&s, 2, "protocol_violations", v->violations);
-    kv_u64(&s, 2, "eligible_bottlenecks", r->eligible);
-    kv_u64(&s, 2, "emitted_bottlenecks", r->emitted);
-    kv_u64(&s, 2, "truncated_bottlenecks", r->eligible - r->emitted);
     if (!r->emitted) {
         sb_puts(&s, "  bottlenecks: []\n");
         return sb_finish(&s, out, len);
@@ -513,7 +538,6 @@ static void h_opt(struct sb *s, const char *k, bool avail, uint64_t v)
 int jp_write_human(const struct jp_report *r, char **out, size_t *len)
 {
     const struct jp_engine_view *v = r->v;
-    const struct jp_rec_counters *c = v->counters;
     bool cpu = v->mode == JP_MODE_CPU;
     struct sb s = {0}, t = {0};
     sb_puts(&s, cpu ? "CPU profile\n" : "Memory profile\n");
@@ -542,34 +566,15 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
     if (cpu)
         sb_printf(&s, ", requested rate: %" PRIu32 " Hz", v->start->rate_hz);
     sb_puts(&s, "\ntotals:\n");
-    if (cpu) {
-        sb_printf(&s, "  requested_ticks: %" PRIu64 "\n", c->requested_ticks);
-        sb_printf(&s, "  recorded_samples: %" PRIu64 "\n", recorded_samples(v));
-        sb_printf(&s, "  attributed_samples: %" PRIu64 "\n", v->state_samples[JP_STATE_JETT]);
-        sb_printf(&s, "  runtime_samples: %" PRIu64 "\n",
-                  v->state_samples[JP_STATE_RUNTIME] + c->runtime_ticks);
-        sb_printf(&s, "  waiting_samples: %" PRIu64 "\n",
-                  v->state_samples[JP_STATE_WAITING] + c->waiting_ticks);
-        sb_printf(&s, "  unavailable_samples: %" PRIu64 "\n",
-                  v->state_samples[JP_STATE_UNAVAILABLE]);
-        sb_printf(&s, "  coalesced_ticks: %" PRIu64 "\n", c->coalesced_ticks);
-        sb_printf(&s, "  dropped_ticks: %" PRIu64 "\n", c->dropped_ticks);
-        sb_printf(&s, "  truncated_stacks: %" PRIu64 "\n", v->truncated_stacks);
-        h_opt(&s, "wall_duration_ns", v->have_stop, v->wall_ns);
-        h_opt(&s, "process_cpu_duration_ns",
-              v->have_stop && v->process_cpu_ns != JP_NS_UNAVAILABLE, v->process_cpu_ns);
-    } else {
-        bool live = v->live_exact;
-        sb_printf(&s, "  allocation_count: %" PRIu64 "\n", v->allocation_count);
-        sb_printf(&s, "  resize_count: %" PRIu64 "\n", v->resize_count);
-        sb_printf(&s, "  allocated_bytes: %" PRIu64 "\n", v->allocated_bytes);
-        h_opt(&s, "freed_bytes", live, v->freed_bytes);
-        h_opt(&s, "peak_live_bytes", live, v->peak_bytes);
-        h_opt(&s, "retained_bytes", live, v->live_bytes);
-        sb_printf(&s, "  truncated_stacks: %" PRIu64 "\n", v->truncated_stacks);
+    struct item items[32];
+    unsigned n = totals_items(r, items);
+    for (unsigned i = 0; i < n; i++) {
+        if (items[i].kind == ITEM_HUNDREDTHS)
+            sb_printf(&s, "  %s: %" PRIu64 ".%02" PRIu64 "\n", items[i].k, items[i].v / 100u,
+                      items[i].v % 100u);
+        else
+            h_opt(&s, items[i].k, items[i].kind == ITEM_U64, items[i].v);
     }
-    sb_printf(&s, "  lost_records: %" PRIu64 "\n", c->lost_records);
-    sb_printf(&s, "  protocol_violations: %" PRIu64 "\n", v->violations);
     sb_printf(&s, "bottlenecks: %" PRIu32 " eligible, %" PRIu32 " emitted, %" PRIu32
                   " truncated\n",
               r->eligible, r->emitted, r->eligible - r->emitted);

@@ -1,0 +1,394 @@
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static uint64_t fed; /* records that count toward RUN_STOP.record_count */
+
+uint64_t t_records_fed(void)
+{
+    return fed;
+}
+
+int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    const char *w = NULL;
+    int r = jp_engine_feed(e, rec, len, &w);
+    if (why)
+        *why = w;
+    struct jp_rec_hdr h;
+    memcpy(&h, rec, sizeof h);
+    if (r == 0 && h.type != JP_REC_PAD && h.type != JP_REC_EXCERPT && h.type != JP_REC_RUN_STOP)
+        fed++;
+    return r;
+}
+
+static void feed_ok(struct jp_engine *e, const void *rec, uint32_t len)
+{
+    const char *why = NULL;
+    int r = feed_raw(e, rec, len, &why);
+    cr_assert_eq(r, 0, "feed failed: %d %s", r, why ? why : "");
+}
+
+void t_start(struct jp_engine *e, uint32_t mode, uint32_t rate, uint32_t thr, uint32_t limit,
+             uint64_t cpu_budget, uint64_t retention_budget)
+{
+    fed = 0;
+    struct jp_rec_run_start r = {
+        .h = {JP_REC_RUN_START, sizeof r}, .format_version = JP_FORMAT_VERSION,
+        .mode = (uint8_t)mode, .rate_hz = rate, .threshold_bp = thr, .limit = limit,
+        .capabilities = mode == JP_MODE_CPU ? JP_CAPS_CPU_REQUIRED : JP_CAPS_MEMORY_REQUIRED,
+        .cpu_budget_bytes = cpu_budget, .retention_budget_bytes = retention_budget};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_source(struct jp_engine *e, uint32_t id, uint32_t origin, const char *path)
+{
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_source_def r = {.h = {JP_REC_SOURCE_DEF, 0}, .source_id = id,
+                                  .origin = (uint8_t)origin, .path_len = (uint16_t)strlen(path)};
+    r.h.size = (uint16_t)(sizeof r + r.path_len);
+    memcpy(buf, &r, sizeof r);
+    memcpy(buf + sizeof r, path, r.path_len);
+    feed_ok(e, buf, r.h.size);
+}
+
+void t_frame(struct jp_engine *e, uint32_t id, uint32_t source, const char *ns, const char *fn,
+             uint32_t decl_start, uint32_t decl_end, uint32_t line, uint32_t kind)
+{
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_frame_def r = {.h = {JP_REC_FRAME_DEF, 0}, .frame_id = id, .source_id = source,
+                                 .decl_start = decl_start, .decl_end = decl_end,
+                                 .decl_line = line, .decl_col = source ? 1 : 0,
+                                 .kind = (uint8_t)kind, .ns_len = (uint16_t)strlen(ns),
+                                 .fn_len = (uint16_t)strlen(fn)};
+    r.h.size = (uint16_t)(sizeof r + r.ns_len + r.fn_len);
+    memcpy(buf, &r, sizeof r);
+    memcpy(buf + sizeof r, ns, r.ns_len);
+    memcpy(buf + sizeof r + r.ns_len, fn, r.fn_len);
+    feed_ok(e, buf, r.h.size);
+}
+
+void t_node(struct jp_engine *e, uint32_t id, uint32_t parent, uint32_t frame)
+{
+    struct jp_rec_node_def r = {{JP_REC_NODE_DEF, sizeof r}, id, parent, frame};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_sample(struct jp_engine *e, uint32_t state, uint32_t node, uint32_t line, uint32_t col)
+{
+    struct jp_rec_cpu_sample r = {.h = {JP_REC_CPU_SAMPLE, sizeof r}, .state = (uint8_t)state,
+                                  .flags = line ? JP_SAMPLE_HAS_STMT : 0, .node = node,
+                                  .stmt_line = line, .stmt_col = col};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_alloc(struct jp_engine *e, uint32_t node, uint64_t id, uint64_t size)
+{
+    struct jp_rec_alloc r = {.h = {JP_REC_ALLOC, sizeof r}, .node = node, .allocation_id = id,
+                             .size = size};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_resize(struct jp_engine *e, uint32_t node, uint64_t id, uint64_t old_size,
+              uint64_t new_size)
+{
+    struct jp_rec_resize r = {{JP_REC_RESIZE, sizeof r}, node, id, old_size, new_size};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_free(struct jp_engine *e, uint32_t node, uint64_t id, uint64_t old_size)
+{
+    struct jp_rec_free r = {.h = {JP_REC_FREE, sizeof r}, .node = node, .allocation_id = id,
+                            .old_size = old_size};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_counters(struct jp_engine *e, uint64_t requested, uint64_t coalesced, uint64_t dropped,
+                uint64_t waiting, uint64_t runtime, uint64_t lost)
+{
+    struct jp_rec_counters r = {.h = {JP_REC_COUNTERS, sizeof r}, .requested_ticks = requested,
+                                .coalesced_ticks = coalesced, .dropped_ticks = dropped,
+                                .waiting_ticks = waiting, .runtime_ticks = runtime,
+                                .lost_records = lost};
+    feed_ok(e, &r, sizeof r);
+}
+
+void t_excerpt(struct jp_engine *e, uint32_t source, uint32_t line, uint32_t col, uint32_t flags,
+               const char *text)
+{
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_excerpt r = {.h = {JP_REC_EXCERPT, 0}, .source_id = source, .line = line,
+                               .col = col, .flags = (uint8_t)flags,
+                               .text_len = (uint16_t)(text ? strlen(text) : 0)};
+    r.h.size = (uint16_t)(sizeof r + r.text_len);
+    memcpy(buf, &r, sizeof r);
+    if (r.text_len)
+        memcpy(buf + sizeof r, text, r.text_len);
+    feed_ok(e, buf, r.h.size);
+}
+
+void t_stop(struct jp_engine *e, uint32_t term, uint64_t wall_ns, uint64_t cpu_ns,
+            int64_t count_delta)
+{
+    struct jp_rec_run_stop r = {.h = {JP_REC_RUN_STOP, sizeof r}, .termination = (uint8_t)term,
+                                .wall_ns = wall_ns, .process_cpu_ns = cpu_ns,
+                                .record_count = (uint64_t)((int64_t)fed + count_delta)};
+    feed_ok(e, &r, sizeof r);
+}
+
+/* ---- the official decoder ---------------------------------------------------------------- */
+
+static const char *decoder_script(void)
+{
+    static char path[4096];
+    const char *root = getenv("JETTPROF_SOURCE_ROOT");
+    cr_assert(root != NULL, "JETTPROF_SOURCE_ROOT is not set (run the suite through meson test)");
+    snprintf(path, sizeof path, "%s/tests/toon/node_modules/@toon-format/toon/package.json",
+             root);
+    struct stat st;
+    cr_assert(stat(path, &st) == 0,
+              "the TOON decoder is not installed: run `npm ci` in %s/tests/toon", root);
+    snprintf(path, sizeof path, "%s/tests/toon/decode.mjs", root);
+    return path;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "cannot open %s", path);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    fclose(f);
+    buf[len] = 0;
+    return buf;
+}
+
+char *toon_decode(const char *text, char **err)
+{
+    const char *script = decoder_script();
+    char in[] = "/tmp/jp_toon_inXXXXXX", out[] = "/tmp/jp_toon_outXXXXXX",
+         er[] = "/tmp/jp_toon_errXXXXXX";
+    int fi = mkstemp(in), fo = mkstemp(out), fe = mkstemp(er);
+    cr_assert(fi >= 0 && fo >= 0 && fe >= 0);
+    size_t len = strlen(text);
+    cr_assert_eq(write(fi, text, len), (ssize_t)len);
+    close(fi);
+    close(fo);
+    close(fe);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "/usr/bin/node '%s' < '%s' > '%s' 2> '%s'", script, in, out, er);
+    int st = system(cmd);
+    cr_assert(st != -1 && WIFEXITED(st), "could not run node");
+    char *json = slurp(out), *msg = slurp(er);
+    unlink(in);
+    unlink(out);
+    unlink(er);
+    if (WEXITSTATUS(st) != 0) {
+        free(json);
+        if (err)
+            *err = msg;
+        else
+            free(msg);
+        return NULL;
+    }
+    free(msg);
+    return json;
+}
+
+/* ---- a small JSON reader for the decoder's output --------------------------------------- */
+
+static const char *ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
+static const char *skip_string(const char *p)
+{
+    for (p++; *p && *p != '"'; p++)
+        if (*p == '\\')
+            p++;
+    return *p ? p + 1 : p;
+}
+
+static const char *skip_value(const char *p)
+{
+    p = ws(p);
+    if (*p == '"')
+        return skip_string(p);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        for (; *p; p++) {
+            if (*p == '"') {
+                p = skip_string(p) - 1;
+                continue;
+            }
+            if (*p == '{' || *p == '[')
+                depth++;
+            else if (*p == '}' || *p == ']') {
+                if (--depth == 0)
+                    return p + 1;
+            }
+        }
+        return p;
+    }
+    while (*p && *p != ',' && *p != '}' && *p != ']')
+        p++;
+    return p;
+}
+
+/* Descends one path segment; NULL when absent. */
+static const char *step(const char *p, const char *seg, size_t n)
+{
+    p = ws(p);
+    if (*p == '{') {
+        p = ws(p + 1);
+        while (*p == '"') {
+            const char *k = p + 1, *ke = skip_string(p) - 1;
+            p = ws(ws(ke + 1) + 1); /* past ':' */
+            if ((size_t)(ke - k) == n && !memcmp(k, seg, n))
+                return p;
+            p = ws(skip_value(p));
+            if (*p == ',')
+                p = ws(p + 1);
+        }
+        return NULL;
+    }
+    if (*p == '[') {
+        long idx = strtol(seg, NULL, 10);
+        p = ws(p + 1);
+        for (long i = 0; *p && *p != ']'; i++) {
+            if (i == idx)
+                return p;
+            p = ws(skip_value(p));
+            if (*p == ',')
+                p = ws(p + 1);
+        }
+    }
+    return NULL;
+}
+
+static const char *locate(const char *json, const char *path)
+{
+    const char *p = json;
+    while (p && *path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        p = step(p, path, n);
+        path += n + (dot ? 1 : 0);
+    }
+    return p ? ws(p) : NULL;
+}
+
+char *json_get(const char *json, const char *path)
+{
+    const char *p = locate(json, path);
+    if (!p || !*p)
+        return NULL;
+    const char *end = skip_value(p);
+    if (*p != '"') {
+        size_t n = (size_t)(end - p);
+        char *s = malloc(n + 1);
+        memcpy(s, p, n);
+        s[n] = 0;
+        return s;
+    }
+    char *s = malloc((size_t)(end - p) + 1), *o = s;
+    for (p++; *p && *p != '"'; p++) {
+        if (*p != '\\') {
+            *o++ = *p;
+            continue;
+        }
+        p++;
+        switch (*p) {
+        case 'n': *o++ = '\n'; break;
+        case 't': *o++ = '\t'; break;
+        case 'r': *o++ = '\r'; break;
+        case 'u': {
+            char hex[5] = {p[1], p[2], p[3], p[4], 0};
+            *o++ = (char)strtol(hex, NULL, 16); /* the tests only meet ASCII escapes */
+            p += 4;
+            break;
+        }
+        default: *o++ = *p;
+        }
+    }
+    *o = 0;
+    return s;
+}
+
+int json_len(const char *json, const char *path)
+{
+    const char *p = locate(json, path);
+    if (!p || *p != '[')
+        return -1;
+    int n = 0;
+    p = ws(p + 1);
+    while (*p && *p != ']') {
+        n++;
+        p = ws(skip_value(p));
+        if (*p == ',')
+            p = ws(p + 1);
+    }
+    return n;
+}
+
+/* ---- rendering --------------------------------------------------------------------------- */
+
+void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **toon,
+                   char **human, char **json, uint32_t *status)
+{
+    struct jp_rendered r;
+    int rc = jp_engine_render(e, o, &r);
+    cr_assert_eq(rc, 0, "render failed: %d", rc);
+    cr_assert(r.toon != NULL && r.human != NULL);
+    cr_assert_eq(strlen(r.toon), r.toon_len);
+    char *err = NULL;
+    char *j = toon_decode(r.toon, &err);
+    cr_assert(j != NULL, "the official decoder rejects our TOON: %s\n%s", err ? err : "", r.toon);
+    /* Determinism: the same engine state renders the same bytes again. */
+    struct jp_rendered again;
+    cr_assert_eq(jp_engine_render(e, o, &again), 0);
+    cr_assert_str_eq(again.toon, r.toon);
+    cr_assert_str_eq(again.human, r.human);
+    jp_rendered_free(&again);
+    if (getenv("JP_TEST_DUMP")) /* for reviewing output by eye */
+        fprintf(stderr, "----- toon\n%s----- human\n%s-----\n", r.toon, r.human);
+    if (status)
+        *status = r.status;
+    if (toon)
+        *toon = r.toon;
+    else
+        free(r.toon);
+    if (human)
+        *human = r.human;
+    else
+        free(r.human);
+    if (json)
+        *json = j;
+    else
+        free(j);
+}
+
+void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, char **json,
+              uint32_t *status)
+{
+    struct jp_report_opts o = {sizeof o, -1, -1, ending, JP_OUT_HUMAN | JP_OUT_TOON};
+    t_render_opts(e, &o, toon, human, json, status);
+}

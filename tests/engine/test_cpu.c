@@ -1,0 +1,332 @@
+/* Injected CPU streams: inclusive/self, recursion, hot lines, call chains, the non-jett
+ * buckets, coalescing, truncation at 128 frames, identity merging, the CPU metadata budget. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+enum { SRC = 1 };
+
+/* The program:   main -> work -> leaf
+ *                main -> rec -> rec -> leaf   (recursion)
+ *                main -> leaf
+ * Frames 1 main, 2 app.work, 3 app.leaf, 4 app.rec. Nodes:
+ *   1 main, 2 main>work, 3 main>work>leaf, 4 main>rec, 5 main>rec>rec, 6 main>rec>rec>leaf,
+ *   7 main>leaf. */
+static void define_program(struct jp_engine *e)
+{
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/app.jett");
+    t_frame(e, 1, SRC, "<root>", "main", 0, 100, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, SRC, "app", "work", 100, 200, 10, JP_FRAME_FUNCTION);
+    t_frame(e, 3, SRC, "app", "leaf", 200, 300, 20, JP_FRAME_FUNCTION);
+    t_frame(e, 4, SRC, "app", "rec", 300, 400, 30, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 2);
+    t_node(e, 3, 2, 3);
+    t_node(e, 4, 1, 4);
+    t_node(e, 5, 4, 4);
+    t_node(e, 6, 5, 3);
+    t_node(e, 7, 1, 3);
+}
+
+static void feed_samples(struct jp_engine *e)
+{
+    for (int i = 0; i < 4; i++)
+        t_sample(e, JP_STATE_JETT, 3, 21, 5);
+    for (int i = 0; i < 2; i++)
+        t_sample(e, JP_STATE_JETT, 3, 22, 3);
+    for (int i = 0; i < 3; i++)
+        t_sample(e, JP_STATE_JETT, 2, 11, 1);
+    for (int i = 0; i < 2; i++)
+        t_sample(e, JP_STATE_JETT, 6, 21, 5);
+    t_sample(e, JP_STATE_JETT, 5, 0, 0); /* no statement: self, no hot line (reading 6) */
+    t_sample(e, JP_STATE_JETT, 7, 23, 1);
+    t_sample(e, JP_STATE_RUNTIME, 0, 0, 0);
+    t_sample(e, JP_STATE_RUNTIME, 3, 0, 0); /* reading 8: a stack on a non-jett sample is ignored */
+    t_sample(e, JP_STATE_WAITING, 0, 0, 0);
+    t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
+    t_counters(e, 10, 1, 0, 0, 0, 0);
+    t_counters(e, 30, 5, 0, 2, 1, 0); /* cumulative: this one wins */
+}
+
+Test(cpu, inclusive_self_recursion_hot_lines_chains)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    /* threshold 24.00%: rec (3 of 13 = 23.08%) is just below, the other three above */
+    t_start(e, JP_MODE_CPU, 1000, 2400, 10, 32 * MiB, 64 * MiB);
+    define_program(e);
+    feed_samples(e);
+
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, 0};
+    struct jp_ctl_excerpt_key *keys;
+    uint32_t nkeys;
+    cr_assert_eq(jp_engine_excerpt_keys(e, &o, &keys, &nkeys), 0);
+    /* leaf's three hot lines and work's one, in report order */
+    cr_assert_eq(nkeys, 4);
+    cr_assert(keys[0].source_id == SRC && keys[0].line == 21 && keys[0].col == 5);
+    cr_assert(keys[1].line == 22 && keys[1].col == 3);
+    cr_assert(keys[2].line == 23 && keys[2].col == 1);
+    cr_assert(keys[3].line == 11 && keys[3].col == 1);
+    free(keys);
+    t_excerpt(e, SRC, 21, 5, JP_EXCERPT_REDACTED, "let x = <redacted-literal>");
+    t_excerpt(e, SRC, 22, 3, JP_EXCERPT_UNAVAILABLE, NULL);
+    t_stop(e, JP_TERM_RETURNED, 1000000000u, 500000000u, 0);
+
+    char *json, *human;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, &human, &json, &status);
+    cr_assert_eq(status, JP_STATUS_COMPLETE);
+    J_EQ(json, "profile.status", "complete");
+    J_EQ(json, "profile.termination", "returned");
+    /* 13 jett + 2 runtime + 1 waiting + 1 unavailable records, + 2 waiting and 1 runtime
+     * ticks the timer saw while no safe point was reachable */
+    J_EQ(json, "profile.totals.requested_ticks", "30");
+    J_EQ(json, "profile.totals.recorded_samples", "20");
+    J_EQ(json, "profile.totals.attributed_samples", "13");
+    J_EQ(json, "profile.totals.runtime_samples", "3");
+    J_EQ(json, "profile.totals.waiting_samples", "3");
+    J_EQ(json, "profile.totals.unavailable_samples", "1");
+    J_EQ(json, "profile.totals.coalesced_ticks", "5");
+    J_EQ(json, "profile.totals.attributed_stacks", "13");
+    J_EQ(json, "profile.totals.unavailable_stacks", "1");
+    J_EQ(json, "profile.totals.observed_rate_hz", "20"); /* 20 samples in 1 s */
+    J_EQ(json, "profile.totals.wall_duration_ns", "1000000000");
+    J_EQ(json, "profile.totals.process_cpu_duration_ns", "500000000");
+    J_EQ(json, "profile.totals.eligible_bottlenecks", "3");
+    J_EQ(json, "profile.totals.emitted_bottlenecks", "3");
+    J_EQ(json, "profile.totals.truncated_bottlenecks", "0");
+    J_EQ(json, "profile.totals.protocol_violations", "0");
+    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    /* main 13/13; leaf and work tie at 9 inclusive, leaf has more self (9 vs 3) */
+    J_EQ(json, "profile.bottlenecks.0.function", "main");
+    J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "13");
+    J_EQ(json, "profile.bottlenecks.0.self_samples", "0");
+    J_EQ(json, "profile.bottlenecks.0.cpu_percent", "100");
+    J_EQ(json, "profile.bottlenecks.1.rank", "2");
+    J_EQ(json, "profile.bottlenecks.1.namespace", "app");
+    J_EQ(json, "profile.bottlenecks.1.function", "leaf");
+    J_EQ(json, "profile.bottlenecks.1.path", "src/app.jett");
+    J_EQ(json, "profile.bottlenecks.1.line", "20");
+    J_EQ(json, "profile.bottlenecks.1.inclusive_samples", "9");
+    /* self: 4 + 2 (node 3) + 2 (node 6) + 1 (node 7) */
+    J_EQ(json, "profile.bottlenecks.1.self_samples", "9");
+    J_EQ(json, "profile.bottlenecks.1.cpu_percent", "69.23"); /* 9/13 = 69.2307... */
+    J_EQ(json, "profile.bottlenecks.2.function", "work");
+    J_EQ(json, "profile.bottlenecks.2.self_samples", "3");
+    /* hot lines of leaf: (21,5) 4 + 2, (22,3) 2, (23,1) 1 */
+    cr_assert_eq(json_len(json, "profile.bottlenecks.1.hot_lines"), 3);
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.0.line", "21");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.0.column", "5");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.0.self_samples", "6");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.0.code", "let x = <redacted-literal>");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.0.source_redacted", "true");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.1.self_samples", "2");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.1.code", "unavailable");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.1.source_redacted", "false");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.2.line", "23");
+    J_EQ(json, "profile.bottlenecks.1.hot_lines.2.code", "unavailable");
+    /* chains of leaf: main>work>leaf 6, main>rec>rec>leaf 2, main>leaf 1 */
+    cr_assert_eq(json_len(json, "profile.bottlenecks.1.call_chains"), 3);
+    J_EQ(json, "profile.bottlenecks.1.call_chains.0.samples", "6");
+    J_EQ(json, "profile.bottlenecks.1.call_chains.0.frames", "[\"main\",\"app.work\",\"app.leaf\"]");
+    J_EQ(json, "profile.bottlenecks.1.call_chains.1.samples", "2");
+    J_EQ(json, "profile.bottlenecks.1.call_chains.1.frames",
+         "[\"main\",\"app.rec\",\"app.rec\",\"app.leaf\"]");
+    J_EQ(json, "profile.bottlenecks.1.call_chains.2.frames", "[\"main\",\"app.leaf\"]");
+    /* suggestions: leaf self >= half -> CPU_HIGH_SELF; work and main callee-dominated */
+    J_EQ(json, "profile.bottlenecks.1.suggestions.0.rule", "CPU_HIGH_SELF");
+    J_EQ(json, "profile.bottlenecks.1.suggestions.0.text",
+         "Inspect the reported hot lines in app.leaf; self work accounts for at least half of "
+         "its samples.");
+    J_EQ(json, "profile.bottlenecks.2.suggestions.0.rule", "CPU_CALLEE_DOMINATED");
+    J_EQ(json, "profile.bottlenecks.2.suggestions.0.text",
+         "Inspect the dominant reported call chain through app.work; its callees account for "
+         "more than half of its samples.");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.2.suggestions"), 1);
+    cr_assert(strstr(human, "CPU profile\n") == human);
+    free(json);
+    free(human);
+    jp_engine_free(e);
+}
+
+Test(cpu, recursion_counts_once_and_chain_ends_at_root_most_occurrence)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    define_program(e);
+    t_sample(e, JP_STATE_JETT, 6, 21, 5); /* main > rec > rec > leaf */
+    t_stop(e, JP_TERM_RETURNED, 1000, JP_NS_UNAVAILABLE, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.totals.process_cpu_duration_ns", "unavailable");
+    /* main, leaf, rec all 1/1; order by key 2 (self: leaf 1) then names: main < rec */
+    J_EQ(json, "profile.bottlenecks.0.function", "leaf");
+    J_EQ(json, "profile.bottlenecks.1.function", "main");
+    J_EQ(json, "profile.bottlenecks.2.function", "rec");
+    J_EQ(json, "profile.bottlenecks.2.inclusive_samples", "1");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.2.call_chains"), 1);
+    J_EQ(json, "profile.bottlenecks.2.call_chains.0.frames", "[\"main\",\"app.rec\"]");
+    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    free(json);
+    jp_engine_free(e);
+}
+
+/* A stack of depth 128 ending in <truncated-stack> (127 kept frames + the marker). */
+static void define_deep(struct jp_engine *e, bool truncated, uint32_t depth)
+{
+    char fn[16];
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/deep.jett");
+    for (uint32_t i = 1; i < depth; i++) {
+        snprintf(fn, sizeof fn, "f%03u", i);
+        t_frame(e, i, SRC, "deep", fn, i * 10, i * 10 + 5, i, JP_FRAME_FUNCTION);
+        t_node(e, i, i - 1, i);
+    }
+    if (truncated)
+        t_frame(e, depth, JP_ID_NONE, "<root>", "<truncated-stack>", 0, 0, 0, JP_FRAME_TRUNCATED);
+    else
+        t_frame(e, depth, SRC, "deep", "last", 9000, 9001, 900, JP_FRAME_FUNCTION);
+    t_node(e, depth, depth - 1, depth);
+}
+
+Test(cpu, truncated_stack_takes_self_and_makes_partial)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_CPU, 1000, 0, 100, 32 * MiB, 64 * MiB);
+    define_deep(e, true, JP_MAX_DEPTH);
+    t_sample(e, JP_STATE_JETT, JP_MAX_DEPTH, 0, 0);
+    /* a 129th node is past the limit: a counted violation, not a node */
+    t_node(e, JP_MAX_DEPTH + 1, JP_MAX_DEPTH, 1);
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    cr_assert_eq(status, JP_STATUS_PARTIAL);
+    J_EQ(json, "profile.partial_reason", "stack_capture_limit");
+    J_EQ(json, "profile.totals.truncated_stacks", "1");
+    J_EQ(json, "profile.totals.protocol_violations", "1");
+    J_EQ(json, "profile.totals.eligible_bottlenecks", "128");
+    /* the marker has the only self sample, so it sorts first among the 128 equal inclusives */
+    J_EQ(json, "profile.bottlenecks.0.function", "<truncated-stack>");
+    J_EQ(json, "profile.bottlenecks.0.path", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.line", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.self_samples", "1");
+    J_EQ(json, "profile.bottlenecks.1.function", "f001");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* partial data */
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(cpu, exactly_128_frames_is_not_truncated)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_CPU, 1000, 0, 1, 32 * MiB, 64 * MiB);
+    define_deep(e, false, JP_MAX_DEPTH);
+    t_sample(e, JP_STATE_JETT, JP_MAX_DEPTH, 900, 2);
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    cr_assert_eq(status, JP_STATUS_COMPLETE);
+    J_EQ(json, "profile.totals.truncated_stacks", "0");
+    J_EQ(json, "profile.bottlenecks.0.function", "last");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.call_chains.0.frames"), 128);
+    J_EQ(json, "profile.totals.eligible_bottlenecks", "128");
+    J_EQ(json, "profile.totals.emitted_bottlenecks", "1");
+    J_EQ(json, "profile.totals.truncated_bottlenecks", "127");
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(cpu, equal_identities_merge_but_unknown_symbols_never_do)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/a.jett");
+    t_source(e, 2, JP_ORIGIN_PROJECT, "src/a.jett"); /* the same source interned again */
+    t_frame(e, 1, 1, "m", "f", 5, 50, 2, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 2, "m", "f", 5, 50, 2, JP_FRAME_FUNCTION); /* same identity (reading 1) */
+    t_frame(e, 3, JP_ID_NONE, "<root>", "<unavailable-symbol>", 0, 0, 0,
+            JP_FRAME_UNAVAILABLE_SYMBOL);
+    t_frame(e, 4, JP_ID_NONE, "<root>", "<unavailable-symbol>", 0, 0, 0,
+            JP_FRAME_UNAVAILABLE_SYMBOL);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 0, 2);
+    t_node(e, 3, 0, 3);
+    t_node(e, 4, 0, 4);
+    t_sample(e, JP_STATE_JETT, 1, 3, 1);
+    t_sample(e, JP_STATE_JETT, 2, 3, 1);
+    t_sample(e, JP_STATE_JETT, 3, 0, 0);
+    t_sample(e, JP_STATE_JETT, 4, 0, 0);
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    J_EQ(json, "profile.bottlenecks.0.function", "f");
+    J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "2");
+    J_EQ(json, "profile.bottlenecks.0.hot_lines.0.self_samples", "2");
+    J_EQ(json, "profile.bottlenecks.1.function", "<unavailable-symbol>");
+    J_EQ(json, "profile.bottlenecks.1.inclusive_samples", "1");
+    J_EQ(json, "profile.bottlenecks.2.inclusive_samples", "1");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* no source */
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(cpu, metadata_budget_stops_detail_keeps_totals)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    /* 2 KiB: enough for the first few definitions, not for 200 functions */
+    t_start(e, JP_MODE_CPU, 1000, 0, 100, 2048, 64 * MiB);
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/many.jett");
+    char fn[16];
+    for (uint32_t i = 1; i <= 200; i++) {
+        snprintf(fn, sizeof fn, "g%03u", i);
+        t_frame(e, i, SRC, "many", fn, i, i + 1, i, JP_FRAME_FUNCTION);
+        t_node(e, i, 0, i);
+    }
+    for (uint32_t i = 1; i <= 200; i++)
+        t_sample(e, JP_STATE_JETT, i, i, 1);
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    cr_assert_leq(jp_engine_metadata_bytes(e), 2048);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    cr_assert_eq(status, JP_STATUS_PARTIAL);
+    J_EQ(json, "profile.partial_reason", "cpu_metadata_limit");
+    J_EQ(json, "profile.totals.attributed_samples", "200"); /* totals stay exact */
+    J_EQ(json, "profile.totals.protocol_violations", "0");  /* ids stayed valid */
+    char *n = json_get(json, "profile.totals.attributed_stacks");
+    cr_assert(atoi(n) > 0 && atoi(n) < 200, "detail for some, not all: %s", n);
+    free(n);
+    int b = json_len(json, "profile.bottlenecks");
+    cr_assert(b > 0 && b < 200);
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(cpu, memory_records_in_cpu_mode_are_violations)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    t_alloc(e, 0, 1, 10);
+    t_sample(e, JP_STATE_JETT, 9, 0, 0); /* undefined node */
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.totals.protocol_violations", "2");
+    J_EQ(json, "profile.totals.recorded_samples", "0");
+    J_EQ(json, "profile.bottlenecks", "[]");
+    free(json);
+    jp_engine_free(e);
+}
