@@ -17,7 +17,8 @@
 
 #define JP_CTL_VERSION 1u
 #define JP_CTL_MAX_FRAME (1u << 24) /* 16 MiB: a rendered profile plus slack */
-#define JP_CTL_MAX_EXCERPT_KEYS 4096u
+#define JP_CTL_MAX_EXCERPT_KEYS 4096u  /* also the most items of an "excerpts" message */
+#define JP_CTL_MAX_ELEMENTS (1u << 16) /* msgpack values in one frame, containers' members */
 
 /* X(NAME, "wire name") */
 #define JP_CTL_TYPES(X)                                                                           \
@@ -118,13 +119,40 @@ void jp_ctl_decoder_free(struct jp_ctl_decoder *d);
 /* Appends received bytes. -EMSGSIZE as soon as a frame header announces more than max_frame. */
 int jp_ctl_decoder_feed(struct jp_ctl_decoder *d, const uint8_t *bytes, size_t len);
 /* Takes the next complete message: 1 and *m filled, 0 when more bytes are needed, or -EPROTO
- * with *why a stable reason ("unknown message type", "missing field ring.slot_count", ...). */
+ * with *why a stable reason ("unknown message type", "missing field ring.slot_count", ...).
+ * An error is final: the decoder keeps returning it (a stream cannot be resynchronised).
+ * Decoding allocates only within bounds set by the frame's own length: a frame is checked
+ * (every container count and string length against the bytes left, at most
+ * JP_CTL_MAX_ELEMENTS elements in all) before msgpack-c builds objects from it. */
 int jp_ctl_decoder_next(struct jp_ctl_decoder *d, struct jp_ctl_msg *m, const char **why);
 /* Bytes buffered but not yet part of a returned message (a partial frame at EOF is an error). */
 size_t jp_ctl_decoder_pending(const struct jp_ctl_decoder *d);
 
+/* Most fds one frame carries (the ring memfd, a capture file). */
+#define JP_CTL_MAX_FDS 2u
+
 /* Blocking helpers for the agent side (the daemon uses libuv). Send a frame with up to two fds
- * attached as SCM_RIGHTS; receive into a decoder collecting passed fds. 0 or -errno. */
+ * attached as SCM_RIGHTS; receive into a decoder collecting passed fds. 0 or -errno.
+ * jp_ctl_send writes the whole frame: it retries on EINTR and partial writes (waiting with poll
+ * on a non-blocking socket), attaches the fds to the first byte sent, and uses MSG_NOSIGNAL so
+ * a closed peer is -EPIPE, not SIGPIPE. -EINVAL for nfds > JP_CTL_MAX_FDS or a bad message. */
 int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds);
+
+/* One blocking recvmsg (retried on EINTR) into the decoder; received fds (MSG_CMSG_CLOEXEC) are
+ * stored in fds[0..*nfds). Returns the bytes read (> 0), 0 at EOF, or -errno: the decoder's
+ * -EMSGSIZE, -EPROTO when the peer sent more fds than max_fds or the control data was
+ * truncated (every fd of that call is closed then). Call jp_ctl_decoder_next() afterwards. */
+int jp_ctl_recv(int sock, struct jp_ctl_decoder *d, int *fds, unsigned max_fds, unsigned *nfds);
+
+/* Control-buffer room recvmsg needs for JP_CTL_MAX_FDS fds plus slack, so that a peer sending
+ * a few more is seen as "too many" rather than silently truncated. Use it as
+ * `union { struct cmsghdr align; char buf[JP_CTL_CMSG_SPACE]; } u;` for msg_control. */
+#define JP_CTL_CMSG_SPACE 64u
+struct msghdr;
+/* For a caller that runs recvmsg itself (the daemon from a uv_poll_t): collects the SCM_RIGHTS
+ * fds of a received msghdr into fds[0..*nfds). On too many fds (> max_fds) or MSG_CTRUNC it
+ * closes every fd the message carried, sets *nfds = 0 and returns -EPROTO; else 0. Other
+ * control messages are ignored. */
+int jp_ctl_take_fds(struct msghdr *msg, int *fds, unsigned max_fds, unsigned *nfds);
 
 #endif

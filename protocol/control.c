@@ -1,0 +1,846 @@
+/* Control messages: msgpack encoding from one field table per message, strict incremental
+ * decoding, and blocking socket helpers with SCM_RIGHTS.
+ *
+ * Every message is a map {"t": wire name, field: value, ...}; the tables below are the whole
+ * schema, used both to encode (in table order) and to decode (any order, each field exactly
+ * once, nothing else). Integers are msgpack unsigned integers; error codes travel as their
+ * stable word; excerpt keys are arrays [source_id, line, col]; excerpts are arrays
+ * [source_id, line, col, flags, text].
+ */
+#include "control.h"
+
+#include <errno.h>
+#include <msgpack.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "records.h"
+#include "ring.h"
+
+static const char *const ctl_names[JP_CTL_TYPE_LIMIT] = {
+#define JP_X(n, s) [JP_CTL_##n] = s,
+    JP_CTL_TYPES(JP_X)
+#undef JP_X
+};
+static const char *const ctl_error_names[JP_CTLE_LIMIT] = {
+#define JP_X(n, s) [JP_CTLE_##n] = s,
+    JP_CTL_ERRORS(JP_X)
+#undef JP_X
+};
+
+const char *jp_ctl_type_name(uint32_t type)
+{
+    return type < JP_CTL_TYPE_LIMIT ? ctl_names[type] : NULL;
+}
+
+const char *jp_ctl_error_name(uint32_t code)
+{
+    return code < JP_CTLE_LIMIT ? ctl_error_names[code] : NULL;
+}
+
+/* ---- schema ---------------------------------------------------------------------------- */
+
+enum field_kind {
+    F_U32,     /* uint32_t at off, within [lo, hi] */
+    F_U64,     /* uint64_t at off */
+    F_STR,     /* const char * at off, size_t length at off2 */
+    F_ERRCODE, /* uint32_t enum jp_ctl_error at off, as its wire word */
+    F_KEYS,    /* const struct jp_ctl_excerpt_key * at off, uint32_t count at off2 */
+    F_ITEMS,   /* const struct jp_ctl_excerpt * at off, uint32_t count at off2 */
+};
+
+struct field {
+    const char *name;
+    uint8_t kind;
+    uint16_t off, off2;
+    uint32_t lo, hi;
+    const char *missing, *wrong_type, *out_of_range, *duplicate;
+};
+
+#define OFF(path) ((uint16_t)offsetof(struct jp_ctl_msg, u.path))
+#define REASONS(msg, name)                                                                        \
+    "missing field " #msg "." #name, "wrong type for field " #msg "." #name,                      \
+        "field " #msg "." #name " out of range", "duplicate field " #msg "." #name
+#define U32(msg, name, lo, hi) {#name, F_U32, OFF(msg.name), 0, lo, hi, REASONS(msg, name)}
+#define U64(msg, name) {#name, F_U64, OFF(msg.name), 0, 0, 0, REASONS(msg, name)}
+#define STR(msg, name) {#name, F_STR, OFF(msg.name), OFF(msg.name##_len), 0, 0, REASONS(msg, name)}
+#define ANY UINT32_MAX
+
+static const struct field hello_fields[] = {
+    U32(hello, version, 0, ANY), /* any value: the daemon answers unsupported_version */
+    U32(hello, pid, 0, ANY),
+    U32(hello, mode, JP_MODE_CPU, JP_MODE_MEMORY),
+    U32(hello, rate_hz, 0, ANY),
+    U32(hello, threshold_bp, 0, ANY),
+    U32(hello, limit, 0, ANY),
+    U32(hello, outputs, 0, JP_OUT_HUMAN | JP_OUT_TOON),
+    U32(hello, capabilities, 0, ANY),
+};
+static const struct field welcome_fields[] = {U64(welcome, run_id)};
+static const struct field ring_fields[] = {
+    U32(ring, slot_count, JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS),
+    U32(ring, has_capture, 0, 1),
+};
+static const struct field finalize_fields[] = {
+    U32(finalize, termination, JP_TERM_RETURNED, JP_TERM_INTERRUPTED),
+};
+static const struct field excerpt_request_fields[] = {
+    {"keys", F_KEYS, OFF(excerpt_request.keys), OFF(excerpt_request.count), 0,
+     JP_CTL_MAX_EXCERPT_KEYS, REASONS(excerpt_request, keys)},
+};
+static const struct field excerpts_fields[] = {
+    {"items", F_ITEMS, OFF(excerpts.items), OFF(excerpts.count), 0, JP_CTL_MAX_EXCERPT_KEYS,
+     REASONS(excerpts, items)},
+};
+static const struct field result_fields[] = {
+    U32(result, status, 1, 3),
+    STR(result, reason),
+    STR(result, human),
+    STR(result, toon),
+};
+static const struct field show_fields[] = {
+    U64(show, run_id),
+    U32(show, outputs, 0, JP_OUT_HUMAN | JP_OUT_TOON),
+};
+static const struct field error_fields[] = {
+    {"code", F_ERRCODE, OFF(error.code), 0, 1, JP_CTLE_LIMIT - 1, REASONS(error, code)},
+    STR(error, message),
+};
+
+struct schema {
+    const struct field *fields;
+    unsigned count;
+    const char *unknown_field;
+};
+#define SCHEMA(f, msg) {f, sizeof f / sizeof f[0], "unknown field in " msg " message"}
+static const struct schema schemas[JP_CTL_TYPE_LIMIT] = {
+    [JP_CTL_HELLO] = SCHEMA(hello_fields, "hello"),
+    [JP_CTL_WELCOME] = SCHEMA(welcome_fields, "welcome"),
+    [JP_CTL_RING] = SCHEMA(ring_fields, "ring"),
+    [JP_CTL_FINALIZE] = SCHEMA(finalize_fields, "finalize"),
+    [JP_CTL_EXCERPT_REQUEST] = SCHEMA(excerpt_request_fields, "excerpt_request"),
+    [JP_CTL_EXCERPTS] = SCHEMA(excerpts_fields, "excerpts"),
+    [JP_CTL_RESULT] = SCHEMA(result_fields, "result"),
+    [JP_CTL_SHOW] = SCHEMA(show_fields, "show"),
+    [JP_CTL_ERROR] = SCHEMA(error_fields, "error"),
+};
+#define MAX_FIELDS 8u
+_Static_assert(sizeof hello_fields / sizeof hello_fields[0] <= MAX_FIELDS, "seen-mask width");
+
+static uint32_t get_u32(const struct jp_ctl_msg *m, uint16_t off)
+{
+    uint32_t v;
+    memcpy(&v, (const char *)m + off, sizeof v);
+    return v;
+}
+static void put_u32(struct jp_ctl_msg *m, uint16_t off, uint32_t v)
+{
+    memcpy((char *)m + off, &v, sizeof v);
+}
+
+/* ---- encoding -------------------------------------------------------------------------- */
+
+static int pack_str(msgpack_packer *pk, const char *s, size_t len)
+{
+    if (len > UINT32_MAX)
+        return -1;
+    if (msgpack_pack_str(pk, len) < 0)
+        return -1;
+    return len ? msgpack_pack_str_body(pk, s, len) : 0;
+}
+
+static int check_field(const struct jp_ctl_msg *m, const struct field *f)
+{
+    const char *base = (const char *)m;
+    switch (f->kind) {
+    case F_U32:
+    case F_ERRCODE: {
+        uint32_t v = get_u32(m, f->off);
+        return v >= f->lo && v <= f->hi ? 0 : -EINVAL;
+    }
+    case F_STR: {
+        const char *s;
+        size_t len;
+        memcpy(&s, base + f->off, sizeof s);
+        memcpy(&len, base + f->off2, sizeof len);
+        return len == 0 || s ? 0 : -EINVAL;
+    }
+    case F_KEYS:
+    case F_ITEMS: {
+        const void *p;
+        memcpy(&p, base + f->off, sizeof p);
+        uint32_t n = get_u32(m, f->off2);
+        if (n > f->hi || (n && !p))
+            return -EINVAL;
+        if (f->kind == F_ITEMS) {
+            const struct jp_ctl_excerpt *it = p;
+            for (uint32_t i = 0; i < n; i++)
+                if (it[i].text_len > JP_EXCERPT_MAX || (it[i].text_len && !it[i].text) ||
+                    (it[i].flags & ~(uint32_t)(JP_EXCERPT_REDACTED | JP_EXCERPT_UNAVAILABLE)))
+                    return -EINVAL;
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int pack_field(msgpack_packer *pk, const struct jp_ctl_msg *m, const struct field *f)
+{
+    const char *base = (const char *)m;
+    if (pack_str(pk, f->name, strlen(f->name)) < 0)
+        return -1;
+    switch (f->kind) {
+    case F_U32:
+        return msgpack_pack_uint32(pk, get_u32(m, f->off));
+    case F_U64: {
+        uint64_t v;
+        memcpy(&v, base + f->off, sizeof v);
+        return msgpack_pack_uint64(pk, v);
+    }
+    case F_STR: {
+        const char *s;
+        size_t len;
+        memcpy(&s, base + f->off, sizeof s);
+        memcpy(&len, base + f->off2, sizeof len);
+        return pack_str(pk, s, len);
+    }
+    case F_ERRCODE: {
+        const char *w = jp_ctl_error_name(get_u32(m, f->off));
+        return pack_str(pk, w, strlen(w));
+    }
+    case F_KEYS: {
+        const struct jp_ctl_excerpt_key *k;
+        memcpy(&k, base + f->off, sizeof k);
+        uint32_t n = get_u32(m, f->off2);
+        if (msgpack_pack_array(pk, n) < 0)
+            return -1;
+        for (uint32_t i = 0; i < n; i++)
+            if (msgpack_pack_array(pk, 3) < 0 || msgpack_pack_uint32(pk, k[i].source_id) < 0 ||
+                msgpack_pack_uint32(pk, k[i].line) < 0 || msgpack_pack_uint32(pk, k[i].col) < 0)
+                return -1;
+        return 0;
+    }
+    case F_ITEMS: {
+        const struct jp_ctl_excerpt *it;
+        memcpy(&it, base + f->off, sizeof it);
+        uint32_t n = get_u32(m, f->off2);
+        if (msgpack_pack_array(pk, n) < 0)
+            return -1;
+        for (uint32_t i = 0; i < n; i++)
+            if (msgpack_pack_array(pk, 5) < 0 || msgpack_pack_uint32(pk, it[i].source_id) < 0 ||
+                msgpack_pack_uint32(pk, it[i].line) < 0 || msgpack_pack_uint32(pk, it[i].col) < 0 ||
+                msgpack_pack_uint32(pk, it[i].flags) < 0 ||
+                pack_str(pk, it[i].text, it[i].text_len) < 0)
+                return -1;
+        return 0;
+    }
+    default:
+        return -1;
+    }
+}
+
+int jp_ctl_encode(const struct jp_ctl_msg *m, uint8_t **out, size_t *out_len)
+{
+    if (!m || !out || !out_len || m->type == JP_CTL_NONE || m->type >= JP_CTL_TYPE_LIMIT)
+        return -EINVAL;
+    const struct schema *sc = &schemas[m->type];
+    for (unsigned i = 0; i < sc->count; i++)
+        if (check_field(m, &sc->fields[i]) < 0)
+            return -EINVAL;
+
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    static const char no_len[4];
+    int bad = msgpack_sbuffer_write(&sb, no_len, sizeof no_len) < 0 ||
+              msgpack_pack_map(&pk, 1 + sc->count) < 0 || pack_str(&pk, "t", 1) < 0 ||
+              pack_str(&pk, ctl_names[m->type], strlen(ctl_names[m->type])) < 0;
+    for (unsigned i = 0; !bad && i < sc->count; i++)
+        bad = pack_field(&pk, m, &sc->fields[i]) < 0;
+    if (bad) {
+        msgpack_sbuffer_destroy(&sb);
+        return -ENOMEM;
+    }
+    size_t body = sb.size - 4;
+    if (body > JP_CTL_MAX_FRAME) {
+        msgpack_sbuffer_destroy(&sb);
+        return -EMSGSIZE;
+    }
+    uint8_t *p = (uint8_t *)sb.data;
+    p[0] = (uint8_t)body;
+    p[1] = (uint8_t)(body >> 8);
+    p[2] = (uint8_t)(body >> 16);
+    p[3] = (uint8_t)(body >> 24);
+    *out_len = sb.size;
+    *out = (uint8_t *)msgpack_sbuffer_release(&sb);
+    return 0;
+}
+
+/* ---- decoding -------------------------------------------------------------------------- */
+
+struct jp_ctl_decoder {
+    uint32_t max_frame;
+    uint8_t *buf; /* received bytes; [off, len) not yet returned */
+    size_t off, len, cap;
+    int oversize;       /* a header announced more than max_frame: no more input taken */
+    const char *failed; /* final decoding error, or NULL */
+    uint8_t *frame; /* the frame last returned by next(); strings point into it */
+    size_t frame_cap;
+    msgpack_unpacked up;
+    int up_live;
+    void *arr; /* keys or items of the last message */
+};
+
+int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out)
+{
+    if (!out || max_frame == 0 || max_frame > JP_CTL_MAX_FRAME)
+        return -EINVAL;
+    struct jp_ctl_decoder *d = calloc(1, sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    d->max_frame = max_frame;
+    *out = d;
+    return 0;
+}
+
+static void release_last(struct jp_ctl_decoder *d)
+{
+    if (d->up_live)
+        msgpack_unpacked_destroy(&d->up);
+    d->up_live = 0;
+    free(d->arr);
+    d->arr = NULL;
+}
+
+void jp_ctl_decoder_free(struct jp_ctl_decoder *d)
+{
+    if (!d)
+        return;
+    release_last(d);
+    free(d->buf);
+    free(d->frame);
+    free(d);
+}
+
+size_t jp_ctl_decoder_pending(const struct jp_ctl_decoder *d)
+{
+    return d ? d->len - d->off : 0;
+}
+
+static int reserve(uint8_t **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need)
+        n *= 2;
+    uint8_t *q = realloc(*p, n);
+    if (!q)
+        return -ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+/* Position of the first frame header whose body is not fully buffered (all frames before it
+ * were checked when their headers arrived). */
+static size_t scan_pos(const struct jp_ctl_decoder *d, size_t *partial_hdr, int *bad)
+{
+    size_t p = d->off;
+    *bad = 0;
+    for (;;) {
+        size_t have = d->len - p;
+        if (have < 4) {
+            *partial_hdr = have;
+            return p;
+        }
+        const uint8_t *h = d->buf + p;
+        uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+                     (uint32_t)h[3] << 24;
+        if (n > d->max_frame) {
+            *bad = 1;
+            return p;
+        }
+        if (have < 4 + (size_t)n) {
+            *partial_hdr = 4;
+            return p;
+        }
+        p += 4 + (size_t)n;
+    }
+}
+
+int jp_ctl_decoder_feed(struct jp_ctl_decoder *d, const uint8_t *bytes, size_t len)
+{
+    if (!d || (len && !bytes))
+        return -EINVAL;
+    if (d->oversize)
+        return -EMSGSIZE;
+    if (d->failed)
+        return -EPROTO;
+    /* Move to the frame being filled, then take input in pieces: a header's 4 bytes first, and
+     * the body only once the header has been checked against max_frame. */
+    while (len) {
+        size_t hdr;
+        int bad;
+        size_t p = scan_pos(d, &hdr, &bad);
+        if (bad) {
+            d->oversize = 1;
+            return -EMSGSIZE;
+        }
+        size_t take;
+        if (hdr < 4) {
+            take = 4 - hdr;
+        } else {
+            const uint8_t *h = d->buf + p;
+            size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 |
+                       (size_t)h[3] << 24;
+            take = 4 + n - (d->len - p);
+        }
+        if (take > len)
+            take = len;
+        if (d->off > 0 && d->len + take > d->cap) {
+            memmove(d->buf, d->buf + d->off, d->len - d->off);
+            d->len -= d->off;
+            d->off = 0;
+        }
+        if (reserve(&d->buf, &d->cap, d->len + take) < 0)
+            return -ENOMEM;
+        memcpy(d->buf + d->len, bytes, take);
+        d->len += take;
+        bytes += take;
+        len -= take;
+    }
+    size_t hdr;
+    int bad;
+    scan_pos(d, &hdr, &bad);
+    if (bad) {
+        d->oversize = 1; /* next() still returns the complete frames before it */
+        return -EMSGSIZE;
+    }
+    return 0;
+}
+
+/* Walks one msgpack value without building it: every container count and string length must
+ * fit in the bytes left, and the whole frame holds at most JP_CTL_MAX_ELEMENTS values, so what
+ * msgpack-c then allocates is bounded by the frame itself. */
+static const char *prescan(const uint8_t *p, size_t len)
+{
+    size_t i = 0;
+    uint64_t pending = 1, total = 1;
+    while (pending) {
+        if (i >= len)
+            return "truncated message";
+        pending--;
+        uint8_t c = p[i++];
+        uint64_t skip = 0, members = 0;
+        size_t lenbytes = 0;
+        int is_map = 0;
+        if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+        } else if (c >= 0x80 && c <= 0x8f) {
+            members = c & 0x0f;
+            is_map = 1;
+        } else if (c >= 0x90 && c <= 0x9f) {
+            members = c & 0x0f;
+        } else if (c >= 0xa0 && c <= 0xbf) {
+            skip = c & 0x1f;
+        } else {
+            switch (c) {
+            case 0xcc: case 0xd0: skip = 1; break;
+            case 0xcd: case 0xd1: skip = 2; break;
+            case 0xce: case 0xd2: case 0xca: skip = 4; break;
+            case 0xcf: case 0xd3: case 0xcb: skip = 8; break;
+            case 0xd4: skip = 2; break;
+            case 0xd5: skip = 3; break;
+            case 0xd6: skip = 5; break;
+            case 0xd7: skip = 9; break;
+            case 0xd8: skip = 17; break;
+            case 0xc4: case 0xd9: lenbytes = 1; break;
+            case 0xc5: case 0xda: lenbytes = 2; break;
+            case 0xc6: case 0xdb: lenbytes = 4; break;
+            case 0xc7: lenbytes = 1; skip = 1; break; /* ext: length then type byte */
+            case 0xc8: lenbytes = 2; skip = 1; break;
+            case 0xc9: lenbytes = 4; skip = 1; break;
+            case 0xdc: lenbytes = 2; members = UINT64_MAX; break;
+            case 0xdd: lenbytes = 4; members = UINT64_MAX; break;
+            case 0xde: lenbytes = 2; members = UINT64_MAX; is_map = 1; break;
+            case 0xdf: lenbytes = 4; members = UINT64_MAX; is_map = 1; break;
+            default: return "invalid msgpack byte";
+            }
+        }
+        if (lenbytes) {
+            if (len - i < lenbytes)
+                return "truncated message";
+            uint64_t n = 0;
+            for (size_t k = 0; k < lenbytes; k++)
+                n = n << 8 | p[i + k];
+            i += lenbytes;
+            if (members == UINT64_MAX)
+                members = n;
+            else
+                skip += n;
+        }
+        if (len - i < skip)
+            return "truncated message";
+        i += (size_t)skip;
+        if (is_map)
+            members *= 2;
+        total += members;
+        pending += members;
+        if (pending > len - i) /* each pending value needs at least one byte */
+            return "truncated message";
+        if (total > JP_CTL_MAX_ELEMENTS)
+            return "too many values in one message";
+    }
+    if (i != len)
+        return "trailing bytes after message";
+    return NULL;
+}
+
+static int key_is(const msgpack_object *k, const char *name)
+{
+    size_t n = strlen(name);
+    return k->via.str.size == n && memcmp(k->via.str.ptr, name, n) == 0;
+}
+
+static int obj_u32(const msgpack_object *o, uint32_t *v)
+{
+    if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return -1;
+    if (o->via.u64 > UINT32_MAX)
+        return -2;
+    *v = (uint32_t)o->via.u64;
+    return 0;
+}
+
+static const char *decode_field(struct jp_ctl_decoder *d, struct jp_ctl_msg *m,
+                                const struct field *f, const msgpack_object *v)
+{
+    char *base = (char *)m;
+    switch (f->kind) {
+    case F_U32: {
+        uint32_t x;
+        int r = obj_u32(v, &x);
+        if (r == -1)
+            return f->wrong_type;
+        if (r < 0 || x < f->lo || x > f->hi)
+            return f->out_of_range;
+        put_u32(m, f->off, x);
+        return NULL;
+    }
+    case F_U64:
+        if (v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+            return f->wrong_type;
+        memcpy(base + f->off, &v->via.u64, sizeof v->via.u64);
+        return NULL;
+    case F_STR: {
+        if (v->type != MSGPACK_OBJECT_STR)
+            return f->wrong_type;
+        const char *s = v->via.str.size ? v->via.str.ptr : "";
+        size_t n = v->via.str.size;
+        memcpy(base + f->off, &s, sizeof s);
+        memcpy(base + f->off2, &n, sizeof n);
+        return NULL;
+    }
+    case F_ERRCODE: {
+        if (v->type != MSGPACK_OBJECT_STR)
+            return f->wrong_type;
+        for (uint32_t c = 1; c < JP_CTLE_LIMIT; c++)
+            if (key_is(v, ctl_error_names[c])) {
+                put_u32(m, f->off, c);
+                return NULL;
+            }
+        return "unknown error code";
+    }
+    case F_KEYS:
+    case F_ITEMS: {
+        if (v->type != MSGPACK_OBJECT_ARRAY)
+            return f->wrong_type;
+        uint32_t n = v->via.array.size;
+        if (n > f->hi)
+            return f->out_of_range;
+        size_t each = f->kind == F_KEYS ? sizeof(struct jp_ctl_excerpt_key)
+                                        : sizeof(struct jp_ctl_excerpt);
+        free(d->arr);
+        d->arr = n ? calloc(n, each) : NULL;
+        if (n && !d->arr)
+            return "out of memory";
+        for (uint32_t i = 0; i < n; i++) {
+            const msgpack_object *e = &v->via.array.ptr[i];
+            uint32_t want = f->kind == F_KEYS ? 3 : 5;
+            if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != want)
+                return f->wrong_type;
+            const msgpack_object *a = e->via.array.ptr;
+            uint32_t sid, line, col;
+            if (obj_u32(&a[0], &sid) || obj_u32(&a[1], &line) || obj_u32(&a[2], &col))
+                return f->wrong_type;
+            if (f->kind == F_KEYS) {
+                struct jp_ctl_excerpt_key *k = (struct jp_ctl_excerpt_key *)d->arr + i;
+                k->source_id = sid, k->line = line, k->col = col;
+                continue;
+            }
+            struct jp_ctl_excerpt *it = (struct jp_ctl_excerpt *)d->arr + i;
+            uint32_t flags;
+            if (obj_u32(&a[3], &flags) || a[4].type != MSGPACK_OBJECT_STR)
+                return f->wrong_type;
+            if (flags & ~(uint32_t)(JP_EXCERPT_REDACTED | JP_EXCERPT_UNAVAILABLE))
+                return "unknown excerpt flags";
+            if (a[4].via.str.size > JP_EXCERPT_MAX)
+                return "excerpt text too long";
+            it->source_id = sid, it->line = line, it->col = col, it->flags = flags;
+            it->text = a[4].via.str.size ? a[4].via.str.ptr : "";
+            it->text_len = a[4].via.str.size;
+        }
+        void *arr = d->arr;
+        memcpy(base + f->off, &arr, sizeof arr);
+        put_u32(m, f->off2, n);
+        return NULL;
+    }
+    default:
+        return "internal: bad field kind";
+    }
+}
+
+static const char *decode_map(struct jp_ctl_decoder *d, const msgpack_object *o,
+                              struct jp_ctl_msg *m)
+{
+    if (o->type != MSGPACK_OBJECT_MAP)
+        return "message is not a map";
+    const msgpack_object_kv *kv = o->via.map.ptr;
+    uint32_t n = o->via.map.size;
+    const msgpack_object *t = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (kv[i].key.type != MSGPACK_OBJECT_STR)
+            return "field name is not a string";
+        if (key_is(&kv[i].key, "t")) {
+            if (t)
+                return "duplicate field t";
+            t = &kv[i].val;
+        }
+    }
+    if (!t)
+        return "missing field t";
+    if (t->type != MSGPACK_OBJECT_STR)
+        return "wrong type for field t";
+    uint32_t type = JP_CTL_NONE;
+    for (uint32_t c = 1; c < JP_CTL_TYPE_LIMIT; c++)
+        if (key_is(t, ctl_names[c]))
+            type = c;
+    if (type == JP_CTL_NONE)
+        return "unknown message type";
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    const struct schema *sc = &schemas[type];
+    unsigned seen = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (key_is(&kv[i].key, "t"))
+            continue;
+        unsigned f = 0;
+        while (f < sc->count && !key_is(&kv[i].key, sc->fields[f].name))
+            f++;
+        if (f == sc->count)
+            return sc->unknown_field;
+        if (seen & (1u << f))
+            return sc->fields[f].duplicate;
+        seen |= 1u << f;
+        const char *why = decode_field(d, m, &sc->fields[f], &kv[i].val);
+        if (why)
+            return why;
+    }
+    for (unsigned f = 0; f < sc->count; f++)
+        if (!(seen & (1u << f)))
+            return sc->fields[f].missing;
+    return NULL;
+}
+
+int jp_ctl_decoder_next(struct jp_ctl_decoder *d, struct jp_ctl_msg *m, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    if (!d || !m)
+        return -EINVAL;
+    release_last(d);
+    if (d->failed) {
+        *why = d->failed;
+        return -EPROTO;
+    }
+    size_t have = d->len - d->off;
+    if (have < 4)
+        return 0;
+    const uint8_t *h = d->buf + d->off;
+    size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
+    if (n > d->max_frame) {
+        d->failed = "frame larger than the maximum";
+        *why = d->failed;
+        return -EPROTO;
+    }
+    if (have < 4 + n)
+        return 0;
+    /* The frame moves to its own buffer so that feeding more bytes (which may move buf) leaves
+     * the strings of this message valid until the next call. */
+    if (reserve(&d->frame, &d->frame_cap, n ? n : 1) < 0)
+        return -ENOMEM;
+    memcpy(d->frame, h + 4, n);
+    d->off += 4 + n;
+    if (d->off == d->len)
+        d->off = d->len = 0;
+
+    const char *bad = n ? prescan(d->frame, n) : "empty frame";
+    if (!bad) {
+        msgpack_unpacked_init(&d->up);
+        d->up_live = 1;
+        size_t used = 0;
+        msgpack_unpack_return r = msgpack_unpack_next(&d->up, (const char *)d->frame, n, &used);
+        if (r == MSGPACK_UNPACK_NOMEM_ERROR)
+            return -ENOMEM;
+        if (r != MSGPACK_UNPACK_SUCCESS)
+            bad = r == MSGPACK_UNPACK_CONTINUE ? "truncated message" : "malformed msgpack";
+        else if (used != n)
+            bad = "trailing bytes after message";
+        else
+            bad = decode_map(d, &d->up.data, m);
+    }
+    if (bad) {
+        release_last(d);
+        memset(m, 0, sizeof *m);
+        d->failed = bad;
+        *why = bad;
+        return -EPROTO;
+    }
+    return 1;
+}
+
+/* ---- sockets --------------------------------------------------------------------------- */
+
+static int wait_fd(int fd, short events)
+{
+    struct pollfd p = {fd, events, 0};
+    for (;;) {
+        int r = poll(&p, 1, -1);
+        if (r >= 0)
+            return 0;
+        if (errno != EINTR)
+            return -errno;
+    }
+}
+
+int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds)
+{
+    if (nfds > JP_CTL_MAX_FDS || (nfds && !fds))
+        return -EINVAL;
+    uint8_t *buf;
+    size_t len;
+    int r = jp_ctl_encode(m, &buf, &len);
+    if (r < 0)
+        return r;
+    union {
+        struct cmsghdr align;
+        char b[CMSG_SPACE(sizeof(int) * JP_CTL_MAX_FDS)];
+    } ctl;
+    size_t done = 0;
+    r = 0;
+    while (done < len) {
+        struct iovec iov = {buf + done, len - done};
+        struct msghdr msg = {0};
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        if (done == 0 && nfds) {
+            memset(&ctl, 0, sizeof ctl);
+            msg.msg_control = ctl.b;
+            msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+            memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+        }
+        ssize_t w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                r = wait_fd(sock, POLLOUT);
+                if (r < 0)
+                    break;
+                continue;
+            }
+            r = -errno;
+            break;
+        }
+        done += (size_t)w; /* the fds went with the first byte that was accepted */
+    }
+    free(buf);
+    return r;
+}
+
+int jp_ctl_take_fds(struct msghdr *msg, int *fds, unsigned max_fds, unsigned *nfds)
+{
+    unsigned n = 0;
+    int over = 0;
+    *nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t bytes = c->cmsg_len > CMSG_LEN(0) ? c->cmsg_len - CMSG_LEN(0) : 0;
+        const unsigned char *data = CMSG_DATA(c);
+        for (size_t k = 0; k + sizeof(int) <= bytes; k += sizeof(int)) {
+            int fd;
+            memcpy(&fd, data + k, sizeof fd);
+            if (n < max_fds && fds)
+                fds[n++] = fd;
+            else {
+                over = 1;
+                close(fd);
+            }
+        }
+    }
+    if (over || (msg->msg_flags & MSG_CTRUNC)) {
+        for (unsigned i = 0; i < n; i++)
+            close(fds[i]);
+        return -EPROTO;
+    }
+    *nfds = n;
+    return 0;
+}
+
+int jp_ctl_recv(int sock, struct jp_ctl_decoder *d, int *fds, unsigned max_fds, unsigned *nfds)
+{
+    if (!d || !nfds)
+        return -EINVAL;
+    *nfds = 0;
+    uint8_t buf[16384];
+    union {
+        struct cmsghdr align;
+        char b[JP_CTL_CMSG_SPACE];
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.b;
+    msg.msg_controllen = sizeof ctl.b;
+    ssize_t n;
+    do
+        n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    int r = jp_ctl_take_fds(&msg, fds, max_fds, nfds);
+    if (r < 0)
+        return r;
+    r = jp_ctl_decoder_feed(d, buf, (size_t)n);
+    if (r < 0) {
+        for (unsigned i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+        return r;
+    }
+    return (int)n;
+}
