@@ -1,0 +1,198 @@
+/* `jett run` argument validation, complete before anything is read or compiled (the
+ * contract's CLI section): the two modes are exclusive, every profile control needs its
+ * mode, and values are strict decimal numbers within their ranges. Options may come in any
+ * order, before or after FILE. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jett.h"
+
+int jt_parse_percent(const char *s, uint32_t *bp)
+{
+    uint32_t whole = 0, frac = 0;
+    size_t i = 0, nd = 0;
+    while (s[i] >= '0' && s[i] <= '9') {
+        if (++nd > 3)
+            return -EINVAL; /* more than 100 anyway; also keeps the arithmetic small */
+        whole = whole * 10 + (uint32_t)(s[i] - '0');
+        i++;
+    }
+    if (nd == 0)
+        return -EINVAL;
+    if (s[i] == '.') {
+        i++;
+        size_t nf = 0;
+        while (s[i] >= '0' && s[i] <= '9') {
+            if (++nf > 2)
+                return -EINVAL; /* at most two fractional digits */
+            frac = frac * 10 + (uint32_t)(s[i] - '0');
+            i++;
+        }
+        if (nf == 0)
+            return -EINVAL; /* "5." is malformed */
+        if (nf == 1)
+            frac *= 10;
+    }
+    if (s[i] != '\0')
+        return -EINVAL;
+    uint32_t v = whole * 100 + frac;
+    if (v > 10000)
+        return -ERANGE;
+    *bp = v;
+    return 0;
+}
+
+int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; s[i] >= '0' && s[i] <= '9'; i++) {
+        if (i >= 10)
+            return -ERANGE;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (i == 0 || s[i] != '\0')
+        return -EINVAL;
+    if (v < lo || v > hi)
+        return -ERANGE;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+enum opt { O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_COUNT };
+static const struct {
+    const char *name;
+    bool takes_value;
+} opts[O_COUNT] = {
+    [O_PROFILE] = {"--profile", false},        [O_MEMORY] = {"--profile-memory", false},
+    [O_AGENT] = {"--agent", false},            [O_THRESHOLD] = {"--profile-threshold", true},
+    [O_LIMIT] = {"--profile-limit", true},     [O_RATE] = {"--profile-rate", true},
+    [O_CAPTURE] = {"--profile-capture", true},
+};
+
+/* Shows a user-supplied value in a message, shortened and with anything unprintable hidden. */
+static void shown(const char *v, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; v[i] && n + 4 < cap && i < 40; i++)
+        out[n++] = ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) ? '?' : v[i];
+    if (strlen(v) > 40 && n + 4 < cap) {
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = '\0';
+}
+
+int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errcap)
+{
+    memset(c, 0, sizeof *c);
+    c->threshold_bp = 500;
+    c->limit = 10;
+    c->rate_hz = 1000;
+    bool seen[O_COUNT] = {false};
+    char v[64];
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] == '\0') {
+            if (c->file) {
+                shown(a, v, sizeof v);
+                snprintf(err, errcap, "unexpected extra argument '%s': expected one program file", v);
+                return -EINVAL;
+            }
+            c->file = a;
+            continue;
+        }
+        int o = -1;
+        const char *val = NULL;
+        for (int k = 0; k < O_COUNT; k++) {
+            size_t n = strlen(opts[k].name);
+            if (strncmp(a, opts[k].name, n) == 0 && (a[n] == '\0' || (a[n] == '=' && opts[k].takes_value))) {
+                o = k;
+                if (a[n] == '=')
+                    val = a + n + 1;
+                break;
+            }
+        }
+        if (o < 0) {
+            shown(a, v, sizeof v);
+            snprintf(err, errcap, "unknown option '%s'", v);
+            return -EINVAL;
+        }
+        if (seen[o]) {
+            snprintf(err, errcap, "%s given more than once", opts[o].name);
+            return -EINVAL;
+        }
+        seen[o] = true;
+        if (opts[o].takes_value && !val) {
+            if (i + 1 >= argc) {
+                snprintf(err, errcap, "%s expects a value", opts[o].name);
+                return -EINVAL;
+            }
+            val = argv[++i];
+        }
+        int r = 0;
+        switch (o) {
+        case O_PROFILE: c->mode = c->mode == JT_MODE_MEMORY ? (enum jt_mode)3 : JT_MODE_CPU; break;
+        case O_MEMORY: c->mode = c->mode == JT_MODE_CPU ? (enum jt_mode)3 : JT_MODE_MEMORY; break;
+        case O_AGENT: c->agent = true; break;
+        case O_THRESHOLD:
+            r = jt_parse_percent(val, &c->threshold_bp);
+            if (r < 0) {
+                shown(val, v, sizeof v);
+                snprintf(err, errcap,
+                         "--profile-threshold expects a percentage from 0 to 100 with at most two "
+                         "fractional digits, got '%s'", v);
+            }
+            break;
+        case O_LIMIT:
+            r = jt_parse_uint(val, 1, 100, &c->limit);
+            if (r < 0) {
+                shown(val, v, sizeof v);
+                snprintf(err, errcap, "--profile-limit expects an integer from 1 to 100, got '%s'", v);
+            }
+            break;
+        case O_RATE:
+            r = jt_parse_uint(val, 1, 1000, &c->rate_hz);
+            if (r < 0) {
+                shown(val, v, sizeof v);
+                snprintf(err, errcap, "--profile-rate expects an integer from 1 to 1000 (hertz), got '%s'", v);
+            }
+            break;
+        case O_CAPTURE:
+            if (!*val) {
+                snprintf(err, errcap, "--profile-capture expects a file path");
+                r = -EINVAL;
+            }
+            c->capture_path = val;
+            break;
+        default: break;
+        }
+        if (r < 0)
+            return -EINVAL;
+    }
+    if ((int)c->mode == 3) {
+        snprintf(err, errcap,
+                 "--profile and --profile-memory cannot be used together: choose one profiling mode");
+        return -EINVAL;
+    }
+    if (c->mode == JT_MODE_NONE) {
+        static const int need_mode[] = {O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE};
+        for (size_t k = 0; k < sizeof need_mode / sizeof need_mode[0]; k++) {
+            if (seen[need_mode[k]]) {
+                snprintf(err, errcap, "%s requires %s", opts[need_mode[k]].name,
+                         need_mode[k] == O_RATE ? "--profile" : "--profile or --profile-memory");
+                return -EINVAL;
+            }
+        }
+    }
+    if (c->mode == JT_MODE_MEMORY && seen[O_RATE]) {
+        snprintf(err, errcap, "--profile-rate requires --profile: memory profiling has no sample rate");
+        return -EINVAL;
+    }
+    if (!c->file) {
+        snprintf(err, errcap, "expected a program file: jett run FILE [options]");
+        return -EINVAL;
+    }
+    return 0;
+}

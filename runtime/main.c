@@ -1,0 +1,430 @@
+/* `jett run`: the driver. It owns the lifecycle of the contract:
+ *
+ *   validate the command line   -> exit 2 on a CLI error, nothing read or compiled
+ *   compile                     -> exit 3 with diagnostics, no profile
+ *   prepare the profiler        -> exit 4 on a setup failure, no user code runs
+ *   run main on `jett-runtime`  -> 0 returned, 1 runtime error, 130 interrupted
+ *   finalize the profile, then write it after the program's output (human: stderr;
+ *   --agent: inside the one TOON run envelope on stdout).
+ *
+ * A collector failure after a normal return keeps exit 0 but the envelope says
+ * error_kind: profiler_failure. The exit codes and the envelope are documented in
+ * runtime/LANGUAGE.md and runtime/OUTPUT.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "interp.h"
+#include "jett.h"
+#ifdef JETT_HAVE_AGENT
+#include "jettprof.h"
+#endif
+
+#ifndef JETT_STDLIB_DIR
+#define JETT_STDLIB_DIR ""
+#endif
+
+#define EXIT_RETURNED 0
+#define EXIT_RUNTIME_ERROR 1
+#define EXIT_CLI_ERROR 2
+#define EXIT_COMPILE_ERROR 3
+#define EXIT_SETUP_FAILURE 4
+#define EXIT_INTERRUPTED 130
+
+#define RUNTIME_THREAD_STACK (256u << 20) /* deep Jett recursion walks the C stack */
+
+static int g_interrupt; /* written by the SIGINT handler, read relaxed at safe points */
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    __atomic_store_n(&g_interrupt, 1, __ATOMIC_RELAXED);
+}
+
+struct envelope {
+    const char *status;      /* ok | error */
+    const char *termination; /* returned | runtime_error | interrupted | not_started */
+    int exit_code;
+    const char *out; size_t out_len;
+    const char *err; size_t err_len;
+    const char *profile; size_t profile_len; /* the `profile:` object at indent 0, or NULL */
+    const char *error_kind;  /* NULL when the run succeeded */
+    const char *error;
+};
+
+/* Writes the one TOON run envelope on stdout. Field order is fixed (OUTPUT.md): program
+ * output is only ever a quoted-or-bare escaped scalar, so it cannot impersonate a field. */
+static void write_envelope(const struct envelope *e)
+{
+    struct jt_buf b = {0};
+    jt_buf_printf(&b, "status: %s\ntermination: %s\nexit_code: %d\nstdout: ", e->status,
+                  e->termination, e->exit_code);
+    jt_toon_string(&b, e->out ? e->out : "", e->out ? e->out_len : 0);
+    jt_buf_puts(&b, "\nstderr: ");
+    jt_toon_string(&b, e->err ? e->err : "", e->err ? e->err_len : 0);
+    jt_buf_puts(&b, "\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\nlog_source_graph_path_segments[0]:\n"
+                    "log_fields[0]:\n");
+    if (e->profile && e->profile_len) {
+        jt_buf_put(&b, e->profile, e->profile_len);
+        if (e->profile[e->profile_len - 1] != '\n')
+            jt_buf_puts(&b, "\n");
+    }
+    if (e->error_kind) {
+        jt_buf_printf(&b, "error_kind: %s\nerror: ", e->error_kind);
+        jt_toon_string(&b, e->error, strlen(e->error));
+        jt_buf_puts(&b, "\n");
+    }
+    /* TOON documents carry no trailing newline after the last line's own. */
+    if (b.len && b.p[b.len - 1] == '\n')
+        b.len--;
+    fwrite(b.p, 1, b.len, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    jt_buf_free(&b);
+}
+
+/* A failure before user code ran: CLI, compile or profiler setup. */
+static int pre_exec_failure(bool agent, int code, const char *kind, const char *msg)
+{
+    if (agent) {
+        char *m = strdup(msg);
+        size_t n = strlen(m);
+        while (n && m[n - 1] == '\n')
+            m[--n] = '\0'; /* a scalar: no trailing newline */
+        struct envelope e = {.status = "error", .termination = "not_started", .exit_code = code,
+                             .error_kind = kind, .error = m};
+        write_envelope(&e);
+        free(m);
+    } else {
+        fputs(msg, stderr);
+        if (!*msg || msg[strlen(msg) - 1] != '\n')
+            fputc('\n', stderr);
+    }
+    return code;
+}
+
+static bool argv_has_agent(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--agent") == 0)
+            return true;
+    return false;
+}
+
+static const char usage[] =
+    "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
+    "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
+    "                     [--profile-capture PATH] [--agent]";
+
+struct runner {
+    struct jt_vm vm;
+    enum jt_outcome outcome;
+    bool setup_failed;
+    bool hook_heap; /* memory mode: the heap reports its events */
+    int setup_err;
+#ifdef JETT_HAVE_AGENT
+    jettprof_run *run;
+#endif
+};
+
+static void *runtime_main(void *arg)
+{
+    struct runner *R = arg;
+    pthread_setname_np(pthread_self(), "jett-runtime");
+#ifdef JETT_HAVE_AGENT
+    jettprof_thread *t = NULL;
+    if (R->run) {
+        int r = jettprof_thread_register(R->run, 1, &t);
+        if (r < 0) {
+            R->setup_failed = true;
+            R->setup_err = r;
+            return NULL;
+        }
+        R->vm.pt = (struct jettprof_thread *)t;
+        R->vm.pw = jettprof_pending_word(t);
+        if (R->hook_heap)
+            R->vm.heap.pt = (struct jettprof_thread *)t;
+    }
+#endif
+    R->outcome = jt_vm_run(&R->vm);
+#ifdef JETT_HAVE_AGENT
+    if (t) {
+        R->vm.heap.pt = NULL;
+        R->vm.pt = NULL;
+        R->vm.pw = NULL;
+        jettprof_thread_unregister(t);
+    }
+#endif
+    return NULL;
+}
+
+#ifdef JETT_HAVE_AGENT
+static int excerpt_cb(void *user, uint32_t source_id, uint32_t line, uint32_t col, char *buf,
+                      size_t cap, int *redacted)
+{
+    (void)col;
+    const struct jt_program *prog = user;
+    for (uint32_t i = 0; i < prog->nsources; i++)
+        if (prog->sources[i]->prof_id == source_id && source_id != 0)
+            return jt_excerpt(prog->sources[i], line, buf, cap, redacted);
+    return -ENOENT; /* not in the run manifest: unavailable */
+}
+
+static const uint32_t origin_map[] = {
+    [JT_ORIGIN_PROJECT] = JETTPROF_ORIGIN_PROJECT,
+    [JT_ORIGIN_DEPENDENCY] = JETTPROF_ORIGIN_DEPENDENCY,
+    [JT_ORIGIN_STDLIB] = JETTPROF_ORIGIN_STDLIB,
+};
+
+static int intern_fn(jettprof_run *run, struct jt_fn *f)
+{
+    struct jettprof_frame_desc d = {
+        .size = sizeof d, .kind = JETTPROF_FRAME_FUNCTION, .ns = f->ns, .function = f->name,
+        .source_id = f->src->prof_id, .decl_start = f->decl_start, .decl_end = f->decl_end,
+        .decl_line = f->decl_line, .decl_col = f->decl_col,
+    };
+    return jettprof_frame(run, &d, &f->prof_frame);
+}
+
+/* Announces the run manifest: every loaded source and every function's frame. */
+static int intern_program(jettprof_run *run, struct jt_program *prog)
+{
+    for (uint32_t i = 0; i < prog->nsources; i++) {
+        struct jt_source *s = prog->sources[i];
+        int r = jettprof_source(run, origin_map[s->origin], s->logical, &s->prof_id);
+        if (r < 0)
+            return r;
+    }
+    for (uint32_t i = 0; i < prog->nmodules; i++) {
+        struct jt_module *m = prog->modules[i];
+        for (uint32_t k = 0; k < m->nfns; k++) {
+            int r = intern_fn(run, m->fns[k]);
+            if (r < 0)
+                return r;
+        }
+        if (m->nglobals) {
+            int r = intern_fn(run, m->init_frame);
+            if (r < 0)
+                return r;
+        }
+    }
+    return 0;
+}
+#endif
+
+static int run_command(int argc, char **argv)
+{
+    bool agent = argv_has_agent(argc, argv);
+    struct jt_cli cli;
+    char err[400];
+    if (argc < 2 || strcmp(argv[1], "run") != 0) {
+        const char *m = argc < 2 ? "expected a command: jett run FILE [options]" : "unknown command: expected 'run'";
+        char msg[700];
+        snprintf(msg, sizeof msg, "jett: error: %s\n%s", m, usage);
+        return pre_exec_failure(agent, EXIT_CLI_ERROR, "cli_error", msg);
+    }
+    if (jt_cli_parse(argc - 2, argv + 2, &cli, err, sizeof err) < 0) {
+        char msg[900];
+        snprintf(msg, sizeof msg, "jett: error: %s\n%s", err, usage);
+        return pre_exec_failure(agent, EXIT_CLI_ERROR, "cli_error", msg);
+    }
+
+    const char *stdlib = getenv("JETT_STDLIB");
+    if (!stdlib || !*stdlib)
+        stdlib = JETT_STDLIB_DIR;
+    struct jt_diags diags = {0};
+    struct jt_program *prog = NULL;
+    if (jt_compile(cli.file, *stdlib ? stdlib : NULL, &prog, &diags) < 0) {
+        int code = pre_exec_failure(agent, EXIT_COMPILE_ERROR, "compile_error",
+                                    diags.text.p ? diags.text.p : "error: compile failed");
+        jt_buf_free(&diags.text);
+        jt_program_free(prog);
+        return code;
+    }
+    jt_buf_free(&diags.text);
+
+    struct runner *R = jt_xcalloc(1, sizeof *R);
+    jt_vm_init(&R->vm, prog, &g_interrupt);
+    R->vm.capture = agent;
+    int code = 0;
+#ifdef JETT_HAVE_AGENT
+    int capture_fd = -1;
+    if (cli.mode != JT_MODE_NONE) {
+        if (cli.capture_path) {
+            capture_fd = open(cli.capture_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            if (capture_fd < 0) {
+                /* the path is not echoed: it may be absolute */
+                snprintf(err, sizeof err, "profiler: setup failure: cannot open the capture file: %s",
+                         strerror(errno));
+                code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure", err);
+                goto out;
+            }
+        }
+        struct jettprof_config cfg = {
+            .size = sizeof cfg,
+            .mode = cli.mode == JT_MODE_CPU ? JETTPROF_MODE_CPU : JETTPROF_MODE_MEMORY,
+            .rate_hz = cli.rate_hz,
+            .threshold_bp = cli.threshold_bp,
+            .limit = cli.limit,
+            .outputs = agent ? JETTPROF_OUT_TOON : JETTPROF_OUT_HUMAN,
+            .capabilities = JETTPROF_CAP_CPU_TICK_SOURCE | JETTPROF_CAP_SAFE_STACK_CAPTURE |
+                            JETTPROF_CAP_THREAD_REGISTRATION | JETTPROF_CAP_SOURCE_SPANS |
+                            JETTPROF_CAP_PROCESS_CPU_TIME | JETTPROF_CAP_HEAP_ALLOCATION_HOOKS |
+                            JETTPROF_CAP_FREE_AND_RESIZE_EVENTS,
+            .capture_fd = capture_fd,
+            .excerpt = excerpt_cb,
+            .excerpt_user = prog,
+        };
+        int r = jettprof_start(&cfg, &R->run);
+        if (r >= 0) {
+            r = intern_program(R->run, prog);
+            if (r < 0) {
+                struct jettprof_result res = {.size = sizeof res};
+                jettprof_finish(R->run, JETTPROF_TERM_RETURNED, &res);
+                jettprof_result_release(&res);
+                R->run = NULL;
+            }
+        }
+        if (r < 0) {
+            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure",
+                                    jettprof_strerror(r));
+            goto out;
+        }
+        R->hook_heap = cli.mode == JT_MODE_MEMORY;
+    }
+#else
+    if (cli.mode != JT_MODE_NONE) {
+        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure",
+                                "profiler: backend unsupported: this jett was built without the profiler agent");
+        goto out;
+    }
+#endif
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART | SA_RESETHAND; /* a second ^C ends the process at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, RUNTIME_THREAD_STACK);
+    pthread_t th;
+    int pr = pthread_create(&th, &attr, runtime_main, R);
+    pthread_attr_destroy(&attr);
+    if (pr != 0) {
+        R->setup_failed = true;
+        R->setup_err = -pr;
+    } else {
+        pthread_join(th, NULL);
+    }
+    fflush(stdout);
+    fflush(stderr);
+
+    if (R->setup_failed) {
+        const char *m = "profiler: setup failure: cannot start the jett-runtime thread";
+#ifdef JETT_HAVE_AGENT
+        if (R->run) {
+            m = jettprof_strerror(R->setup_err);
+            struct jettprof_result res = {.size = sizeof res};
+            jettprof_finish(R->run, JETTPROF_TERM_RETURNED, &res);
+            jettprof_result_release(&res);
+            R->run = NULL;
+        }
+#endif
+        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure", m);
+        goto out;
+    }
+
+    const char *termination = "returned", *error_kind = NULL, *error = NULL;
+    switch (R->outcome) {
+    case JT_OUT_RETURNED: code = EXIT_RETURNED; break;
+    case JT_OUT_RUNTIME_ERROR:
+        code = EXIT_RUNTIME_ERROR;
+        termination = "runtime_error";
+        error_kind = "runtime_error";
+        error = R->vm.errmsg.p ? R->vm.errmsg.p : "runtime error";
+        break;
+    case JT_OUT_INTERRUPTED:
+        code = EXIT_INTERRUPTED;
+        termination = "interrupted";
+        error_kind = "interrupted";
+        error = "interrupted";
+        break;
+    }
+
+    char *profile = NULL;
+    size_t profile_len = 0;
+    bool collector_failed = false;
+#ifdef JETT_HAVE_AGENT
+    struct jettprof_result res = {.size = sizeof res};
+    bool have_res = false;
+    if (R->run) {
+        uint32_t term = R->outcome == JT_OUT_RETURNED ? JETTPROF_TERM_RETURNED :
+                        R->outcome == JT_OUT_RUNTIME_ERROR ? JETTPROF_TERM_RUNTIME_ERROR :
+                        JETTPROF_TERM_INTERRUPTED;
+        int r = jettprof_finish(R->run, term, &res);
+        R->run = NULL;
+        have_res = true;
+        collector_failed = res.collector_failed != 0 || r < 0;
+        if (agent && res.toon) {
+            profile = res.toon;
+            profile_len = res.toon_len;
+        } else if (!agent && res.human) {
+            profile = res.human;
+            profile_len = res.human_len;
+        }
+    }
+#endif
+    if (collector_failed && R->outcome == JT_OUT_RETURNED) {
+        /* the program's status stands; the run reports the profiler's failure */
+        error_kind = "profiler_failure";
+        error = "profiler: collector failure";
+    }
+    if (agent) {
+        struct envelope e = {
+            .status = error_kind ? "error" : "ok", .termination = termination, .exit_code = code,
+            .out = R->vm.out.p, .out_len = R->vm.out.len, .err = R->vm.err.p,
+            .err_len = R->vm.err.len, .profile = profile, .profile_len = profile_len,
+            .error_kind = error_kind, .error = error,
+        };
+        write_envelope(&e);
+    } else {
+        if (R->outcome == JT_OUT_RUNTIME_ERROR)
+            fprintf(stderr, "%s\n", error);
+        else if (R->outcome == JT_OUT_INTERRUPTED)
+            fputs("jett: interrupted\n", stderr);
+        if (profile && profile_len) {
+            fwrite(profile, 1, profile_len, stderr);
+            if (profile[profile_len - 1] != '\n')
+                fputc('\n', stderr);
+        }
+        if (collector_failed && R->outcome == JT_OUT_RETURNED)
+            fputs("profiler: collector failure\n", stderr);
+        fflush(stderr);
+    }
+#ifdef JETT_HAVE_AGENT
+    if (have_res)
+        jettprof_result_release(&res);
+#endif
+out:
+#ifdef JETT_HAVE_AGENT
+    if (capture_fd >= 0)
+        close(capture_fd);
+#endif
+    jt_vm_fini(&R->vm);
+    free(R);
+    jt_program_free(prog);
+    return code;
+}
+
+int main(int argc, char **argv)
+{
+    return run_command(argc, argv);
+}

@@ -1,0 +1,119 @@
+/* Interpreter-internal memory and text helpers. None of this is Jett heap: the contract
+ * excludes interpreter implementation allocations from memory profiling, so these never
+ * reach the allocation boundary in heap.c. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jett.h"
+
+void *jt_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        /* Interpreter bookkeeping cannot degrade gracefully; a Jett-heap failure is a runtime
+         * error instead (see heap.c). */
+        fputs("jett: fatal: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void *jt_xcalloc(size_t n, size_t m)
+{
+    void *p = calloc(n ? n : 1, m ? m : 1);
+    if (!p) {
+        fputs("jett: fatal: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void *jt_xrealloc(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) {
+        fputs("jett: fatal: out of memory\n", stderr);
+        abort();
+    }
+    return q;
+}
+
+char *jt_xstrndup(const char *s, size_t n)
+{
+    char *p = jt_xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static void buf_reserve(struct jt_buf *b, size_t extra)
+{
+    if (b->len + extra + 1 <= b->cap)
+        return;
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
+    b->p = jt_xrealloc(b->p, cap);
+    b->cap = cap;
+}
+
+void jt_buf_put(struct jt_buf *b, const void *s, size_t n)
+{
+    buf_reserve(b, n);
+    if (n)
+        memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void jt_buf_puts(struct jt_buf *b, const char *s)
+{
+    jt_buf_put(b, s, strlen(s));
+}
+
+void jt_buf_printf(struct jt_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return;
+    }
+    buf_reserve(b, (size_t)n);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    b->len += (size_t)n;
+}
+
+void jt_buf_free(struct jt_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* Diagnostics name the logical path only: an absolute path never appears in any output. */
+void jt_diag(struct jt_diags *d, const struct jt_source *src, uint32_t line, uint32_t col,
+             const char *fmt, ...)
+{
+    if (!d)
+        return;
+    if (src)
+        jt_buf_printf(&d->text, "%s:%u:%u: error: ", src->logical, line, col);
+    else
+        jt_buf_puts(&d->text, "error: ");
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[512];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    jt_buf_puts(&d->text, tmp);
+    jt_buf_puts(&d->text, "\n");
+    d->count++;
+}
