@@ -796,8 +796,8 @@ static void read_input(struct jpd_session *s)
     uint8_t buf[65536];
     for (int turn = 0; turn < 16 && s->state != S_DONE && !s->closing && !s->eof; turn++) {
         union {
-            struct cmsghdr h;
-            char space[CMSG_SPACE(sizeof(int) * JPD_MAX_PENDING_FDS)];
+            struct cmsghdr align;
+            char space[JP_CTL_CMSG_SPACE];
         } cm;
         struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
         struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
@@ -811,24 +811,25 @@ static void read_input(struct jpd_session *s)
             on_eof(s);
             return;
         }
-        int too_many = 0;
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-                continue;
-            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                int fd;
-                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-                if (s->nfds < JPD_MAX_PENDING_FDS && s->state <= S_RING)
-                    s->fds[s->nfds++] = fd;
-                else {
-                    close(fd);
-                    too_many = 1;
-                }
+        int got[JP_CTL_MAX_FDS];
+        unsigned k = 0;
+        if (jp_ctl_take_fds(&mh, got, JP_CTL_MAX_FDS, &k) < 0) {
+            fail(s, JP_CTLE_BAD_MESSAGE, "too many file descriptors in one message");
+            return;
+        }
+        /* fds are only ever expected next to the RING frame; a client cannot park more than
+         * JPD_MAX_PENDING_FDS of them with us. */
+        int unexpected = 0;
+        for (unsigned i = 0; i < k; i++) {
+            if (s->nfds < JPD_MAX_PENDING_FDS && s->state <= S_RING)
+                s->fds[s->nfds++] = got[i];
+            else {
+                close(got[i]);
+                unexpected = 1;
             }
         }
-        if (too_many || (mh.msg_flags & MSG_CTRUNC)) {
-            fail(s, JP_CTLE_BAD_MESSAGE, "unexpected or too many file descriptors");
+        if (unexpected) {
+            fail(s, JP_CTLE_BAD_MESSAGE, "file descriptors sent where none are expected");
             return;
         }
         if (n == 0) {

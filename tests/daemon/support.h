@@ -1,0 +1,107 @@
+/* Test support for the daemon suites: known record streams, a producer that pushes them through
+ * a real ring, a control-socket client that speaks the protocol, the same stream fed to a local
+ * engine for the expected profile, and process helpers. Nothing here stands in for another
+ * part: the ring, control codec, capture format and engine are the real ones. */
+#ifndef JETTPROF_TESTS_DAEMON_SUPPORT_H
+#define JETTPROF_TESTS_DAEMON_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../../daemon/engine/engine.h"
+#include "../../protocol/control.h"
+#include "../../protocol/records.h"
+#include "../../protocol/ring.h"
+
+/* A deterministic record stream: RUN_START, sources, frames, a calling-context tree, one EXEC,
+ * `events` hot records (CPU samples or allocation events), COUNTERS, and RUN_STOP unless
+ * with_stop is 0. Different seeds give different streams. */
+struct jpt_stream {
+    uint32_t mode;    /* JP_MODE_* */
+    uint32_t seed;
+    uint64_t events;
+    int with_stop;
+    uint32_t threshold_bp, limit;
+    /* generator state */
+    uint32_t phase, i;
+    uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */
+    uint64_t rng;
+    uint64_t next_id;
+    uint64_t live_id[64], live_size[64];
+    uint32_t nlive;
+};
+void jpt_stream_init(struct jpt_stream *s, uint32_t mode, uint32_t seed, uint64_t events);
+/* Next record into buf (JP_REC_MAX_SIZE bytes): its length, or 0 at the end. */
+uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf);
+/* The RUN_STOP record the stream would end with now (with_stop = 0 leaves it to the caller). */
+uint32_t jpt_stream_stop(const struct jpt_stream *s, uint8_t *buf);
+
+/* The excerpt a test's "runtime" supplies for a hot line: a pure function of the key. */
+void jpt_excerpt_for(const struct jp_ctl_excerpt_key *k, struct jp_ctl_excerpt *x, char *text,
+                     size_t cap);
+
+struct jpt_result {
+    uint32_t status;
+    char reason[64];
+    char *human; size_t human_len;
+    char *toon; size_t toon_len;
+    uint32_t error_code; /* set when the daemon answered ERROR */
+    char error[256];
+    uint64_t run_id;
+};
+void jpt_result_free(struct jpt_result *r);
+
+/* Client side of the control socket (blocking, with timeouts). */
+struct jpt_client {
+    int fd;
+    struct jp_ctl_decoder *dec;
+};
+int jpt_client_open_fd(struct jpt_client *c, int fd);
+int jpt_client_connect(struct jpt_client *c, const char *path);
+void jpt_client_close(struct jpt_client *c);
+/* Waits up to timeout_ms for the next message: 1 with *m, 0 on EOF, -ETIMEDOUT / -errno. */
+int jpt_client_recv(struct jpt_client *c, struct jp_ctl_msg *m, int timeout_ms);
+int jpt_client_hello(struct jpt_client *c, const struct jpt_stream *s, uint32_t outputs,
+                     uint64_t *run_id, struct jpt_result *err);
+
+/* Pushes one record, waiting (bounded) while the ring is full. 0 or -ETIMEDOUT. */
+int jpt_push(struct jp_ring *r, const void *rec, uint32_t len);
+
+/* A whole run over an open client: HELLO, RING (+capture fd if >= 0), the stream, FINALIZE,
+ * excerpts, RESULT. 0 with *out filled (ERROR answers are in out->error_code), or -errno. */
+int jpt_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, int capture_fd,
+            struct jpt_result *out);
+/* HELLO + RING + `count` records (no FINALIZE): leaves the run live. The ring stays mapped in
+ * *ring for the caller. */
+int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, int capture_fd,
+                  uint64_t count, struct jp_ring *ring, uint64_t *run_id);
+/* After FINALIZE or a shutdown: answers EXCERPT_REQUESTs and waits for RESULT or ERROR. */
+int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
+
+/* The profile the engine gives for the same stream, with the same excerpts: what the daemon
+ * must deliver. */
+int jpt_expected(struct jpt_stream *s, struct jpt_result *out);
+
+/* Processes. */
+const char *jpt_daemon_bin(void);
+/* Spawns argv with keep_fd inherited (-1: none), stderr into *err_fd when err_fd is not NULL. */
+pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd);
+/* Spawns `jettprofd serve --socket PATH extra...` and waits until it accepts. */
+pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd);
+/* Waits for pid up to timeout_ms: its wait status, or -ETIMEDOUT (then kills it). */
+int jpt_wait(pid_t pid, int timeout_ms);
+/* Reads all of fd into a malloc'ed NUL-terminated string. */
+char *jpt_slurp_fd(int fd);
+char *jpt_slurp_file(const char *path, size_t *len);
+/* Runs argv, capturing stdout and stderr; returns the wait status. */
+int jpt_capture_cmd(char *const argv[], char **out, size_t *out_len, char **err);
+/* A fresh temporary directory (under $TMPDIR or /tmp). */
+char *jpt_tmpdir(void);
+/* Count of open fds of pid, and its RSS in KiB, from /proc. */
+int jpt_fd_count(pid_t pid);
+long jpt_rss_kib(pid_t pid);
+/* Count of lines in a file that contain needle. */
+int jpt_count_lines(const char *path, const char *needle);
+
+#endif

@@ -1,0 +1,89 @@
+/* 16 concurrent runs on one long-lived daemon, each streaming over a million records of its own
+ * known event stream; every profile must equal the engine's result on the same stream. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define RUNS 16
+#define EVENTS 1000000u
+
+struct job {
+    const char *sock;
+    int index;
+    int rc;
+    struct jpt_result got;
+};
+
+static void *run_one(void *arg)
+{
+    struct job *j = arg;
+    struct jpt_client c;
+    j->rc = jpt_client_connect(&c, j->sock);
+    if (j->rc < 0)
+        return NULL;
+    struct jpt_stream s;
+    jpt_stream_init(&s, j->index % 2 ? JP_MODE_MEMORY : JP_MODE_CPU, 1000u + (uint32_t)j->index,
+                    EVENTS);
+    j->rc = jpt_run(&c, &s, 1u << 14, -1, &j->got);
+    jpt_client_close(&c);
+    return NULL;
+}
+
+Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char sock[600], log[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(log, sizeof log, "%s/runs.jsonl", dir);
+    const char *extra[] = {"--runs-log", log, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+
+    static struct job jobs[RUNS];
+    pthread_t th[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        jobs[i] = (struct job){.sock = sock, .index = i};
+        cr_assert_eq(pthread_create(&th[i], NULL, run_one, &jobs[i]), 0);
+    }
+    for (int i = 0; i < RUNS; i++)
+        pthread_join(th[i], NULL);
+
+    uint64_t seen_ids[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        struct job *j = &jobs[i];
+        cr_assert_eq(j->rc, 0, "run %d failed: %d", i, j->rc);
+        cr_assert_eq(j->got.error_code, 0, "run %d: daemon error %s", i, j->got.error);
+        struct jpt_stream s;
+        jpt_stream_init(&s, i % 2 ? JP_MODE_MEMORY : JP_MODE_CPU, 1000u + (uint32_t)i, EVENTS);
+        struct jpt_result want;
+        cr_assert_eq(jpt_expected(&s, &want), 0);
+        cr_assert_eq(j->got.status, JP_STATUS_COMPLETE, "run %d: %s", i, j->got.reason);
+        cr_assert_str_eq(j->got.human, want.human, "run %d: human profile differs", i);
+        cr_assert_str_eq(j->got.toon, want.toon, "run %d: toon profile differs", i);
+        /* Different streams must give different profiles, or the comparison proves little. */
+        if (i > 1)
+            cr_assert_str_neq(j->got.toon, jobs[i - 2].got.toon);
+        for (int k = 0; k < i; k++)
+            cr_assert_neq(seen_ids[k], j->got.run_id, "run ids must be unique");
+        seen_ids[i] = j->got.run_id;
+        jpt_result_free(&want);
+    }
+    for (int i = 0; i < RUNS; i++)
+        jpt_result_free(&jobs[i].got);
+
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_assert_eq(jpt_count_lines(log, "\"status\":\"complete\""), RUNS);
+    unlink(log);
+    rmdir(dir);
+    free(dir);
+}

@@ -1,0 +1,225 @@
+/* Peer credentials: by default only the daemon's own uid and root may attach; --allow-group
+ * admits a group; `show` shows a run only to its uid or root; per-uid caps on concurrent runs
+ * and ring size. The test runs as root and drops to other uids in forked children. */
+#include <criterion/criterion.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+#define GROUP 4242u
+
+static void become(uid_t uid, gid_t gid)
+{
+    gid_t none[1] = {gid};
+    if (setgroups(1, none) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        _exit(99);
+}
+
+/* In a child as uid/gid: connect and say hello. Exit 0 on WELCOME, 10 + code on ERROR. */
+static int hello_as(const char *sock, uid_t uid, gid_t gid)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        become(uid, gid);
+        struct jpt_client c;
+        if (jpt_client_connect(&c, sock) < 0)
+            _exit(98);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+        uint64_t id;
+        struct jpt_result err;
+        memset(&err, 0, sizeof err);
+        int r = jpt_client_hello(&c, &s, JP_OUT_HUMAN, &id, &err);
+        _exit(r == 0 ? 0 : err.error_code ? 10 + (int)err.error_code : 97);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* In a child as uid/gid: a whole small run; exit 0 and the run id through the pipe. */
+static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        become(uid, gid);
+        struct jpt_client c;
+        if (jpt_client_connect(&c, sock) < 0)
+            _exit(98);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_MEMORY, uid, 2000);
+        struct jpt_result r;
+        if (jpt_run(&c, &s, 256, -1, &r) < 0 || r.error_code)
+            _exit(97);
+        if (write(p[1], &r.run_id, sizeof r.run_id) != sizeof r.run_id)
+            _exit(96);
+        _exit(0);
+    }
+    close(p[1]);
+    uint64_t id = 0;
+    ssize_t n = read(p[0], &id, sizeof id);
+    close(p[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run as %u failed: %d", (unsigned)uid,
+              WEXITSTATUS(st));
+    cr_assert_eq(n, (ssize_t)sizeof id);
+    return id;
+}
+
+/* In a child as uid/gid: SHOW run_id. Exit 0 on RESULT, 10 + code on ERROR. */
+static int show_as(const char *sock, uid_t uid, gid_t gid, uint64_t run_id)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (uid != 0)
+            become(uid, gid);
+        struct jpt_client c;
+        if (jpt_client_connect(&c, sock) < 0)
+            _exit(98);
+        struct jp_ctl_msg m = {.type = JP_CTL_SHOW};
+        m.u.show.run_id = run_id;
+        m.u.show.outputs = JP_OUT_TOON;
+        if (jp_ctl_send(c.fd, &m, NULL, 0) < 0)
+            _exit(97);
+        struct jp_ctl_msg a;
+        if (jpt_client_recv(&c, &a, 5000) != 1)
+            _exit(96);
+        if (a.type == JP_CTL_RESULT)
+            _exit(a.u.result.toon_len > 0 ? 0 : 95);
+        _exit(a.type == JP_CTL_ERROR ? 10 + (int)a.u.error.code : 94);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static char *open_dir(void)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    cr_assert_eq(chmod(dir, 0755), 0);
+    return dir;
+}
+
+static void stop(pid_t d)
+{
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+Test(peercred, other_uids_are_refused_even_when_the_socket_mode_lets_them_in)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0600, "socket mode %o", st.st_mode & 0777);
+    /* The file mode alone keeps uid 4001 out; open it up to prove SO_PEERCRED does too. */
+    cr_assert_eq(hello_as(sock, 4001, 4001), 98, "connect should fail on a 0600 socket");
+    cr_assert_eq(chmod(sock, 0666), 0);
+    cr_assert_eq(hello_as(sock, 4001, 4001), 10 + JP_CTLE_PERMISSION_DENIED);
+    cr_assert_eq(hello_as(sock, 4001, GROUP), 10 + JP_CTLE_PERMISSION_DENIED);
+    /* root may attach */
+    cr_assert_eq(hello_as(sock, 0, 0), 0);
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(peercred, an_allowed_group_attaches_and_show_is_for_the_owner_only)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", "--max-runs-per-uid", "2", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    struct stat st;
+    cr_assert_eq(stat(sock, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0660);
+    cr_assert_eq(st.st_gid, GROUP);
+
+    uint64_t id = run_as(sock, 4001, GROUP);
+    cr_assert_gt(id, 0);
+    cr_assert_eq(show_as(sock, 4001, GROUP, id), 0);
+    cr_assert_eq(show_as(sock, 4002, GROUP, id), 10 + JP_CTLE_PERMISSION_DENIED);
+    cr_assert_eq(show_as(sock, 0, 0, id), 0);
+    cr_assert_eq(show_as(sock, 4001, GROUP, id + 1000), 10 + JP_CTLE_NO_SUCH_RUN);
+    /* Not in the group: refused before anything else. */
+    cr_assert_eq(hello_as(sock, 4003, 4003), 98, "0660 socket keeps others out");
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", "--max-runs-per-uid", "2",
+                           "--max-ring-bytes", "100000", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        become(4001, GROUP);
+        struct jpt_client c[3];
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+        uint64_t id;
+        for (int i = 0; i < 2; i++)
+            if (jpt_client_connect(&c[i], sock) < 0 ||
+                jpt_client_hello(&c[i], &s, JP_OUT_HUMAN, &id, NULL) < 0)
+                _exit(90 + i);
+        struct jpt_result err;
+        memset(&err, 0, sizeof err);
+        if (jpt_client_connect(&c[2], sock) < 0)
+            _exit(93);
+        int r = jpt_client_hello(&c[2], &s, JP_OUT_HUMAN, &id, &err);
+        _exit(r == 0 ? 0 : 10 + (int)err.error_code);
+    }
+    close(p[0]);
+    close(p[1]);
+    int st;
+    waitpid(child, &st, 0);
+    cr_assert(WIFEXITED(st));
+    cr_assert_eq(WEXITSTATUS(st), 10 + JP_CTLE_TOO_MANY_RUNS, "exit %d", WEXITSTATUS(st));
+
+    /* A ring above --max-ring-bytes is refused. */
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 0, &ring, &id), 0);
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR);
+    cr_assert_eq(a.u.error.code, JP_CTLE_BAD_RING);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}

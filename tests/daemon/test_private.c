@@ -1,0 +1,331 @@
+/* Private mode: `jettprofd --session-fd N` serves one run over an inherited socket pair. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+
+struct priv {
+    pid_t pid;
+    int err_fd;
+    struct jpt_client c;
+};
+
+static void start_private(struct priv *p, int want_stderr)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[1]);
+    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
+    p->err_fd = -1;
+    p->pid = jpt_spawn(argv, sv[1], want_stderr ? &p->err_fd : NULL);
+    cr_assert_gt(p->pid, 0);
+    close(sv[1]);
+    cr_assert_eq(jpt_client_open_fd(&p->c, sv[0]), 0);
+}
+
+static int exit_status_of(pid_t pid)
+{
+    int st = jpt_wait(pid, 10000);
+    cr_assert_geq(st, 0, "the private daemon did not exit");
+    cr_assert(WIFEXITED(st), "the private daemon died of signal %d", WTERMSIG(st));
+    return WEXITSTATUS(st);
+}
+
+static void expect_same(struct jpt_result *got, struct jpt_stream *again)
+{
+    struct jpt_result want;
+    cr_assert_eq(jpt_expected(again, &want), 0);
+    cr_assert_eq(got->status, want.status);
+    cr_assert_str_eq(got->reason, want.reason);
+    cr_assert_eq(got->human_len, want.human_len);
+    cr_assert_str_eq(got->human, want.human);
+    cr_assert_str_eq(got->toon, want.toon);
+    jpt_result_free(&want);
+}
+
+Test(private, cpu_run_gets_the_engines_profile_and_the_daemon_exits)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s, again;
+    jpt_stream_init(&s, JP_MODE_CPU, 7, 50000);
+    again = s;
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&p.c, &s, 1024, -1, &r), 0);
+    cr_assert_eq(r.error_code, 0, "daemon answered error: %s", r.error);
+    cr_assert_eq(r.status, JP_STATUS_COMPLETE);
+    cr_assert_gt(r.human_len, 0);
+    cr_assert_gt(r.toon_len, 0);
+    expect_same(&r, &again);
+    jpt_result_free(&r);
+    /* The session is over: the daemon closes its end and exits. */
+    struct jp_ctl_msg m;
+    cr_assert_eq(jpt_client_recv(&p.c, &m, 5000), 0, "expected EOF after the result");
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jpt_client_close(&p.c);
+}
+
+Test(private, memory_run_gets_the_engines_profile)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s, again;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 11, 50000);
+    again = s;
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&p.c, &s, 256, -1, &r), 0);
+    cr_assert_eq(r.error_code, 0, "daemon answered error: %s", r.error);
+    expect_same(&r, &again);
+    jpt_result_free(&r);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jpt_client_close(&p.c);
+}
+
+Test(private, client_eof_prints_a_partial_profile_naming_the_lost_producer)
+{
+    struct priv p;
+    start_private(&p, 1);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 3, 100000);
+    struct jp_ring ring;
+    uint64_t run_id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 4096, -1, 20000, &ring, &run_id), 0);
+    /* The client dies without finalizing: its socket closes, the ring holds what it pushed. */
+    jpt_client_close(&p.c);
+    jp_ring_unmap(&ring);
+    char *err = jpt_slurp_fd(p.err_fd);
+    close(p.err_fd);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    cr_assert(strstr(err, "producer_lost") != NULL, "stderr: %s", err);
+    cr_assert(strstr(err, "partial") != NULL, "stderr: %s", err);
+    free(err);
+}
+
+Test(private, sigint_is_ignored_and_sigterm_delivers_an_interrupted_profile)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 5, 100000);
+    struct jp_ring ring;
+    uint64_t run_id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 4096, -1, 1000, &ring, &run_id), 0);
+    kill(p.pid, SIGINT);
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    cr_assert_eq(waitpid(p.pid, NULL, WNOHANG), 0, "SIGINT must not stop the private daemon");
+    uint8_t buf[JP_REC_MAX_SIZE];
+    for (int i = 0; i < 1000; i++) {
+        uint32_t len = jpt_stream_next(&s, buf);
+        cr_assert_eq(jpt_push(&ring, buf, len), 0);
+    }
+    kill(p.pid, SIGTERM);
+    struct jpt_result r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(jpt_finish(&p.c, &r, 10000), 0);
+    cr_assert_eq(r.error_code, 0, "error: %s", r.error);
+    cr_assert_eq(r.status, JP_STATUS_PARTIAL);
+    cr_assert_str_eq(r.reason, "interrupted");
+    jpt_result_free(&r);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&p.c);
+}
+
+static void expect_refused_hello(void (*tweak)(struct jp_ctl_msg *), uint32_t code,
+                                 const char *needle)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jp_ctl_msg m = {.type = JP_CTL_HELLO};
+    m.u.hello.version = JP_CTL_VERSION;
+    m.u.hello.mode = JP_MODE_CPU;
+    m.u.hello.rate_hz = 1000;
+    m.u.hello.threshold_bp = 500;
+    m.u.hello.limit = 10;
+    m.u.hello.outputs = JP_OUT_HUMAN;
+    m.u.hello.capabilities = 0xff;
+    tweak(&m);
+    cr_assert_eq(jp_ctl_send(p.c.fd, &m, NULL, 0), 0);
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&p.c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR);
+    cr_assert_eq(a.u.error.code, code, "code %u", a.u.error.code);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%.*s", (int)a.u.error.message_len, a.u.error.message);
+    cr_assert(strstr(msg, needle) != NULL, "message: %s", msg);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jpt_client_close(&p.c);
+}
+
+static void v2(struct jp_ctl_msg *m) { m->u.hello.version = 2; }
+static void rate0(struct jp_ctl_msg *m) { m->u.hello.rate_hz = 0; }
+static void rate1001(struct jp_ctl_msg *m) { m->u.hello.rate_hz = 1001; }
+static void thr(struct jp_ctl_msg *m) { m->u.hello.threshold_bp = 10001; }
+static void lim0(struct jp_ctl_msg *m) { m->u.hello.limit = 0; }
+static void lim101(struct jp_ctl_msg *m) { m->u.hello.limit = 101; }
+static void nocaps(struct jp_ctl_msg *m) { m->u.hello.capabilities = JP_CAP_CPU_TICK_SOURCE; }
+static void memrate(struct jp_ctl_msg *m)
+{
+    m->u.hello.mode = JP_MODE_MEMORY;
+    m->u.hello.rate_hz = 5;
+}
+
+Test(private, out_of_range_hellos_get_a_stable_code_and_a_message)
+{
+    expect_refused_hello(v2, JP_CTLE_UNSUPPORTED_VERSION, "version");
+    expect_refused_hello(rate0, JP_CTLE_BAD_MESSAGE, "rate_hz");
+    expect_refused_hello(rate1001, JP_CTLE_BAD_MESSAGE, "rate_hz");
+    expect_refused_hello(thr, JP_CTLE_BAD_MESSAGE, "threshold_bp");
+    expect_refused_hello(lim0, JP_CTLE_BAD_MESSAGE, "limit");
+    expect_refused_hello(lim101, JP_CTLE_BAD_MESSAGE, "limit");
+    expect_refused_hello(nocaps, JP_CTLE_BAD_MESSAGE, "capabilities");
+    expect_refused_hello(memrate, JP_CTLE_BAD_MESSAGE, "rate_hz");
+}
+
+static void ring_msg_then_expect(struct priv *p, int fd, uint32_t slots, uint32_t code)
+{
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+    uint64_t id;
+    cr_assert_eq(jpt_client_hello(&p->c, &s, JP_OUT_HUMAN, &id, NULL), 0);
+    struct jp_ctl_msg m = {.type = JP_CTL_RING};
+    m.u.ring.slot_count = slots;
+    cr_assert_eq(jp_ctl_send(p->c.fd, &m, fd >= 0 ? &fd : NULL, fd >= 0 ? 1u : 0u), 0);
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&p->c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR);
+    cr_assert_eq(a.u.error.code, code, "code %u: %.*s", a.u.error.code,
+                 (int)a.u.error.message_len, a.u.error.message);
+    cr_assert_eq(exit_status_of(p->pid), 0);
+    jpt_client_close(&p->c);
+}
+
+Test(private, a_ring_without_fd_or_with_a_plain_file_is_refused)
+{
+    struct priv p;
+    start_private(&p, 0);
+    ring_msg_then_expect(&p, -1, 1024, JP_CTLE_BAD_RING);
+
+    start_private(&p, 0);
+    char path[] = "/tmp/jpd-notring-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(ftruncate(fd, JP_RING_HEADER_SIZE + 1024 * JP_SLOT_SIZE), 0);
+    ring_msg_then_expect(&p, fd, 1024, JP_CTLE_BAD_RING);
+    close(fd);
+
+    /* A real ring whose size disagrees with the message. */
+    start_private(&p, 0);
+    struct jp_ring ring;
+    cr_assert_eq(jp_ring_create(1024, &ring), 0);
+    ring_msg_then_expect(&p, ring.fd, 2048, JP_CTLE_BAD_RING);
+    jp_ring_unmap(&ring);
+}
+
+static void hostile_record_ends_the_session(uint16_t type, uint16_t size)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 2, 100);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 256, -1, 10, &ring, &id), 0);
+    /* Write a bad header straight into the ring, bypassing every producer check. */
+    uint8_t *slot = jp_ring_reserve(&ring, 32);
+    cr_assert_not_null(slot);
+    struct jp_rec_hdr h = {type, size};
+    memset(slot, 0xab, 32);
+    memcpy(slot, &h, sizeof h);
+    jp_ring_commit(&ring);
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&p.c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR);
+    cr_assert_eq(a.u.error.code, JP_CTLE_PROTOCOL_VIOLATION);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&p.c);
+}
+
+Test(private, hostile_ring_records_end_only_that_session)
+{
+    hostile_record_ends_the_session(JP_REC_CPU_SAMPLE, 0);      /* size below the header */
+    hostile_record_ends_the_session(JP_REC_CPU_SAMPLE, 60000);  /* past the committed slots */
+    hostile_record_ends_the_session(200, 32);                   /* unknown type */
+    hostile_record_ends_the_session(JP_REC_RUN_START, 64);      /* claims two slots, one committed */
+}
+
+Test(private, a_second_run_start_with_another_mode_is_refused)
+{
+    /* (covered above for type checks; here: the first record's mode must match the hello) */
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 2, 100);
+    uint64_t id;
+    cr_assert_eq(jpt_client_hello(&p.c, &s, JP_OUT_HUMAN, &id, NULL), 0);
+    struct jp_ring ring;
+    cr_assert_eq(jp_ring_create(256, &ring), 0);
+    struct jp_ctl_msg m = {.type = JP_CTL_RING};
+    m.u.ring.slot_count = 256;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &m, &ring.fd, 1), 0);
+    struct jpt_stream mem;
+    jpt_stream_init(&mem, JP_MODE_MEMORY, 2, 100);
+    uint8_t buf[JP_REC_MAX_SIZE];
+    uint32_t len = jpt_stream_next(&mem, buf);
+    cr_assert_eq(jpt_push(&ring, buf, len), 0);
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&p.c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR);
+    cr_assert_eq(a.u.error.code, JP_CTLE_PROTOCOL_VIOLATION);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&p.c);
+}
+
+static void expect_cli_error(char *const argv[], const char *needle)
+{
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st));
+    cr_assert_eq(WEXITSTATUS(st), 2, "%s: exit %d, stderr %s", argv[1], WEXITSTATUS(st), err);
+    cr_assert(strstr(err, needle) != NULL, "stderr should name %s: %s", needle, err);
+    free(out);
+    free(err);
+}
+
+Test(private, bad_command_lines_name_the_flag_and_exit_2)
+{
+    char *bin = (char *)jpt_daemon_bin();
+    expect_cli_error((char *[]){bin, "--session-fd", NULL}, "--session-fd");
+    expect_cli_error((char *[]){bin, "--session-fd", "x1", NULL}, "--session-fd");
+    expect_cli_error((char *[]){bin, "--session-fd", "987", NULL}, "--session-fd");
+    expect_cli_error((char *[]){bin, "serve", "--bogus", NULL}, "--bogus");
+    expect_cli_error((char *[]){bin, "serve", "--max-runs-per-uid", "0", NULL},
+                     "--max-runs-per-uid");
+    expect_cli_error((char *[]){bin, "serve", "--socket", NULL}, "--socket");
+    expect_cli_error((char *[]){bin, "replay", NULL}, "FILE");
+    expect_cli_error((char *[]){bin, "replay", "x", "--profile-threshold", "100.01", NULL},
+                     "--profile-threshold");
+    expect_cli_error((char *[]){bin, "replay", "x", "--profile-threshold", "5.123", NULL},
+                     "--profile-threshold");
+    expect_cli_error((char *[]){bin, "replay", "x", "--profile-limit", "101", NULL},
+                     "--profile-limit");
+    expect_cli_error((char *[]){bin, "replay", "x", "--format", "json", NULL}, "--format");
+    expect_cli_error((char *[]){bin, "show", "abc", NULL}, "RUN_ID");
+    expect_cli_error((char *[]){bin, "summarize", "--exit-code", "x", "c", NULL}, "--exit-code");
+    expect_cli_error((char *[]){bin, "summarize", NULL}, "CAPTURE");
+    expect_cli_error((char *[]){bin, "frobnicate", NULL}, "frobnicate");
+}

@@ -1,0 +1,322 @@
+/* Captures and replay: a complete capture replays byte-identical to the live result (CPU and
+ * memory); truncated and corrupted captures at many offsets give a partial profile with a caveat
+ * or a clear error, never a crash; a missing file is a clear error; --capture-dir files are the
+ * daemon's own (0600, its names). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+static void private_run(struct jpt_stream *s, int cap_fd, struct jpt_result *r)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[1]);
+    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
+    pid_t pid = jpt_spawn(argv, sv[1], NULL);
+    cr_assert_gt(pid, 0);
+    close(sv[1]);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_open_fd(&c, sv[0]), 0);
+    cr_assert_eq(jpt_run(&c, s, 1024, cap_fd, r), 0);
+    cr_assert_eq(r->error_code, 0, "daemon error: %s", r->error);
+    jpt_client_close(&c);
+    int st = jpt_wait(pid, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static int replay(const char *file, const char *format, char **out, size_t *len, char **err)
+{
+    char *argv[] = {(char *)jpt_daemon_bin(), "replay", (char *)file, "--format",
+                    (char *)format, NULL};
+    return jpt_capture_cmd(argv, out, len, err);
+}
+
+static void expect_identical_replay(uint32_t mode, uint32_t seed)
+{
+    char *dir = jpt_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/run.jpcap", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, mode, seed, 30000);
+    struct jpt_result r;
+    private_run(&s, fd, &r);
+    close(fd);
+    cr_assert_eq(r.status, JP_STATUS_COMPLETE);
+
+    char *out, *err;
+    size_t len;
+    int st = replay(path, "human", &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed: %s", err);
+    cr_assert_eq(len, r.human_len);
+    cr_assert_eq(memcmp(out, r.human, len), 0, "human replay differs");
+    cr_assert_str_eq(err, "", "a complete replay has no caveat");
+    free(out);
+    free(err);
+    st = replay(path, "toon", &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed: %s", err);
+    cr_assert_eq(len, r.toon_len);
+    cr_assert_eq(memcmp(out, r.toon, len), 0, "toon replay differs");
+    free(out);
+    free(err);
+    jpt_result_free(&r);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, cpu_capture_replays_byte_identical)
+{
+    expect_identical_replay(JP_MODE_CPU, 21);
+}
+
+Test(replay, memory_capture_replays_byte_identical)
+{
+    expect_identical_replay(JP_MODE_MEMORY, 22);
+}
+
+Test(replay, missing_file_is_a_clear_error)
+{
+    char *out, *err;
+    int st = replay("/nonexistent/dir/none.jpcap", "human", &out, NULL, &err);
+    cr_assert(WIFEXITED(st));
+    cr_assert_eq(WEXITSTATUS(st), 1);
+    cr_assert(strstr(err, "capture_missing") != NULL, "stderr: %s", err);
+    cr_assert(strstr(err, "none.jpcap") != NULL, "stderr names the file: %s", err);
+    cr_assert_str_eq(out, "");
+    free(out);
+    free(err);
+}
+
+static char *make_capture(const char *dir, uint32_t mode, size_t *size)
+{
+    static char path[600];
+    snprintf(path, sizeof path, "%s/base.jpcap", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, mode, 33, 20000);
+    struct jpt_result r;
+    private_run(&s, fd, &r);
+    jpt_result_free(&r);
+    close(fd);
+    (void)size;
+    return path;
+}
+
+static uint8_t *read_bytes(const char *path, size_t *size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    struct stat st;
+    fstat(fd, &st);
+    uint8_t *b = malloc((size_t)st.st_size);
+    cr_assert_eq(read(fd, b, (size_t)st.st_size), st.st_size);
+    close(fd);
+    *size = (size_t)st.st_size;
+    return b;
+}
+
+static void write_bytes(const char *path, const uint8_t *b, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, b, n), (ssize_t)n);
+    close(fd);
+}
+
+/* Replays a damaged copy: never a signal; exit 0 only with a partial profile and a
+ * missing_stop_event caveat (or, for damage the format cannot see, a complete profile), exit 1
+ * only with an error naming the invalid capture. Returns 0 partial, 1 invalid, 2 complete. */
+static int replay_damaged(const char *path, size_t at)
+{
+    char *out, *err;
+    int st = replay(path, "toon", &out, NULL, &err);
+    cr_assert(WIFEXITED(st), "replay crashed at offset %zu (signal %d)", at, WTERMSIG(st));
+    int code = WEXITSTATUS(st);
+    int kind;
+    if (code == 0 && strstr(err, "missing_stop_event")) {
+        cr_assert(strstr(out, "partial") != NULL, "offset %zu: partial profile expected", at);
+        kind = 0;
+    } else if (code == 0) {
+        cr_assert_str_eq(err, "", "offset %zu", at);
+        kind = 2;
+    } else {
+        cr_assert_eq(code, 1, "offset %zu: exit %d", at, code);
+        cr_assert(strstr(err, "invalid") != NULL, "offset %zu: stderr %s", at, err);
+        cr_assert_str_eq(out, "", "no profile from an invalid capture");
+        kind = 1;
+    }
+    free(out);
+    free(err);
+    return kind;
+}
+
+Test(replay, truncated_captures_at_many_offsets)
+{
+    char *dir = jpt_tmpdir();
+    const char *base = make_capture(dir, JP_MODE_MEMORY, NULL);
+    size_t n;
+    uint8_t *b = read_bytes(base, &n);
+    cr_assert_gt(n, 1000);
+    char cut[600];
+    snprintf(cut, sizeof cut, "%s/cut.jpcap", dir);
+    int partial = 0, invalid = 0;
+    size_t offsets[80];
+    int k = 0;
+    for (size_t o = 0; o < 24; o += 3)
+        offsets[k++] = o;              /* inside the file header */
+    for (int i = 1; i <= 60; i++)
+        offsets[k++] = n * (size_t)i / 61; /* spread over the blocks */
+    offsets[k++] = n - 1;
+    for (int i = 0; i < k; i++) {
+        write_bytes(cut, b, offsets[i]);
+        int kind = replay_damaged(cut, offsets[i]);
+        cr_assert_neq(kind, 2, "a truncated capture cannot be complete (offset %zu)", offsets[i]);
+        partial += kind == 0;
+        invalid += kind == 1;
+    }
+    cr_assert_gt(partial, 0, "truncation past the header must give partial profiles");
+    cr_assert_gt(invalid, 0, "truncation inside the header must be invalid");
+    free(b);
+    unlink(cut);
+    unlink(base);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, corrupted_captures_at_many_offsets)
+{
+    char *dir = jpt_tmpdir();
+    const char *base = make_capture(dir, JP_MODE_CPU, NULL);
+    size_t n;
+    uint8_t *b = read_bytes(base, &n);
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.jpcap", dir);
+    int detected = 0;
+    for (int i = 0; i < 60; i++) {
+        size_t at = i < 30 ? (size_t)i : n * (size_t)(i - 29) / 31;
+        b[at] ^= 0x5a;
+        write_bytes(bad, b, n);
+        b[at] ^= 0x5a;
+        detected += replay_damaged(bad, at) != 2;
+    }
+    cr_assert_gt(detected, 40, "checksums and bounds must catch most flipped bytes");
+    /* Garbage that is not a capture at all. */
+    memset(b, 'x', n);
+    write_bytes(bad, b, n);
+    cr_assert_eq(replay_damaged(bad, 0), 1);
+    write_bytes(bad, b, 0);
+    cr_assert_eq(replay_damaged(bad, 0), 1);
+    free(b);
+    unlink(bad);
+    unlink(base);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, capture_dir_files_are_the_daemons_own_and_replay_identically)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], caps[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(caps, sizeof caps, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    const char *extra[] = {"--capture-dir", caps, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 44, 20000);
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&c, &s, 1024, -1, &r), 0);
+    jpt_client_close(&c);
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+
+    DIR *dd = opendir(caps);
+    struct dirent *e;
+    int files = 0;
+    char path[1200];
+    while ((e = readdir(dd))) {
+        if (e->d_name[0] == '.')
+            continue;
+        files++;
+        snprintf(path, sizeof path, "%s/%s", caps, e->d_name);
+    }
+    closedir(dd);
+    cr_assert_eq(files, 1);
+    struct stat sb;
+    cr_assert_eq(lstat(path, &sb), 0);
+    cr_assert(S_ISREG(sb.st_mode));
+    cr_assert_eq(sb.st_mode & 0777, 0600, "mode %o", sb.st_mode & 0777);
+    char *out, *err;
+    size_t len;
+    st = replay(path, "toon", &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+    cr_assert_eq(len, r.toon_len);
+    cr_assert_eq(memcmp(out, r.toon, len), 0);
+    free(out);
+    free(err);
+    jpt_result_free(&r);
+    unlink(path);
+    rmdir(caps);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, an_unfinished_run_leaves_a_capture_that_replays_partial)
+{
+    char *dir = jpt_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/lost.jpcap", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[1]);
+    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
+    int errfd;
+    pid_t pid = jpt_spawn(argv, sv[1], &errfd);
+    close(sv[1]);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_open_fd(&c, sv[0]), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 55, 100000);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&c, &s, 1024, fd, 5000, &ring, &id), 0);
+    close(fd);
+    jpt_client_close(&c);
+    jp_ring_unmap(&ring);
+    char *derr = jpt_slurp_fd(errfd);
+    close(errfd);
+    int st = jpt_wait(pid, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    cr_assert(strstr(derr, "producer_lost") != NULL, "%s", derr);
+    free(derr);
+    char *out, *err;
+    st = replay(path, "human", &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+    cr_assert(strstr(err, "missing_stop_event") != NULL, "caveat expected: %s", err);
+    cr_assert(strstr(out, "partial") != NULL);
+    free(out);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
