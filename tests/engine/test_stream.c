@@ -1,2 +1,259 @@
+/* Stream semantics: what must come first and last, dense definitions, counted violations,
+ * RUN_STOP's record count, cumulative counters, endings and the priority of reasons, the
+ * collector_failure profile the agent renders itself, and hostile bytes. */
 #include <criterion/criterion.h>
-Test(placeholder, x) { cr_assert(1); }
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static struct jp_engine *fresh(void)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    return e;
+}
+
+static void simple_cpu(struct jp_engine *e)
+{
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_sample(e, JP_STATE_JETT, 1, 2, 1);
+}
+
+Test(stream, nothing_before_run_start)
+{
+    struct jp_engine *e = fresh();
+    struct jp_rec_counters c = {.h = {JP_REC_COUNTERS, sizeof c}};
+    const char *why = NULL;
+    cr_assert_eq(feed_raw(e, &c, sizeof c, &why), -EPROTO);
+    cr_assert_str_eq(why, "record before RUN_START");
+    struct jp_rendered r;
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON};
+    cr_assert_eq(jp_engine_render(e, &o, &r), -ENODATA);
+    jp_engine_free(e);
+}
+
+Test(stream, second_start_and_anything_after_stop_are_refused)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    struct jp_rec_run_start s = {.h = {JP_REC_RUN_START, sizeof s}, .format_version = 1,
+                                 .mode = JP_MODE_CPU, .rate_hz = 1, .limit = 1};
+    const char *why = NULL;
+    cr_assert_eq(feed_raw(e, &s, sizeof s, &why), -EPROTO);
+    cr_assert_str_eq(why, "second RUN_START");
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, 1, 2, 3};
+    cr_assert_eq(feed_raw(e, &x, sizeof x, &why), -EPROTO);
+    cr_assert_str_eq(why, "record after RUN_STOP");
+    /* the engine can still render what it had */
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.totals.attributed_samples", "1");
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(stream, structurally_bad_records_end_the_stream_with_a_reason)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    struct jp_rec_cpu_sample c = {.h = {JP_REC_CPU_SAMPLE, 31}};
+    const char *why = NULL;
+    cr_assert_eq(feed_raw(e, &c, sizeof c, &why), -EPROTO);
+    cr_assert(why != NULL && *why);
+    struct jp_rec_hdr unknown = {200, 4};
+    why = NULL;
+    cr_assert_eq(feed_raw(e, &unknown, sizeof unknown, &why), -EPROTO);
+    cr_assert(why != NULL && *why);
+    jp_engine_free(e);
+}
+
+Test(stream, definitions_must_be_dense_and_precede_use)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 2, JP_ORIGIN_PROJECT, "src/skip.jett");           /* not dense */
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
+    t_frame(e, 1, 7, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION); /* undefined source */
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 5);  /* undefined frame */
+    t_node(e, 2, 0, 1);  /* not dense */
+    t_node(e, 1, 3, 1);  /* undefined parent */
+    t_node(e, 1, 0, 1);
+    t_sample(e, JP_STATE_JETT, 1, 0, 0);
+    t_sample(e, JP_STATE_JETT, 2, 0, 0); /* undefined node */
+    struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, 1, JP_ID_UNAVAILABLE, JP_ID_UNAVAILABLE};
+    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    uint8_t pad[64] = {0};
+    struct jp_rec_hdr ph = {JP_REC_PAD, sizeof pad};
+    memcpy(pad, &ph, sizeof ph);
+    cr_assert_eq(jp_engine_feed(e, pad, sizeof pad, NULL), 0); /* PAD: not counted */
+    t_excerpt(e, 1, 2, 1, 0, "x = 1"); /* EXCERPT: not counted either */
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    J_EQ(json, "profile.totals.protocol_violations", "6");
+    J_EQ(json, "profile.totals.attributed_samples", "1");
+    J_EQ(json, "profile.totals.record_count_mismatch", "0");
+    cr_assert_eq(status, JP_STATUS_COMPLETE);
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(stream, record_count_mismatch_says_records_were_lost)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 2); /* the producer sent two more than arrived */
+    char *json, *human;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, &human, &json, &status);
+    cr_assert_eq(status, JP_STATUS_PARTIAL);
+    J_EQ(json, "profile.partial_reason", "records_dropped");
+    J_EQ(json, "profile.totals.record_count_mismatch", "2");
+    cr_assert(strstr(human, "records lost in transit") != NULL, "%s", human);
+    free(json);
+    free(human);
+    jp_engine_free(e);
+}
+
+Test(stream, counters_are_cumulative_and_drops_make_partial)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    t_counters(e, 5, 1, 0, 0, 0, 0);
+    t_counters(e, 9, 2, 3, 0, 0, 4);
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.status", "partial");
+    J_EQ(json, "profile.partial_reason", "records_dropped");
+    J_EQ(json, "profile.totals.requested_ticks", "9");
+    J_EQ(json, "profile.totals.dropped_ticks", "3");
+    J_EQ(json, "profile.totals.lost_records", "4");
+    /* dropped data: suggestions are withheld */
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    free(json);
+    jp_engine_free(e);
+}
+
+static void check_ending(uint32_t ending, const char *status, const char *reason,
+                         const char *termination)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    char *json;
+    t_render(e, ending, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.status", status);
+    J_EQ(json, "profile.partial_reason", reason);
+    J_EQ(json, "profile.termination", termination);
+    J_EQ(json, "profile.totals.wall_duration_ns", "unavailable");
+    J_EQ(json, "profile.totals.observed_rate_hz", "unavailable");
+    J_EQ(json, "profile.totals.record_count_mismatch", "unavailable");
+    free(json);
+    jp_engine_free(e);
+}
+
+Test(stream, endings_without_run_stop)
+{
+    check_ending(JP_END_PRODUCER_LOST, "partial", "producer_lost", "unavailable");
+    check_ending(JP_END_SHUTDOWN, "partial", "interrupted", "interrupted");
+    check_ending(JP_END_TRUNCATED, "partial", "missing_stop_event", "unavailable");
+    check_ending(JP_END_STOP, "partial", "missing_stop_event", "unavailable");
+    check_ending(JP_END_COLLECTOR_FAILURE, "partial", "collector_failure", "unavailable");
+}
+
+Test(stream, termination_comes_from_run_stop)
+{
+    struct jp_engine *e = fresh();
+    simple_cpu(e);
+    t_stop(e, JP_TERM_RUNTIME_ERROR, 10, 10, 0);
+    char *json;
+    t_render(e, JP_END_PRODUCER_LOST, NULL, NULL, &json, NULL); /* ending ignored: stream is whole */
+    J_EQ(json, "profile.status", "complete");
+    J_EQ(json, "profile.termination", "runtime_error");
+    free(json);
+    jp_engine_free(e);
+
+    e = fresh();
+    simple_cpu(e);
+    t_stop(e, JP_TERM_INTERRUPTED, 10, 10, 0);
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.status", "partial");
+    J_EQ(json, "profile.partial_reason", "interrupted");
+    J_EQ(json, "profile.termination", "interrupted");
+    free(json);
+    jp_engine_free(e);
+}
+
+/* What the agent does when its daemon dies: feed its own RUN_START and COUNTERS copies and
+ * render with JP_END_COLLECTOR_FAILURE. */
+Test(stream, collector_failure_with_nothing_recorded_is_unavailable)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_MEMORY, 0, 500, 10, 32 * MiB, 64 * MiB);
+    t_counters(e, 0, 0, 0, 0, 0, 12);
+    char *json, *human;
+    uint32_t status;
+    t_render(e, JP_END_COLLECTOR_FAILURE, NULL, &human, &json, &status);
+    cr_assert_eq(status, JP_STATUS_UNAVAILABLE);
+    J_EQ(json, "profile.status", "unavailable");
+    J_EQ(json, "profile.partial_reason", "collector_failure"); /* first by priority */
+    J_EQ(json, "profile.termination", "unavailable");
+    J_EQ(json, "profile.totals.allocation_count", "0");
+    J_EQ(json, "profile.bottlenecks", "[]");
+    cr_assert(strstr(human, "status: unavailable (collector_failure)") != NULL, "%s", human);
+    cr_assert(strstr(human, "partial reasons: collector_failure records_dropped") != NULL,
+              "%s", human);
+    struct jp_rendered r;
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, JP_OUT_TOON};
+    cr_assert_eq(jp_engine_render(e, &o, &r), 0);
+    cr_assert_str_eq(r.reason, "collector_failure");
+    cr_assert_null(r.human);
+    jp_rendered_free(&r);
+    free(json);
+    free(human);
+    jp_engine_free(e);
+}
+
+Test(stream, hostile_bytes_never_crash)
+{
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    for (int round = 0; round < 200; round++) {
+        struct jp_engine *e = fresh();
+        simple_cpu(e);
+        for (int i = 0; i < 200; i++) {
+            uint8_t buf[JP_REC_MAX_SIZE];
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            uint32_t len = (uint32_t)(x % 80u) + 4u;
+            for (uint32_t b = 0; b < len; b++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf[b] = (uint8_t)x;
+            }
+            /* keep the header plausible half the time so deeper paths are reached */
+            if (x & 1) {
+                struct jp_rec_hdr h = {(uint16_t)(x % JP_REC_TYPE_LIMIT), (uint16_t)len};
+                memcpy(buf, &h, sizeof h);
+            }
+            const char *why = NULL;
+            int r = jp_engine_feed(e, buf, len, &why);
+            cr_assert(r == 0 || (r == -EPROTO && why != NULL), "r=%d", r);
+        }
+        struct jp_rendered out;
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST,
+                                   JP_OUT_TOON | JP_OUT_HUMAN};
+        cr_assert_eq(jp_engine_render(e, &o, &out), 0);
+        jp_rendered_free(&out);
+        jp_engine_free(e);
+    }
+}
