@@ -1,0 +1,219 @@
+#include "support.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *jtt_build_root(void)
+{
+    const char *p = getenv("JETTPROF_BUILD_ROOT");
+    cr_assert(p && *p, "JETTPROF_BUILD_ROOT is not set (run through meson test)");
+    return p;
+}
+
+const char *jtt_source_root(void)
+{
+    const char *p = getenv("JETTPROF_SOURCE_ROOT");
+    cr_assert(p && *p, "JETTPROF_SOURCE_ROOT is not set (run through meson test)");
+    return p;
+}
+
+const char *jtt_jett(void)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/runtime/jett", jtt_build_root());
+    return path;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        *cap = (*len + n + 1) * 2;
+        *buf = realloc(*buf, *cap);
+        cr_assert(*buf);
+    }
+    memcpy(*buf + *len, p, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+}
+
+static void run_child(const char *cwd, const char *const *argv, const char *stdin_text,
+                      size_t stdin_len, const char *exe, const char *sync, int after_ms,
+                      struct jt_run *r)
+{
+    int po[2], pe[2], pi[2];
+    cr_assert(pipe2(po, O_CLOEXEC) == 0 && pipe2(pe, O_CLOEXEC) == 0 && pipe2(pi, O_CLOEXEC) == 0);
+    size_t argc = 0;
+    while (argv[argc])
+        argc++;
+    const char **av = calloc(argc + 2, sizeof *av);
+    av[0] = exe;
+    for (size_t i = 0; i < argc; i++)
+        av[i + 1] = argv[i];
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        dup2(pi[0], 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        if (cwd && chdir(cwd) != 0)
+            _exit(126);
+        signal(SIGINT, SIG_DFL);
+        execv(exe, (char *const *)av);
+        _exit(127);
+    }
+    free(av);
+    close(po[1]);
+    close(pe[1]);
+    close(pi[0]);
+    if (stdin_text) {
+        size_t off = 0;
+        while (off < stdin_len) {
+            ssize_t w = write(pi[1], stdin_text + off, stdin_len - off);
+            if (w < 0 && errno == EINTR)
+                continue;
+            cr_assert(w > 0, "writing the child's stdin failed");
+            off += (size_t)w;
+        }
+    }
+    close(pi[1]);
+    size_t ocap = 0, ecap = 0;
+    r->out = r->err = NULL;
+    r->out_len = r->err_len = 0;
+    append(&r->out, &r->out_len, &ocap, "", 0);
+    append(&r->err, &r->err_len, &ecap, "", 0);
+    long start = now_ms(), synced_at = sync ? -1 : start;
+    bool sent = after_ms < 0;
+    int open_fds = 2;
+    struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+    while (open_fds > 0) {
+        int timeout = 200;
+        if (!sent && synced_at >= 0) {
+            long left = synced_at + after_ms - now_ms();
+            timeout = left > 0 ? (int)left : 0;
+        }
+        int n = poll(fds, 2, timeout);
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert(n >= 0);
+        cr_assert(now_ms() - start < 60000, "jett did not finish within 60 s");
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[65536];
+            ssize_t k = read(fds[i].fd, buf, sizeof buf);
+            if (k <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+                continue;
+            }
+            if (i == 0)
+                append(&r->out, &r->out_len, &ocap, buf, (size_t)k);
+            else
+                append(&r->err, &r->err_len, &ecap, buf, (size_t)k);
+        }
+        if (!sent && synced_at < 0 && sync && strstr(r->err, sync))
+            synced_at = now_ms();
+        if (!sent && synced_at >= 0 && now_ms() >= synced_at + after_ms) {
+            kill(pid, SIGINT);
+            sent = true;
+        }
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        cr_assert(errno == EINTR);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    cr_assert(r->status != 127 && r->status != 126, "could not start %s", exe);
+}
+
+void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r)
+{
+    run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, -1, r);
+}
+
+void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
+                    struct jt_run *r)
+{
+    run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
+}
+
+void jtt_run_free(struct jt_run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+char *jtt_tmpdir(void)
+{
+    char *t = strdup("/tmp/jett-test-XXXXXX");
+    cr_assert(mkdtemp(t));
+    return t;
+}
+
+void jtt_write(const char *dir, const char *rel, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    for (char *s = path + strlen(dir) + 1; (s = strchr(s, '/')); s++) {
+        *s = '\0';
+        mkdir(path, 0700);
+        *s = '/';
+    }
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "cannot write %s", path);
+    fwrite(text, 1, strlen(text), f);
+    fclose(f);
+}
+
+void jtt_rmtree(const char *dir)
+{
+    char cmd[4200];
+    if (strncmp(dir, "/tmp/jett-test-", 15) != 0)
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_assert(system(cmd) == 0);
+}
+
+char *jtt_toon_decode(const char *doc, size_t len, int *ok)
+{
+    char script[4096], mods[4096];
+    snprintf(script, sizeof script, "%s/tests/toon/decode.mjs", jtt_source_root());
+    snprintf(mods, sizeof mods, "%s/tests/toon/node_modules/@toon-format/toon", jtt_source_root());
+    cr_assert(access(mods, F_OK) == 0,
+              "the official TOON decoder is missing: run (cd tests/toon && npm ci)");
+    const char *argv[] = {script, NULL};
+    struct jt_run r;
+    const char *node = getenv("JETT_TEST_NODE");
+    run_child(NULL, argv, doc, len, node && *node ? node : "/usr/bin/node", NULL, -1, &r);
+    *ok = r.status == 0;
+    if (!*ok)
+        cr_log_error("decoder: %s", r.err);
+    free(r.err);
+    return r.out;
+}
+
+size_t jtt_count(const char *hay, const char *needle)
+{
+    size_t n = 0, k = strlen(needle);
+    for (const char *p = hay; (p = strstr(p, needle)); p += k)
+        n++;
+    return n;
+}

@@ -1,0 +1,38 @@
+/* Test support for the runtime suites: run build/runtime/jett as a child with pipes, write
+ * throw-away projects, decode TOON with the official decoder. */
+#ifndef JETT_TESTS_RUNTIME_SUPPORT_H
+#define JETT_TESTS_RUNTIME_SUPPORT_H
+
+#include <stddef.h>
+
+struct jt_run {
+    char *out, *err;       /* NUL-terminated, malloc'ed */
+    size_t out_len, err_len;
+    int status;            /* exit status, or 128 + signal */
+};
+
+/* Paths from the environment tests/meson.build sets (asserts when missing). */
+const char *jtt_build_root(void);
+const char *jtt_source_root(void);
+const char *jtt_jett(void);
+
+/* Runs jett with argv (NULL-terminated, argv[0] excluded) in directory cwd (NULL: inherit).
+ * If sigint_after_ms >= 0, sends SIGINT that long after the child wrote `sync` to stderr
+ * (or after the delay from start when sync is NULL). Fails the test on a harness error. */
+void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
+void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
+                    struct jt_run *r);
+void jtt_run_free(struct jt_run *r);
+
+/* A fresh temporary directory (removed by jtt_rmtree). */
+char *jtt_tmpdir(void);
+void jtt_write(const char *dir, const char *rel, const char *text); /* makes parent dirs */
+void jtt_rmtree(const char *dir);
+
+/* Decodes TOON with tests/toon/decode.mjs. Returns the JSON text (malloc'ed) and sets *ok. */
+char *jtt_toon_decode(const char *doc, size_t len, int *ok);
+
+/* Count of non-overlapping occurrences of needle in hay. */
+size_t jtt_count(const char *hay, const char *needle);
+
+#endif

@@ -1,0 +1,186 @@
+/* The CLI validation matrix: every rejected form exits 2 with a message naming what was
+ * wrong, before anything is compiled or run (the program would print "user code ran"). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "jett.h"
+#include "support.h"
+
+Test(percent, accepts_zero_to_hundred_with_two_decimals)
+{
+    static const struct { const char *s; uint32_t bp; } ok[] = {
+        {"0", 0}, {"5", 500}, {"5.0", 500}, {"5.5", 550}, {"5.05", 505}, {"0.01", 1},
+        {"99.99", 9999}, {"100", 10000}, {"100.00", 10000}, {"007", 700},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        uint32_t bp = 12345;
+        cr_expect_eq(jt_parse_percent(ok[i].s, &bp), 0, "%s", ok[i].s);
+        cr_expect_eq(bp, ok[i].bp, "%s -> %u", ok[i].s, bp);
+    }
+}
+
+Test(percent, rejects_malformed_and_out_of_range)
+{
+    static const char *const bad[] = {
+        "", "5.", ".5", "5.123", "5.001", "-1", "+5", "5%", "1e2", "100.01", "101", "1000",
+        " 5", "5 ", "5,5", "0x10", "abc", "5..0", "nan",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t bp = 7;
+        cr_expect_lt(jt_parse_percent(bad[i], &bp), 0, "'%s' accepted", bad[i]);
+        cr_expect_eq(bp, 7, "'%s' wrote a value", bad[i]);
+    }
+}
+
+Test(uint, bounds_are_inclusive)
+{
+    uint32_t v;
+    cr_expect_eq(jt_parse_uint("1", 1, 100, &v), 0);
+    cr_expect_eq(jt_parse_uint("100", 1, 100, &v), 0);
+    cr_expect_eq(v, 100);
+    cr_expect_eq(jt_parse_uint("0", 1, 100, &v), -ERANGE);
+    cr_expect_eq(jt_parse_uint("101", 1, 100, &v), -ERANGE);
+    cr_expect_eq(jt_parse_uint("99999999999999999999", 1, 100, &v), -ERANGE);
+    cr_expect_eq(jt_parse_uint("1.0", 1, 100, &v), -EINVAL);
+    cr_expect_eq(jt_parse_uint("-1", 1, 100, &v), -EINVAL);
+    cr_expect_eq(jt_parse_uint("", 1, 100, &v), -EINVAL);
+}
+
+static int parse(const char *const *args, struct jt_cli *c, char *err)
+{
+    int n = 0;
+    while (args[n])
+        n++;
+    return jt_cli_parse(n, (char **)args, c, err, 400);
+}
+
+Test(cli, options_in_any_order_mean_the_same)
+{
+    const char *a[] = {"--profile-limit", "3", "app.jett", "--profile-threshold=12.5", "--agent",
+                       "--profile-rate", "250", "--profile", NULL};
+    const char *b[] = {"--profile", "--profile-rate=250", "--agent", "--profile-threshold",
+                       "12.5", "app.jett", "--profile-limit=3", NULL};
+    struct jt_cli x, y;
+    char err[400];
+    cr_assert_eq(parse(a, &x, err), 0, "%s", err);
+    cr_assert_eq(parse(b, &y, err), 0, "%s", err);
+    cr_expect_eq(x.mode, JT_MODE_CPU);
+    cr_expect_eq(x.mode, y.mode);
+    cr_expect_eq(x.threshold_bp, 1250);
+    cr_expect_eq(x.threshold_bp, y.threshold_bp);
+    cr_expect_eq(x.limit, 3);
+    cr_expect_eq(x.limit, y.limit);
+    cr_expect_eq(x.rate_hz, 250);
+    cr_expect_eq(x.rate_hz, y.rate_hz);
+    cr_expect(x.agent && y.agent);
+    cr_expect_str_eq(x.file, "app.jett");
+}
+
+Test(cli, defaults_are_the_contracts)
+{
+    const char *a[] = {"app.jett", "--profile-memory", NULL};
+    struct jt_cli c;
+    char err[400];
+    cr_assert_eq(parse(a, &c, err), 0, "%s", err);
+    cr_expect_eq(c.mode, JT_MODE_MEMORY);
+    cr_expect_eq(c.threshold_bp, 500);
+    cr_expect_eq(c.limit, 10);
+    cr_expect_eq(c.rate_hz, 1000);
+    cr_expect_not(c.agent);
+    cr_expect_null(c.capture_path);
+}
+
+/* Each rejected command line, with a fragment its message must contain. */
+static const struct {
+    const char *args[8];
+    const char *says;
+} rejected[] = {
+    {{"--profile", "--profile-memory"}, "cannot be used together"},
+    {{"--profile-memory", "--agent", "--profile"}, "cannot be used together"},
+    {{"--profile-threshold", "5"}, "--profile-threshold requires --profile or --profile-memory"},
+    {{"--profile-limit", "5"}, "--profile-limit requires"},
+    {{"--profile-rate", "100"}, "--profile-rate requires --profile"},
+    {{"--profile-memory", "--profile-rate", "100"}, "--profile-rate requires --profile"},
+    {{"--profile-capture", "x.jpcap"}, "--profile-capture requires"},
+    {{"--agent", "--profile-limit=3"}, "--profile-limit requires"},
+    {{"--profile", "--profile-threshold", "5.123"}, "at most two fractional digits, got '5.123'"},
+    {{"--profile", "--profile-threshold", "100.01"}, "from 0 to 100"},
+    {{"--profile", "--profile-threshold", "-1"}, "--profile-threshold expects"},
+    {{"--profile", "--profile-threshold", "5."}, "--profile-threshold expects"},
+    {{"--profile", "--profile-threshold=abc"}, "got 'abc'"},
+    {{"--profile", "--profile-limit", "0"}, "from 1 to 100, got '0'"},
+    {{"--profile", "--profile-limit", "101"}, "from 1 to 100, got '101'"},
+    {{"--profile-memory", "--profile-limit", "1.5"}, "--profile-limit expects"},
+    {{"--profile", "--profile-rate", "0"}, "from 1 to 1000"},
+    {{"--profile", "--profile-rate", "1001"}, "from 1 to 1000"},
+    {{"--profile", "--profile-rate"}, "--profile-rate expects a value"},
+    {{"--profile", "--profile"}, "--profile given more than once"},
+    {{"--profile", "--profile-limit=2", "--profile-limit=3"}, "given more than once"},
+    {{"--profile-frobnicate"}, "unknown option '--profile-frobnicate'"},
+    {{"--profile=yes"}, "unknown option"},
+    {{"extra.jett"}, "unexpected extra argument 'extra.jett'"},
+};
+
+Test(cli, rejects_the_matrix_before_running_anything)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/runtime/fixtures/hello.jett", jtt_source_root());
+    for (size_t i = 0; i < sizeof rejected / sizeof rejected[0]; i++) {
+        const char *argv[12] = {"run", path};
+        size_t n = 2;
+        for (size_t k = 0; rejected[i].args[k]; k++)
+            argv[n++] = rejected[i].args[k];
+        argv[n] = NULL;
+        bool agent = false;
+        for (size_t k = 0; k < n; k++)
+            agent |= strcmp(argv[k], "--agent") == 0;
+        struct jt_run r;
+        jtt_run(NULL, argv, &r);
+        cr_expect_eq(r.status, 2, "case %zu: exit %d", i, r.status);
+        /* with --agent the message travels in the envelope on stdout, else on stderr */
+        const char *channel = agent ? r.out : r.err;
+        cr_expect_str_eq(agent ? r.err : r.out, "", "case %zu: wrong channel used", i);
+        cr_expect(strstr(channel, rejected[i].says), "case %zu: lacks '%s': %s", i,
+                  rejected[i].says, channel);
+        cr_expect_null(strstr(channel, "user"), "case %zu: user code ran", i);
+        jtt_run_free(&r);
+    }
+}
+
+Test(cli, a_missing_file_argument_is_a_cli_error)
+{
+    const char *argv[] = {"run", "--profile", NULL};
+    struct jt_run r;
+    jtt_run(NULL, argv, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "expected a program file"), "%s", r.err);
+    jtt_run_free(&r);
+    const char *argv2[] = {"walk", NULL};
+    jtt_run(NULL, argv2, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "unknown command"), "%s", r.err);
+    jtt_run_free(&r);
+}
+
+Test(cli, agent_mode_reports_a_cli_error_in_the_envelope)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/runtime/fixtures/hello.jett", jtt_source_root());
+    const char *argv[] = {"run", path, "--agent", "--profile-rate", "5000", "--profile", NULL};
+    struct jt_run r;
+    jtt_run(NULL, argv, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.err, "");
+    int ok;
+    char *json = jtt_toon_decode(r.out, r.out_len, &ok);
+    cr_assert(ok, "not TOON: %s", r.out);
+    cr_expect(strstr(json, "\"status\":\"error\",\"termination\":\"not_started\",\"exit_code\":2,"
+                           "\"stdout\":\"\",\"stderr\":\"\""), "%s", json);
+    cr_expect(strstr(json, "\"error_kind\":\"cli_error\""), "%s", json);
+    cr_expect(strstr(json, "from 1 to 1000 (hertz), got '5000'"), "%s", json);
+    cr_expect_null(strstr(json, "\"profile\""), "%s", json);
+    free(json);
+    jtt_run_free(&r);
+}
