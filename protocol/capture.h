@@ -1,17 +1,23 @@
 /* Capture files: the record stream a daemon consumed for one run, kept for offline replay.
  *
  * Layout (little-endian):
- *   file header  { magic "JPCAPT\r\n", u16 format version, u16 header size, u32 meta_len,
- *                  u32 crc32c of meta } then meta_len bytes of msgpack run metadata (a map:
- *                  "format", "mode", "pid", "started_unix_s"? ... never paths or user values);
- *   blocks       { u32 magic "JPBK", u32 payload_len, u32 record_count, u32 crc32c(payload) }
- *                  then payload_len bytes of whole records (never split across blocks, PAD
- *                  records dropped) exactly as consumed;
- *   the last block ends with the JP_REC_RUN_STOP record, whose record_count matches.
+ *   file header  { magic "JPCAPT\r\n", u16 format version, u16 header size (20), u32 meta_len,
+ *                  u32 crc32c of meta } then meta_len (1..JP_CAPTURE_MAX_META) bytes of
+ *                  msgpack run metadata: exactly the map {"format": JP_CAPTURE_VERSION,
+ *                  "mode": JP_MODE_*, "pid": u32, "run_id": u64} -- never paths or user values;
+ *   blocks       { u32 magic "JPBK", u32 payload_len (1..JP_CAPTURE_MAX_BLOCK), u32
+ *                  record_count, u32 crc32c } then payload_len bytes of whole records (never
+ *                  split across blocks, PAD records dropped) exactly as consumed. The crc32c
+ *                  covers the block header's first three fields and then the payload, so a
+ *                  damaged length or count is caught like damaged records;
+ *   the first record is JP_REC_RUN_START; the last block ends with the JP_REC_RUN_STOP record,
+ *   whose record_count matches (records.h: every record before it except PAD and EXCERPT);
+ *   nothing follows it.
  *
  * The reader streams: it never allocates from a length read from the file beyond a fixed
- * bound, recovers every complete block before damage, and reports the byte offset where
- * trouble starts.
+ * bound (a block buffer grows only as bytes actually arrive, up to JP_CAPTURE_MAX_BLOCK),
+ * verifies a whole block before handing out any of its records, recovers every complete block
+ * before damage, and reports the byte offset where trouble starts.
  */
 #ifndef JETTPROF_PROTOCOL_CAPTURE_H
 #define JETTPROF_PROTOCOL_CAPTURE_H
@@ -24,6 +30,13 @@
 #define JP_CAPTURE_VERSION 1u
 #define JP_CAPTURE_MAX_BLOCK (1u << 20)
 #define JP_CAPTURE_MAX_META (1u << 16)
+#define JP_CAPTURE_HEADER_SIZE 20u
+#define JP_CAPTURE_BLOCK_HEADER_SIZE 16u
+#define JP_CAPTURE_BLOCK_TARGET (64u * 1024u) /* the writer ends a block near this size */
+
+/* CRC-32C (Castagnoli, reflected 0x82F63B78). Start with crc 0; chain by passing the previous
+ * result. jp_crc32c(0, "123456789", 9) == 0xE3069283. */
+uint32_t jp_crc32c(uint32_t crc, const void *p, size_t n);
 
 /* Integrity verdicts, one list: X(NAME, "word") */
 #define JP_CAPTURE_INTEGRITY(X)                                                                   \
@@ -47,30 +60,44 @@ struct jp_capture_meta {
 };
 
 struct jp_capture_writer; /* opaque */
-/* Starts a capture on an fd opened by someone else (the client, or the daemon's capture dir).
- * Does not take ownership of fd. */
+/* Starts a capture on an fd opened by someone else (the client, or the daemon's capture dir)
+ * and writes the file header at the fd's current position (normally 0). Does not take
+ * ownership of fd. -EINVAL for a mode that is not JP_MODE_*. */
 int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
                           struct jp_capture_writer **out);
-/* Appends one validated record; buffered into blocks. */
+/* Appends one record (it must pass jp_rec_validate with len == its size: else -EINVAL);
+ * buffered into blocks of about JP_CAPTURE_BLOCK_TARGET bytes. PAD records are dropped (0).
+ * A RUN_STOP record ends the capture: its block is written at once and any later write is
+ * -EINVAL. After a write error (-errno) the writer refuses everything with that error. */
 int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len);
-/* Flushes the current block; a capture ended without a RUN_STOP reads as missing_stop_event. */
+/* Writes the current block out (if any); a capture ended without a RUN_STOP reads as
+ * missing_stop_event. Writes retry on EINTR and partial writes. */
 int jp_capture_flush(struct jp_capture_writer *w);
 void jp_capture_writer_free(struct jp_capture_writer *w); /* flushes */
 
 struct jp_capture_reader; /* opaque */
-/* Opens from a path (-ENOENT => integrity MISSING) or an fd. */
+/* Opens from a path or an fd (open_fd does not take ownership of fd; it reads from the fd's
+ * current position). -ENOENT from jp_capture_open means integrity MISSING ("capture_missing");
+ * other -errno are I/O errors. Any file that could be opened gives a reader, even if its
+ * header is damaged: the verdict then says why. */
 int jp_capture_open(const char *path, struct jp_capture_reader **out);
 int jp_capture_open_fd(int fd, struct jp_capture_reader **out);
-/* Header metadata (valid after a successful open). */
+/* Header metadata, or NULL when the header or metadata was unreadable (verdict INVALID or, for
+ * a file cut inside its header, INVALID "truncated header"). */
 const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r);
-/* Next record: 1 with *rec/*len pointing into an internal buffer (valid until the next call),
- * 0 at the end of the readable stream (then ask for the verdict), -errno on I/O error. Records
- * come out structurally validated (jp_rec_validate). */
+/* Next record: 1 with *rec and *len pointing into an internal 8-byte aligned buffer (valid until
+ * the next call), 0 at the end of the readable stream (then ask for the verdict), -errno on
+ * I/O error. Records come out structurally validated (jp_rec_validate), from verified blocks
+ * only. */
 int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len);
 /* The verdict once next() returned 0: integrity, a stable reason for INVALID/MISSING_STOP_EVENT
  * ("bad magic", "unsupported version", "block checksum mismatch", "record out of bounds",
  * "truncated block", "stop record count mismatch", ...), and the byte offset where trouble
- * starts (file size when complete). */
+ * starts (file size when complete). *reason is NULL when complete. The offset is the start of
+ * the damaged unit: 0 for the file header, the metadata's start for metadata, the block's start
+ * for a damaged or truncated block, the record's own offset for a bad record in a block whose
+ * checksum holds, the end of the last good block for a clean end without a stop record.
+ * Before next() returned 0 the verdict is JP_CAPI_NONE. */
 uint32_t jp_capture_verdict(const struct jp_capture_reader *r, const char **reason,
                             uint64_t *offset);
 void jp_capture_close(struct jp_capture_reader *r);

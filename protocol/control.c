@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "mpcheck.h"
 #include "records.h"
 #include "ring.h"
 
@@ -426,82 +427,6 @@ int jp_ctl_decoder_feed(struct jp_ctl_decoder *d, const uint8_t *bytes, size_t l
     return 0;
 }
 
-/* Walks one msgpack value without building it: every container count and string length must
- * fit in the bytes left, and the whole frame holds at most JP_CTL_MAX_ELEMENTS values, so what
- * msgpack-c then allocates is bounded by the frame itself. */
-static const char *prescan(const uint8_t *p, size_t len)
-{
-    size_t i = 0;
-    uint64_t pending = 1, total = 1;
-    while (pending) {
-        if (i >= len)
-            return "truncated message";
-        pending--;
-        uint8_t c = p[i++];
-        uint64_t skip = 0, members = 0;
-        size_t lenbytes = 0;
-        int is_map = 0;
-        if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
-        } else if (c >= 0x80 && c <= 0x8f) {
-            members = c & 0x0f;
-            is_map = 1;
-        } else if (c >= 0x90 && c <= 0x9f) {
-            members = c & 0x0f;
-        } else if (c >= 0xa0 && c <= 0xbf) {
-            skip = c & 0x1f;
-        } else {
-            switch (c) {
-            case 0xcc: case 0xd0: skip = 1; break;
-            case 0xcd: case 0xd1: skip = 2; break;
-            case 0xce: case 0xd2: case 0xca: skip = 4; break;
-            case 0xcf: case 0xd3: case 0xcb: skip = 8; break;
-            case 0xd4: skip = 2; break;
-            case 0xd5: skip = 3; break;
-            case 0xd6: skip = 5; break;
-            case 0xd7: skip = 9; break;
-            case 0xd8: skip = 17; break;
-            case 0xc4: case 0xd9: lenbytes = 1; break;
-            case 0xc5: case 0xda: lenbytes = 2; break;
-            case 0xc6: case 0xdb: lenbytes = 4; break;
-            case 0xc7: lenbytes = 1; skip = 1; break; /* ext: length then type byte */
-            case 0xc8: lenbytes = 2; skip = 1; break;
-            case 0xc9: lenbytes = 4; skip = 1; break;
-            case 0xdc: lenbytes = 2; members = UINT64_MAX; break;
-            case 0xdd: lenbytes = 4; members = UINT64_MAX; break;
-            case 0xde: lenbytes = 2; members = UINT64_MAX; is_map = 1; break;
-            case 0xdf: lenbytes = 4; members = UINT64_MAX; is_map = 1; break;
-            default: return "invalid msgpack byte";
-            }
-        }
-        if (lenbytes) {
-            if (len - i < lenbytes)
-                return "truncated message";
-            uint64_t n = 0;
-            for (size_t k = 0; k < lenbytes; k++)
-                n = n << 8 | p[i + k];
-            i += lenbytes;
-            if (members == UINT64_MAX)
-                members = n;
-            else
-                skip += n;
-        }
-        if (len - i < skip)
-            return "truncated message";
-        i += (size_t)skip;
-        if (is_map)
-            members *= 2;
-        total += members;
-        pending += members;
-        if (pending > len - i) /* each pending value needs at least one byte */
-            return "truncated message";
-        if (total > JP_CTL_MAX_ELEMENTS)
-            return "too many values in one message";
-    }
-    if (i != len)
-        return "trailing bytes after message";
-    return NULL;
-}
-
 static int key_is(const msgpack_object *k, const char *name)
 {
     size_t n = strlen(name);
@@ -692,7 +617,7 @@ int jp_ctl_decoder_next(struct jp_ctl_decoder *d, struct jp_ctl_msg *m, const ch
     if (d->off == d->len)
         d->off = d->len = 0;
 
-    const char *bad = n ? prescan(d->frame, n) : "empty frame";
+    const char *bad = n ? jp__mp_check(d->frame, n, JP_CTL_MAX_ELEMENTS) : "empty frame";
     if (!bad) {
         msgpack_unpacked_init(&d->up);
         d->up_live = 1;

@@ -1,0 +1,567 @@
+/* Capture files: a block writer and a streaming, distrustful reader (layout in capture.h). */
+#include "capture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mpcheck.h"
+
+static const uint8_t file_magic[8] = {'J', 'P', 'C', 'A', 'P', 'T', '\r', '\n'};
+static const uint8_t block_magic[4] = {'J', 'P', 'B', 'K'};
+
+static const char *const integrity_names[] = {
+    [JP_CAPI_NONE] = NULL,
+#define JP_X(n, s) [JP_CAPI_##n] = s,
+    JP_CAPTURE_INTEGRITY(JP_X)
+#undef JP_X
+};
+
+const char *jp_capture_integrity_name(uint32_t v)
+{
+    return v < sizeof integrity_names / sizeof integrity_names[0] ? integrity_names[v] : NULL;
+}
+
+/* ---- crc32c ---------------------------------------------------------------------------- */
+
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = c & 1u ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t jp_crc32c(uint32_t crc, const void *p, size_t n)
+{
+    pthread_once(&crc_once, crc_init);
+    const uint8_t *b = p;
+    crc = ~crc;
+    while (n--)
+        crc = crc_table[(crc ^ *b++) & 0xffu] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- little-endian fields -------------------------------------------------------------- */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ---- I/O ------------------------------------------------------------------------------- */
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                struct pollfd pf = {fd, POLLOUT, 0};
+                if (poll(&pf, 1, -1) < 0 && errno != EINTR)
+                    return -errno;
+                continue;
+            }
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Reads up to n bytes, stopping early only at end of file. Returns the count or -errno. */
+static ssize_t read_full(int fd, uint8_t *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+/* ---- writer ---------------------------------------------------------------------------- */
+
+struct jp_capture_writer {
+    int fd;
+    int err;     /* first write error, sticky */
+    int stopped; /* RUN_STOP written */
+    uint32_t used, count;
+    uint8_t *buf; /* block header space, then the payload */
+};
+
+static int encode_meta(const struct jp_capture_meta *m, msgpack_sbuffer *sb)
+{
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+    static const char *const k[4] = {"format", "mode", "pid", "run_id"};
+    int bad = msgpack_pack_map(&pk, 4) < 0;
+    for (int i = 0; i < 4 && !bad; i++) {
+        bad = msgpack_pack_str(&pk, strlen(k[i])) < 0 ||
+              msgpack_pack_str_body(&pk, k[i], strlen(k[i])) < 0;
+        if (bad)
+            break;
+        switch (i) {
+        case 0: bad = msgpack_pack_uint32(&pk, JP_CAPTURE_VERSION) < 0; break;
+        case 1: bad = msgpack_pack_uint32(&pk, m->mode) < 0; break;
+        case 2: bad = msgpack_pack_uint32(&pk, m->pid) < 0; break;
+        default: bad = msgpack_pack_uint64(&pk, m->run_id) < 0; break;
+        }
+    }
+    return bad ? -ENOMEM : 0;
+}
+
+int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
+                          struct jp_capture_writer **out)
+{
+    if (fd < 0 || !meta || !out || !jp_mode_name(meta->mode))
+        return -EINVAL;
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    int r = encode_meta(meta, &sb);
+    if (r < 0) {
+        msgpack_sbuffer_destroy(&sb);
+        return r;
+    }
+    uint8_t hdr[JP_CAPTURE_HEADER_SIZE];
+    memcpy(hdr, file_magic, 8);
+    put16(hdr + 8, JP_CAPTURE_VERSION);
+    put16(hdr + 10, JP_CAPTURE_HEADER_SIZE);
+    put32(hdr + 12, (uint32_t)sb.size);
+    put32(hdr + 16, jp_crc32c(0, sb.data, sb.size));
+    struct jp_capture_writer *w = calloc(1, sizeof *w);
+    uint8_t *buf = malloc(JP_CAPTURE_BLOCK_HEADER_SIZE + JP_CAPTURE_BLOCK_TARGET + JP_REC_MAX_SIZE);
+    if (!w || !buf) {
+        free(w);
+        free(buf);
+        msgpack_sbuffer_destroy(&sb);
+        return -ENOMEM;
+    }
+    r = write_all(fd, hdr, sizeof hdr);
+    if (r == 0)
+        r = write_all(fd, (const uint8_t *)sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    if (r < 0) {
+        free(w);
+        free(buf);
+        return r;
+    }
+    w->fd = fd;
+    w->buf = buf;
+    *out = w;
+    return 0;
+}
+
+int jp_capture_flush(struct jp_capture_writer *w)
+{
+    if (!w)
+        return -EINVAL;
+    if (w->err)
+        return w->err;
+    if (w->used == 0)
+        return 0;
+    memcpy(w->buf, block_magic, 4);
+    put32(w->buf + 4, w->used);
+    put32(w->buf + 8, w->count);
+    uint32_t crc = jp_crc32c(0, w->buf, 12);
+    put32(w->buf + 12, jp_crc32c(crc, w->buf + JP_CAPTURE_BLOCK_HEADER_SIZE, w->used));
+    int r = write_all(w->fd, w->buf, JP_CAPTURE_BLOCK_HEADER_SIZE + (size_t)w->used);
+    if (r < 0) {
+        w->err = r;
+        return r;
+    }
+    w->used = w->count = 0;
+    return 0;
+}
+
+int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len)
+{
+    if (!w || !rec)
+        return -EINVAL;
+    if (w->err)
+        return w->err;
+    struct jp_rec_hdr h;
+    if (len < sizeof h || jp_rec_validate(rec, len, NULL) < 0)
+        return -EINVAL;
+    memcpy(&h, rec, sizeof h);
+    if (h.size != len || w->stopped)
+        return -EINVAL;
+    if (h.type == JP_REC_PAD)
+        return 0;
+    if (w->used && w->used + len > JP_CAPTURE_BLOCK_TARGET) {
+        int r = jp_capture_flush(w);
+        if (r < 0)
+            return r;
+    }
+    memcpy(w->buf + JP_CAPTURE_BLOCK_HEADER_SIZE + w->used, rec, len);
+    w->used += len;
+    w->count++;
+    if (h.type == JP_REC_RUN_STOP) {
+        w->stopped = 1;
+        return jp_capture_flush(w);
+    }
+    return 0;
+}
+
+void jp_capture_writer_free(struct jp_capture_writer *w)
+{
+    if (!w)
+        return;
+    jp_capture_flush(w);
+    free(w->buf);
+    free(w);
+}
+
+/* ---- reader ---------------------------------------------------------------------------- */
+
+struct jp_capture_reader {
+    int fd, own_fd;
+    int meta_ok;
+    struct jp_capture_meta meta;
+    uint64_t pos;      /* offset of the next unread byte, from where reading started */
+    uint8_t *blk;      /* payload of the current, verified block */
+    size_t blk_cap;
+    uint32_t emit_pos, emit_left;
+    uint64_t counted;  /* records so far that RUN_STOP.record_count counts */
+    uint64_t records;  /* all records so far */
+    int stop_seen;
+    int done;
+    int pending_verdict; /* the header was bad: next() ends at once */
+    uint32_t verdict;
+    const char *reason;
+    uint64_t offset;
+    _Alignas(8) uint8_t rec[JP_REC_MAX_SIZE];
+};
+
+static int finish(struct jp_capture_reader *r, uint32_t v, const char *why, uint64_t off)
+{
+    r->verdict = v;
+    r->reason = why;
+    r->offset = off;
+    r->done = 1;
+    return 0;
+}
+
+static const char *decode_meta(const uint8_t *p, uint32_t len, struct jp_capture_meta *m)
+{
+    if (jp__mp_check(p, len, 64))
+        return "bad metadata";
+    msgpack_unpacked up;
+    msgpack_unpacked_init(&up);
+    size_t used = 0;
+    const char *bad = NULL;
+    if (msgpack_unpack_next(&up, (const char *)p, len, &used) != MSGPACK_UNPACK_SUCCESS ||
+        used != len || up.data.type != MSGPACK_OBJECT_MAP || up.data.via.map.size != 4) {
+        bad = "bad metadata";
+    } else {
+        static const char *const k[4] = {"format", "mode", "pid", "run_id"};
+        uint64_t v[4];
+        unsigned seen = 0;
+        for (uint32_t i = 0; i < 4 && !bad; i++) {
+            const msgpack_object_kv *kv = &up.data.via.map.ptr[i];
+            if (kv->key.type != MSGPACK_OBJECT_STR ||
+                kv->val.type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+                bad = "bad metadata";
+                break;
+            }
+            unsigned j = 0;
+            while (j < 4 && !(kv->key.via.str.size == strlen(k[j]) &&
+                              memcmp(kv->key.via.str.ptr, k[j], strlen(k[j])) == 0))
+                j++;
+            if (j == 4 || (seen & (1u << j)))
+                bad = "bad metadata";
+            else {
+                seen |= 1u << j;
+                v[j] = kv->val.via.u64;
+            }
+        }
+        if (!bad && v[0] != JP_CAPTURE_VERSION)
+            bad = "unsupported metadata format";
+        else if (!bad && (v[1] > UINT32_MAX || !jp_mode_name((uint32_t)v[1]) || v[2] > UINT32_MAX))
+            bad = "bad metadata";
+        else if (!bad) {
+            m->mode = (uint32_t)v[1];
+            m->pid = (uint32_t)v[2];
+            m->run_id = v[3];
+        }
+    }
+    msgpack_unpacked_destroy(&up);
+    return bad;
+}
+
+/* Reads and checks the file header and metadata; a problem becomes the pending verdict. */
+static int read_header(struct jp_capture_reader *r)
+{
+    uint8_t h[JP_CAPTURE_HEADER_SIZE];
+    ssize_t got = read_full(r->fd, h, sizeof h);
+    if (got < 0)
+        return (int)got;
+    r->pending_verdict = 1;
+    if (got >= 8 && memcmp(h, file_magic, 8) != 0)
+        return finish(r, JP_CAPI_INVALID, "bad magic", 0);
+    if (got < (ssize_t)sizeof h)
+        return finish(r, JP_CAPI_INVALID, "truncated header", 0);
+    if (get16(h + 8) != JP_CAPTURE_VERSION)
+        return finish(r, JP_CAPI_INVALID, "unsupported version", 8);
+    if (get16(h + 10) != JP_CAPTURE_HEADER_SIZE)
+        return finish(r, JP_CAPI_INVALID, "bad header size", 10);
+    uint32_t mlen = get32(h + 12);
+    if (mlen == 0 || mlen > JP_CAPTURE_MAX_META)
+        return finish(r, JP_CAPI_INVALID, "bad metadata length", 12);
+    uint8_t *meta = malloc(mlen); /* bounded by JP_CAPTURE_MAX_META */
+    if (!meta)
+        return -ENOMEM;
+    got = read_full(r->fd, meta, mlen);
+    if (got < 0) {
+        free(meta);
+        return (int)got;
+    }
+    const char *bad = NULL;
+    if ((size_t)got < mlen)
+        bad = "truncated metadata";
+    else if (jp_crc32c(0, meta, mlen) != get32(h + 16))
+        bad = "metadata checksum mismatch";
+    else
+        bad = decode_meta(meta, mlen, &r->meta);
+    free(meta);
+    if (bad)
+        return finish(r, JP_CAPI_INVALID, bad, JP_CAPTURE_HEADER_SIZE);
+    r->meta_ok = 1;
+    r->pending_verdict = 0;
+    r->done = 0;
+    r->pos = JP_CAPTURE_HEADER_SIZE + (uint64_t)mlen;
+    return 0;
+}
+
+int jp_capture_open_fd(int fd, struct jp_capture_reader **out)
+{
+    if (fd < 0 || !out)
+        return -EINVAL;
+    struct jp_capture_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->fd = fd;
+    int e = read_header(r);
+    if (e < 0) {
+        free(r);
+        return e;
+    }
+    r->done = 0; /* the verdict shows only once next() has returned 0 */
+    *out = r;
+    return 0;
+}
+
+int jp_capture_open(const char *path, struct jp_capture_reader **out)
+{
+    if (!path || !out)
+        return -EINVAL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int e = jp_capture_open_fd(fd, out);
+    if (e < 0) {
+        close(fd);
+        return e;
+    }
+    (*out)->own_fd = 1;
+    return 0;
+}
+
+const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r)
+{
+    return r && r->meta_ok ? &r->meta : NULL;
+}
+
+static int grow(struct jp_capture_reader *r, size_t need)
+{
+    if (need <= r->blk_cap)
+        return 0;
+    size_t n = r->blk_cap ? r->blk_cap : 65536;
+    while (n < need)
+        n *= 2;
+    if (n > JP_CAPTURE_MAX_BLOCK)
+        n = JP_CAPTURE_MAX_BLOCK;
+    uint8_t *p = realloc(r->blk, n);
+    if (!p)
+        return -ENOMEM;
+    r->blk = p;
+    r->blk_cap = n;
+    return 0;
+}
+
+/* Reads, checks and verifies the next block. 1: its records are ready; 0: the stream ended
+ * (verdict set); -errno. */
+static int load_block(struct jp_capture_reader *r)
+{
+    uint64_t at = r->pos;
+    uint8_t h[JP_CAPTURE_BLOCK_HEADER_SIZE];
+    ssize_t got = read_full(r->fd, h, sizeof h);
+    if (got < 0)
+        return (int)got;
+    if (got == 0)
+        return finish(r, JP_CAPI_MISSING_STOP_EVENT, "missing stop record", at);
+    if (got < (ssize_t)sizeof h)
+        return finish(r, JP_CAPI_MISSING_STOP_EVENT, "truncated block", at);
+    if (memcmp(h, block_magic, 4) != 0)
+        return finish(r, JP_CAPI_INVALID, "bad block magic", at);
+    uint32_t plen = get32(h + 4), count = get32(h + 8);
+    if (plen == 0)
+        return finish(r, JP_CAPI_INVALID, "empty block", at);
+    if (plen > JP_CAPTURE_MAX_BLOCK)
+        return finish(r, JP_CAPI_INVALID, "block larger than the maximum", at);
+    /* Grow only as bytes arrive: a cut file claiming a large block allocates what it has. */
+    size_t have = 0;
+    while (have < plen) {
+        size_t chunk = plen - have < 65536 ? plen - have : 65536;
+        int e = grow(r, have + chunk);
+        if (e < 0)
+            return e;
+        got = read_full(r->fd, r->blk + have, chunk);
+        if (got < 0)
+            return (int)got;
+        have += (size_t)got;
+        if ((size_t)got < chunk)
+            break;
+    }
+    if (have < plen)
+        return finish(r, JP_CAPI_MISSING_STOP_EVENT, "truncated block", at);
+    if (jp_crc32c(jp_crc32c(0, h, 12), r->blk, plen) != get32(h + 12))
+        return finish(r, JP_CAPI_INVALID, "block checksum mismatch", at);
+
+    /* Verify every record before handing out any. */
+    uint64_t counted = r->counted, records = r->records;
+    uint32_t n = 0, off = 0;
+    int stop = 0;
+    while (off < plen) {
+        uint64_t rec_at = at + JP_CAPTURE_BLOCK_HEADER_SIZE + off;
+        uint32_t left = plen - off;
+        struct jp_rec_hdr rh;
+        if (left < sizeof rh)
+            return finish(r, JP_CAPI_INVALID, "record out of bounds", rec_at);
+        memcpy(&rh, r->blk + off, sizeof rh);
+        if (rh.size > left)
+            return finish(r, JP_CAPI_INVALID, "record out of bounds", rec_at);
+        const char *why;
+        if (jp_rec_validate(r->blk + off, left, &why) < 0)
+            return finish(r, JP_CAPI_INVALID, why, rec_at);
+        if (stop)
+            return finish(r, JP_CAPI_INVALID, "records after the stop record", rec_at);
+        if (rh.type == JP_REC_PAD)
+            return finish(r, JP_CAPI_INVALID, "pad record in capture", rec_at);
+        if (records == 0 && rh.type != JP_REC_RUN_START)
+            return finish(r, JP_CAPI_INVALID, "first record is not run_start", rec_at);
+        if (records > 0 && rh.type == JP_REC_RUN_START)
+            return finish(r, JP_CAPI_INVALID, "run_start after the first record", rec_at);
+        if (rh.type == JP_REC_RUN_STOP) {
+            struct jp_rec_run_stop st;
+            memcpy(&st, r->blk + off, sizeof st);
+            if (st.record_count != counted)
+                return finish(r, JP_CAPI_INVALID, "stop record count mismatch", rec_at);
+            stop = 1;
+        } else if (rh.type != JP_REC_EXCERPT) {
+            counted++;
+        }
+        records++;
+        n++;
+        off += rh.size;
+    }
+    if (n != count)
+        return finish(r, JP_CAPI_INVALID, "block record count mismatch", at);
+    r->counted = counted;
+    r->records = records;
+    r->stop_seen = stop;
+    r->emit_pos = 0;
+    r->emit_left = n;
+    r->pos = at + JP_CAPTURE_BLOCK_HEADER_SIZE + plen;
+    return 1;
+}
+
+int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len)
+{
+    if (!r || !rec || !len)
+        return -EINVAL;
+    for (;;) {
+        if (r->done || r->pending_verdict) {
+            r->done = 1;
+            return 0;
+        }
+        if (r->emit_left) {
+            struct jp_rec_hdr h;
+            memcpy(&h, r->blk + r->emit_pos, sizeof h);
+            memcpy(r->rec, r->blk + r->emit_pos, h.size);
+            r->emit_pos += h.size;
+            r->emit_left--;
+            *rec = r->rec;
+            *len = h.size;
+            return 1;
+        }
+        if (r->stop_seen) {
+            uint8_t extra;
+            ssize_t got = read_full(r->fd, &extra, 1);
+            if (got < 0)
+                return (int)got;
+            if (got)
+                finish(r, JP_CAPI_INVALID, "data after the stop record", r->pos);
+            else
+                finish(r, JP_CAPI_COMPLETE, NULL, r->pos);
+            return 0;
+        }
+        int e = load_block(r);
+        if (e < 0)
+            return e;
+    }
+}
+
+uint32_t jp_capture_verdict(const struct jp_capture_reader *r, const char **reason,
+                            uint64_t *offset)
+{
+    int shown = r && r->done;
+    if (reason)
+        *reason = shown ? r->reason : NULL;
+    if (offset)
+        *offset = shown ? r->offset : 0;
+    return shown ? r->verdict : JP_CAPI_NONE;
+}
+
+void jp_capture_close(struct jp_capture_reader *r)
+{
+    if (!r)
+        return;
+    if (r->own_fd)
+        close(r->fd);
+    free(r->blk);
+    free(r);
+}

@@ -1,0 +1,604 @@
+/* Capture files: write then read back; every truncation and every flipped byte gets the right
+ * verdict without a crash, with every complete block before the damage recovered. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "records.h"
+
+/* ---- fixture: a small capture with several blocks -------------------------------------- */
+
+#define MAX_RECS 64
+struct fixture {
+    uint8_t recs[MAX_RECS][JP_REC_MAX_SIZE];
+    uint32_t lens[MAX_RECS];
+    unsigned nrecs;
+    uint64_t bounds[MAX_RECS]; /* file offset after the header, then after each block */
+    unsigned nbounds;
+    unsigned recs_before[MAX_RECS]; /* records in the blocks before bound i */
+    uint8_t *file;
+    size_t size;
+};
+
+static int mem_fd(const void *data, size_t len)
+{
+    int fd = memfd_create("capture", MFD_CLOEXEC);
+    cr_assert_geq(fd, 0, "memfd");
+    cr_assert_eq(write(fd, data, len), (ssize_t)len, "write");
+    cr_assert_eq(lseek(fd, 0, SEEK_SET), 0, "rewind");
+    return fd;
+}
+
+static void add(struct fixture *f, const void *rec, uint32_t len)
+{
+    cr_assert_lt(f->nrecs, MAX_RECS, "fixture size");
+    memcpy(f->recs[f->nrecs], rec, len);
+    f->lens[f->nrecs++] = len;
+}
+
+static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_delta)
+{
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_CPU;
+    rs.rate_hz = 1000;
+    add(f, &rs, sizeof rs);
+
+    uint8_t buf[64];
+    struct jp_rec_source_def sd = {{JP_REC_SOURCE_DEF, 12 + 9}, 1, JP_ORIGIN_PROJECT, 0, 9};
+    memcpy(buf, &sd, sizeof sd);
+    memcpy(buf + 12, "main.jett", 9);
+    add(f, buf, 21);
+
+    struct jp_rec_frame_def fd;
+    memset(&fd, 0, sizeof fd);
+    fd.h = (struct jp_rec_hdr){JP_REC_FRAME_DEF, 36 + 6 + 4};
+    fd.frame_id = 1;
+    fd.source_id = 1;
+    fd.ns_len = 6;
+    fd.fn_len = 4;
+    memcpy(buf, &fd, sizeof fd);
+    memcpy(buf + 36, "<root>main", 10);
+    add(f, buf, 46);
+
+    struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
+    add(f, &nd, 16);
+    for (uint64_t i = 0; i < 24; i++) {
+        struct jp_rec_cpu_sample s;
+        memset(&s, 0, sizeof s);
+        s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, sizeof s};
+        s.state = i % 5 ? JP_STATE_JETT : JP_STATE_RUNTIME;
+        s.node = 1;
+        s.flags = JP_SAMPLE_HAS_STMT;
+        s.stmt_line = (uint32_t)i + 1;
+        s.stmt_col = 1;
+        s.requested_tick = i;
+        add(f, &s, sizeof s);
+    }
+    struct jp_rec_excerpt ex = {{JP_REC_EXCERPT, 20 + 5}, 1, 3, 1, 0, 0, 5};
+    memcpy(buf, &ex, sizeof ex);
+    memcpy(buf + 20, "x = 1", 5);
+    add(f, buf, 25);
+    if (with_stop) {
+        struct jp_rec_run_stop st;
+        memset(&st, 0, sizeof st);
+        st.h = (struct jp_rec_hdr){JP_REC_RUN_STOP, sizeof st};
+        st.termination = JP_TERM_RETURNED;
+        st.wall_ns = 123456789;
+        st.process_cpu_ns = JP_NS_UNAVAILABLE;
+        st.record_count = f->nrecs - 1 + stop_count_delta; /* all but the excerpt */
+        add(f, &st, sizeof st);
+    }
+}
+
+/* Writes the fixture's records, ending a block every `per_block` records. */
+static void write_fixture(struct fixture *f, unsigned per_block)
+{
+    int fd = memfd_create("capture", MFD_CLOEXEC);
+    cr_assert_geq(fd, 0, "memfd");
+    struct jp_capture_meta meta = {JP_MODE_CPU, 4242, 77};
+    struct jp_capture_writer *w;
+    cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
+    f->nbounds = 0;
+    f->bounds[f->nbounds] = (uint64_t)lseek(fd, 0, SEEK_CUR);
+    f->recs_before[f->nbounds++] = 0;
+    for (unsigned i = 0; i < f->nrecs; i++) {
+        cr_assert_eq(jp_capture_write(w, f->recs[i], f->lens[i]), 0, "write record %u", i);
+        struct jp_rec_hdr h;
+        memcpy(&h, f->recs[i], sizeof h);
+        if ((i + 1) % per_block == 0 || h.type == JP_REC_RUN_STOP) {
+            cr_assert_eq(jp_capture_flush(w), 0, "flush");
+            f->bounds[f->nbounds] = (uint64_t)lseek(fd, 0, SEEK_CUR);
+            f->recs_before[f->nbounds++] = i + 1;
+        }
+    }
+    jp_capture_writer_free(w);
+    off_t end = lseek(fd, 0, SEEK_END);
+    if ((uint64_t)end != f->bounds[f->nbounds - 1]) {
+        f->bounds[f->nbounds] = (uint64_t)end;
+        f->recs_before[f->nbounds++] = f->nrecs;
+    }
+    f->size = (size_t)end;
+    f->file = malloc(f->size);
+    cr_assert_eq(pread(fd, f->file, f->size, 0), (ssize_t)f->size, "read back");
+    close(fd);
+}
+
+struct outcome {
+    unsigned records; /* records read that matched the fixture, in order */
+    int mismatch;     /* a record came out that is not the fixture's next one */
+    uint32_t verdict;
+    const char *reason;
+    uint64_t offset;
+    int has_meta;
+};
+
+static struct outcome read_bytes(const struct fixture *f, const uint8_t *data, size_t len)
+{
+    struct outcome o = {0};
+    int fd = mem_fd(data, len);
+    struct jp_capture_reader *r;
+    cr_assert_eq(jp_capture_open_fd(fd, &r), 0, "open");
+    o.has_meta = jp_capture_meta(r) != NULL;
+    cr_assert_eq(jp_capture_verdict(r, NULL, NULL), JP_CAPI_NONE, "no verdict before the end");
+    const void *rec;
+    uint32_t rlen;
+    int k;
+    while ((k = jp_capture_next(r, &rec, &rlen)) == 1) {
+        cr_assert_eq((uintptr_t)rec % 8, 0, "aligned record");
+        cr_assert_eq(jp_rec_validate(rec, rlen, NULL), 0, "records come out valid");
+        if (o.records < f->nrecs && rlen == f->lens[o.records] &&
+            memcmp(rec, f->recs[o.records], rlen) == 0)
+            o.records++;
+        else
+            o.mismatch = 1;
+    }
+    cr_assert_eq(k, 0, "no I/O error");
+    cr_assert_eq(jp_capture_next(r, &rec, &rlen), 0, "end is sticky");
+    o.verdict = jp_capture_verdict(r, &o.reason, &o.offset);
+    jp_capture_close(r);
+    close(fd);
+    return o;
+}
+
+Test(capture, crc32c_known_answer)
+{
+    cr_assert_eq(jp_crc32c(0, "123456789", 9), 0xe3069283u, "check value");
+    cr_assert_eq(jp_crc32c(0, "", 0), 0, "empty");
+    uint32_t c = jp_crc32c(0, "1234", 4);
+    cr_assert_eq(jp_crc32c(c, "56789", 5), 0xe3069283u, "chained");
+}
+
+Test(capture, round_trip_is_complete)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 7);
+    cr_assert_geq(f.nbounds, 5, "several blocks");
+    struct outcome o = read_bytes(&f, f.file, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "complete: %s", o.reason ? o.reason : "");
+    cr_assert_null(o.reason, "no reason");
+    cr_assert_eq(o.offset, f.size, "offset is the file size");
+    cr_assert_eq(o.records, f.nrecs, "every record");
+    cr_assert_not(o.mismatch, "in order, intact");
+    cr_assert_str_eq(jp_capture_integrity_name(o.verdict), "complete", "name");
+
+    int fd = mem_fd(f.file, f.size);
+    struct jp_capture_reader *r;
+    cr_assert_eq(jp_capture_open_fd(fd, &r), 0, "open");
+    const struct jp_capture_meta *m = jp_capture_meta(r);
+    cr_assert_not_null(m, "metadata");
+    cr_assert(m->mode == JP_MODE_CPU && m->pid == 4242 && m->run_id == 77, "metadata values");
+    jp_capture_close(r);
+    close(fd);
+}
+
+Test(capture, one_big_block_by_default)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 1000);
+    cr_assert_eq(f.nbounds, 2, "header, then one block ending with the stop record");
+    struct outcome o = read_bytes(&f, f.file, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "complete");
+}
+
+Test(capture, truncated_at_every_byte_offset)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 5);
+    uint64_t header_end = f.bounds[0];
+    for (size_t cut = 0; cut <= f.size; cut++) {
+        struct outcome o = read_bytes(&f, f.file, cut);
+        cr_assert_not(o.mismatch, "cut %zu: only fixture records, in order", cut);
+        if (cut == f.size) {
+            cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "whole file");
+            continue;
+        }
+        if (cut < header_end) {
+            cr_assert_eq(o.verdict, JP_CAPI_INVALID, "cut %zu in the header", cut);
+            cr_assert_not(o.has_meta, "no metadata");
+            cr_assert_eq(o.records, 0, "nothing read");
+            const char *want = cut < JP_CAPTURE_HEADER_SIZE ? "truncated header"
+                                                            : "truncated metadata";
+            cr_assert_str_eq(o.reason, want, "cut %zu reason", cut);
+            continue;
+        }
+        /* Find the block the cut falls in. */
+        unsigned b = 0;
+        while (b + 1 < f.nbounds && f.bounds[b + 1] <= cut)
+            b++;
+        cr_assert_eq(o.verdict, JP_CAPI_MISSING_STOP_EVENT, "cut %zu: %s %s", cut,
+                     jp_capture_integrity_name(o.verdict), o.reason ? o.reason : "");
+        cr_assert_eq(o.records, f.recs_before[b], "cut %zu: every complete block recovered",
+                     cut);
+        cr_assert_eq(o.offset, f.bounds[b], "cut %zu: trouble starts at the block", cut);
+        cr_assert_str_eq(o.reason, cut == f.bounds[b] ? "missing stop record" : "truncated block",
+                         "cut %zu reason", cut);
+    }
+}
+
+Test(capture, every_byte_flipped)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 5);
+    uint8_t *copy = malloc(f.size);
+    static const uint8_t pats[] = {0x01, 0x80, 0xff};
+    for (size_t pos = 0; pos < f.size; pos++)
+        for (unsigned p = 0; p < 3; p++) {
+            memcpy(copy, f.file, f.size);
+            copy[pos] ^= pats[p];
+            struct outcome o = read_bytes(&f, copy, f.size);
+            cr_assert_not(o.mismatch, "byte %zu ^%02x: no damaged record handed out", pos,
+                          pats[p]);
+            cr_assert_neq(o.verdict, JP_CAPI_COMPLETE, "byte %zu ^%02x noticed", pos, pats[p]);
+            cr_assert_not_null(o.reason, "a reason");
+            if (pos < f.bounds[0]) {
+                cr_assert_eq(o.verdict, JP_CAPI_INVALID, "byte %zu: header damage", pos);
+                cr_assert_leq(o.offset, JP_CAPTURE_HEADER_SIZE, "reported in the header");
+                cr_assert_eq(o.records, 0, "no record from a bad header");
+                continue;
+            }
+            /* Every block that ends before the damaged byte is recovered, and the trouble
+             * is reported at the start of the damaged block. */
+            unsigned b = 0;
+            while (b + 1 < f.nbounds && f.bounds[b + 1] <= pos)
+                b++;
+            cr_assert_eq(o.records, f.recs_before[b], "byte %zu: blocks before it", pos);
+            cr_assert_eq(o.offset, f.bounds[b], "byte %zu: offset of its block", pos);
+            if (o.verdict == JP_CAPI_MISSING_STOP_EVENT)
+                cr_assert_str_eq(o.reason, "truncated block",
+                                 "only a length pointing past the end reads as a cut");
+        }
+    free(copy);
+}
+
+Test(capture, bad_magic_and_version)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 100);
+    uint8_t *copy = malloc(f.size);
+
+    memcpy(copy, f.file, f.size);
+    copy[0] = 'X';
+    struct outcome o = read_bytes(&f, copy, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_INVALID, "bad magic");
+    cr_assert_str_eq(o.reason, "bad magic", "reason");
+    cr_assert_eq(o.offset, 0, "offset");
+
+    memcpy(copy, f.file, f.size);
+    copy[8] = 2;
+    o = read_bytes(&f, copy, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_INVALID, "version 2");
+    cr_assert_str_eq(o.reason, "unsupported version", "reason");
+    cr_assert_eq(o.offset, 8, "offset");
+
+    memcpy(copy, f.file, f.size);
+    copy[10] = 24;
+    o = read_bytes(&f, copy, f.size);
+    cr_assert_str_eq(o.reason, "bad header size", "header size");
+
+    memcpy(copy, f.file, f.size);
+    copy[12] = 0, copy[13] = 0, copy[14] = 0x10, copy[15] = 0; /* 1 MiB of metadata */
+    o = read_bytes(&f, copy, f.size);
+    cr_assert_str_eq(o.reason, "bad metadata length", "metadata length");
+
+    memcpy(copy, f.file, f.size);
+    copy[JP_CAPTURE_HEADER_SIZE + 2] ^= 0x40;
+    o = read_bytes(&f, copy, f.size);
+    cr_assert_str_eq(o.reason, "metadata checksum mismatch", "metadata");
+    cr_assert_eq(o.offset, JP_CAPTURE_HEADER_SIZE, "offset");
+
+    o = read_bytes(&f, (const uint8_t *)"JPCAPX", 6);
+    cr_assert_str_eq(o.reason, "truncated header", "short file, magic unknown yet");
+    o = read_bytes(&f, (const uint8_t *)"NOTACAPTURE", 11);
+    cr_assert_str_eq(o.reason, "bad magic", "short file with wrong magic");
+    free(copy);
+}
+
+/* Rewrites one block of a fixture: new payload and count, fresh checksum. */
+static size_t forge_block(uint8_t *dst, const uint8_t *payload, uint32_t plen, uint32_t count)
+{
+    memcpy(dst, "JPBK", 4);
+    memcpy(dst + 4, &plen, 4);
+    memcpy(dst + 8, &count, 4);
+    uint32_t crc = jp_crc32c(jp_crc32c(0, dst, 12), payload, plen);
+    memcpy(dst + 12, &crc, 4);
+    memcpy(dst + 16, payload, plen);
+    return 16 + (size_t)plen;
+}
+
+static const char *verdict_of_forged(const struct fixture *f, const uint8_t *payload,
+                                     uint32_t plen, uint32_t count, uint32_t *verdict)
+{
+    uint8_t *file = malloc(f->bounds[0] + 16 + plen);
+    memcpy(file, f->file, f->bounds[0]);
+    size_t n = f->bounds[0] + forge_block(file + f->bounds[0], payload, plen, count);
+    struct outcome o = read_bytes(f, file, n);
+    free(file);
+    *verdict = o.verdict;
+    return o.reason;
+}
+
+Test(capture, structural_rules_inside_checksummed_blocks)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 100);
+    uint8_t payload[4096];
+    uint32_t v;
+    size_t n = 0;
+    for (unsigned i = 0; i < f.nrecs; i++) {
+        memcpy(payload + n, f.recs[i], f.lens[i]);
+        n += f.lens[i];
+    }
+    cr_assert_null(verdict_of_forged(&f, payload, (uint32_t)n, f.nrecs, &v), "forgery works");
+    cr_assert_eq(v, JP_CAPI_COMPLETE, "baseline");
+
+    cr_assert_str_eq(verdict_of_forged(&f, payload, (uint32_t)n, f.nrecs + 1, &v),
+                     "block record count mismatch", "count");
+    cr_assert_str_eq(verdict_of_forged(&f, payload, (uint32_t)n - 1, f.nrecs, &v),
+                     "record out of bounds", "last record cut inside its block");
+    cr_assert_str_eq(verdict_of_forged(&f, payload + 64, (uint32_t)n - 64, f.nrecs - 1, &v),
+                     "first record is not run_start", "no run_start");
+
+    uint8_t two[4096]; /* run_start twice */
+    memcpy(two, payload, 64);
+    memcpy(two + 64, payload, n);
+    cr_assert_str_eq(verdict_of_forged(&f, two, (uint32_t)n + 64, f.nrecs + 1, &v),
+                     "run_start after the first record", "second run_start");
+
+    uint8_t pad[4096];
+    memcpy(pad, payload, 64);
+    struct jp_rec_hdr ph = {JP_REC_PAD, 32};
+    memset(pad + 64, 0, 32);
+    memcpy(pad + 64, &ph, 4);
+    memcpy(pad + 96, payload + 64, n - 64);
+    cr_assert_str_eq(verdict_of_forged(&f, pad, (uint32_t)n + 32, f.nrecs + 1, &v),
+                     "pad record in capture", "pad");
+
+    uint8_t after[4096];
+    memcpy(after, payload, n);
+    memcpy(after + n, f.recs[3], 16); /* a node def after the stop */
+    cr_assert_str_eq(verdict_of_forged(&f, after, (uint32_t)n + 16, f.nrecs + 1, &v),
+                     "records after the stop record", "after stop");
+
+    uint8_t badrec[4096];
+    memcpy(badrec, payload, n);
+    badrec[64 + 8] = 7; /* source origin 7 */
+    cr_assert_str_eq(verdict_of_forged(&f, badrec, (uint32_t)n, f.nrecs, &v),
+                     "unknown source origin", "record validation reason");
+    cr_assert_eq(v, JP_CAPI_INVALID, "invalid");
+}
+
+Test(capture, stop_record_count_must_match)
+{
+    static struct fixture f;
+    make_records(&f, 1, 1);
+    write_fixture(&f, 5);
+    struct outcome o = read_bytes(&f, f.file, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_INVALID, "invalid");
+    cr_assert_str_eq(o.reason, "stop record count mismatch", "reason");
+    cr_assert_eq(o.records, f.recs_before[f.nbounds - 2], "blocks before the stop's block");
+}
+
+Test(capture, data_after_the_stop_record)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 5);
+    uint8_t *copy = malloc(f.size + 1);
+    memcpy(copy, f.file, f.size);
+    copy[f.size] = 0;
+    struct outcome o = read_bytes(&f, copy, f.size + 1);
+    cr_assert_eq(o.verdict, JP_CAPI_INVALID, "invalid");
+    cr_assert_str_eq(o.reason, "data after the stop record", "reason");
+    cr_assert_eq(o.offset, f.size, "offset");
+    cr_assert_eq(o.records, f.nrecs, "all records still read");
+    free(copy);
+}
+
+Test(capture, huge_block_lengths_allocate_nothing)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 100);
+    uint8_t file[4096];
+    memcpy(file, f.file, f.bounds[0]);
+    uint8_t *b = file + f.bounds[0];
+    memcpy(b, "JPBK", 4);
+    uint32_t big = UINT32_MAX, count = UINT32_MAX, crc = 0;
+    memcpy(b + 4, &big, 4);
+    memcpy(b + 8, &count, 4);
+    memcpy(b + 12, &crc, 4);
+    struct outcome o = read_bytes(&f, file, f.bounds[0] + 16);
+    cr_assert_str_eq(o.reason, "block larger than the maximum", "4 GiB block");
+    big = JP_CAPTURE_MAX_BLOCK; /* allowed, but the file ends: a cut */
+    memcpy(b + 4, &big, 4);
+    o = read_bytes(&f, file, f.bounds[0] + 16 + 100);
+    cr_assert_eq(o.verdict, JP_CAPI_MISSING_STOP_EVENT, "cut");
+    cr_assert_str_eq(o.reason, "truncated block", "reason");
+    big = 0;
+    memcpy(b + 4, &big, 4);
+    o = read_bytes(&f, file, f.bounds[0] + 16);
+    cr_assert_str_eq(o.reason, "empty block", "empty");
+}
+
+Test(capture, missing_file_and_missing_stop)
+{
+    struct jp_capture_reader *r = NULL;
+    cr_assert_eq(jp_capture_open("/nonexistent/dir/run.jpcap", &r), -ENOENT, "missing");
+    cr_assert_null(r, "no reader");
+    cr_assert_str_eq(jp_capture_integrity_name(JP_CAPI_MISSING), "capture_missing", "name");
+
+    static struct fixture f;
+    make_records(&f, 0, 0);
+    write_fixture(&f, 6);
+    struct outcome o = read_bytes(&f, f.file, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_MISSING_STOP_EVENT, "no stop");
+    cr_assert_str_eq(o.reason, "missing stop record", "reason");
+    cr_assert_eq(o.records, f.nrecs, "everything else read");
+    cr_assert_eq(o.offset, f.size, "at the end");
+}
+
+Test(capture, open_by_path)
+{
+    static struct fixture f;
+    make_records(&f, 1, 0);
+    write_fixture(&f, 9);
+    char path[] = "/tmp/jp-capture-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0, "mkstemp");
+    cr_assert_eq(write(fd, f.file, f.size), (ssize_t)f.size, "write");
+    close(fd);
+    struct jp_capture_reader *r;
+    cr_assert_eq(jp_capture_open(path, &r), 0, "open");
+    unlink(path);
+    const void *rec;
+    uint32_t len;
+    unsigned n = 0;
+    while (jp_capture_next(r, &rec, &len) == 1)
+        n++;
+    cr_assert_eq(n, f.nrecs, "records");
+    cr_assert_eq(jp_capture_verdict(r, NULL, NULL), JP_CAPI_COMPLETE, "complete");
+    jp_capture_close(r);
+}
+
+Test(capture, writer_rules)
+{
+    int fd = memfd_create("capture", MFD_CLOEXEC);
+    struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2};
+    struct jp_capture_writer *w;
+    struct jp_capture_meta bad = {3, 1, 2};
+    cr_assert_eq(jp_capture_writer_new(fd, &bad, &w), -EINVAL, "bad mode");
+    cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
+    struct jp_rec_hdr pad[8] = {{JP_REC_PAD, 32}};
+    cr_assert_eq(jp_capture_write(w, pad, 32), 0, "PAD accepted");
+    struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
+    cr_assert_eq(jp_capture_write(w, &nd, 12), -EINVAL, "len disagrees with size");
+    struct jp_rec_hdr junk = {99, 4};
+    cr_assert_eq(jp_capture_write(w, &junk, 4), -EINVAL, "invalid record");
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_MEMORY;
+    cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "run start");
+    struct jp_rec_run_stop st;
+    memset(&st, 0, sizeof st);
+    st.h = (struct jp_rec_hdr){JP_REC_RUN_STOP, sizeof st};
+    st.termination = JP_TERM_INTERRUPTED;
+    st.record_count = 1; /* the PAD is not counted, and not written */
+    cr_assert_eq(jp_capture_write(w, &st, sizeof st), 0, "stop");
+    cr_assert_eq(jp_capture_write(w, &nd, 16), -EINVAL, "nothing after the stop");
+    jp_capture_writer_free(w);
+    lseek(fd, 0, SEEK_SET);
+    struct jp_capture_reader *r;
+    cr_assert_eq(jp_capture_open_fd(fd, &r), 0, "open");
+    cr_assert_eq(jp_capture_meta(r)->mode, JP_MODE_MEMORY, "meta");
+    const void *rec;
+    uint32_t len;
+    unsigned n = 0;
+    while (jp_capture_next(r, &rec, &len) == 1)
+        n++;
+    const char *why;
+    cr_assert_eq(jp_capture_verdict(r, &why, NULL), JP_CAPI_COMPLETE, "complete: %s",
+                 why ? why : "");
+    cr_assert_eq(n, 2, "PAD dropped");
+    jp_capture_close(r);
+
+    /* A write error is sticky. */
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0, "pipe");
+    close(pfd[0]);
+    signal(SIGPIPE, SIG_IGN);
+    cr_assert_eq(jp_capture_writer_new(pfd[1], &meta, &w), -EPIPE, "reader gone");
+    close(pfd[1]);
+    close(fd);
+}
+
+/* Many blocks of the default size: the writer splits near JP_CAPTURE_BLOCK_TARGET and the
+ * reader streams through them. */
+Test(capture, large_capture_streams)
+{
+    int fd = memfd_create("capture", MFD_CLOEXEC);
+    struct jp_capture_meta meta = {JP_MODE_CPU, 1, 2};
+    struct jp_capture_writer *w;
+    cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_CPU;
+    cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "start");
+    uint64_t n = 100000;
+    for (uint64_t i = 0; i < n; i++) {
+        struct jp_rec_cpu_sample s;
+        memset(&s, 0, sizeof s);
+        s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, sizeof s};
+        s.state = JP_STATE_WAITING;
+        s.requested_tick = i;
+        cr_assert_eq(jp_capture_write(w, &s, sizeof s), 0, "sample");
+    }
+    struct jp_rec_run_stop st;
+    memset(&st, 0, sizeof st);
+    st.h = (struct jp_rec_hdr){JP_REC_RUN_STOP, sizeof st};
+    st.termination = JP_TERM_RETURNED;
+    st.record_count = n + 1;
+    cr_assert_eq(jp_capture_write(w, &st, sizeof st), 0, "stop");
+    jp_capture_writer_free(w);
+    off_t size = lseek(fd, 0, SEEK_END);
+    cr_assert_gt(size, (off_t)(n * 32), "all written");
+    lseek(fd, 0, SEEK_SET);
+    struct jp_capture_reader *r;
+    cr_assert_eq(jp_capture_open_fd(fd, &r), 0, "open");
+    const void *rec;
+    uint32_t len;
+    uint64_t got = 0, tick = 0;
+    while (jp_capture_next(r, &rec, &len) == 1) {
+        const struct jp_rec_hdr *h = rec;
+        if (h->type == JP_REC_CPU_SAMPLE) {
+            const struct jp_rec_cpu_sample *s = rec;
+            cr_assert_eq(s->requested_tick, tick, "in order");
+            tick++;
+        }
+        got++;
+    }
+    cr_assert_eq(got, n + 2, "every record");
+    uint64_t off;
+    cr_assert_eq(jp_capture_verdict(r, NULL, &off), JP_CAPI_COMPLETE, "complete");
+    cr_assert_eq(off, (uint64_t)size, "offset = size");
+    jp_capture_close(r);
+    close(fd);
+}
