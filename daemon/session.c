@@ -139,6 +139,7 @@ static int send_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
     else
         s->out_head = o;
     s->out_tail = o;
+    flush_out(s); /* may close a DONE session: callers only touch it through guarded paths */
     return 0;
 }
 
@@ -234,9 +235,11 @@ static void finish_run(struct jpd_session *s, uint32_t ending, int deliver)
         return;
     }
 
-    jpd_log("run %llu finished: %s%s%s, %llu records, ending %s", (unsigned long long)s->run_id,
-            status_word(out.status), out.reason[0] ? " " : "", out.reason,
-            (unsigned long long)s->fed, ending_word(ending));
+    /* Private mode's stderr is the user's terminal: run bookkeeping stays out of it. */
+    if (!s->d->private_mode)
+        jpd_log("run %llu finished: %s%s%s, %llu records, ending %s",
+                (unsigned long long)s->run_id, status_word(out.status), out.reason[0] ? " " : "",
+                out.reason, (unsigned long long)s->fed, ending_word(ending));
     jpd_daemon_log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, out.reason,
                        out.status);
     if (!s->d->private_mode)
@@ -277,8 +280,9 @@ static void fail(struct jpd_session *s, uint32_t code, const char *message)
         s->run_finished = 1;
         if (s->eng)
             (void)jp_engine_summary(s->eng, JP_END_COLLECTOR_FAILURE, &sum);
-        jpd_log("run %llu ended: %s, %llu records", (unsigned long long)s->run_id,
-                jp_ctl_error_name(code), (unsigned long long)s->fed);
+        if (!s->d->private_mode)
+            jpd_log("run %llu ended: %s, %llu records", (unsigned long long)s->run_id,
+                    jp_ctl_error_name(code), (unsigned long long)s->fed);
         jpd_daemon_log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, JP_END_COLLECTOR_FAILURE,
                            &sum, jp_ctl_error_name(code), 0);
     }
@@ -651,8 +655,9 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     s->run_started = 1;
     s->state = S_LIVE;
-    jpd_log("run %llu started: uid %u, mode %s, %u slots", (unsigned long long)s->run_id,
-            (unsigned)s->peer.uid, jp_mode_name(s->mode), (unsigned)s->ring.slot_count);
+    if (!s->d->private_mode)
+        jpd_log("run %llu started: uid %u, mode %s, %u slots", (unsigned long long)s->run_id,
+                (unsigned)s->peer.uid, jp_mode_name(s->mode), (unsigned)s->ring.slot_count);
     uv_timer_stop(&s->timer);
     uv_timer_start(&s->timer, on_timer, JPD_DRAIN_PERIOD_MS, JPD_DRAIN_PERIOD_MS);
 }
