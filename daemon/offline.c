@@ -100,6 +100,12 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
         break;
     case JP_CAPI_MISSING_STOP_EVENT:
         out->ending = JP_END_TRUNCATED;
+        if (out->records == 0) {
+            /* Cut before the run's first record: there is no run to give a partial profile
+             * of, so this is not a truncated run but an invalid capture. */
+            out->integrity = JP_CAPI_INVALID;
+            out->reason = "no record precedes the truncation";
+        }
         break;
     default:
         if (out->integrity != JP_CAPI_MISSING)
