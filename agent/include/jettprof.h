@@ -15,6 +15,21 @@
  *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free) never block, allocate,
  *    lock or make a system call while the ring has room; when it is full they wait a bounded
  *    time, then drop and count what they could not push (it is reported in the profile).
+ *    The one exception is the first entry into a new (caller, frame) pair, which interns a
+ *    call-chain node (amortised table growth) and announces it;
+ *  - after a failure, jettprof_last_reason() names what was wrong on the calling thread.
+ *
+ * Threads. One ring per run has one producer at a time. While a single runtime thread is
+ * registered it produces lock-free. With several registered threads, and for run-level calls
+ * (jettprof_source, jettprof_frame, jettprof_finish) made from a thread that is not the only
+ * registered one, producers are serialised by a small spin flag; the single thread then takes it
+ * too until the others unregister. Any thread may call the run-level functions.
+ *
+ * Capabilities shape what is recorded, never what is guessed: without
+ * JETTPROF_CAP_THREAD_REGISTRATION the thread id is unavailable and one thread may register;
+ * without JETTPROF_CAP_TASK_ATTRIBUTION jettprof_set_task() is ignored; without
+ * JETTPROF_CAP_SOURCE_SPANS statements and declaration spans are recorded as unavailable;
+ * without JETTPROF_CAP_PROCESS_CPU_TIME the process CPU duration is unavailable.
  *
  * Plain C99, usable from any language with a C FFI.
  */
@@ -63,6 +78,7 @@ extern "C" {
 #define JETTPROF_FRAME_FUNCTION 0u
 #define JETTPROF_FRAME_RUNTIME_BUCKET 1u     /* e.g. "<runtime>" work outside any Jett frame */
 #define JETTPROF_FRAME_UNAVAILABLE_SYMBOL 2u /* a frame whose symbol is missing */
+/* (kind 3 is the agent's own <truncated-stack> frame; jettprof_frame() refuses it) */
 
 /* Execution states. */
 #define JETTPROF_STATE_JETT 0u
@@ -94,13 +110,15 @@ typedef int (*jettprof_excerpt_fn)(void *user, uint32_t source_id, uint32_t line
 struct jettprof_config {
     uint32_t size;          /* sizeof(struct jettprof_config) */
     uint32_t mode;          /* JETTPROF_MODE_* */
-    uint32_t rate_hz;       /* CPU: 1..1000 */
+    uint32_t rate_hz;       /* CPU: 1..1000; memory: 0 */
     uint32_t threshold_bp;  /* 0..10000 basis points */
     uint32_t limit;         /* 1..100 */
     uint32_t outputs;       /* JETTPROF_OUT_* */
     uint32_t capabilities;  /* JETTPROF_CAP_* the runtime supplies */
-    int capture_fd;         /* an open, writable file for the run's capture, or -1 */
-    uint32_t ring_slots;    /* 0: default; else a power of two */
+    int capture_fd;         /* an open, writable file for the run's capture, or -1; the
+                               daemon gets a copy, the caller keeps (and closes) its own */
+    uint32_t ring_slots;    /* 0: default (65536 for CPU, 524288 for memory); else a power of
+                               two, 64..16777216; each slot is 32 bytes */
     jettprof_excerpt_fn excerpt; /* may be NULL: excerpts unavailable */
     void *excerpt_user;
     /* Test and embedding knobs; 0 means the contract's default. */
@@ -113,12 +131,24 @@ struct jettprof_config {
  * $JETTPROFD_SOCKET or spawns a private one ($JETTPROFD, else the installed jettprofd) over a
  * socket pair, hands it the ring, and starts the CPU timer thread in CPU mode. On failure no
  * run exists and the caller must not run user code as profiled; jettprof_strerror() gives the
- * stable profiler setup message. */
+ * stable profiler setup message. Setup failures by stage:
+ *   -ENOTSUP       the mode's required capabilities are missing
+ *   -EINVAL        a configuration field is out of range (jettprof_last_reason() names it)
+ *   -ENOEXEC       the private jettprofd could not be started
+ *   -ECONNREFUSED  $JETTPROFD_SOCKET could not be connected to
+ *   -EPROTO        the daemon closed or garbled the handshake
+ *   -ETIMEDOUT     the daemon did not answer the handshake within 5 s
+ *   -ECONNABORTED  the daemon refused the run (permissions, limits)
+ * Several runs may exist at once in one process (each with its own daemon session). */
 JETTPROF_API int jettprof_start(const struct jettprof_config *cfg, jettprof_run **out);
 
 /* The stable message for a negative errno returned by this library, e.g.
  * "profiler: backend unsupported", "profiler: setup failure: cannot start jettprofd". */
 JETTPROF_API const char *jettprof_strerror(int err);
+
+/* A stable, static description of why the last failing call on the calling thread failed,
+ * e.g. "source path is absolute"; "" when there is none. Never contains user data. */
+JETTPROF_API const char *jettprof_last_reason(void);
 
 /* Interns a source by origin and logical path (relative, '/'-separated, no "." or ".."
  * segments; an absolute path is -EINVAL). Returns the run-local source id (>= 1) in *id. The
@@ -135,11 +165,16 @@ struct jettprof_frame_desc {
     uint32_t decl_start, decl_end; /* declaration byte range */
     uint32_t decl_line, decl_col;  /* 1-based */
 };
-/* Interns a frame; the same description gives the same id (>= 1). */
+/* Interns a frame; the same description gives the same id (>= 1). Names are 1..255 bytes of
+ * UTF-8; source_id is 0 or an id from jettprof_source(); decl_end >= decl_start. With no
+ * source (or no source-spans capability) the declaration is recorded as unavailable. */
 JETTPROF_API int jettprof_frame(jettprof_run *run, const struct jettprof_frame_desc *d,
                                 uint32_t *id);
 
-/* Registers the calling thread as a Jett runtime thread with a run-local id. */
+/* Registers the calling thread as a Jett runtime thread with a run-local id (unique among the
+ * run's registered threads; -EEXIST otherwise). At most 64 threads at once (-ENOSPC). The
+ * handle is used only by this thread, and must be unregistered (or the run finished) before
+ * the thread exits. */
 JETTPROF_API int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id,
                                           jettprof_thread **out);
 JETTPROF_API void jettprof_thread_unregister(jettprof_thread *t);
@@ -147,20 +182,30 @@ JETTPROF_API void jettprof_thread_unregister(jettprof_thread *t);
 JETTPROF_API void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id);
 
 /* Call-stack tracking: entering a frame moves to the child call-chain node (interned once per
- * (parent, frame)), leaving returns to the parent. Stacks deeper than 128 end in the agent's
- * <truncated-stack> frame. */
+ * (parent, frame)), leaving returns to the parent. Stacks deeper than 128 keep the 127
+ * root-most frames and end in the agent's <truncated-stack> frame; deeper enters stay on it
+ * and leaves unwind exactly. An enter that fails (an unknown frame id: -EINVAL; the agent's
+ * node table full: -ENOSPC / -ENOMEM) still pushes a level, whose samples and allocations are
+ * recorded as stack-unavailable, so the matching leave stays balanced. A leave at depth 0 is
+ * ignored. */
 JETTPROF_API int jettprof_enter(jettprof_thread *t, uint32_t frame_id);
 JETTPROF_API void jettprof_leave(jettprof_thread *t);
-/* The current statement's start in the leaf frame's source. */
+/* The current statement's start (1-based line and column) in the leaf frame's source; it is
+ * the leaf's until the next jettprof_stmt at the same depth, and is restored on returning to
+ * the frame. 0 means no statement position. */
 JETTPROF_API void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col);
 /* Execution state around work that is not Jett code: JETTPROF_STATE_WAITING around a blocking
  * call, JETTPROF_STATE_RUNTIME around runtime work outside a Jett frame; back to
- * JETTPROF_STATE_JETT after. Ticks while waiting are never charged to the caller. */
+ * JETTPROF_STATE_JETT after. Ticks while waiting are never charged to the caller. A state
+ * change is itself a safe point: a tick pending from before it is answered first. */
 JETTPROF_API void jettprof_set_state(jettprof_thread *t, uint32_t state);
 
 /* The safe-point poll. Call at statements, calls, returns and loop back-edges. With nothing
  * pending it is one relaxed load and a branch (inline below); jettprof_safe_point() is the same
- * as a plain function for FFI users. */
+ * as a plain function for FFI users. The pending word belongs to the thread handle and stays
+ * valid until it is unregistered; the slow path pushes one CPU sample (state, call-chain node,
+ * statement) and never waits: with the ring full the tick is dropped and counted. In memory
+ * mode nothing is ever pending. */
 JETTPROF_API const uint32_t *jettprof_pending_word(jettprof_thread *t);
 JETTPROF_API void jettprof_safe_point_slow(jettprof_thread *t);
 JETTPROF_API void jettprof_safe_point(jettprof_thread *t);
@@ -173,8 +218,12 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
 #endif
 
 /* Jett-heap allocation hooks, after the operation succeeded (never for failed ones).
- * jettprof_alloc assigns the id (never reused in the run) and returns it in *id;
- * jettprof_alloc_id takes one the runtime assigned. Sizes are bytes; zero is allowed. */
+ * jettprof_alloc assigns the id (a per-run counter from 1, never reused in the run) and
+ * returns it in *id; jettprof_alloc_id takes one the runtime assigned (a run uses one scheme
+ * or the other). Sizes are bytes; zero is allowed. No clock is read. With the ring full an
+ * event waits (at most 1 s over the whole run), then is dropped and counted: -ENOBUFS, with
+ * *id still assigned. In CPU mode the hooks record nothing and return 0 (ids are still
+ * assigned), so a runtime may call them unconditionally. */
 JETTPROF_API int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id);
 JETTPROF_API int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size);
 JETTPROF_API int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size,
@@ -191,11 +240,16 @@ struct jettprof_result {
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to
- * finalize, answers its excerpt requests through cfg->excerpt, and fills *out with the
- * rendered profile. If the daemon is gone, *out still holds an `unavailable` (or `partial`)
- * profile with reason collector_failure and collector_failed = 1. Frees the run. */
+ * finalize, answers its excerpt requests through cfg->excerpt (called on this thread; it must
+ * not call into this library), and fills *out with the rendered profile. If the daemon is
+ * gone, *out still holds an `unavailable` (or `partial`) profile with reason collector_failure
+ * and collector_failed = 1. Frees the run: no other thread may be using it or its thread
+ * handles any more. Every wait is bounded (10 s). Returns 0, or -EINVAL (nothing done, the run
+ * still exists) for a bad termination or a result whose size is too small. */
 JETTPROF_API int jettprof_finish(jettprof_run *run, uint32_t termination,
                                  struct jettprof_result *out);
+/* Frees the texts of a result filled by jettprof_finish(); the struct keeps its size field and
+ * may be reused. */
 JETTPROF_API void jettprof_result_release(struct jettprof_result *r);
 
 #ifdef __cplusplus

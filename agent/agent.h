@@ -1,0 +1,245 @@
+/* libjettprof-agent internals: the run and thread objects and the helpers the agent's files
+ * share. Nothing here is part of the public API (jettprof.h); tests link the static library and
+ * may use the jp_agent_* test hooks declared at the end.
+ *
+ * Concurrency model (details at the top of produce.c):
+ *  - the timer thread touches only the timer counters in struct jettprof_run and the first
+ *    cache line of each thread slot (pending, req_tick, state, active), through atomics;
+ *  - everything else a producer changes (the ring's producer side, the intern tables, the run
+ *    counters) is touched only inside a "producer section": lock-free for the run's single
+ *    exclusive owner thread, under a tiny spin flag for anyone else.
+ */
+#ifndef JETTPROF_AGENT_INTERNAL_H
+#define JETTPROF_AGENT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <sys/types.h>
+
+#include "control.h"
+#include "jettprof.h"
+#include "records.h"
+#include "ring.h"
+
+/* Thread slots live inside the run for its whole life, so the timer never touches freed memory
+ * and needs no lock to walk them. */
+#define JP_AGENT_MAX_THREADS 64u
+/* The agent's call-chain table stops growing here (about 24 MiB of table at the cap): past it a
+ * new (caller, frame) pair has no node and its stack is reported unavailable, never merged into
+ * another node. The daemon's own 32 MiB CPU metadata budget binds well before this. */
+#define JP_AGENT_MAX_NODES (1u << 20)
+#define JP_AGENT_MAX_FRAMES (1u << 20)
+#define JP_AGENT_MAX_SOURCES (1u << 16)
+/* Internal marker for a stack level whose node could not be interned: samples there are
+ * `unavailable`, allocations have no stack. Never written to the ring. */
+#define JP_NODE_LOST UINT32_MAX
+
+/* Bounded waits when the ring is full (nanoseconds). */
+#define JP_WAIT_META_NS 2000000000ull   /* per metadata record; then the run is collector-failed */
+#define JP_WAIT_MEM_TOTAL_NS 1000000000ull /* all memory events of a run together */
+/* Control-socket waits (milliseconds). */
+#define JP_HANDSHAKE_TIMEOUT_MS 5000
+#define JP_FINISH_TIMEOUT_MS 10000
+#define JP_REAP_TIMEOUT_MS 2000
+
+/* Defaults the contract fixes. */
+#define JP_DEFAULT_CPU_BUDGET 33554432ull
+#define JP_DEFAULT_RETENTION_BUDGET 67108864ull
+#define JP_DEFAULT_SLOTS_CPU (1u << 16)
+#define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
+
+struct jp_stmt {
+    uint32_t line, col; /* 0: no statement position */
+};
+
+struct jettprof_thread {
+    /* Line 0: shared with the timer thread. `pending` is the word jettprof_poll() loads. */
+    uint32_t pending;  /* timer: 0 -> 1 (release, T2); owner: 1 -> 0 (release, S2) */
+    uint32_t state;    /* JETTPROF_STATE_*: owner stores, timer loads (relaxed, T1) */
+    uint32_t active;   /* 1 while registered: store-release by register, load-acquire by timer */
+    uint32_t reserved0;
+    uint64_t req_tick; /* the tick that raised `pending`; written by the timer before T2 */
+    uint8_t pad0[40];
+
+    /* Owner-only from here on (plus the registering/unregistering code under the lock). */
+    struct jettprof_run *run;
+    uint32_t runtime_thread_id; /* as reported: JP_ID_UNAVAILABLE without the capability */
+    uint32_t task_id, actor_id;
+    int exclusive;   /* 1: this thread is run->owner and takes the lock-free path */
+    int foreign;     /* 1: registered while another thread owned the run: always locks */
+    uint32_t cur;    /* current call-chain node (0: no frame entered) */
+    uint32_t depth;  /* logical stack depth, may exceed JP_MAX_DEPTH */
+    uint32_t trunc_node; /* the <truncated-stack> node in use while depth > JP_MAX_DEPTH */
+    uint32_t nodes[JP_MAX_DEPTH];      /* node at each depth 1..128 */
+    struct jp_stmt stmt[JP_MAX_DEPTH]; /* current statement at each depth */
+} __attribute__((aligned(64)));
+
+/* Open-addressing hash set of ids whose keys live elsewhere (sources, frames). */
+struct jp_idset {
+    uint32_t *slots; /* 0 empty, else id */
+    uint32_t cap;    /* power of two */
+    uint32_t count;
+};
+
+struct jp_source {
+    uint32_t origin;
+    uint16_t len;
+    char *path;
+};
+
+struct jp_frame {
+    struct jettprof_frame_desc d; /* ns and function point into `names` */
+    char *names;                  /* ns bytes then function bytes, not NUL-terminated */
+    uint16_t ns_len, fn_len;
+};
+
+struct jp_nodetab {
+    uint64_t *keys; /* (parent << 32) | frame; 0 empty (frame ids start at 1) */
+    uint32_t *vals;
+    uint32_t cap, count, bits;
+};
+
+struct jettprof_run {
+    struct jettprof_config cfg; /* a copy, size normalised */
+    uint32_t mode;
+    uint32_t caps;
+    uint32_t slot_count;
+    uint64_t serial; /* unique per run in this process, >= 1 */
+
+    /* Connection. sock -1: a local run (test hook), no daemon. */
+    int sock;
+    pid_t daemon_pid; /* > 0: our private daemon, to reap */
+    struct jp_ctl_decoder *dec;
+
+    struct jp_ring ring;
+    uint64_t start_ns;
+    struct jp_rec_run_start rs;  /* as pushed, for a local collector-failure render */
+
+    /* Producer exclusion (produce.c). Each on its own line: the owner writes owner_busy on
+     * every section, foreigners write foreign and lock. */
+    uint32_t owner_busy __attribute__((aligned(64)));
+    uint32_t foreign __attribute__((aligned(64)));
+    uint32_t lock;
+    struct jettprof_thread *owner; /* under lock */
+    int membarrier_ok;
+    uint32_t registered;           /* under lock */
+
+    /* Producer state: only inside a producer section. */
+    uint64_t record_count __attribute__((aligned(64)));
+    uint64_t dropped_ticks;
+    uint64_t lost_records;
+    uint64_t next_alloc_id;
+    uint64_t mem_wait_left_ns;
+    uint32_t exec_thread, exec_task, exec_actor; /* identity of the last EXEC pushed */
+    uint32_t failed;       /* collector failed: atomic, any thread may read (relaxed) */
+    uint32_t daemon_gone;  /* the control socket hung up: atomic */
+    uint32_t trunc_frame;  /* the agent's <truncated-stack> frame, interned on first use */
+    uint32_t nframes;      /* ids 1..nframes are valid; published to enter() in-section */
+    struct jp_source *sources; uint32_t nsources, sources_cap;
+    struct jp_frame *frames; uint32_t frames_cap;
+    struct jp_idset source_set, frame_set;
+    struct jp_nodetab nodes;
+
+    /* Timer (timer.c): the counters are written only by the timer thread (relaxed atomics),
+     * read after it is joined. */
+    pthread_t timer;
+    int timer_running;
+    uint32_t timer_stop;
+    uint32_t nslots; /* slots ever used: store-release by register, load-acquire by timer */
+    uint64_t tick_no;
+    uint64_t requested_ticks, coalesced_ticks, waiting_ticks, runtime_ticks;
+
+    struct jettprof_thread threads[JP_AGENT_MAX_THREADS];
+};
+
+/* Relaxed/acquire/release helpers: every atomic in the agent goes through these, and each call
+ * site names its label from the table in produce.c or timer.c. */
+static inline uint32_t jp_load_relaxed32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline uint32_t jp_load_acquire32(const uint32_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void jp_store_relaxed32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline void jp_store_release32(uint32_t *p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline uint64_t jp_load_relaxed64(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void jp_store_relaxed64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+
+uint64_t jp_mono_ns(void);
+
+/* The reason jettprof_last_reason() reports for the calling thread: a static string. */
+void jp_set_reason(const char *why);
+
+/* Probe of the (parent, frame) -> node table. Fibonacci hashing of the packed key; linear
+ * probing; the table is never more than half full, so a miss ends at an empty slot quickly.
+ * Returns 0 when absent. In-section. */
+static inline uint64_t jp_node_key(uint32_t parent, uint32_t frame)
+{
+    return (uint64_t)parent << 32 | frame;
+}
+static inline uint32_t jp_node_find(const struct jp_nodetab *t, uint64_t key, uint32_t *slot)
+{
+    uint32_t mask = t->cap - 1u;
+    uint32_t i = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> (64u - t->bits));
+    for (;;) {
+        uint64_t k = t->keys[i];
+        if (k == key)
+            return t->vals[i];
+        if (k == 0) {
+            *slot = i;
+            return 0;
+        }
+        i = (i + 1u) & mask;
+    }
+}
+
+/* ---- producer sections and pushes (produce.c) ---- */
+enum jp_sect { JP_SECT_EXCLUSIVE = 1, JP_SECT_LOCKED, JP_SECT_FOREIGN };
+/* Enter/leave a section as the calling thread: t may be NULL (a run-level call). */
+enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t);
+void jp_sect_leave(struct jettprof_run *run, enum jp_sect s);
+
+enum jp_wait { JP_WAIT_NONE, JP_WAIT_MEM, JP_WAIT_META };
+/* Reserve `bytes` in the ring, waiting per the class. NULL: no room (counted by the caller) or
+ * the collector already failed. A META failure marks the run collector-failed. In-section. */
+void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w);
+/* Commit what was reserved and count `records` records. In-section. */
+void jp_push_commit(struct jettprof_run *run, uint32_t records);
+void jp_mark_failed(struct jettprof_run *run);
+/* Whether the daemon hung up or said something unsolicited (then it is gone for us). */
+int jp_daemon_alive(struct jettprof_run *run);
+
+/* ---- interning (intern.c); all in-section ---- */
+int jp_intern_init(struct jettprof_run *run);
+void jp_intern_free(struct jettprof_run *run);
+/* Returns the child node of (parent, frame), creating and announcing it; JP_NODE_LOST when it
+ * cannot be created. *err gets -ENOMEM / -ENOSPC when that happens. */
+uint32_t jp_node_child(struct jettprof_run *run, uint32_t parent, uint32_t frame, int *err);
+uint32_t jp_truncated_frame(struct jettprof_run *run);
+/* Validation of a logical path (exported for tests): 0 or -EINVAL, *why a stable reason. */
+int jp_path_check(const char *path, size_t len, const char **why);
+int jp_utf8_check(const char *s, size_t len);
+
+/* ---- timer (timer.c) ---- */
+int jp_timer_start(struct jettprof_run *run);
+void jp_timer_stop(struct jettprof_run *run);
+/* One tick: what the timer thread does each period (exported for tests). */
+void jp_timer_tick(struct jettprof_run *run);
+
+/* ---- daemon connection (daemon.c) ---- */
+int jp_daemon_connect(struct jettprof_run *run);
+int jp_daemon_handshake(struct jettprof_run *run);
+int jp_daemon_send_ring(struct jettprof_run *run);
+/* Receive one control message within timeout_ms: 0 and *m, or -ETIMEDOUT, -EPIPE (EOF),
+ * -EPROTO (undecodable, *why). */
+int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *m,
+                   const char **why);
+void jp_daemon_close(struct jettprof_run *run);
+
+/* ---- test hooks ---- */
+/* A run with a ring but no daemon: everything but the connection and the final profile. The
+ * caller reads the ring through jp_agent_ring_fd() (dup it, jp_ring_map) and ends the run with
+ * jp_agent_local_end(), which pushes COUNTERS and RUN_STOP and closes the ring. */
+int jp_agent_start_local(const struct jettprof_config *cfg, int with_timer, jettprof_run **out);
+int jp_agent_ring_fd(jettprof_run *run);
+void jp_agent_local_end(jettprof_run *run, uint32_t termination);
+void jp_agent_counters(jettprof_run *run, struct jp_rec_counters *out);
+
+#endif

@@ -1,0 +1,283 @@
+/* The agent's side of the daemon connection: attach to a long-lived jettprofd named by
+ * $JETTPROFD_SOCKET, or spawn a private one over a socket pair; the HELLO/WELCOME handshake and
+ * the ring handoff; bounded receives; reaping.
+ *
+ * The agent is a guest in the host process: it never changes signal dispositions (sends use
+ * MSG_NOSIGNAL, see jp_ctl_send), never waits for a child other than its own daemon's pid,
+ * leaks no descriptor into the daemon but its own end of the pair, and bounds every wait.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef JETTPROF_DAEMON_PATH
+#define JETTPROF_DAEMON_PATH "/usr/local/bin/jettprofd"
+#endif
+
+extern char **environ;
+
+/* The fd number the private daemon finds its end of the pair at. */
+#define SESSION_FD 3
+
+static void set_timeouts(int fd)
+{
+    /* jp_ctl_send blocks on a full socket buffer: a daemon that stops reading must not hold
+     * the program forever. */
+    struct timeval tv = {JP_FINISH_TIMEOUT_MS / 1000, 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static int attach(struct jettprof_run *run, const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(path);
+    if (n >= sizeof sa.sun_path) {
+        jp_set_reason("JETTPROFD_SOCKET names a path too long for a unix socket");
+        return -ECONNREFUSED;
+    }
+    memcpy(sa.sun_path, path, n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        jp_set_reason("cannot create a unix socket");
+        return -ECONNREFUSED;
+    }
+    int r;
+    do
+        r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        close(fd);
+        jp_set_reason("cannot connect to the jettprofd named by JETTPROFD_SOCKET");
+        return -ECONNREFUSED;
+    }
+    set_timeouts(fd);
+    run->sock = fd;
+    return 0;
+}
+
+static int spawn(struct jettprof_run *run)
+{
+    const char *exe = getenv("JETTPROFD");
+    if (!exe || !*exe)
+        exe = JETTPROF_DAEMON_PATH;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        jp_set_reason("cannot create a socket pair for jettprofd");
+        return -ENOEXEC;
+    }
+    /* Move the child's end above the stdio and SESSION_FD numbers so the dup2 below always
+     * copies (a dup2 onto itself would keep FD_CLOEXEC on older C libraries). */
+    int child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+    close(sv[1]);
+    if (child < 0) {
+        close(sv[0]);
+        jp_set_reason("cannot create a socket pair for jettprofd");
+        return -ENOEXEC;
+    }
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    int fa_ok = posix_spawn_file_actions_init(&fa) == 0;
+    int at_ok = posix_spawnattr_init(&at) == 0;
+    int r = fa_ok && at_ok ? 0 : ENOMEM;
+    /* The daemon's only inherited descriptors: its end of the pair (dup2 clears close-on-exec
+     * on the copy), /dev/null for stdin and stdout (the program's output stays the
+     * program's), and stderr, where a private daemon reports a run whose program vanished. */
+    if (!r)
+        r = posix_spawn_file_actions_adddup2(&fa, child, SESSION_FD);
+    if (!r)
+        r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    if (!r)
+        r = posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+    /* Host descriptors opened without O_CLOEXEC stay out of the daemon too. */
+    if (!r)
+        r = posix_spawn_file_actions_addclosefrom_np(&fa, SESSION_FD + 1);
+#endif
+    /* Its own process group, so a terminal's Ctrl-C reaches the runtime (which finalizes) and
+     * not the daemon; a clean signal state whatever the host blocked or ignored. */
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    static const int reset[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD,
+                                SIGUSR1, SIGUSR2, SIGALRM};
+    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
+        sigaddset(&dfl, reset[i]);
+    if (!r)
+        r = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+                                              POSIX_SPAWN_SETSIGDEF);
+    if (!r)
+        r = posix_spawnattr_setpgroup(&at, 0);
+    if (!r)
+        r = posix_spawnattr_setsigmask(&at, &none);
+    if (!r)
+        r = posix_spawnattr_setsigdefault(&at, &dfl);
+    char fdarg[16];
+    snprintf(fdarg, sizeof fdarg, "%d", SESSION_FD);
+    char *argv[] = {(char *)"jettprofd", (char *)"--session-fd", fdarg, NULL};
+    pid_t pid = -1;
+    if (!r)
+        r = posix_spawn(&pid, exe, &fa, &at, argv, environ); /* no shell, no PATH search */
+    if (fa_ok)
+        posix_spawn_file_actions_destroy(&fa);
+    if (at_ok)
+        posix_spawnattr_destroy(&at);
+    close(child);
+    if (r != 0) {
+        close(sv[0]);
+        jp_set_reason("cannot start jettprofd");
+        return -ENOEXEC;
+    }
+    set_timeouts(sv[0]);
+    run->sock = sv[0];
+    run->daemon_pid = pid;
+    return 0;
+}
+
+int jp_daemon_connect(struct jettprof_run *run)
+{
+    int r = jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &run->dec);
+    if (r < 0)
+        return r;
+    const char *path = getenv("JETTPROFD_SOCKET");
+    if (path && *path)
+        return attach(run, path);
+    return spawn(run);
+}
+
+int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *m,
+                   const char **why)
+{
+    uint64_t deadline = jp_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    *why = "";
+    for (;;) {
+        int r = jp_ctl_decoder_next(run->dec, m, why);
+        if (r == 1)
+            return 0;
+        if (r < 0)
+            return -EPROTO;
+        uint64_t now = jp_mono_ns();
+        if (now >= deadline) {
+            *why = "jettprofd did not answer in time";
+            return -ETIMEDOUT;
+        }
+        struct pollfd p = {.fd = run->sock, .events = POLLIN};
+        int left = (int)((deadline - now + 999999u) / 1000000u);
+        r = poll(&p, 1, left);
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (r <= 0)
+            continue;
+        int fds[JP_CTL_MAX_FDS];
+        unsigned nfds = 0;
+        /* The daemon never passes descriptors to the agent: any is a protocol error. */
+        ssize_t n = jp_ctl_recv(run->sock, run->dec, fds, 0, &nfds);
+        if (n == 0) {
+            *why = "jettprofd closed the connection";
+            return -EPIPE;
+        }
+        if (n < 0) {
+            if (n == -ECONNRESET || n == -EPIPE) {
+                *why = "jettprofd closed the connection";
+                return -EPIPE;
+            }
+            *why = "bad control data from jettprofd";
+            return n == -EMSGSIZE ? -EPROTO : (int)n;
+        }
+    }
+}
+
+int jp_daemon_handshake(struct jettprof_run *run)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_HELLO};
+    m.u.hello.version = JP_CTL_VERSION;
+    m.u.hello.pid = (uint32_t)getpid();
+    m.u.hello.mode = run->mode;
+    m.u.hello.rate_hz = run->mode == JETTPROF_MODE_CPU ? run->cfg.rate_hz : 0;
+    m.u.hello.threshold_bp = run->cfg.threshold_bp;
+    m.u.hello.limit = run->cfg.limit;
+    m.u.hello.outputs = run->cfg.outputs;
+    m.u.hello.capabilities = run->caps;
+    int r = jp_ctl_send(run->sock, &m, NULL, 0);
+    if (r < 0) {
+        jp_set_reason("jettprofd went away before the handshake");
+        return -EPROTO;
+    }
+    const char *why;
+    struct jp_ctl_msg a;
+    r = jp_daemon_recv(run, JP_HANDSHAKE_TIMEOUT_MS, &a, &why);
+    if (r == -ETIMEDOUT) {
+        jp_set_reason("jettprofd did not answer the handshake in time");
+        return -ETIMEDOUT;
+    }
+    if (r < 0) {
+        jp_set_reason("jettprofd closed or garbled the handshake");
+        return -EPROTO;
+    }
+    if (a.type == JP_CTL_ERROR) {
+        jp_set_reason("jettprofd refused the run");
+        return -ECONNABORTED;
+    }
+    if (a.type != JP_CTL_WELCOME) {
+        jp_set_reason("jettprofd answered the handshake with an unexpected message");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+int jp_daemon_send_ring(struct jettprof_run *run)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_RING};
+    m.u.ring.slot_count = run->slot_count;
+    int fds[2] = {run->ring.fd, run->cfg.capture_fd};
+    m.u.ring.has_capture = run->cfg.capture_fd >= 0;
+    int r = jp_ctl_send(run->sock, &m, fds, m.u.ring.has_capture ? 2u : 1u);
+    if (r < 0) {
+        jp_set_reason("jettprofd went away before taking the ring");
+        return -EPROTO;
+    }
+    return 0;
+}
+
+void jp_daemon_close(struct jettprof_run *run)
+{
+    if (run->sock >= 0) {
+        close(run->sock); /* a private daemon exits on EOF */
+        run->sock = -1;
+    }
+    if (run->dec) {
+        jp_ctl_decoder_free(run->dec);
+        run->dec = NULL;
+    }
+    pid_t pid = run->daemon_pid;
+    if (pid <= 0)
+        return;
+    run->daemon_pid = 0;
+    /* Our child only, never waitpid(-1): the host's other children are not ours to reap. A
+     * daemon that does not exit within the bound is killed, so no zombie outlives the run. */
+    uint64_t deadline = jp_mono_ns() + (uint64_t)JP_REAP_TIMEOUT_MS * 1000000u;
+    for (;;) {
+        pid_t w = waitpid(pid, NULL, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            return; /* reaped, or already reaped by a host SIGCHLD handler (ECHILD) */
+        if (jp_mono_ns() >= deadline)
+            break;
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}

@@ -1,0 +1,529 @@
+/* A run's life: configuration and capability checks, start (connect, handshake, ring,
+ * RUN_START, timer), finish (COUNTERS, RUN_STOP, FINALIZE, excerpts, RESULT), and the local
+ * collector-failure profile when the daemon is gone. Plus the stable messages.
+ *
+ * The program must never be harmed by its profiler: after start succeeded, nothing here fails
+ * the program. A daemon that dies, hangs or misbehaves turns the run's profile into the
+ * `collector_failure` one, rendered here from what the agent itself sent.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+
+int jp_membarrier_available(void);
+
+uint64_t jp_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- messages ---- */
+
+static _Thread_local const char *tls_reason = "";
+
+void jp_set_reason(const char *why)
+{
+    tls_reason = why ? why : "";
+}
+
+const char *jettprof_last_reason(void)
+{
+    return tls_reason;
+}
+
+/* X(errno, stable message). The setup codes name the stage that failed; the text is what the
+ * runtime prints as its profiler failure, so it never changes. */
+#define JP_AGENT_ERRORS(X)                                                                        \
+    X(ENOTSUP, "profiler: backend unsupported")                                                   \
+    X(EINVAL, "profiler: invalid argument")                                                       \
+    X(ENOEXEC, "profiler: setup failure: cannot start jettprofd")                                 \
+    X(ECONNREFUSED, "profiler: setup failure: cannot connect to jettprofd")                       \
+    X(EPROTO, "profiler: setup failure: jettprofd handshake failed")                              \
+    X(ETIMEDOUT, "profiler: setup failure: jettprofd did not answer")                             \
+    X(ECONNABORTED, "profiler: setup failure: jettprofd refused the run")                         \
+    X(ENOMEM, "profiler: out of memory")                                                          \
+    X(ENOBUFS, "profiler: ring full, event dropped")                                              \
+    X(ENOSPC, "profiler: agent table full")                                                       \
+    X(EEXIST, "profiler: runtime thread already registered")                                      \
+    X(EPIPE, "profiler: collector failure")
+
+const char *jettprof_strerror(int err)
+{
+    switch (-err) {
+    case 0:
+        return "profiler: no error";
+#define JP_X(code, text)                                                                          \
+    case code:                                                                                    \
+        return text;
+        JP_AGENT_ERRORS(JP_X)
+#undef JP_X
+    default:
+        return "profiler: setup failure";
+    }
+}
+
+/* ---- configuration ---- */
+
+static int tail_zero(const void *p, size_t from, size_t to)
+{
+    const unsigned char *b = p;
+    for (size_t i = from; i < to; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+static int bad(const char *why)
+{
+    jp_set_reason(why);
+    return -EINVAL;
+}
+
+/* Capabilities first (an unsupported mode is a backend verdict, whatever else is wrong), then
+ * every field. */
+static int config_check(const struct jettprof_config *cfg, struct jettprof_config *out)
+{
+    if (!cfg)
+        return bad("no configuration");
+    if (cfg->size < sizeof *cfg)
+        return bad("configuration size is smaller than this library's");
+    if (cfg->size > sizeof *cfg && !tail_zero(cfg, sizeof *cfg, cfg->size))
+        return bad("configuration uses fields this library does not know");
+    struct jettprof_config c = *cfg;
+    c.size = sizeof c;
+    if (c.mode != JETTPROF_MODE_CPU && c.mode != JETTPROF_MODE_MEMORY)
+        return bad("mode is neither cpu nor memory");
+    uint32_t need = c.mode == JETTPROF_MODE_CPU ? JP_CAPS_CPU_REQUIRED : JP_CAPS_MEMORY_REQUIRED;
+    if ((c.capabilities & need) != need) {
+        jp_set_reason(c.mode == JETTPROF_MODE_CPU
+                          ? "cpu profiling needs cpu_tick_source and safe_stack_capture"
+                          : "memory profiling needs jett_heap_allocation_hooks and "
+                            "free_and_resize_events");
+        return -ENOTSUP;
+    }
+    if (c.capabilities & ~0xffu)
+        return bad("capabilities has bits this library does not know");
+    if (c.mode == JETTPROF_MODE_CPU && (c.rate_hz < 1 || c.rate_hz > 1000))
+        return bad("rate_hz is outside 1..1000");
+    if (c.mode == JETTPROF_MODE_MEMORY && c.rate_hz != 0)
+        return bad("rate_hz is set in memory mode");
+    if (c.threshold_bp > 10000)
+        return bad("threshold_bp is above 10000");
+    if (c.limit < 1 || c.limit > 100)
+        return bad("limit is outside 1..100");
+    if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON))
+        return bad("outputs has bits this library does not know");
+    if (c.capture_fd < -1)
+        return bad("capture_fd is neither -1 nor a descriptor");
+    if (c.capture_fd >= 0) {
+        int fl = fcntl(c.capture_fd, F_GETFL);
+        if (fl < 0)
+            return bad("capture_fd is not an open descriptor");
+        if ((fl & O_ACCMODE) == O_RDONLY)
+            return bad("capture_fd is not open for writing");
+    }
+    if (c.ring_slots) {
+        if (c.ring_slots & (c.ring_slots - 1u))
+            return bad("ring_slots is not a power of two");
+        if (c.ring_slots < JP_RING_MIN_SLOTS || c.ring_slots > JP_RING_MAX_SLOTS)
+            return bad("ring_slots is outside the ring's limits");
+    }
+    if (!c.cpu_budget_bytes)
+        c.cpu_budget_bytes = JP_DEFAULT_CPU_BUDGET;
+    if (!c.retention_budget_bytes)
+        c.retention_budget_bytes = JP_DEFAULT_RETENTION_BUDGET;
+    *out = c;
+    return 0;
+}
+
+static uint64_t run_serial;
+
+static int run_new(const struct jettprof_config *cfg, jettprof_run **out)
+{
+    struct jettprof_config c;
+    int r = config_check(cfg, &c);
+    if (r < 0)
+        return r;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(struct jettprof_run)) != 0)
+        return -ENOMEM;
+    struct jettprof_run *run = mem;
+    memset(run, 0, sizeof *run);
+    run->cfg = c;
+    run->mode = c.mode;
+    run->caps = c.capabilities;
+    run->serial = __atomic_add_fetch(&run_serial, 1u, __ATOMIC_RELAXED);
+    run->sock = -1;
+    run->ring.fd = -1;
+    run->membarrier_ok = jp_membarrier_available();
+    run->mem_wait_left_ns = JP_WAIT_MEM_TOTAL_NS;
+    run->exec_thread = run->exec_task = run->exec_actor = JP_ID_UNAVAILABLE;
+    run->slot_count = c.ring_slots ? c.ring_slots
+                      : c.mode == JETTPROF_MODE_CPU ? JP_DEFAULT_SLOTS_CPU
+                                                    : JP_DEFAULT_SLOTS_MEMORY;
+    r = jp_intern_init(run);
+    if (r < 0) {
+        free(run);
+        return r;
+    }
+    *out = run;
+    return 0;
+}
+
+static void run_free(struct jettprof_run *run)
+{
+    jp_timer_stop(run);
+    jp_daemon_close(run);
+    if (run->ring.sh)
+        jp_ring_unmap(&run->ring);
+    jp_intern_free(run);
+    free(run);
+}
+
+static int push_run_start(struct jettprof_run *run)
+{
+    run->start_ns = jp_mono_ns();
+    run->rs = (struct jp_rec_run_start){
+        .h = {JP_REC_RUN_START, sizeof run->rs},
+        .format_version = JP_FORMAT_VERSION,
+        .mode = (uint8_t)run->mode,
+        .rate_hz = run->mode == JETTPROF_MODE_CPU ? run->cfg.rate_hz : 0,
+        .threshold_bp = run->cfg.threshold_bp,
+        .limit = run->cfg.limit,
+        .capabilities = run->caps,
+        .pid = (uint32_t)getpid(),
+        .cpu_budget_bytes = run->cfg.cpu_budget_bytes,
+        .retention_budget_bytes = run->cfg.retention_budget_bytes,
+        .start_mono_ns = run->start_ns,
+    };
+    /* The ring is fresh and at least JP_RING_MIN_SLOTS long: this cannot find it full. */
+    void *p = jp_ring_reserve(&run->ring, sizeof run->rs);
+    if (!p)
+        return -ENOBUFS;
+    memcpy(p, &run->rs, sizeof run->rs);
+    jp_push_commit(run, 1);
+    return 0;
+}
+
+static int start(const struct jettprof_config *cfg, int connect, int with_timer,
+                 jettprof_run **out)
+{
+    if (!out)
+        return bad("no place for the run handle");
+    *out = NULL;
+    jettprof_run *run;
+    int r = run_new(cfg, &run);
+    if (r < 0)
+        return r;
+    if (connect) {
+        r = jp_daemon_connect(run);
+        if (r == 0)
+            r = jp_daemon_handshake(run);
+    }
+    if (r == 0) {
+        r = jp_ring_create(run->slot_count, &run->ring);
+        if (r < 0)
+            jp_set_reason("cannot create the record ring");
+    }
+    if (r == 0 && connect)
+        r = jp_daemon_send_ring(run);
+    if (r == 0)
+        r = push_run_start(run);
+    if (r == 0 && with_timer && run->mode == JETTPROF_MODE_CPU) {
+        r = jp_timer_start(run);
+        if (r < 0)
+            jp_set_reason("cannot start the tick timer thread");
+    }
+    if (r < 0) {
+        run_free(run); /* closes the socket and reaps a private daemon */
+        return r;
+    }
+    *out = run;
+    return 0;
+}
+
+int jettprof_start(const struct jettprof_config *cfg, jettprof_run **out)
+{
+    return start(cfg, 1, 1, out);
+}
+
+int jp_agent_start_local(const struct jettprof_config *cfg, int with_timer, jettprof_run **out)
+{
+    return start(cfg, 0, with_timer, out);
+}
+
+int jp_agent_ring_fd(jettprof_run *run)
+{
+    return run->ring.fd;
+}
+
+/* ---- finish ---- */
+
+/* Builds the COUNTERS record from what the timer and producers counted. The timer is stopped. */
+static void counters(struct jettprof_run *run, struct jp_rec_counters *c)
+{
+    *c = (struct jp_rec_counters){
+        .h = {JP_REC_COUNTERS, sizeof *c},
+        .requested_ticks = jp_load_relaxed64(&run->requested_ticks),
+        .coalesced_ticks = jp_load_relaxed64(&run->coalesced_ticks),
+        .dropped_ticks = run->dropped_ticks,
+        .waiting_ticks = jp_load_relaxed64(&run->waiting_ticks),
+        .runtime_ticks = jp_load_relaxed64(&run->runtime_ticks),
+        .lost_records = run->lost_records,
+    };
+}
+
+void jp_agent_counters(jettprof_run *run, struct jp_rec_counters *out)
+{
+    enum jp_sect s = jp_sect_enter(run, NULL);
+    counters(run, out);
+    jp_sect_leave(run, s);
+}
+
+/* Stops the producers' side: timer joined, pending ticks counted as dropped, COUNTERS and
+ * RUN_STOP pushed, ring closed. Keeps the COUNTERS record for a local render. */
+static void end_stream(struct jettprof_run *run, uint32_t termination,
+                       struct jp_rec_counters *c)
+{
+    jp_timer_stop(run);
+    enum jp_sect s = jp_sect_enter(run, NULL);
+    uint32_t n = jp_load_acquire32(&run->nslots);
+    for (uint32_t i = 0; i < n; i++) {
+        struct jettprof_thread *t = &run->threads[i];
+        /* A tick raised but never answered is an opportunity lost at the end of the run. */
+        if (jp_load_acquire32(&t->active) && jp_load_acquire32(&t->pending)) {
+            jp_store_release32(&t->pending, 0);
+            run->dropped_ticks++;
+        }
+    }
+    counters(run, c);
+    void *p = jp_push_reserve(run, sizeof *c, JP_WAIT_META);
+    if (p) {
+        memcpy(p, c, sizeof *c);
+        jp_push_commit(run, 1);
+    }
+    struct jp_rec_run_stop st = {
+        .h = {JP_REC_RUN_STOP, sizeof st},
+        .termination = (uint8_t)termination,
+        .wall_ns = jp_mono_ns() - run->start_ns,
+        .process_cpu_ns = JP_NS_UNAVAILABLE,
+        .record_count = run->record_count, /* every record before this one, PAD excluded */
+    };
+    if (run->caps & JETTPROF_CAP_PROCESS_CPU_TIME) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0)
+            st.process_cpu_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
+    p = jp_push_reserve(run, sizeof st, JP_WAIT_META);
+    if (p) {
+        memcpy(p, &st, sizeof st);
+        jp_push_commit(run, 1);
+    }
+    jp_ring_close(&run->ring);
+    jp_sect_leave(run, s);
+}
+
+void jp_agent_local_end(jettprof_run *run, uint32_t termination)
+{
+    struct jp_rec_counters c;
+    end_stream(run, termination, &c);
+    run_free(run);
+}
+
+/* Only what a safe excerpt can be: UTF-8, no raw control characters (the runtime escapes
+ * them), within the cap. */
+static int excerpt_ok(const char *s, int len)
+{
+    if (len < 0 || len > (int)JP_EXCERPT_MAX || jp_utf8_check(s, (size_t)len) < 0)
+        return 0;
+    for (int i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+static int answer_excerpts(struct jettprof_run *run, const struct jp_ctl_msg *req)
+{
+    uint32_t n = req->u.excerpt_request.count;
+    const struct jp_ctl_excerpt_key *keys = req->u.excerpt_request.keys;
+    struct jp_ctl_excerpt *items = n ? calloc(n, sizeof *items) : NULL;
+    char *texts = n ? malloc((size_t)n * JP_EXCERPT_MAX) : NULL;
+    if (n && (!items || !texts)) {
+        free(items);
+        free(texts);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        char *buf = texts + (size_t)i * JP_EXCERPT_MAX;
+        int redacted = 0, len = -1;
+        if (run->cfg.excerpt)
+            len = run->cfg.excerpt(run->cfg.excerpt_user, keys[i].source_id, keys[i].line,
+                                   keys[i].col, buf, JP_EXCERPT_MAX, &redacted);
+        items[i] = (struct jp_ctl_excerpt){keys[i].source_id, keys[i].line, keys[i].col, 0,
+                                           buf, 0};
+        if (excerpt_ok(buf, len)) {
+            items[i].text_len = (size_t)len;
+            items[i].flags = redacted ? JP_EXCERPT_REDACTED : 0;
+        } else {
+            items[i].flags = JP_EXCERPT_UNAVAILABLE; /* never a raw or oversized line */
+        }
+    }
+    struct jp_ctl_msg m = {.type = JP_CTL_EXCERPTS};
+    m.u.excerpts.items = items;
+    m.u.excerpts.count = n;
+    int r = jp_ctl_send(run->sock, &m, NULL, 0);
+    free(items);
+    free(texts);
+    return r;
+}
+
+static char *dup_text(const char *s, size_t len)
+{
+    char *d = malloc(len + 1u);
+    if (d) {
+        if (len)
+            memcpy(d, s, len);
+        d[len] = '\0';
+    }
+    return d;
+}
+
+static void copy_reason(char dst[40], const char *s, size_t len)
+{
+    if (len > 39)
+        len = 39;
+    memcpy(dst, s, len);
+    dst[len] = '\0';
+}
+
+/* FINALIZE, then excerpts on request, then the RESULT. 0 with *out filled, or < 0: the daemon
+ * is gone or misbehaved (the caller renders the collector-failure profile). */
+static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
+                             struct jettprof_result *out)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
+    m.u.finalize.termination = termination;
+    int r = jp_ctl_send(run->sock, &m, NULL, 0);
+    if (r < 0)
+        return r;
+    uint64_t deadline = jp_mono_ns() + (uint64_t)JP_FINISH_TIMEOUT_MS * 1000000u;
+    for (;;) {
+        uint64_t now = jp_mono_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        const char *why;
+        struct jp_ctl_msg a;
+        r = jp_daemon_recv(run, (int)((deadline - now) / 1000000u) + 1, &a, &why);
+        if (r < 0)
+            return r;
+        if (a.type == JP_CTL_EXCERPT_REQUEST) {
+            r = answer_excerpts(run, &a);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        if (a.type != JP_CTL_RESULT)
+            return -EPROTO; /* ERROR, or anything out of place */
+        uint32_t st = a.u.result.status;
+        if (st < JETTPROF_STATUS_COMPLETE || st > JETTPROF_STATUS_UNAVAILABLE)
+            return -EPROTO;
+        out->status = st;
+        copy_reason(out->reason, a.u.result.reason, a.u.result.reason_len);
+        out->collector_failed = 0;
+        if (run->cfg.outputs & JETTPROF_OUT_HUMAN) {
+            out->human = dup_text(a.u.result.human, a.u.result.human_len);
+            out->human_len = out->human ? a.u.result.human_len : 0;
+        }
+        if (run->cfg.outputs & JETTPROF_OUT_TOON) {
+            out->toon = dup_text(a.u.result.toon, a.u.result.toon_len);
+            out->toon_len = out->toon ? a.u.result.toon_len : 0;
+        }
+        return 0;
+    }
+}
+
+/* The profile when collection failed after user code started: rendered here, from the
+ * RUN_START and COUNTERS records this agent produced, with the collector_failure ending. */
+static void render_failure(struct jettprof_run *run, const struct jp_rec_counters *c,
+                           struct jettprof_result *out)
+{
+    out->status = JETTPROF_STATUS_UNAVAILABLE;
+    copy_reason(out->reason, "collector_failure", strlen("collector_failure"));
+    out->collector_failed = 1;
+    struct jp_engine *e = NULL;
+    if (jp_engine_new(&e) < 0)
+        return;
+    const char *why;
+    struct jp_rendered rd = {0};
+    struct jp_report_opts o = {
+        .size = sizeof o, .threshold_bp = -1, .limit = -1, .ending = JP_END_COLLECTOR_FAILURE,
+        .outputs = run->cfg.outputs,
+    };
+    if (jp_engine_feed(e, &run->rs, sizeof run->rs, &why) == 0 &&
+        jp_engine_feed(e, c, sizeof *c, &why) == 0 && jp_engine_render(e, &o, &rd) == 0) {
+        out->status = rd.status;
+        copy_reason(out->reason, rd.reason, strnlen(rd.reason, sizeof rd.reason));
+        if (rd.human) {
+            out->human = rd.human;
+            out->human_len = rd.human_len;
+            rd.human = NULL;
+        }
+        if (rd.toon) {
+            out->toon = rd.toon;
+            out->toon_len = rd.toon_len;
+            rd.toon = NULL;
+        }
+        jp_rendered_free(&rd);
+    }
+    jp_engine_free(e);
+}
+
+int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_result *out)
+{
+    if (!run)
+        return bad("finish needs a run");
+    if (termination < JETTPROF_TERM_RETURNED || termination > JETTPROF_TERM_INTERRUPTED)
+        return bad("termination is not returned, runtime_error or interrupted");
+    if (!out || out->size < sizeof *out)
+        return bad("result size is smaller than this library's");
+    uint32_t size = out->size;
+    memset(out, 0, sizeof *out);
+    out->size = size;
+
+    struct jp_rec_counters c;
+    end_stream(run, termination, &c);
+    int failed = jp_load_relaxed32(&run->failed) || !jp_daemon_alive(run);
+    if (!failed && finalize_exchange(run, termination, out) < 0) {
+        jettprof_result_release(out);
+        out->size = size;
+        failed = 1;
+    }
+    /* A failed run skips FINALIZE: closing the socket tells the daemon the producer is gone. */
+    jp_daemon_close(run);
+    if (failed)
+        render_failure(run, &c, out);
+    run_free(run);
+    return 0;
+}
+
+void jettprof_result_release(struct jettprof_result *r)
+{
+    if (!r)
+        return;
+    free(r->human);
+    free(r->toon);
+    uint32_t size = r->size;
+    memset(r, 0, sizeof *r);
+    r->size = size;
+}

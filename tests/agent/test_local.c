@@ -1,0 +1,787 @@
+/* The agent without a daemon: configuration and capability checks, interning, the call stack
+ * and its truncation, samples, coalescing, allocation hooks, bounded waits on a full ring, and
+ * the exact record stream a local run leaves in its ring (read back as the daemon would). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stream.h"
+
+static jettprof_run *local(uint32_t mode, struct stream *s)
+{
+    struct jettprof_config c = test_config(mode);
+    jettprof_run *run = NULL;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
+    stream_open(s, run);
+    return run;
+}
+
+/* ---- configuration ---- */
+
+Test(config, cpu_needs_tick_source_and_safe_stacks)
+{
+    jettprof_run *run = (jettprof_run *)1;
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.capabilities = 0xffu & ~JETTPROF_CAP_SAFE_STACK_CAPTURE;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+    cr_assert_null(run);
+    cr_assert_str_eq(jettprof_strerror(-ENOTSUP), "profiler: backend unsupported");
+    c.capabilities = 0xffu & ~JETTPROF_CAP_CPU_TICK_SOURCE;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+    cr_assert(strstr(jettprof_last_reason(), "cpu_tick_source"));
+}
+
+Test(config, memory_needs_hooks_and_free_resize_events)
+{
+    jettprof_run *run = NULL;
+    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    c.capabilities = JETTPROF_CAP_HEAP_ALLOCATION_HOOKS;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+    c.capabilities = JETTPROF_CAP_FREE_AND_RESIZE_EVENTS;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+    /* CPU capabilities do not make memory mode supported. */
+    c.capabilities = JETTPROF_CAP_CPU_TICK_SOURCE | JETTPROF_CAP_SAFE_STACK_CAPTURE;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+}
+
+Test(config, capabilities_are_checked_before_fields)
+{
+    jettprof_run *run = NULL;
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.capabilities = 0;
+    c.rate_hz = 5000;
+    cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
+}
+
+Test(config, rejects_each_bad_field)
+{
+    /* Each mutation alone must be rejected with -EINVAL and a reason. */
+    struct jettprof_config base = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config v[16];
+    const char *names[16];
+    int n = 0;
+    v[n] = base, v[n].size = sizeof base - 4, names[n++] = "size";
+    v[n] = base, v[n].mode = 3, names[n++] = "mode";
+    v[n] = base, v[n].rate_hz = 0, names[n++] = "rate 0";
+    v[n] = base, v[n].rate_hz = 1001, names[n++] = "rate 1001";
+    v[n] = base, v[n].threshold_bp = 10001, names[n++] = "threshold";
+    v[n] = base, v[n].limit = 0, names[n++] = "limit 0";
+    v[n] = base, v[n].limit = 101, names[n++] = "limit 101";
+    v[n] = base, v[n].outputs = 4, names[n++] = "outputs";
+    v[n] = base, v[n].capabilities = 0x1ffu, names[n++] = "capabilities";
+    v[n] = base, v[n].capture_fd = -2, names[n++] = "capture_fd -2";
+    v[n] = base, v[n].capture_fd = 1000, names[n++] = "capture_fd closed";
+    v[n] = base, v[n].ring_slots = 100, names[n++] = "ring_slots not pow2";
+    v[n] = base, v[n].ring_slots = 32, names[n++] = "ring_slots too small";
+    v[n] = test_config(JETTPROF_MODE_MEMORY), v[n].rate_hz = 1000, names[n++] = "memory rate";
+    for (int i = 0; i < n; i++) {
+        jettprof_run *run = NULL;
+        jp_set_reason("");
+        cr_assert_eq(jettprof_start(&v[i], &run), -EINVAL, "%s accepted", names[i]);
+        cr_assert_null(run);
+        cr_assert_neq(jettprof_last_reason()[0], '\0', "%s gave no reason", names[i]);
+    }
+    cr_assert_eq(jettprof_start(NULL, NULL), -EINVAL);
+    cr_assert_str_eq(jettprof_strerror(-EINVAL), "profiler: invalid argument");
+}
+
+Test(config, read_only_capture_fd_is_rejected)
+{
+    int fd = open("/dev/null", O_RDONLY);
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.capture_fd = fd;
+    jettprof_run *run = NULL;
+    cr_assert_eq(jettprof_start(&c, &run), -EINVAL);
+    cr_assert_str_eq(jettprof_last_reason(), "capture_fd is not open for writing");
+    close(fd);
+}
+
+Test(config, a_larger_struct_needs_a_zero_tail)
+{
+    struct {
+        struct jettprof_config c;
+        uint64_t future;
+    } big = {test_config(JETTPROF_MODE_MEMORY), 0};
+    big.c.size = sizeof big;
+    jettprof_run *run = NULL;
+    cr_assert_eq(jp_agent_start_local(&big.c, 0, &run), 0);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    big.future = 1;
+    cr_assert_eq(jp_agent_start_local(&big.c, 0, &run), -EINVAL);
+}
+
+Test(config, setup_messages_are_stable)
+{
+    cr_assert_str_eq(jettprof_strerror(-ENOEXEC),
+                     "profiler: setup failure: cannot start jettprofd");
+    cr_assert_str_eq(jettprof_strerror(-ECONNREFUSED),
+                     "profiler: setup failure: cannot connect to jettprofd");
+    cr_assert_str_eq(jettprof_strerror(-ETIMEDOUT),
+                     "profiler: setup failure: jettprofd did not answer");
+    cr_assert_str_eq(jettprof_strerror(-EPROTO),
+                     "profiler: setup failure: jettprofd handshake failed");
+    cr_assert_str_eq(jettprof_strerror(-ECONNABORTED),
+                     "profiler: setup failure: jettprofd refused the run");
+    cr_assert_str_eq(jettprof_strerror(-EMFILE), "profiler: setup failure");
+    cr_assert_str_eq(jettprof_strerror(0), "profiler: no error");
+}
+
+/* ---- sources and frames ---- */
+
+Test(sources, absolute_and_unnormalised_paths_are_rejected)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    static const struct {
+        const char *path, *why;
+    } bad[] = {
+        {"/home/user/app/src/main.jett", "source path is absolute"},
+        {"/main.jett", "source path is absolute"},
+        {"", "source path is empty"},
+        {"~/src/a.jett", "source path is relative to a home directory"},
+        {"C:/src/a.jett", "source path starts with a drive letter"},
+        {"src\\a.jett", "source path contains a backslash"},
+        {"src//a.jett", "source path has an empty segment"},
+        {"src/", "source path has an empty segment"},
+        {"./a.jett", "source path has a '.' or '..' segment"},
+        {"src/../../etc/passwd", "source path has a '.' or '..' segment"},
+        {"src/..", "source path has a '.' or '..' segment"},
+        {"src/a\n.jett", "source path contains a control character"},
+        {"src/\xc3\x28.jett", "source path is not valid UTF-8"},
+        {"src/\xed\xa0\x80.jett", "source path is not valid UTF-8"}, /* a surrogate */
+        {"src/\xc0\xaf.jett", "source path is not valid UTF-8"},     /* overlong '/' */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t id = 77;
+        cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, bad[i].path, &id), -EINVAL,
+                     "accepted %s", bad[i].path);
+        cr_assert_str_eq(jettprof_last_reason(), bad[i].why, "%s", bad[i].path);
+        cr_assert_eq(id, 77, "id written on failure");
+    }
+    char longp[1100];
+    memset(longp, 'a', sizeof longp - 1);
+    longp[sizeof longp - 1] = 0;
+    uint32_t id;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, longp, &id), -EINVAL);
+    cr_assert_eq(jettprof_source(run, 0, "src/a.jett", &id), -EINVAL);
+    cr_assert_eq(jettprof_source(run, 4, "src/a.jett", &id), -EINVAL);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 0, "a rejected path reached the stream");
+    stream_free(&s);
+}
+
+Test(sources, same_origin_and_path_is_one_id)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t a, b, c, d;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &a), 0);
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_DEPENDENCY, "src/a.jett", &b), 0);
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &c), 0);
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_STDLIB, "stdlib/list.jett", &d), 0);
+    cr_assert_eq(a, 1);
+    cr_assert_eq(b, 2);
+    cr_assert_eq(c, 1);
+    cr_assert_eq(d, 3);
+    /* Many sources: the set grows and ids stay dense. */
+    for (int i = 0; i < 1000; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "src/gen/m%d.jett", i);
+        uint32_t id;
+        cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, p, &id), 0);
+        cr_assert_eq(id, 4u + (uint32_t)i);
+    }
+    uint32_t again;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/gen/m500.jett", &again), 0);
+    cr_assert_eq(again, 504);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 1003);
+    const struct jp_rec_source_def *sd = stream_nth(&s, JP_REC_SOURCE_DEF, 1);
+    cr_assert_eq(sd->source_id, 2);
+    cr_assert_eq(sd->origin, JP_ORIGIN_DEPENDENCY);
+    cr_assert_eq(sd->path_len, strlen("src/a.jett"));
+    cr_assert_eq(memcmp(sd + 1, "src/a.jett", sd->path_len), 0);
+    stream_free(&s);
+}
+
+Test(frames, interning_is_by_full_identity)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f1 = test_frame(run, "app.core", "run", 10);
+    uint32_t f2 = test_frame(run, "app.core", "run", 10);
+    uint32_t f3 = test_frame(run, "app.core", "run", 11); /* another declaration */
+    uint32_t f4 = test_frame(run, "app.other", "run", 10);
+    cr_assert_eq(f1, 1);
+    cr_assert_eq(f2, 1);
+    cr_assert_eq(f3, 2);
+    cr_assert_eq(f4, 3);
+    struct jettprof_frame_desc d = {.size = sizeof d, .function = "<runtime>",
+                                    .kind = JETTPROF_FRAME_RUNTIME_BUCKET, .decl_line = 5,
+                                    .decl_end = 9};
+    uint32_t f5;
+    cr_assert_eq(jettprof_frame(run, &d, &f5), 0);
+    cr_assert_eq(f5, 4);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_FRAME_DEF), 4);
+    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 3);
+    cr_assert_eq(fd->frame_id, 4);
+    cr_assert_eq(fd->kind, JP_FRAME_RUNTIME_BUCKET);
+    cr_assert_eq(fd->source_id, 0);
+    /* No source: the declaration is unavailable, whatever the runtime passed. */
+    cr_assert_eq(fd->decl_line, 0);
+    cr_assert_eq(fd->decl_end, 0);
+    cr_assert_eq(fd->ns_len, 6);
+    cr_assert_eq(memcmp(fd + 1, "<root><runtime>", 15), 0);
+    fd = stream_nth(&s, JP_REC_FRAME_DEF, 0);
+    cr_assert_eq(fd->decl_line, 10);
+    cr_assert_eq(fd->decl_start, 1000);
+    cr_assert_eq(fd->source_id, 1);
+    stream_free(&s);
+}
+
+Test(frames, rejects_bad_descriptions)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "a.jett", &src), 0);
+    struct jettprof_frame_desc ok = {.size = sizeof ok, .function = "f", .source_id = src};
+    struct jettprof_frame_desc v[8];
+    int n = 0;
+    char longname[300];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    v[n] = ok, v[n].size = 8, n++;
+    v[n] = ok, v[n].kind = JP_FRAME_TRUNCATED, n++; /* the agent's own */
+    v[n] = ok, v[n].function = NULL, n++;
+    v[n] = ok, v[n].function = "", n++;
+    v[n] = ok, v[n].function = longname, n++;
+    v[n] = ok, v[n].ns = "bad\xff", n++;
+    v[n] = ok, v[n].source_id = src + 1, n++; /* never interned */
+    v[n] = ok, v[n].decl_start = 10, v[n].decl_end = 5, n++;
+    for (int i = 0; i < n; i++) {
+        uint32_t id = 0;
+        cr_assert_eq(jettprof_frame(run, &v[i], &id), -EINVAL, "case %d accepted", i);
+        cr_assert_eq(id, 0);
+    }
+    uint32_t id;
+    cr_assert_eq(jettprof_frame(run, &ok, &id), 0);
+    cr_assert_eq(id, 1, "rejected frames used ids");
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
+Test(frames, without_source_spans_declarations_are_unavailable)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.capabilities &= ~JETTPROF_CAP_SOURCE_SPANS;
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    struct stream s;
+    stream_open(&s, run);
+    uint32_t f = test_frame(run, "m", "f", 3);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jettprof_stmt(t, 4, 5);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 0);
+    cr_assert_eq(fd->decl_line, 0);
+    const struct jp_rec_cpu_sample *cs = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(cs->flags & JP_SAMPLE_HAS_STMT, 0);
+    cr_assert_eq(cs->stmt_line, 0);
+    stream_free(&s);
+}
+
+/* ---- call stacks ---- */
+
+/* The node the thread is at, as the next allocation record reports it. */
+static uint32_t node_now(jettprof_thread *t, struct stream *s)
+{
+    uint64_t id;
+    cr_assert_eq(jettprof_alloc(t, 1, &id), 0);
+    stream_drain(s);
+    const struct jp_rec_alloc *a = stream_nth(s, JP_REC_ALLOC, stream_count(s, JP_REC_ALLOC) - 1);
+    return a->node;
+}
+
+Test(stack, nodes_are_interned_once_per_caller_and_frame)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 7, &t), 0);
+    cr_assert_eq(node_now(t, &s), 0, "no frame: no stack");
+    cr_assert_eq(jettprof_enter(t, fa), 0);
+    cr_assert_eq(node_now(t, &s), 1);
+    cr_assert_eq(jettprof_enter(t, fb), 0);
+    cr_assert_eq(node_now(t, &s), 2);
+    jettprof_leave(t);
+    cr_assert_eq(node_now(t, &s), 1, "leave returns to the caller's node");
+    cr_assert_eq(jettprof_enter(t, fb), 0);
+    cr_assert_eq(node_now(t, &s), 2, "the same (caller, frame) is the same node");
+    jettprof_leave(t);
+    jettprof_leave(t);
+    cr_assert_eq(jettprof_enter(t, fb), 0); /* b as a root: another node */
+    cr_assert_eq(node_now(t, &s), 3);
+    jettprof_leave(t);
+    jettprof_leave(t); /* unbalanced: ignored */
+    cr_assert_eq(node_now(t, &s), 0);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 3);
+    const struct jp_rec_node_def *n = stream_nth(&s, JP_REC_NODE_DEF, 1);
+    cr_assert_eq(n->node_id, 2);
+    cr_assert_eq(n->parent, 1);
+    cr_assert_eq(n->frame_id, fb);
+    n = stream_nth(&s, JP_REC_NODE_DEF, 2);
+    cr_assert_eq(n->parent, 0);
+    cr_assert_eq(n->frame_id, fb);
+    /* Every definition comes before the first record that names it. */
+    size_t seen_nodes = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        const struct jp_rec_hdr *h = rec_at(&s, i);
+        if (h->type == JP_REC_NODE_DEF)
+            seen_nodes++;
+        if (h->type == JP_REC_ALLOC)
+            cr_assert_leq(((const struct jp_rec_alloc *)(const void *)h)->node, seen_nodes);
+    }
+    stream_free(&s);
+}
+
+Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = test_frame(run, "m", "rec", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    for (int i = 0; i < 128; i++)
+        cr_assert_eq(jettprof_enter(t, f), 0);
+    uint32_t at128 = node_now(t, &s);
+    cr_assert_eq(at128, 128, "exactly 128 frames are not truncated");
+    cr_assert_eq(stream_count(&s, JP_REC_FRAME_DEF), 1);
+    for (int i = 128; i < 200; i++)
+        cr_assert_eq(jettprof_enter(t, f), 0);
+    uint32_t deep = node_now(t, &s);
+    cr_assert_eq(deep, 129);
+    /* The truncated node hangs under the 127th frame and names the agent's frame. */
+    const struct jp_rec_node_def *n = stream_nth(&s, JP_REC_NODE_DEF, 128);
+    cr_assert_eq(n->node_id, 129);
+    cr_assert_eq(n->parent, 127);
+    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 1);
+    cr_assert_eq(fd->frame_id, n->frame_id);
+    cr_assert_eq(fd->kind, JP_FRAME_TRUNCATED);
+    cr_assert_eq(fd->source_id, 0);
+    cr_assert_eq(memcmp(fd + 1, "<root><truncated-stack>", 23), 0);
+    /* Deeper enters stay on it; leaving unwinds exactly. */
+    for (int i = 200; i > 129; i--)
+        jettprof_leave(t);
+    cr_assert_eq(node_now(t, &s), 129);
+    jettprof_leave(t); /* back to 128 frames: the real 128th node again */
+    cr_assert_eq(node_now(t, &s), 128);
+    jettprof_leave(t);
+    cr_assert_eq(node_now(t, &s), 127);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    cr_assert_eq(node_now(t, &s), 129, "the truncated node is reused");
+    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 129);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
+Test(stack, unknown_frame_is_an_unavailable_level)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    cr_assert_eq(jettprof_enter(t, 99), -EINVAL);
+    cr_assert_eq(jettprof_enter(t, 0), -EINVAL);
+    cr_assert_eq(jettprof_enter(t, f), 0, "below an unavailable level nothing is interned");
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_leave(t);
+    jettprof_leave(t);
+    jettprof_leave(t);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 1);
+    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(a->state, JP_STATE_UNAVAILABLE, "never charged to the caller");
+    cr_assert_eq(a->node, 0);
+    const struct jp_rec_cpu_sample *b = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    cr_assert_eq(b->state, JP_STATE_JETT, "the stack is whole again after the leaves");
+    cr_assert_eq(b->node, 1);
+    stream_free(&s);
+}
+
+/* ---- CPU samples ---- */
+
+Test(cpu, ticks_coalesce_into_one_pending_request)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
+    const uint32_t *pw = jettprof_pending_word(t);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jettprof_stmt(t, 12, 4);
+    cr_assert_eq(*pw, 0);
+    for (int i = 0; i < 5; i++)
+        jp_timer_tick(run);
+    cr_assert_eq(*pw, 1);
+    jettprof_poll(t, pw);
+    cr_assert_eq(*pw, 0);
+    jettprof_poll(t, pw); /* nothing pending: no second sample */
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 2);
+    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(a->requested_tick, 1, "the sample names the tick that raised the request");
+    cr_assert_eq(a->state, JP_STATE_JETT);
+    cr_assert_eq(a->node, 1);
+    cr_assert_eq(a->flags, JP_SAMPLE_HAS_STMT);
+    cr_assert_eq(a->stmt_line, 12);
+    cr_assert_eq(a->stmt_col, 4);
+    cr_assert_eq(((const struct jp_rec_cpu_sample *)stream_nth(&s, JP_REC_CPU_SAMPLE, 1))
+                     ->requested_tick,
+                 6);
+    const struct jp_rec_counters *c = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(c->requested_ticks, 6);
+    cr_assert_eq(c->coalesced_ticks, 4);
+    cr_assert_eq(c->dropped_ticks, 0);
+    /* The thread's identity precedes its first sample. */
+    const struct jp_rec_exec *e = stream_nth(&s, JP_REC_EXEC, 0);
+    cr_assert_eq(e->runtime_thread_id, 3);
+    cr_assert_eq(e->task_id, JP_ID_UNAVAILABLE);
+    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 1, "an unchanged identity is not repeated");
+    stream_free(&s);
+}
+
+Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jp_timer_tick(run); /* raised while running Jett code ... */
+    jettprof_set_state(t, JETTPROF_STATE_WAITING); /* ... answered before the wait */
+    cr_assert_eq(*jettprof_pending_word(t), 0);
+    for (int i = 0; i < 3; i++)
+        jp_timer_tick(run);
+    cr_assert_eq(*jettprof_pending_word(t), 0, "a waiting thread gets no request");
+    jettprof_set_state(t, JETTPROF_STATE_RUNTIME);
+    for (int i = 0; i < 2; i++)
+        jp_timer_tick(run);
+    jettprof_set_state(t, JETTPROF_STATE_JETT);
+    jettprof_set_state(t, 9); /* not a state: ignored */
+    jettprof_leave(t);
+    jp_timer_tick(run); /* no frame at all: runtime work */
+    jettprof_safe_point(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 2);
+    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(a->state, JP_STATE_JETT);
+    cr_assert_eq(a->node, 1);
+    const struct jp_rec_cpu_sample *b = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    cr_assert_eq(b->state, JP_STATE_RUNTIME);
+    cr_assert_eq(b->node, 0);
+    const struct jp_rec_counters *c = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(c->requested_ticks, 7);
+    cr_assert_eq(c->waiting_ticks, 3);
+    cr_assert_eq(c->runtime_ticks, 2);
+    stream_free(&s);
+}
+
+Test(cpu, statement_is_the_leafs_and_restored_on_return)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, fa), 0);
+    jettprof_stmt(t, 5, 2);
+    cr_assert_eq(jettprof_enter(t, fb), 0);
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* in b before any statement: no position */
+    jettprof_stmt(t, 20, 3);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_leave(t);
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* back in a: its statement again */
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    const struct jp_rec_cpu_sample *x = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(x->flags, 0);
+    cr_assert_eq(x->node, 2);
+    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    cr_assert_eq(x->flags, JP_SAMPLE_HAS_STMT);
+    cr_assert_eq(x->stmt_line, 20);
+    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
+    cr_assert_eq(x->node, 1);
+    cr_assert_eq(x->stmt_line, 5);
+    cr_assert_eq(x->stmt_col, 2);
+    stream_free(&s);
+}
+
+Test(cpu, task_changes_emit_exec_records)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jettprof_set_task(t, 10, 20);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_set_task(t, 11, JETTPROF_ID_UNAVAILABLE);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 2);
+    const struct jp_rec_exec *e = stream_nth(&s, JP_REC_EXEC, 0);
+    cr_assert_eq(e->task_id, 10);
+    cr_assert_eq(e->actor_id, 20);
+    e = stream_nth(&s, JP_REC_EXEC, 1);
+    cr_assert_eq(e->task_id, 11);
+    cr_assert_eq(e->actor_id, JP_ID_UNAVAILABLE);
+    /* The second EXEC sits right before the third sample. */
+    for (size_t i = 0; i + 1 < s.n; i++) {
+        const struct jp_rec_hdr *h = rec_at(&s, i);
+        if (h->type == JP_REC_EXEC && ((const struct jp_rec_exec *)(const void *)h)->task_id == 11)
+            cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, i + 1))->type, JP_REC_CPU_SAMPLE);
+    }
+    stream_free(&s);
+}
+
+Test(cpu, without_attribution_capabilities_ids_are_unavailable)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.capabilities &= ~(JETTPROF_CAP_TASK_ATTRIBUTION | JETTPROF_CAP_THREAD_REGISTRATION);
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    struct stream s;
+    stream_open(&s, run);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 5, &t), 0);
+    jettprof_set_task(t, 1, 2);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jp_timer_tick(run);
+    jettprof_safe_point(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 0, "everything unavailable: as before any EXEC");
+    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 1);
+    stream_free(&s);
+}
+
+Test(cpu, full_ring_drops_samples_without_waiting)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    c.ring_slots = 64;
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    struct stream s;
+    stream_open(&s, run);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    uint64_t t0 = jp_mono_ns();
+    for (int i = 0; i < 100; i++) {
+        jp_timer_tick(run);
+        jettprof_safe_point(t);
+    }
+    cr_assert_lt(jp_mono_ns() - t0, 500000000u, "CPU samples must never wait for room");
+    struct jp_rec_counters k;
+    jp_agent_counters(run, &k);
+    cr_assert_gt(k.dropped_ticks, 0);
+    stream_drain(&s); /* room again: the counters and stop fit */
+    size_t got = stream_count(&s, JP_REC_CPU_SAMPLE);
+    cr_assert_eq(got + k.dropped_ticks, 100, "every tick is a sample or a counted drop");
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    const struct jp_rec_counters *fin = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(fin->dropped_ticks, k.dropped_ticks);
+    stream_free(&s);
+}
+
+/* ---- memory ---- */
+
+Test(memory, hooks_push_events_with_agent_ids)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    uint64_t a, b, z;
+    cr_assert_eq(jettprof_alloc(t, 100, &a), 0);
+    cr_assert_eq(jettprof_alloc(t, 50, &b), 0);
+    cr_assert_eq(jettprof_alloc(t, 0, &z), 0);
+    cr_assert_eq(a, 1);
+    cr_assert_eq(b, 2);
+    cr_assert_eq(z, 3);
+    cr_assert_eq(jettprof_resize(t, a, 100, 300), 0);
+    cr_assert_eq(jettprof_free(t, b, 50), 0);
+    cr_assert_eq(jettprof_alloc_id(t, 1000, 8), 0);
+    jettprof_leave(t);
+    cr_assert_eq(jettprof_free(t, 1000, 8), 0);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RUNTIME_ERROR);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 4);
+    const struct jp_rec_alloc *al = stream_nth(&s, JP_REC_ALLOC, 0);
+    cr_assert_eq(al->allocation_id, 1);
+    cr_assert_eq(al->size, 100);
+    cr_assert_eq(al->node, 1);
+    const struct jp_rec_resize *rz = stream_nth(&s, JP_REC_RESIZE, 0);
+    cr_assert_eq(rz->allocation_id, 1);
+    cr_assert_eq(rz->old_size, 100);
+    cr_assert_eq(rz->new_size, 300);
+    const struct jp_rec_free *fr = stream_nth(&s, JP_REC_FREE, 0);
+    cr_assert_eq(fr->allocation_id, 2);
+    cr_assert_eq(fr->old_size, 50);
+    fr = stream_nth(&s, JP_REC_FREE, 1);
+    cr_assert_eq(fr->node, 0, "freed outside any frame");
+    /* The stream's framing: RUN_START first, RUN_STOP last and counting all before it. */
+    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, 0))->type, JP_REC_RUN_START);
+    const struct jp_rec_run_start *rs = rec_at(&s, 0);
+    cr_assert_eq(rs->mode, JP_MODE_MEMORY);
+    cr_assert_eq(rs->rate_hz, 0);
+    cr_assert_eq(rs->cpu_budget_bytes, 33554432u);
+    cr_assert_eq(rs->retention_budget_bytes, 67108864u);
+    cr_assert_eq(rs->capabilities, 0xffu);
+    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    cr_assert_eq(st->h.type, JP_REC_RUN_STOP);
+    cr_assert_eq(st->record_count, s.n - 1);
+    cr_assert_eq(st->termination, JP_TERM_RUNTIME_ERROR);
+    cr_assert_neq(st->process_cpu_ns, JP_NS_UNAVAILABLE);
+    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
+    stream_free(&s);
+}
+
+Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint64_t a, b;
+    cr_assert_eq(jettprof_alloc(t, 10, &a), 0);
+    cr_assert_eq(jettprof_alloc(t, 10, &b), 0);
+    cr_assert_eq(b, a + 1);
+    cr_assert_eq(jettprof_free(t, a, 10), 0);
+    cr_assert_eq(jettprof_resize(t, b, 10, 20), 0);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_ALLOC) + stream_count(&s, JP_REC_FREE) +
+                     stream_count(&s, JP_REC_RESIZE),
+                 0);
+    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    cr_assert_eq(st->process_cpu_ns != JP_NS_UNAVAILABLE, 1);
+    stream_free(&s);
+}
+
+Test(memory, full_ring_waits_a_bounded_total_then_drops, .timeout = 20)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 64;
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    struct stream s;
+    stream_open(&s, run);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint64_t t0 = jp_mono_ns();
+    int drops = 0;
+    for (int i = 0; i < 200; i++) {
+        uint64_t id = 0;
+        int r = jettprof_alloc(t, 8, &id);
+        cr_assert(r == 0 || r == -ENOBUFS);
+        cr_assert_eq(id, (uint64_t)i + 1, "ids are assigned even for dropped events");
+        drops += r == -ENOBUFS;
+    }
+    uint64_t spent = jp_mono_ns() - t0;
+    cr_assert_geq(spent, 900000000u, "no wait for room before dropping");
+    cr_assert_lt(spent, 3000000000u, "the wait is bounded in total, not per event");
+    cr_assert_gt(drops, 100);
+    stream_drain(&s);
+    cr_assert_eq((int)stream_count(&s, JP_REC_ALLOC) + drops, 200);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    const struct jp_rec_counters *k = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(k->lost_records, (uint64_t)drops);
+    stream_free(&s);
+}
+
+Test(memory, a_lost_definition_fails_the_collector, .timeout = 20)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 64;
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    struct stream s;
+    stream_open(&s, run);
+    /* Fill the ring with definitions nobody drains. */
+    uint64_t t0 = jp_mono_ns();
+    for (int i = 0; i < 40; i++) {
+        char p[160];
+        snprintf(p, sizeof p, "src/%080d/m%d.jett", 0, i); /* 4 slots each */
+        uint32_t id;
+        cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, p, &id), 0,
+                     "the program is never failed by its collector");
+        cr_assert_eq(id, (uint32_t)i + 1);
+    }
+    uint64_t spent = jp_mono_ns() - t0;
+    cr_assert_geq(spent, 1900000000u, "a definition waits for room first");
+    cr_assert_lt(spent, 5000000000u, "after one failure, no further waits");
+    cr_assert_eq(jp_load_relaxed32(&run->failed), 1);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
