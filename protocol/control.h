@@ -8,6 +8,16 @@
  * Decoding is strict and incremental: feed bytes as they arrive, in any split; each complete
  * frame yields one message or an error naming what was wrong (unknown type, missing field, wrong
  * field type, oversize frame, trailing bytes). Unknown extra fields are an error too.
+ *
+ * Wire fields are the member names of the union arm below ("pid", "slot_count", ...), each
+ * exactly once, integers as msgpack unsigned integers; a (pointer, length) pair is one msgpack
+ * str ("reason", "human", "toon", "message"); error.code travels as its stable word from
+ * JP_CTL_ERRORS; excerpt_request "keys" is an array of [source_id, line, col]; excerpts "items"
+ * an array of [source_id, line, col, flags, text]. Ranges checked both ways: hello.mode and
+ * finalize.termination must name a JP_MODE_* / JP_TERM_*, outputs only JP_OUT_* bits,
+ * ring.slot_count in [JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS], has_capture 0/1, result.status
+ * 1..3, excerpt texts <= JP_EXCERPT_MAX with known flags. hello.version is passed through
+ * unchecked so the daemon can answer unsupported_version.
  */
 #ifndef JETTPROF_PROTOCOL_CONTROL_H
 #define JETTPROF_PROTOCOL_CONTROL_H

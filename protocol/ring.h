@@ -140,7 +140,10 @@ void jp_ring_close(struct jp_ring *r);
  * If the producer's head is out of bounds (head - tail > slot_count: a hostile or broken
  * producer), peek returns 0, never a count past the mapping, and latches the ring corrupt:
  * jp_ring_check() and jp_ring_drained() then report -EPROTO. A consumer loop therefore ends on
- * `jp_ring_drained(r) != 0` and tells a clean end (1) from a broken ring (< 0). */
+ * `jp_ring_drained(r) != 0` and tells a clean end (1) from a broken ring (< 0).
+ * Records never straddle the end and commits publish whole records, so every record that starts
+ * inside the returned slots also ends inside them: a header whose jp_rec_slots(size) runs past
+ * the returned count (or a size below 4) is a producer violation, not "wait for more". */
 uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first);
 /* Releases `slots` slots (<= what peek returned) back to the producer. Releasing more than was
  * peeked is clamped to what was peeked. */
