@@ -268,7 +268,7 @@ static int run_command(int argc, char **argv)
         struct jettprof_config cfg = {
             .size = sizeof cfg,
             .mode = cli.mode == JT_MODE_CPU ? JETTPROF_MODE_CPU : JETTPROF_MODE_MEMORY,
-            .rate_hz = cli.rate_hz,
+            .rate_hz = cli.mode == JT_MODE_CPU ? cli.rate_hz : 0, /* memory mode has no rate */
             .threshold_bp = cli.threshold_bp,
             .limit = cli.limit,
             .outputs = agent ? JETTPROF_OUT_TOON : JETTPROF_OUT_HUMAN,

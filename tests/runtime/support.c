@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,9 @@ static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n
     *len += n;
     (*buf)[*len] = '\0';
 }
+
+static void (*g_hook)(int pid, void *user);
+static void *g_hook_user;
 
 static void run_child(const char *cwd, const char *const *argv, const char *stdin_text,
                       size_t stdin_len, const char *exe, const char *sync, int after_ms,
@@ -132,7 +136,10 @@ static void run_child(const char *cwd, const char *const *argv, const char *stdi
         if (!sent && synced_at < 0 && sync && strstr(r->err, sync))
             synced_at = now_ms();
         if (!sent && synced_at >= 0 && now_ms() >= synced_at + after_ms) {
-            kill(pid, SIGINT);
+            if (g_hook)
+                g_hook(pid, g_hook_user);
+            else
+                kill(pid, SIGINT);
             sent = true;
         }
     }
@@ -152,6 +159,16 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
                     struct jt_run *r)
 {
     run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
+}
+
+void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
+                  void (*hook)(int pid, void *user), void *user, struct jt_run *r)
+{
+    g_hook = hook;
+    g_hook_user = user;
+    run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, after_ms, r);
+    g_hook = NULL;
+    g_hook_user = NULL;
 }
 
 void jtt_run_free(struct jt_run *r)

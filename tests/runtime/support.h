@@ -22,6 +22,9 @@ const char *jtt_jett(void);
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r);
+/* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */
+void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
+                  void (*hook)(int pid, void *user), void *user, struct jt_run *r);
 void jtt_run_free(struct jt_run *r);
 
 /* A fresh temporary directory (removed by jtt_rmtree). */

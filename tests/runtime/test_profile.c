@@ -1,0 +1,537 @@
+/* Profiled runs against the real agent and daemon ($JETTPROFD is the build's jettprofd):
+ * the known hot function ranked first, exact memory totals derived from the program's own
+ * arithmetic, origins and relative paths with no absolute path anywhere, program output
+ * identical with and without profiling, every lifecycle state with its exit code, and every
+ * --agent document decoded by the official TOON decoder. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "support.h"
+
+/* ---- helpers ---- */
+
+static char *project(void)
+{
+    return jtt_tmpdir();
+}
+
+static struct jt_run run_in(const char *dir, const char *file, const char *const *opts)
+{
+    const char *argv[16] = {"run", file};
+    size_t n = 2;
+    for (size_t i = 0; opts && opts[i]; i++)
+        argv[n++] = opts[i];
+    argv[n] = NULL;
+    struct jt_run r;
+    jtt_run(dir, argv, &r);
+    return r;
+}
+
+/* Decodes an --agent document; fails the test when it is not valid TOON. */
+static char *decoded(const struct jt_run *r)
+{
+    int ok;
+    char *json = jtt_toon_decode(r->out, r->out_len, &ok);
+    cr_assert(ok, "not valid TOON:\n%s", r->out);
+    return json;
+}
+
+/* The number after "key": in the first object, at or after `from`, that holds it. */
+static double jnum(const char *from, const char *key)
+{
+    char k[128];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(from, k);
+    cr_assert(p, "no %s in %s", key, from);
+    return strtod(p + strlen(k), NULL);
+}
+
+/* The JSON text of the bottleneck with rank `rank` (up to the next rank), malloc'ed. */
+static char *bottleneck(const char *json, int rank)
+{
+    char k[64];
+    snprintf(k, sizeof k, "{\"rank\":%d,", rank);
+    const char *p = strstr(json, k);
+    cr_assert(p, "no bottleneck of rank %d in %s", rank, json);
+    snprintf(k, sizeof k, "{\"rank\":%d,", rank + 1);
+    const char *e = strstr(p, k);
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char *s = malloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = '\0';
+    return s;
+}
+
+static void no_absolute_paths(const char *dir, const struct jt_run *r)
+{
+    cr_expect_null(strstr(r->out, dir), "stdout names the project's absolute path");
+    cr_expect_null(strstr(r->err, dir), "stderr names the project's absolute path");
+    cr_expect_null(strstr(r->out, "/tmp"), "an absolute path in stdout:\n%s", r->out);
+    cr_expect_null(strstr(r->err, "/tmp"), "an absolute path in stderr:\n%s", r->err);
+    const char *src = jtt_source_root();
+    cr_expect_null(strstr(r->out, src), "stdout names the runtime's source tree");
+    cr_expect_null(strstr(r->err, src), "stderr names the runtime's source tree");
+}
+
+/* ---- the hot function ---- */
+
+/* hot() runs 9 times the loop iterations of cold(), with the same body: its share of jett
+ * samples is 90%; the test accepts 90 +/- 8 points (call and timer jitter). */
+static const char hot_src[] =
+    "namespace t.hot\n"
+    "fn work(n: int) -> int { var x = 0\n for i in 0..n { x = (x + i * 7) % 1000003 }\n return x }\n"
+    "fn hot() -> int { return work(9 * 150000) }\n"
+    "fn cold() -> int { return work(150000) }\n"
+    "fn main() {\n  var t = 0\n  for r in 0..4 { t = t + hot() + cold() }\n  print(t)\n}\n";
+
+Test(cpu, the_known_hot_function_is_ranked_first_within_tolerance)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett", hot_src);
+    const char *opts[] = {"--profile", "--agent", "--profile-threshold", "1", NULL};
+    struct jt_run r = run_in(dir, "main.jett", opts);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "\"mode\":\"cpu\",\"status\":\"complete\",\"termination\":\"returned\""),
+              "%s", json);
+    double attributed = jnum(json, "attributed_samples");
+    cr_assert_gt(attributed, 100, "too few samples to judge: %s", json);
+    /* work() is the leaf of everything: it is first; hot() is the first caller-level entry */
+    char *b1 = bottleneck(json, 1);
+    cr_expect(strstr(b1, "\"function\":\"work\""), "%s", b1);
+    char *hot = strstr(json, "\"function\":\"hot\"");
+    char *cold = strstr(json, "\"function\":\"cold\"");
+    cr_assert(hot && cold, "%s", json);
+    cr_expect_lt(hot, cold, "hot must rank before cold");
+    double hot_pct = jnum(hot, "cpu_percent"), cold_pct = jnum(cold, "cpu_percent");
+    cr_expect(hot_pct >= 82.0 && hot_pct <= 98.0, "hot share %.2f%% outside 90 +/- 8", hot_pct);
+    cr_expect(cold_pct >= 2.0 && cold_pct <= 18.0, "cold share %.2f%% outside 10 +/- 8", cold_pct);
+    cr_expect(strstr(b1, "\"hot_lines\":[{\"path\":\"main.jett\",\"line\":3"), "%s", b1);
+    free(b1);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+Test(cpu, sleeping_is_waiting_and_never_charged_to_the_caller)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "namespace t.sleep\nfn nap() { sleep(300) }\nfn main() { nap(); print(\"woke\") }\n");
+    const char *opts[] = {"--profile", "--agent", NULL};
+    struct jt_run r = run_in(dir, "main.jett", opts);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *json = decoded(&r);
+    double waiting = jnum(json, "waiting_samples"), attributed = jnum(json, "attributed_samples");
+    cr_expect_gt(waiting, 150, "300 ms asleep at 1000 Hz: %s", json);
+    cr_expect_lt(attributed, 30, "sleep was charged to Jett frames: %s", json);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- exact memory totals ---- */
+
+static const char mem_src[] =
+    "namespace t.mem\n"
+    "var keep = []\n"
+    "fn build(n: int) -> list {\n"
+    "  var xs = []\n"
+    "  for i in 0..n { push(xs, \"v\" + str(i)) }\n"
+    "  return xs\n"
+    "}\n"
+    "fn main() {\n"
+    "  for r in 0..3 { let t = build(10) }\n"
+    "  for i in 0..5 { push(keep, \"k\" + str(i)) }\n"
+    "}\n";
+
+/* A model of the heap as the program drives it (LANGUAGE.md rules): strings are their length,
+ * lists 16 bytes a slot, push grows 0 -> 4 -> 8 -> ... slots. */
+struct model {
+    long long live, peak, allocated, freed, count, resizes;
+};
+static void m_alloc(struct model *m, long long n)
+{
+    m->count++;
+    m->allocated += n;
+    m->live += n;
+    if (m->live > m->peak)
+        m->peak = m->live;
+}
+static void m_free(struct model *m, long long n)
+{
+    m->freed += n;
+    m->live -= n;
+}
+static long long m_push(struct model *m, long long *len, long long *cap)
+{
+    if (*len == *cap) {
+        long long nc = *cap ? *cap * 2 : 4, grow = (nc - *cap) * 16;
+        m->resizes++;
+        m->allocated += grow;
+        m->live += grow;
+        if (m->live > m->peak)
+            m->peak = m->live;
+        *cap = nc;
+    }
+    return ++*len;
+}
+static int digits(long long i)
+{
+    int d = 1;
+    while (i >= 10) {
+        i /= 10;
+        d++;
+    }
+    return d;
+}
+
+Test(memory, totals_are_exact)
+{
+    struct model m = {0};
+    struct model build = {0}, mainf = {0};
+    /* var keep = [] (the <init> frame) */
+    m_alloc(&m, 0);
+    long long keep_len = 0, keep_cap = 0;
+    long long t_bytes = 0; /* the list held by `t` from the previous round */
+    for (int r = 0; r < 3; r++) {
+        struct model before = m;
+        long long len = 0, cap = 0, strs = 0;
+        m_alloc(&m, 0); /* var xs = [] */
+        for (long long i = 0; i < 10; i++) {
+            m_alloc(&m, digits(i));      /* str(i) */
+            m_alloc(&m, 1 + digits(i));  /* "v" + str(i) */
+            m_free(&m, digits(i));       /* the temporary str(i) */
+            m_push(&m, &len, &cap);
+            strs += 1 + digits(i);
+        }
+        /* `let t = ...` replaces the previous round's list, which is freed with its strings */
+        m_free(&m, t_bytes);
+        t_bytes = cap * 16 + strs;
+        build.count += m.count - before.count;
+        build.allocated += m.allocated - before.allocated;
+        build.resizes += m.resizes - before.resizes;
+    }
+    struct model before = m;
+    for (long long i = 0; i < 5; i++) {
+        m_alloc(&m, digits(i));
+        m_alloc(&m, 1 + digits(i));
+        m_free(&m, digits(i));
+        m_push(&m, &keep_len, &keep_cap);
+    }
+    mainf.count = m.count - before.count;
+    mainf.allocated = m.allocated - before.allocated;
+    mainf.resizes = m.resizes - before.resizes;
+    m_free(&m, t_bytes); /* main returns: its last `t` is released */
+    long long retained = m.live;
+
+    char *dir = project();
+    jtt_write(dir, "main.jett", mem_src);
+    const char *opts[] = {"--profile-memory", "--agent", "--profile-threshold", "0", NULL};
+    struct jt_run r = run_in(dir, "main.jett", opts);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *json = decoded(&r);
+    const char *totals = strstr(json, "\"totals\":");
+    cr_assert(totals, "%s", json);
+    cr_expect_eq((long long)jnum(totals, "allocation_count"), m.count, "%s", totals);
+    cr_expect_eq((long long)jnum(totals, "resize_count"), m.resizes, "%s", totals);
+    cr_expect_eq((long long)jnum(totals, "allocated_bytes"), m.allocated, "%s", totals);
+    cr_expect_eq((long long)jnum(totals, "freed_bytes"), m.freed, "%s", totals);
+    cr_expect_eq((long long)jnum(totals, "peak_live_bytes"), m.peak, "%s", totals);
+    cr_expect_eq((long long)jnum(totals, "retained_bytes"), retained, "%s", totals);
+    char *b1 = bottleneck(json, 1), *b2 = bottleneck(json, 2);
+    cr_expect(strstr(b1, "\"namespace\":\"t.mem\",\"function\":\"build\",\"path\":\"main.jett\",\"line\":3"),
+              "%s", b1);
+    cr_expect_eq((long long)jnum(b1, "allocation_count"), build.count);
+    cr_expect_eq((long long)jnum(b1, "allocated_bytes"), build.allocated);
+    cr_expect_eq((long long)jnum(b1, "resize_count"), build.resizes);
+    cr_expect_eq((long long)jnum(b1, "retained_bytes"), 0, "build's lists are all freed: %s", b1);
+    cr_expect(strstr(b2, "\"function\":\"main\""), "%s", b2);
+    cr_expect_eq((long long)jnum(b2, "allocation_count"), mainf.count);
+    cr_expect_eq((long long)jnum(b2, "allocated_bytes"), mainf.allocated);
+    /* main created the five kept strings; keep's slots belong to its creator, <init> */
+    cr_expect_eq((long long)jnum(b2, "retained_bytes"), 5 * 2, "%s", b2);
+    free(b1);
+    free(b2);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- origins and paths ---- */
+
+Test(paths, project_dependency_and_stdlib_are_relative_and_nothing_is_absolute)
+{
+    char *dir = project();
+    jtt_write(dir, "jett.project", "");
+    jtt_write(dir, "src/app/main.jett",
+              "namespace app\nimport \"src/app/lib.jett\"\nimport \"deps/textkit/pad.jett\"\n"
+              "import \"stdlib/text.jett\"\n"
+              "fn main() {\n  var n = 0\n  for i in 0..300 {\n"
+              "    n = n + len(app.lib.make(i)) + len(textkit.pad.pad(str(i), 40))"
+              " + len(std.text.repeat(\"ab\", 30))\n  }\n  print(n)\n}\n");
+    jtt_write(dir, "src/app/lib.jett",
+              "namespace app.lib\nfn make(i: int) -> str { var s = \"\"\n for k in 0..30 { s = s + \"x\" }\n return s }\n");
+    jtt_write(dir, "deps/textkit/pad.jett",
+              "namespace textkit.pad\nfn pad(s: str, n: int) -> str { var o = s\n while len(o) < n { o = o + \".\" }\n return o }\n");
+    const char *modes[][4] = {
+        {"--profile-memory", "--agent", NULL},
+        {"--profile-memory", NULL},
+        {"--profile", "--agent", "--profile-threshold", NULL},
+    };
+    for (int k = 0; k < 2; k++) {
+        struct jt_run r = run_in(dir, "src/app/main.jett", modes[k]);
+        cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+        const char *text = k == 0 ? r.out : r.err;
+        if (k == 0) {
+            char *json = decoded(&r);
+            cr_expect(strstr(json, "\"path\":\"src/app/lib.jett\""), "%s", json);
+            cr_expect(strstr(json, "\"path\":\"textkit/pad.jett\""), "%s", json);
+            cr_expect(strstr(json, "\"path\":\"stdlib/text.jett\""), "%s", json);
+            free(json);
+        } else {
+            cr_expect(strstr(text, "src/app/lib.jett"), "%s", text);
+            cr_expect(strstr(text, "textkit/pad.jett"), "%s", text);
+            cr_expect(strstr(text, "stdlib/text.jett"), "%s", text);
+        }
+        cr_expect_null(strstr(text, "deps/textkit"), "a dependency path kept its deps/ prefix");
+        no_absolute_paths(dir, &r);
+        jtt_run_free(&r);
+    }
+    /* the same project's runtime error names the relative path only */
+    jtt_write(dir, "src/app/lib.jett", "namespace app.lib\nfn make(i: int) -> str { fail(\"no\") }\n");
+    const char *cpu[] = {"--profile", NULL};
+    struct jt_run r = run_in(dir, "src/app/main.jett", cpu);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "src/app/lib.jett:2:26: runtime error: no\n"), "%s", r.err);
+    no_absolute_paths(dir, &r);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- program output is untouched by profiling ---- */
+
+Test(identity, stdout_and_stderr_are_byte_identical_with_and_without_profiling)
+{
+    static const char *const examples[] = {
+        "examples/cpu_hotspot/src/main.jett", "examples/alloc_builder/main.jett",
+        "examples/retaining_cache/main.jett", "examples/runtime_failure/main.jett",
+    };
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "fn main() {\n  for i in 0..2000 { print(\"line \" + str(i))\n"
+              "    if i % 100 == 0 { eprint(\"err \" + str(i)) } }\n  print(chr(0) + chr(255))\n}\n");
+    for (size_t e = 0; e < sizeof examples / sizeof examples[0] + 1; e++) {
+        char path[4096];
+        if (e < sizeof examples / sizeof examples[0])
+            snprintf(path, sizeof path, "%s/%s", jtt_source_root(), examples[e]);
+        else
+            snprintf(path, sizeof path, "%s/main.jett", dir);
+        const char *plain[] = {NULL}, *cpu[] = {"--profile", NULL}, *mem[] = {"--profile-memory", NULL};
+        struct jt_run a = run_in(NULL, path, plain), b = run_in(NULL, path, cpu),
+                      c = run_in(NULL, path, mem);
+        cr_expect_eq(a.out_len, b.out_len, "%s", path);
+        cr_expect_eq(memcmp(a.out, b.out, a.out_len < b.out_len ? a.out_len : b.out_len), 0, "%s", path);
+        cr_expect_eq(a.out_len, c.out_len, "%s", path);
+        cr_expect_eq(memcmp(a.out, c.out, a.out_len < c.out_len ? a.out_len : c.out_len), 0, "%s", path);
+        cr_expect_eq(a.status, b.status, "%s", path);
+        cr_expect_eq(a.status, c.status, "%s", path);
+        /* the profile comes after the program's own stderr, which is unchanged */
+        cr_expect_geq(b.err_len, a.err_len);
+        cr_expect_eq(memcmp(a.err, b.err, a.err_len), 0, "%s: %s", path, b.err);
+        cr_expect(strstr(b.err + a.err_len, "CPU profile"), "%s", b.err + a.err_len);
+        cr_expect_geq(c.err_len, a.err_len);
+        cr_expect_eq(memcmp(a.err, c.err, a.err_len), 0, "%s", path);
+        cr_expect(strstr(c.err + a.err_len, "Memory profile"), "%s", c.err + a.err_len);
+        jtt_run_free(&a);
+        jtt_run_free(&b);
+        jtt_run_free(&c);
+        /* --agent: the captured scalars are the same with and without a profile */
+        const char *ap[] = {"--agent", NULL}, *ac[] = {"--agent", "--profile", NULL};
+        struct jt_run x = run_in(NULL, path, ap), y = run_in(NULL, path, ac);
+        char *jx = decoded(&x), *jy = decoded(&y);
+        char *dx = strstr(jx, ",\"debug\""), *dy = strstr(jy, ",\"debug\"");
+        cr_assert(dx && dy);
+        cr_expect_eq(dx - jx, dy - jy, "%s", path);
+        cr_expect_eq(memcmp(jx, jy, (size_t)(dx - jx)), 0, "%s:\n%.*s\n%.*s", path,
+                     (int)(dx - jx), jx, (int)(dy - jy), jy);
+        cr_expect(strstr(jy, "\"profile\":{\"schema\":\"jett.profile.v1\""), "%s", path);
+        free(jx);
+        free(jy);
+        jtt_run_free(&x);
+        jtt_run_free(&y);
+    }
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- lifecycle states and exit codes under profiling ---- */
+
+Test(lifecycle, a_runtime_error_finalizes_what_preceded_it)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/examples/runtime_failure/main.jett", jtt_source_root());
+    const char *opts[] = {"--profile-memory", "--agent", NULL};
+    struct jt_run r = run_in(NULL, path, opts);
+    cr_expect_eq(r.status, 1);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"runtime_error\",\"exit_code\":1,"),
+              "%s", json);
+    cr_expect(strstr(json, "\"mode\":\"memory\",\"status\":\"complete\",\"termination\":\"runtime_error\""),
+              "%s", json);
+    cr_expect_gt(jnum(json, "allocation_count"), 3000, "the work before the failure is profiled");
+    cr_expect(strstr(json, "\"error_kind\":\"runtime_error\",\"error\":\"main.jett:9:13: runtime error: "
+                           "malformed amount in record 12x4\"}"), "%s", json);
+    free(json);
+    jtt_run_free(&r);
+}
+
+Test(lifecycle, sigint_gives_a_partial_interrupted_profile_and_exit_130)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "fn spin() -> int { var x = 0\n for i in 0..20000 { x = (x + i) % 7 }\n return x }\n"
+              "fn main() {\n  print(\"start\")\n  while true { spin() }\n}\n");
+    const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
+    struct jt_run r;
+    jtt_run_sigint(dir, argv, NULL, 500, &r);
+    cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"interrupted\",\"exit_code\":130,"
+                           "\"stdout\":\"start\\n\""), "%s", json);
+    cr_expect(strstr(json, "\"termination\":\"interrupted\",\"backend\""), "%s", json);
+    cr_expect(strstr(json, "\"error_kind\":\"interrupted\""), "%s", json);
+    cr_expect_gt(jnum(json, "attributed_samples"), 50, "%s", json);
+    free(json);
+    jtt_run_free(&r);
+    /* human mode: the profile follows on stderr */
+    const char *argv2[] = {"run", "main.jett", "--profile", NULL};
+    jtt_run_sigint(dir, argv2, NULL, 400, &r);
+    cr_expect_eq(r.status, 130);
+    cr_expect_str_eq(r.out, "start\n");
+    cr_expect_eq(strncmp(r.err, "jett: interrupted\nCPU profile", 29), 0, "%s", r.err);
+    cr_expect(strstr(r.err, "termination: interrupted"), "%s", r.err);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+Test(lifecycle, a_setup_failure_runs_no_user_code_and_exits_4)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/runtime/fixtures/hello.jett", jtt_source_root());
+    char *saved = strdup(getenv("JETTPROFD") ? getenv("JETTPROFD") : "");
+    setenv("JETTPROFD", "/nonexistent/jettprofd", 1);
+    const char *opts[] = {"--profile", NULL};
+    struct jt_run r = run_in(NULL, path, opts);
+    cr_expect_eq(r.status, 4);
+    cr_expect_str_eq(r.out, "");
+    cr_expect(strstr(r.err, "profiler: setup failure"), "%s", r.err);
+    cr_expect_null(strstr(r.err, "user"), "user code ran: %s", r.err);
+    jtt_run_free(&r);
+    const char *opts2[] = {"--profile-memory", "--agent", NULL};
+    r = run_in(NULL, path, opts2);
+    cr_expect_eq(r.status, 4);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"not_started\",\"exit_code\":4,"
+                           "\"stdout\":\"\",\"stderr\":\"\""), "%s", json);
+    cr_expect(strstr(json, "\"error_kind\":\"profiler_setup_failure\",\"error\":\"profiler: setup failure"),
+              "%s", json);
+    cr_expect_null(strstr(json, "\"profile\""), "%s", json);
+    free(json);
+    jtt_run_free(&r);
+    setenv("JETTPROFD", saved, 1);
+    free(saved);
+    /* an unwritable capture path is a setup failure too, and the path is not echoed */
+    const char *opts3[] = {"--profile", "--profile-capture", "/nonexistent/dir/run.jpcap", NULL};
+    r = run_in(NULL, path, opts3);
+    cr_expect_eq(r.status, 4);
+    cr_expect_str_eq(r.out, "");
+    cr_expect(strstr(r.err, "cannot open the capture file"), "%s", r.err);
+    cr_expect_null(strstr(r.err, "/nonexistent"), "%s", r.err);
+    jtt_run_free(&r);
+}
+
+Test(lifecycle, a_compile_error_emits_no_profile)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett", "fn main() {\n  print(\"x\"\n}\n");
+    const char *opts[] = {"--profile", "--agent", NULL};
+    struct jt_run r = run_in(dir, "main.jett", opts);
+    cr_expect_eq(r.status, 3);
+    char *json = decoded(&r);
+    cr_expect_null(strstr(json, "\"profile\""), "%s", json);
+    cr_expect(strstr(json, "\"error_kind\":\"compile_error\""), "%s", json);
+    free(json);
+    jtt_run_free(&r);
+    const char *opts2[] = {"--profile-memory", NULL};
+    r = run_in(dir, "main.jett", opts2);
+    cr_expect_eq(r.status, 3);
+    cr_expect_null(strstr(r.err, "profile"), "%s", r.err);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* Kills the private jettprofd (a child of the jett process) while the program runs. */
+static void kill_daemon(int jett_pid, void *user)
+{
+    int *killed = user;
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        int ppid = 0;
+        char state;
+        if (rp && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == jett_pid &&
+            strstr(buf, "(jettprofd)")) {
+            kill(pid, SIGKILL);
+            (*killed)++;
+        }
+    }
+    closedir(d);
+}
+
+Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails_the_run)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "fn spin() -> int { var x = 0\n for i in 0..20000 { x = (x + i) % 7 }\n return x }\n"
+              "fn main() {\n  for r in 0..600 { spin(); sleep(1) }\n  print(\"done\")\n}\n");
+    const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
+    struct jt_run r;
+    int killed = 0;
+    jtt_run_hook(dir, argv, 300, kill_daemon, &killed, &r);
+    cr_assert_eq(killed, 1, "the private daemon was not found");
+    cr_expect_eq(r.status, 0, "the program's status stands: %s", r.out);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"returned\",\"exit_code\":0,"
+                           "\"stdout\":\"done\\n\""), "%s", json);
+    cr_expect(strstr(json, "\"error_kind\":\"profiler_failure\",\"error\":\"profiler: collector failure\"}"),
+              "%s", json);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
