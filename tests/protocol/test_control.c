@@ -858,3 +858,55 @@ Test(control_socket, large_message_on_a_nonblocking_socket, .timeout = 60)
 {
     big_send(1);
 }
+
+/* The daemon's own recvmsg path: a control buffer too small for what the peer sent truncates
+ * the ancillary data (MSG_CTRUNC); jp_ctl_take_fds closes what did arrive and refuses. */
+Test(control_socket, take_fds_refuses_truncated_control_data)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0, "socketpair");
+    int fds[2] = {memfd_with("one"), memfd_with("two")};
+    struct jp_ctl_msg m = {.type = JP_CTL_RING};
+    m.u.ring.slot_count = 64;
+    m.u.ring.has_capture = 1;
+    cr_assert_eq(jp_ctl_send(sv[0], &m, fds, 2), 0, "send");
+    close(fds[0]);
+    close(fds[1]);
+    int probe = dup(0);
+    close(probe);
+
+    uint8_t buf[256];
+    union {
+        struct cmsghdr align;
+        char b[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.b;
+    msg.msg_controllen = CMSG_LEN(sizeof(int)); /* room for one fd only */
+    cr_assert_gt(recvmsg(sv[1], &msg, MSG_CMSG_CLOEXEC), 0, "recvmsg");
+    cr_assert(msg.msg_flags & MSG_CTRUNC, "the kernel truncated the fds");
+    int got[2] = {-1, -1};
+    unsigned n = 7;
+    cr_assert_eq(jp_ctl_take_fds(&msg, got, 2, &n), -EPROTO, "refused");
+    cr_assert_eq(n, 0, "nothing handed out");
+    int after = dup(0);
+    cr_assert_eq(after, probe, "the fd that did arrive was closed");
+    close(after);
+
+    /* And the ordinary case through the same helper. */
+    int one = memfd_with("three");
+    cr_assert_eq(jp_ctl_send(sv[0], &m, &one, 1), 0, "send one");
+    msg.msg_controllen = sizeof ctl.b;
+    msg.msg_flags = 0;
+    cr_assert_gt(recvmsg(sv[1], &msg, MSG_CMSG_CLOEXEC), 0, "recvmsg");
+    cr_assert_eq(jp_ctl_take_fds(&msg, got, 2, &n), 0, "taken");
+    cr_assert_eq(n, 1, "one fd");
+    cr_assert(same_file(got[0], one), "the right file");
+    close(got[0]);
+    close(one);
+    close(sv[0]);
+    close(sv[1]);
+}
