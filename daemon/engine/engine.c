@@ -46,11 +46,39 @@ struct itab {
     uint32_t n;
 };
 
-/* The live table: keys are id + 1 (0 empty) for the narrow table, id + 1 for the wide one too
- * (UINT64_MAX is kept in its own slot). Capacity is any size >= 16; home slots come from the
- * high 32 bits of a multiplicative hash scaled to the capacity. */
-struct live_narrow { uint32_t *key; uint64_t *val; uint32_t cap, n; };
-struct live_wide { uint64_t *key; uint64_t *val; uint32_t cap, n; };
+/* The live tables: keys are id + 1 (0 empty) in both tables (UINT64_MAX is kept in its own
+ * slot). Capacity is any size >= 64; home slots come from the high 32 bits of a
+ * multiplicative hash scaled to the capacity. A slot keeps key and value side by side (one
+ * cache line per probe); the 64-bit value is split in two 32-bit halves so a narrow slot is
+ * 12 bytes with 4-byte alignment. A value is handled through a pointer to its `lo` half. */
+struct ln_ent { uint32_t key, lo, hi; };
+struct lw_ent { uint64_t key; uint32_t lo, hi; };
+/* Narrow ids live in a bucketized cuckoo table: every id has two candidate buckets of five
+ * slots (one 64-byte cache line each), so a lookup reads at most two lines and the table runs
+ * at up to 92% load; an insert that finds both full moves a resident to its other bucket
+ * (bounded), and a rare leftover waits in a small stash until the next growth. */
+#define LN_SLOTS 5u
+#define LN_STASH 8u
+struct ln_bucket { struct ln_ent s[LN_SLOTS]; uint32_t pad; };
+struct live_narrow {
+    struct ln_bucket *b;
+    uint32_t nb, n, nstash, kick;
+    struct ln_ent stash[LN_STASH];
+    struct ln_ent orphan; /* the resident left homeless by a failed insert (-ENOSPC) */
+};
+_Static_assert(sizeof(struct ln_bucket) == 64, "a bucket is one cache line");
+struct live_wide { struct lw_ent *ent; uint32_t cap, n; };
+_Static_assert(sizeof(struct ln_ent) == 12, "a narrow live slot is 12 bytes");
+
+static inline uint64_t val_get(const uint32_t *lo)
+{
+    return lo[0] | ((uint64_t)lo[1] << 32);
+}
+static inline void val_set(uint32_t *lo, uint64_t v)
+{
+    lo[0] = (uint32_t)v;
+    lo[1] = (uint32_t)(v >> 32);
+}
 
 struct overflow_ent { uint64_t size; uint32_t site; uint32_t next_free; };
 
@@ -59,7 +87,7 @@ struct interval { uint64_t lo, hi; };
 #define SIZE_BITS 40u
 #define SIZE_MASK ((UINT64_C(1) << SIZE_BITS) - 1u)
 #define SITE_OVERFLOW 0xFFFFFFu /* site field value marking an overflow entry */
-#define LIVE_MAX_LOAD_NUM 9u   /* grow past 90% load */
+#define LIVE_MAX_LOAD_NUM 9u   /* wide table: grow past 90% load */
 #define LIVE_MAX_LOAD_DEN 10u
 
 struct jp_engine {
@@ -99,7 +127,8 @@ struct jp_engine {
 
     struct live_narrow ln;
     struct live_wide lw;
-    bool max_id_live; uint64_t max_id_val; /* allocation id UINT64_MAX */
+    bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
+    uint32_t (*ring)[2]; uint64_t ring_hi; uint32_t nring; bool ring_off; /* young ids */
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
     struct interval *seen; uint32_t nseen, seen_cap; /* every id ever allocated, sorted */
 };
@@ -355,7 +384,7 @@ void jp_engine_free(struct jp_engine *e)
     free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
     free(e->nodes); free(e->chains); free(e->chain_tab.slot);
     free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
-    free(e->ln.key); free(e->ln.val); free(e->lw.key); free(e->lw.val);
+    free(e->ln.b); free(e->lw.ent); free(e->ring);
     free(e->ovf); free(e->seen);
     free(e);
 }
@@ -600,17 +629,26 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
     return (uint32_t)(((h >> 32) * (uint64_t)cap) >> 32);
 }
 
-/* The two tables share one body through this macro: KEY is the key type, K(id) the stored
- * key of an id. Stored keys are never 0. */
-#define LIVE_TABLE_FUNCS(NAME, T, KEY)                                                            \
-    static uint64_t *NAME##_find(T *t, KEY key)                                                   \
+/* The two tables share one body through this macro: T the table, E its slot, KEY the key
+ * type. Stored keys are never 0. Robin Hood linear probing: an entry's distance from its home
+ * slot orders each run, so a miss stops as soon as it meets an entry closer to home than
+ * itself, and deletion shifts back only until an entry sits at its home. That keeps probes
+ * short at the 90% load that holds slots near 12 bytes per live allocation. */
+#define LIVE_TABLE_FUNCS(NAME, T, E, KEY)                                                         \
+    static inline uint32_t NAME##_dist(const T *t, KEY key, uint32_t i)                          \
+    {                                                                                             \
+        uint32_t h = home_slot(key, t->cap);                                                      \
+        return i >= h ? i - h : i + t->cap - h;                                                   \
+    }                                                                                             \
+    static uint32_t *NAME##_find(T *t, KEY key)                                                   \
     {                                                                                             \
         if (!t->cap)                                                                              \
             return NULL;                                                                          \
-        for (uint32_t i = home_slot(key, t->cap);;) {                                             \
-            if (t->key[i] == key)                                                                 \
-                return &t->val[i];                                                                \
-            if (!t->key[i])                                                                       \
+        for (uint32_t i = home_slot(key, t->cap), d = 0;; d++) {                                  \
+            E *s = &t->ent[i];                                                                    \
+            if (s->key == key)                                                                    \
+                return &s->lo;                                                                    \
+            if (!s->key || NAME##_dist(t, s->key, i) < d)                                         \
                 return NULL;                                                                      \
             if (++i == t->cap)                                                                    \
                 i = 0;                                                                            \
@@ -618,33 +656,38 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
     }                                                                                             \
     static void NAME##_put(T *t, KEY key, uint64_t val)                                           \
     {                                                                                             \
-        uint32_t i = home_slot(key, t->cap);                                                      \
-        while (t->key[i])                                                                         \
+        E cur = {.key = key};                                                                     \
+        val_set(&cur.lo, val);                                                                    \
+        for (uint32_t i = home_slot(key, t->cap), d = 0;; d++) {                                  \
+            E *s = &t->ent[i];                                                                    \
+            if (!s->key) {                                                                        \
+                *s = cur;                                                                         \
+                break;                                                                            \
+            }                                                                                     \
+            uint32_t sd = NAME##_dist(t, s->key, i);                                              \
+            if (sd < d) { /* take the slot from the richer entry, carry it on */                  \
+                E tmp = *s;                                                                       \
+                *s = cur;                                                                         \
+                cur = tmp;                                                                        \
+                d = sd;                                                                           \
+            }                                                                                     \
             if (++i == t->cap)                                                                    \
                 i = 0;                                                                            \
-        t->key[i] = key;                                                                          \
-        t->val[i] = val;                                                                          \
+        }                                                                                         \
         t->n++;                                                                                   \
     }                                                                                             \
     /* Backward-shift deletion: no tombstones, so probe lengths never rot. */                    \
-    static void NAME##_del(T *t, uint64_t *valp)                                                  \
+    static void NAME##_del(T *t, uint32_t *lop)                                                   \
     {                                                                                             \
-        uint32_t i = (uint32_t)(valp - t->val), j = i;                                            \
+        uint32_t i = (uint32_t)(((char *)lop - (char *)t->ent) / sizeof(E));                      \
         for (;;) {                                                                                \
-            if (++j == t->cap)                                                                    \
-                j = 0;                                                                            \
-            if (!t->key[j])                                                                       \
+            uint32_t j = i + 1u == t->cap ? 0 : i + 1u;                                           \
+            if (!t->ent[j].key || NAME##_dist(t, t->ent[j].key, j) == 0)                          \
                 break;                                                                            \
-            uint32_t h = home_slot(t->key[j], t->cap);                                            \
-            /* the entry at j may move to i unless its home lies cyclically in (i, j] */        \
-            bool stay = i <= j ? (h > i && h <= j) : (h > i || h <= j);                           \
-            if (stay)                                                                             \
-                continue;                                                                         \
-            t->key[i] = t->key[j];                                                                \
-            t->val[i] = t->val[j];                                                                \
+            t->ent[i] = t->ent[j];                                                                \
             i = j;                                                                                \
         }                                                                                         \
-        t->key[i] = 0;                                                                            \
+        t->ent[i].key = 0;                                                                        \
         t->n--;                                                                                   \
     }                                                                                             \
     static int NAME##_reserve(struct jp_engine *e, T *t)                                          \
@@ -654,40 +697,182 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
         uint64_t ncap = t->cap < 64u ? 64u : (uint64_t)t->cap + t->cap / 4u;                      \
         if (ncap > UINT32_MAX / 2u)                                                               \
             return -ENOBUFS;                                                                      \
-        size_t slot_bytes = sizeof(KEY) + sizeof(uint64_t);                                       \
-        uint64_t old = (uint64_t)t->cap * slot_bytes, bytes = ncap * slot_bytes;                  \
+        uint64_t old = (uint64_t)t->cap * sizeof(E), bytes = ncap * sizeof(E);                    \
         if (e->used - old + bytes > e->budget)                                                    \
             return -ENOBUFS;                                                                      \
-        T n = {calloc((size_t)ncap, sizeof(KEY)), malloc((size_t)ncap * sizeof(uint64_t)),        \
-               (uint32_t)ncap, 0};                                                                \
-        if (!n.key || !n.val) {                                                                   \
-            free(n.key);                                                                          \
-            free(n.val);                                                                          \
+        T n = {calloc((size_t)ncap, sizeof(E)), (uint32_t)ncap, 0};                               \
+        if (!n.ent)                                                                               \
             return -ENOMEM;                                                                       \
-        }                                                                                         \
         for (uint32_t i = 0; i < t->cap; i++)                                                     \
-            if (t->key[i])                                                                        \
-                NAME##_put(&n, t->key[i], t->val[i]);                                             \
-        free(t->key);                                                                             \
-        free(t->val);                                                                             \
+            if (t->ent[i].key)                                                                    \
+                NAME##_put(&n, t->ent[i].key, val_get(&t->ent[i].lo));                            \
+        free(t->ent);                                                                             \
         *t = n;                                                                                   \
         e->used = e->used - old + bytes;                                                          \
         return 0;                                                                                 \
     }
 
-LIVE_TABLE_FUNCS(ln, struct live_narrow, uint32_t)
-LIVE_TABLE_FUNCS(lw, struct live_wide, uint64_t)
+LIVE_TABLE_FUNCS(lw, struct live_wide, struct lw_ent, uint64_t)
 
-static uint64_t *live_find(struct jp_engine *e, uint64_t id)
+#define LN_MAX_LOAD_PCT 92u
+
+static inline uint32_t ln_b1(const struct live_narrow *t, uint32_t key)
+{
+    uint64_t h = key * UINT64_C(0x9E3779B97F4A7C15);
+    return (uint32_t)(((h >> 32) * (uint64_t)t->nb) >> 32);
+}
+
+static inline uint32_t ln_b2(const struct live_narrow *t, uint32_t key, uint32_t b1)
+{
+    uint64_t h = (key ^ (key >> 16)) * UINT64_C(0xC2B2AE3D27D4EB4F);
+    uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)t->nb) >> 32);
+    return b != b1 ? b : (b1 + 1u == t->nb ? 0 : b1 + 1u);
+}
+
+static inline uint32_t ln_alt(const struct live_narrow *t, uint32_t key, uint32_t b)
+{
+    uint32_t b1 = ln_b1(t, key), b2 = ln_b2(t, key, b1);
+    return b == b1 ? b2 : b1;
+}
+
+static uint32_t *ln_find(struct live_narrow *t, uint32_t key)
+{
+    if (!t->nb)
+        return NULL;
+    uint32_t b1 = ln_b1(t, key);
+    struct ln_bucket *x = &t->b[b1];
+    for (unsigned i = 0; i < LN_SLOTS; i++)
+        if (x->s[i].key == key)
+            return &x->s[i].lo;
+    x = &t->b[ln_b2(t, key, b1)];
+    for (unsigned i = 0; i < LN_SLOTS; i++)
+        if (x->s[i].key == key)
+            return &x->s[i].lo;
+    for (unsigned i = 0; i < t->nstash; i++)
+        if (t->stash[i].key == key)
+            return &t->stash[i].lo;
+    return NULL;
+}
+
+static inline bool ln_place(struct ln_bucket *x, const struct ln_ent *ent)
+{
+    for (unsigned i = 0; i < LN_SLOTS; i++)
+        if (!x->s[i].key) {
+            x->s[i] = *ent;
+            return true;
+        }
+    return false;
+}
+
+/* 0, or -ENOSPC when the bounded displacement walk and the stash are exhausted: the entry
+ * left over is in t->orphan and the caller must grow the table (which re-homes it). */
+static int ln_put_ent(struct live_narrow *t, struct ln_ent cur)
+{
+    uint32_t b = ln_b1(t, cur.key);
+    for (unsigned kicks = 0; kicks < 256u; kicks++) {
+        if (ln_place(&t->b[b], &cur)) {
+            t->n++;
+            return 0;
+        }
+        uint32_t alt = ln_alt(t, cur.key, b);
+        if (ln_place(&t->b[alt], &cur)) {
+            t->n++;
+            return 0;
+        }
+        struct ln_ent *victim = &t->b[b].s[t->kick++ % LN_SLOTS];
+        struct ln_ent tmp = *victim;
+        *victim = cur;
+        cur = tmp;
+        b = ln_alt(t, cur.key, b);
+    }
+    if (t->nstash < LN_STASH) {
+        t->stash[t->nstash++] = cur;
+        t->n++;
+        return 0;
+    }
+    t->orphan = cur;
+    return -ENOSPC;
+}
+
+static void ln_del(struct live_narrow *t, uint32_t *lop)
+{
+    struct ln_ent *ent = (struct ln_ent *)(void *)((char *)lop - offsetof(struct ln_ent, lo));
+    if (ent >= t->stash && ent < t->stash + LN_STASH)
+        *ent = t->stash[--t->nstash];
+    else
+        ent->key = 0;
+    t->n--;
+}
+
+/* Rehashes into a table at least 1/8 larger (more if re-homing fails there), counting the new
+ * size against the budget; with_orphan re-homes t->orphan too. */
+static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
+{
+    uint64_t nb = t->nb < 16u ? 16u : (uint64_t)t->nb + t->nb / 8u;
+    for (;;) {
+        if (nb > UINT32_MAX / LN_SLOTS)
+            return -ENOBUFS;
+        uint64_t old = (uint64_t)t->nb * sizeof(struct ln_bucket);
+        uint64_t bytes = nb * sizeof(struct ln_bucket);
+        if (e->used - old + bytes > e->budget)
+            return -ENOBUFS;
+        struct live_narrow n;
+        memset(&n, 0, sizeof n);
+        n.b = aligned_alloc(64, (size_t)bytes);
+        if (!n.b)
+            return -ENOMEM;
+        memset(n.b, 0, (size_t)bytes);
+        n.nb = (uint32_t)nb;
+        int rc = 0;
+        for (uint32_t i = 0; i < t->nb && rc == 0; i++)
+            for (unsigned k = 0; k < LN_SLOTS && rc == 0; k++)
+                if (t->b[i].s[k].key)
+                    rc = ln_put_ent(&n, t->b[i].s[k]);
+        for (uint32_t i = 0; i < t->nstash && rc == 0; i++)
+            rc = ln_put_ent(&n, t->stash[i]);
+        if (rc == 0 && with_orphan)
+            rc = ln_put_ent(&n, t->orphan);
+        if (rc < 0) { /* not one lost: try a larger table */
+            free(n.b);
+            nb += nb / 8u + 1u;
+            continue;
+        }
+        free(t->b);
+        n.kick = t->kick;
+        *t = n;
+        e->used = e->used - old + bytes;
+        return 0;
+    }
+}
+
+static int ln_insert(struct jp_engine *e, struct live_narrow *t, uint32_t key, uint64_t val)
+{
+    int rc;
+    if ((uint64_t)(t->n + 1u) * 100u > (uint64_t)t->nb * LN_SLOTS * LN_MAX_LOAD_PCT &&
+        (rc = ln_grow(e, t, false)) < 0)
+        return rc;
+    struct ln_ent ent = {key, 0, 0};
+    val_set(&ent.lo, val);
+    if (ln_put_ent(t, ent) == 0)
+        return 0;
+    /* The orphan is some resident, not necessarily this entry; growing re-homes it. If the
+     * budget refuses, exact tracking ends (the caller marks it), so nothing is reported from
+     * a table that lost an entry. */
+    if ((rc = ln_grow(e, t, true)) < 0)
+        return rc;
+    return 0;
+}
+
+static uint32_t *table_find(struct jp_engine *e, uint64_t id)
 {
     if (id < UINT32_MAX)
         return ln_find(&e->ln, (uint32_t)(id + 1u));
     if (id == UINT64_MAX)
-        return e->max_id_live ? &e->max_id_val : NULL;
+        return e->max_id_live ? e->max_id_val : NULL;
     return lw_find(&e->lw, id + 1u);
 }
 
-static void live_del(struct jp_engine *e, uint64_t id, uint64_t *valp)
+static void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     if (id < UINT32_MAX)
         ln_del(&e->ln, valp);
@@ -741,21 +926,87 @@ static void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size,
     }
 }
 
-static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+static int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id < UINT32_MAX) {
-        if ((rc = ln_reserve(e, &e->ln)) < 0)
+        if ((rc = ln_insert(e, &e->ln, (uint32_t)(id + 1u), val)) < 0)
             return rc;
-        ln_put(&e->ln, (uint32_t)(id + 1u), val);
     } else if (id == UINT64_MAX) {
         e->max_id_live = true;
-        e->max_id_val = val;
+        val_set(e->max_id_val, val);
     } else {
         if ((rc = lw_reserve(e, &e->lw)) < 0)
             return rc;
         lw_put(&e->lw, id + 1u, val);
     }
+    return 0;
+}
+
+/* Young allocations. Most allocations die young, and the agent hands out ids in increasing
+ * order, so the newest JP_RING ids live in a direct-mapped ring (id modulo JP_RING, 8 bytes a
+ * slot, 32 KiB that stays in cache) and never touch the hashed tables; an allocation still live
+ * when its slot is needed by a newer id moves to the tables then. Ids that do not arrive as a
+ * new highest go straight to the tables. A slot's occupant is the one id of the window
+ * (ring_hi - JP_RING, ring_hi] congruent to it. */
+#define JP_RING 4096u
+#define RING_EMPTY UINT32_MAX
+
+static bool ring_ready(struct jp_engine *e)
+{
+    if (e->ring || e->ring_off)
+        return e->ring != NULL;
+    uint64_t bytes = JP_RING * sizeof *e->ring;
+    if (e->used + bytes > e->budget || !(e->ring = malloc(bytes))) {
+        e->ring_off = true; /* the tables alone still track exactly */
+        return false;
+    }
+    memset(e->ring, 0xff, bytes);
+    e->used += bytes;
+    return true;
+}
+
+static uint32_t *live_find(struct jp_engine *e, uint64_t id)
+{
+    if (e->ring && id <= e->ring_hi && e->ring_hi - id < JP_RING) {
+        uint32_t *v = e->ring[id & (JP_RING - 1u)];
+        if (v[0] != RING_EMPTY || v[1] != RING_EMPTY)
+            return v;
+    }
+    return table_find(e, id);
+}
+
+static void live_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+{
+    if (e->ring && valp >= e->ring[0] && valp < e->ring[JP_RING - 1u] + 2) {
+        valp[0] = valp[1] = RING_EMPTY;
+        e->nring--;
+        return;
+    }
+    table_del(e, id, valp);
+}
+
+static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+{
+    /* the empty marker is never a packed value: its overflow index would be 2^40-1 */
+    if (id <= e->ring_hi || id == UINT64_MAX || !ring_ready(e))
+        return table_insert(e, id, val);
+    uint64_t steps = id - e->ring_hi < JP_RING ? id - e->ring_hi : JP_RING;
+    for (uint64_t k = 1; k <= steps; k++) {
+        uint64_t slot = (e->ring_hi + k) & (JP_RING - 1u);
+        uint32_t *v = e->ring[slot];
+        if (v[0] == RING_EMPTY && v[1] == RING_EMPTY)
+            continue;
+        uint64_t occupant = e->ring_hi - ((e->ring_hi - slot) & (JP_RING - 1u));
+        int rc = table_insert(e, occupant, val_get(v));
+        if (rc < 0)
+            return rc;
+        v[0] = v[1] = RING_EMPTY;
+        e->nring--;
+    }
+    val_set(e->ring[id & (JP_RING - 1u)], val);
+    e->nring++;
+    e->ring_hi = id;
     return 0;
 }
 
@@ -868,7 +1119,11 @@ static int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         return violation(e);
     int rc;
     if (e->live_exact) {
-        if (live_find(e, r->allocation_id) || seen_has(e, r->allocation_id))
+        /* The next id after the highest ever seen cannot be live or retired: the agent's own
+         * counter always takes this path, and it saves a table probe per allocation. */
+        const struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
+        bool fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
+        if (!fresh && (live_find(e, r->allocation_id) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
     uint32_t site = (uint32_t)event_site(e, r->node);
@@ -901,13 +1156,14 @@ static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         return violation(e);
     if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
         return violation(e);
-    uint64_t *valp = NULL, size = r->old_size;
+    uint32_t *valp = NULL;
+    uint64_t size = r->old_size;
     uint32_t creation = 0;
     if (e->live_exact) {
         valp = live_find(e, r->allocation_id);
         if (!valp)
             return violation(e); /* unknown or retired id */
-        live_unpack(e, *valp, &size, &creation);
+        live_unpack(e, val_get(valp), &size, &creation);
         if (size != r->old_size)
             return violation(e); /* the producer's old size disagrees with ours */
     }
@@ -934,8 +1190,8 @@ static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     int rc = live_pack(e, r->new_size, creation, &nval);
     if (rc < 0)
         return live_lost(e, rc);
-    ovf_release(e, *valp);
-    *valp = nval;
+    ovf_release(e, val_get(valp));
+    val_set(valp, nval);
     if (r->new_size >= r->old_size) {
         site_live_add(e, creation, r->new_size - r->old_size, 0);
         total_live_add(e, r->new_size - r->old_size);
@@ -957,15 +1213,15 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
         e->producer_records++;
         return 0;
     }
-    uint64_t *valp = live_find(e, r->allocation_id), size;
-    uint32_t creation;
+    uint32_t *valp = live_find(e, r->allocation_id), creation;
+    uint64_t size;
     if (!valp)
         return violation(e); /* unknown id, or a double free */
-    live_unpack(e, *valp, &size, &creation);
+    live_unpack(e, val_get(valp), &size, &creation);
     if (size != r->old_size)
         return violation(e);
     e->producer_records++;
-    ovf_release(e, *valp);
+    ovf_release(e, val_get(valp));
     live_del(e, r->allocation_id, valp);
     e->freed_bytes += size;
     e->live_bytes -= size;
@@ -1189,9 +1445,10 @@ uint64_t jp_engine_metadata_bytes(const struct jp_engine *e)
 uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count)
 {
     if (live_count)
-        *live_count = (uint64_t)e->ln.n + e->lw.n + (e->max_id_live ? 1u : 0u);
-    return (uint64_t)e->ln.cap * (sizeof(uint32_t) + sizeof(uint64_t)) +
-           (uint64_t)e->lw.cap * (sizeof(uint64_t) * 2u) +
+        *live_count = (uint64_t)e->ln.n + e->lw.n + e->nring + (e->max_id_live ? 1u : 0u);
+    return (e->ring ? (uint64_t)JP_RING * sizeof *e->ring : 0) +
+           (uint64_t)e->ln.nb * sizeof(struct ln_bucket) +
+           (uint64_t)e->lw.cap * sizeof(struct lw_ent) +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
            (uint64_t)e->seen_cap * sizeof(struct interval);
 }
