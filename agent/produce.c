@@ -329,7 +329,10 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     t->actor_id = JP_ID_UNAVAILABLE;
     jp_store_relaxed32(&t->state, JETTPROF_STATE_JETT);
     jp_store_relaxed64(&t->req_tick, 0);
-    jp_store_relaxed32(&t->pending, 0);
+    /* A reused slot may hold a request the timer raised for its previous thread just after
+     * that one unregistered: a dropped opportunity, so every requested tick stays accounted. */
+    if (__atomic_exchange_n(&t->pending, 0u, __ATOMIC_ACQ_REL)) /* S1+S2 */
+        run->dropped_ticks++;
     if (run->owner == NULL && run->registered == 0 && run->membarrier_ok) {
         t->exclusive = 1;
         run->owner = t;

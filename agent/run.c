@@ -299,8 +299,9 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
     uint32_t n = jp_load_acquire32(&run->nslots);
     for (uint32_t i = 0; i < n; i++) {
         struct jettprof_thread *t = &run->threads[i];
-        /* A tick raised but never answered is an opportunity lost at the end of the run. */
-        if (jp_load_acquire32(&t->active) && jp_load_acquire32(&t->pending)) {
+        /* A tick raised but never answered is an opportunity lost at the end of the run; an
+         * inactive slot can hold one raised just as its thread unregistered. */
+        if (jp_load_acquire32(&t->pending)) {
             jp_store_release32(&t->pending, 0);
             run->dropped_ticks++;
         }
