@@ -179,7 +179,10 @@ Test(ring_stress, two_threads_move_records_in_order, .timeout = 120)
     struct jp_ring prod, cons;
     cr_assert_eq(jp_ring_create(64, &prod), 0, "smallest ring: wraps constantly");
     jp_ring_set_start_index(&prod, UINT64_MAX - 3000u); /* cross 2^64 on the way */
-    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    /* The consumer's view shares the producer's mapping rather than mapping the fd again:
+     * ThreadSanitizer tracks addresses, and through a second mapping it could not see the two
+     * threads touch the same slots. */
+    cons = prod;
     struct prod_arg a = {&prod, 0};
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, producer_thread, &a), 0, "thread");
@@ -188,6 +191,5 @@ Test(ring_stress, two_threads_move_records_in_order, .timeout = 120)
     cr_assert_eq(c.records, THREAD_RECORDS, "every record arrived");
     cr_assert_eq(c.sum, a.sum, "checksums agree");
     cr_assert_gt(c.pads, 0, "PAD records occurred");
-    jp_ring_unmap(&cons);
-    jp_ring_unmap(&prod);
+    jp_ring_unmap(&prod); /* cons shares the mapping */
 }
