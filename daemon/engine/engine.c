@@ -414,6 +414,29 @@ static int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, c
     return 0;
 }
 
+/* A logical path the report may show: relative, '/'-separated, no empty, "." or ".."
+ * segment, no backslash, drive letter or control character. Anything else would be an
+ * absolute or unauthorized path, which never reaches a report. */
+static bool path_authorized(const char *p, size_t n)
+{
+    if (!n || p[0] == '/' || (n >= 2 && p[1] == ':'))
+        return false;
+    size_t seg = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || p[i] == '/') {
+            size_t len = i - seg;
+            const char *s = p + seg;
+            if (!len || (len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+                return false;
+            seg = i + 1;
+            continue;
+        }
+        if ((unsigned char)p[i] < 0x20 || p[i] == '\\' || p[i] == 0x7f)
+            return false;
+    }
+    return true;
+}
+
 static int on_source_def(struct jp_engine *e, const uint8_t *rec)
 {
     struct jp_rec_source_def r;
@@ -424,6 +447,18 @@ static int on_source_def(struct jp_engine *e, const uint8_t *rec)
     if (e->detail_stopped)
         return 0;
     struct source_key k = {r.origin, (const char *)rec + sizeof r, r.path_len};
+    if (r.origin < JP_ORIGIN_PROJECT || r.origin > JP_ORIGIN_STDLIB ||
+        !path_authorized(k.path, k.len)) {
+        /* The id stays defined (later ids keep their meaning) but names no source: frames
+         * in it report their location unavailable. */
+        int rc = vec_grow(e, (void **)&e->source_map, &e->source_map_cap,
+                          e->nsource_defined + 1u, sizeof *e->source_map);
+        if (rc < 0)
+            return budget_fail(e, rc);
+        e->source_map[r.source_id] = 0;
+        e->nsource_stored = e->nsource_defined;
+        return violation(e);
+    }
     uint64_t h = source_hash_k(&k);
     uint32_t slot, idx = itab_find(e, &e->source_tab, h, source_eq, &k, &slot);
     int rc = vec_grow(e, (void **)&e->source_map, &e->source_map_cap, e->nsource_defined + 1u,
@@ -467,12 +502,14 @@ static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         .fn = (const char *)rec + sizeof r + r.ns_len, .fn_len = r.fn_len,
         .kind = r.kind,
         .source = r.source_id ? e->source_map[r.source_id] : 0,
-        .decl_start = r.source_id ? r.decl_start : 0,
-        .decl_end = r.source_id ? r.decl_end : 0,
         /* Two native frames without a symbol are never one function because their display
          * names match (the contract forbids merging unknown native addresses). */
         .uniq = r.kind == JP_FRAME_UNAVAILABLE_SYMBOL ? r.frame_id : 0,
     };
+    if (k.source) { /* without a source the declaration span means nothing */
+        k.decl_start = r.decl_start;
+        k.decl_end = r.decl_end;
+    }
     int rc = vec_grow(e, (void **)&e->frame_func, &e->frame_cap, e->nframe_defined + 1u,
                       sizeof *e->frame_func);
     if (rc < 0)
@@ -502,7 +539,7 @@ static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         f->origin = k.source ? e->sources[k.source].origin : JP_ORIGIN_NONE;
         f->decl_start = k.decl_start;
         f->decl_end = k.decl_end;
-        f->decl_line = r.source_id ? r.decl_line : 0;
+        f->decl_line = k.source ? r.decl_line : 0;
         f->uniq = k.uniq;
         itab_find(e, &e->func_tab, h, func_eq, &k, &slot);
         e->func_tab.slot[slot] = idx + 1u;
@@ -1243,6 +1280,8 @@ static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
     if (r.source_id > e->nsource_stored)
         return 0; /* no detail for that source: the hot line cannot be shown either */
     uint32_t src = e->source_map[r.source_id];
+    if (!src)
+        return 0; /* an unauthorized source shows no code */
     struct jp_excerpt_ent *x = NULL;
     for (uint32_t i = 0; i < e->nexcerpts; i++)
         if (e->excerpts[i].source == src && e->excerpts[i].line == r.line &&

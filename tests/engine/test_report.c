@@ -407,3 +407,144 @@ Test(report, golden_memory_profile)
     free(human);
     jp_engine_free(e);
 }
+
+Test(report, absolute_and_unauthorized_paths_never_appear)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    const char *bad[] = {"/home/u/app.jett", "src/../secret.jett", "./x.jett", "a//b.jett",
+                         "C:/x.jett", "src\\x.jett", "src/."};
+    for (uint32_t i = 0; i < 7; i++)
+        t_source(e, i + 1, JP_ORIGIN_PROJECT, bad[i]);
+    t_source(e, 8, JP_ORIGIN_PROJECT, "src/ok.jett");
+    t_frame(e, 1, 1, "m", "abs", 3, 9, 4, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 8, "m", "ok", 3, 9, 4, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 0, 2);
+    t_sample(e, JP_STATE_JETT, 1, 5, 1);
+    t_sample(e, JP_STATE_JETT, 1, 5, 1);
+    t_sample(e, JP_STATE_JETT, 2, 5, 1);
+    t_excerpt(e, 1, 5, 1, 0, "secret_call()");
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *json, *toon, *human;
+    t_render(e, JP_END_STOP, &toon, &human, &json, NULL);
+    J_EQ(json, "profile.totals.protocol_violations", "7");
+    J_EQ(json, "profile.bottlenecks.0.function", "abs");
+    J_EQ(json, "profile.bottlenecks.0.path", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.line", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.hot_lines.0.path", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.hot_lines.0.code", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.suggestions", "[]");
+    J_EQ(json, "profile.bottlenecks.1.path", "src/ok.jett");
+    cr_assert_null(strstr(toon, "/home"));
+    cr_assert_null(strstr(toon, "secret"));
+    cr_assert_null(strstr(human, "/home"));
+    cr_assert_null(strstr(human, "secret"));
+    free(json);
+    free(toon);
+    free(human);
+    jp_engine_free(e);
+}
+
+/* Samples from several runtime threads aggregate into one function identity, and the
+ * execution records change nothing in the output (run-local metadata). */
+static char *threads_profile(bool with_exec)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/w.jett");
+    t_frame(e, 1, 1, "w", "task", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    for (uint32_t th = 1; th <= 3; th++) {
+        if (with_exec) {
+            struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, th, 100 + th, JP_ID_UNAVAILABLE};
+            cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+        }
+        t_sample(e, JP_STATE_JETT, 1, 2, 1);
+    }
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *toon;
+    t_render(e, JP_END_STOP, &toon, NULL, NULL, NULL);
+    jp_engine_free(e);
+    return toon;
+}
+
+Test(report, workers_aggregate_into_one_function_deterministically)
+{
+    char *a = threads_profile(true), *b = threads_profile(false);
+    cr_assert_str_eq(a, b);
+    char *json = toon_decode(a, NULL);
+    cr_assert(json != NULL);
+    J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "3");
+    cr_assert_eq(json_len(json, "profile.bottlenecks"), 1);
+    free(json);
+    free(a);
+    free(b);
+}
+
+/* Reading 5: chains with equal counts compare element by element with the function keys. */
+Test(report, chain_ties_compare_element_by_element)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/c.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 1, "x", "b", 10, 19, 2, JP_FRAME_FUNCTION);
+    t_frame(e, 3, 1, "x", "a", 20, 29, 3, JP_FRAME_FUNCTION);
+    t_frame(e, 4, 1, "x", "leaf", 30, 39, 4, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);    /* main */
+    t_node(e, 2, 1, 2);    /* main > b */
+    t_node(e, 3, 2, 4);    /* main > b > leaf */
+    t_node(e, 4, 1, 3);    /* main > a */
+    t_node(e, 5, 4, 4);    /* main > a > leaf */
+    t_node(e, 6, 1, 4);    /* main > leaf */
+    t_node(e, 7, 0, 4);    /* leaf as a root of its own */
+    for (uint32_t n = 3; n <= 7; n++)
+        if (n != 4)
+            t_sample(e, JP_STATE_JETT, n, 0, 0);
+    t_sample(e, JP_STATE_JETT, 7, 0, 0); /* the root-only chain has 2 */
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.bottlenecks.0.function", "leaf");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.call_chains"), 3);
+    J_EQ(json, "profile.bottlenecks.0.call_chains.0.frames", "[\"x.leaf\"]"); /* 2 samples */
+    /* then the 1-sample chains: main>x.a>leaf < main>x.b>leaf < main>leaf? element two is
+     * x.a, x.b, x.leaf: namespace x equal, then a < b < leaf */
+    J_EQ(json, "profile.bottlenecks.0.call_chains.1.frames", "[\"main\",\"x.a\",\"x.leaf\"]");
+    J_EQ(json, "profile.bottlenecks.0.call_chains.2.frames", "[\"main\",\"x.b\",\"x.leaf\"]");
+    free(json);
+    jp_engine_free(e);
+}
+
+/* Reading 7 in memory mode: the <truncated-stack> frame takes the allocation. */
+Test(report, truncated_stack_takes_the_allocation)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/d.jett");
+    char fn[16];
+    for (uint32_t i = 1; i < JP_MAX_DEPTH; i++) {
+        snprintf(fn, sizeof fn, "d%03u", i);
+        t_frame(e, i, 1, "d", fn, i, i + 1, i, JP_FRAME_FUNCTION);
+        t_node(e, i, i - 1, i);
+    }
+    t_frame(e, JP_MAX_DEPTH, 0, "<root>", "<truncated-stack>", 0, 0, 0, JP_FRAME_TRUNCATED);
+    t_node(e, JP_MAX_DEPTH, JP_MAX_DEPTH - 1, JP_MAX_DEPTH);
+    t_alloc(e, JP_MAX_DEPTH, 1, 64);
+    t_alloc(e, 5, 2, 32);
+    t_stop(e, JP_TERM_RETURNED, 10, 0, 0);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    cr_assert_eq(status, JP_STATUS_PARTIAL);
+    J_EQ(json, "profile.partial_reason", "stack_capture_limit");
+    J_EQ(json, "profile.totals.truncated_stacks", "1");
+    J_EQ(json, "profile.bottlenecks.0.function", "<truncated-stack>");
+    J_EQ(json, "profile.bottlenecks.0.allocated_bytes", "64");
+    J_EQ(json, "profile.bottlenecks.0.path", "unavailable");
+    J_EQ(json, "profile.bottlenecks.1.function", "d005");
+    J_EQ(json, "profile.bottlenecks.1.allocation_percent", "33.33");
+    free(json);
+    jp_engine_free(e);
+}
