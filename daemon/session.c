@@ -58,6 +58,7 @@ struct jpd_session {
     int stop_held;
     int run_started;    /* ring mapped: the run exists and will be logged */
     int run_finished;
+    int linger;         /* after an ERROR: drop unread input before closing */
     struct jpd_peer peer;
     uint64_t run_id;
     struct jp_ctl_decoder *dec;
@@ -82,6 +83,31 @@ static void on_timer(uv_timer_t *t);
 static void on_eof(struct jpd_session *s);
 
 /* ---- output ---- */
+
+/* Reads and drops whatever the peer has queued right now (closing any fds it carried). */
+static void discard_input(struct jpd_session *s)
+{
+    for (int turn = 0; turn < 64; turn++) {
+        uint8_t buf[4096];
+        union {
+            struct cmsghdr align;
+            char space[JP_CTL_CMSG_SPACE];
+        } cm;
+        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
+                            .msg_controllen = sizeof cm.space};
+        ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        int got[JP_CTL_MAX_FDS];
+        unsigned k = 0;
+        if (jp_ctl_take_fds(&mh, got, JP_CTL_MAX_FDS, &k) == 0)
+            for (unsigned i = 0; i < k; i++)
+                close(got[i]);
+    }
+}
 
 static void flush_out(struct jpd_session *s)
 {
@@ -114,6 +140,10 @@ static void flush_out(struct jpd_session *s)
         }
     }
     if (!s->out_head && s->state == S_DONE) {
+        /* Closing with the peer's bytes unread would flag its end ECONNRESET, which can hide
+         * the ERROR we just sent from it: drop what is queued first (without waiting). */
+        if (s->linger && !s->eof)
+            discard_input(s);
         session_close(s);
         return;
     }
@@ -293,6 +323,7 @@ static void fail(struct jpd_session *s, uint32_t code, const char *message)
         s->eng = NULL;
     }
     if (!s->eof) {
+        s->linger = 1;
         struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
         m.u.error.code = code;
         m.u.error.message = message;
