@@ -23,8 +23,14 @@ void jp_engine_free(struct jp_engine *e);
  *            unknown ids, reused ids, size mismatches, undefined frames/nodes);
  *   -EPROTO  the stream cannot go on (structurally bad record, nothing before RUN_START, a
  *            second RUN_START, anything after RUN_STOP); *why names it. The caller ends the
- *            session; the engine can still render what it had.
- * Never allocates beyond the budgets the RUN_START record set (detail stops; totals go on). */
+ *            session; the engine can still render what it had;
+ *   -ENOMEM  the host itself is out of memory (not the run's budget): the engine stays
+ *            consistent and can render, but this record may be only partly counted.
+ * Never allocates beyond the budgets the RUN_START record set (detail stops; totals go on).
+ * Memory mode's budget (retention_budget_bytes) covers the definitions, the per-site table
+ * and the exact live-allocation tracking; CPU mode's (cpu_budget_bytes) every definition and
+ * detail table. A source whose path is absolute or not normalized is a counted violation; its
+ * id stays defined and its location is reported unavailable. */
 int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
 
 /* How a stream ended when it carries no RUN_STOP. X(NAME, "partial reason") */
