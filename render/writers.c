@@ -522,6 +522,26 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
 
 /* ---- human ----------------------------------------------------------------------------- */
 
+/* Text for a terminal: control characters (and DEL) from names, paths or excerpts are shown
+ * as \xHH so nothing in a report can drive the terminal. */
+static void h_safe(struct sb *s, const char *str, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)str[i];
+        if (c < 0x20 || c == 0x7f)
+            sb_printf(s, "\\x%02x", c);
+        else
+            sb_put(s, &str[i], 1);
+    }
+}
+
+static void h_qualified(struct sb *s, struct sb *tmp, const struct jp_func *f)
+{
+    tmp->len = 0;
+    qualified(tmp, f);
+    h_safe(s, tmp->p ? tmp->p : "", tmp->len);
+}
+
 static void h_pct(struct sb *s, uint64_t h)
 {
     sb_printf(s, "%" PRIu64 ".%02" PRIu64 "%%", h / 100u, h % 100u);
@@ -583,10 +603,10 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
         const struct jp_func *f = &v->funcs[en->func];
         const struct jp_source *src = f->source ? &v->sources[f->source] : NULL;
         sb_printf(&s, "#%" PRIu32 " ", i + 1u);
-        qualified(&s, f);
+        h_qualified(&s, &t, f);
         if (src) {
             sb_puts(&s, " (");
-            sb_put(&s, src->path, src->path_len);
+            h_safe(&s, src->path, src->path_len);
             sb_printf(&s, ":%" PRIu32 ")\n", f->decl_line);
         } else {
             sb_puts(&s, " (source unavailable)\n");
@@ -600,7 +620,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
                 const struct jp_hot *h = &v->hots[en->hot[j]];
                 if (src) {
                     sb_puts(&s, "   hot line ");
-                    sb_put(&s, src->path, src->path_len);
+                    h_safe(&s, src->path, src->path_len);
                     sb_printf(&s, ":%" PRIu32 ":%" PRIu32, h->line, h->col);
                 } else {
                     sb_puts(&s, "   hot line unavailable");
@@ -610,7 +630,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
                     src ? find_excerpt(v, f->source, h->line, h->col) : NULL;
                 if (x && x->text && !(x->flags & JP_EXCERPT_UNAVAILABLE)) {
                     sb_puts(&s, ": ");
-                    sb_put(&s, x->text, x->text_len);
+                    h_safe(&s, x->text, x->text_len);
                     if (x->flags & JP_EXCERPT_REDACTED)
                         sb_puts(&s, " (redacted)");
                 }
@@ -625,7 +645,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
                 for (uint32_t m = 0; m < ch->depth; m++) {
                     if (m)
                         sb_puts(&s, " > ");
-                    qualified(&s, &v->funcs[seq[m]]);
+                    h_qualified(&s, &t, &v->funcs[seq[m]]);
                 }
                 sb_puts(&s, "\n");
             }
@@ -646,7 +666,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
             t.len = 0;
             suggestion_text(&t, r, en, en->sugg[j]);
             sb_printf(&s, "   suggestion %s: ", rule_names[en->sugg[j]]);
-            sb_put(&s, t.p ? t.p : "", t.len);
+            h_safe(&s, t.p ? t.p : "", t.len);
             sb_puts(&s, "\n");
         }
     }

@@ -198,8 +198,13 @@ Test(report, toon_quotes_what_needs_quoting)
             t_sample(e, JP_STATE_JETT, i + 1, 1, 1);
     }
     t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
-    char *json;
-    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    char *json, *human;
+    t_render(e, JP_END_STOP, NULL, &human, &json, NULL);
+    /* the human text shows control characters escaped, never raw */
+    cr_assert(strstr(human, "ctl\\x01.[x]{y}") != NULL, "%s", human);
+    cr_assert(strstr(human, "tab\\x09here") != NULL);
+    cr_assert_null(strchr(human, '\x01'));
+    free(human);
     char path[96];
     for (int i = 0; i < 7; i++) {
         int rank = 6 - i;
