@@ -128,6 +128,7 @@ struct jettprof_run {
     /* Producer state: only inside a producer section. */
     uint64_t record_count __attribute__((aligned(64)));
     uint64_t dropped_ticks;
+    uint64_t withdrawn_ticks; /* raised for a thread that was unregistering: not requested */
     uint64_t lost_records;
     uint64_t next_alloc_id;
     uint64_t mem_wait_left_ns;
@@ -195,6 +196,8 @@ enum jp_sect { JP_SECT_EXCLUSIVE = 1, JP_SECT_LOCKED, JP_SECT_FOREIGN };
 /* Enter/leave a section as the calling thread: t may be NULL (a run-level call). */
 enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t);
 void jp_sect_leave(struct jettprof_run *run, enum jp_sect s);
+/* If the calling thread is registered with run, answers its pending tick (a safe point). */
+void jp_answer_own_tick(struct jettprof_run *run);
 
 enum jp_wait { JP_WAIT_NONE, JP_WAIT_MEM, JP_WAIT_META };
 /* Reserve `bytes` in the ring, waiting per the class. NULL: no room (counted by the caller) or

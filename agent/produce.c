@@ -169,6 +169,13 @@ static struct jettprof_thread *self_for(struct jettprof_run *run)
     return tls_serial == run->serial ? tls_self : NULL;
 }
 
+void jp_answer_own_tick(struct jettprof_run *run)
+{
+    struct jettprof_thread *t = self_for(run);
+    if (t)
+        jettprof_safe_point(t);
+}
+
 enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t)
 {
     return sect_enter(run, t ? t : self_for(run));
@@ -329,10 +336,11 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     t->actor_id = JP_ID_UNAVAILABLE;
     jp_store_relaxed32(&t->state, JETTPROF_STATE_JETT);
     jp_store_relaxed64(&t->req_tick, 0);
-    /* A reused slot may hold a request the timer raised for its previous thread just after
-     * that one unregistered: a dropped opportunity, so every requested tick stays accounted. */
+    /* A reused slot may hold a request the timer raised for its previous thread just as that
+     * one unregistered: no thread was there to answer it, so it is withdrawn from the
+     * requested count rather than reported as a drop. */
     if (__atomic_exchange_n(&t->pending, 0u, __ATOMIC_ACQ_REL)) /* S1+S2 */
-        run->dropped_ticks++;
+        run->withdrawn_ticks++;
     if (run->owner == NULL && run->registered == 0 && run->membarrier_ok) {
         t->exclusive = 1;
         run->owner = t;
@@ -359,12 +367,10 @@ void jettprof_thread_unregister(jettprof_thread *t)
     if (!t || !t->run)
         return;
     struct jettprof_run *run = t->run;
+    /* Unregistering is the thread's last safe point: a tick still pending is answered here,
+     * with the stack as it is now. */
+    jettprof_safe_point(t);
     spin_lock(&run->lock);
-    /* A tick still pending now can never be acknowledged: it is a dropped opportunity. */
-    if (jp_load_acquire32(&t->pending)) { /* S1 */
-        jp_store_release32(&t->pending, 0); /* S2 */
-        run->dropped_ticks++;
-    }
     jp_store_release32(&t->active, 0); /* R1 */
     run->registered--;
     int was_foreign = t->foreign;

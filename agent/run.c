@@ -273,7 +273,7 @@ static void counters(struct jettprof_run *run, struct jp_rec_counters *c)
 {
     *c = (struct jp_rec_counters){
         .h = {JP_REC_COUNTERS, sizeof *c},
-        .requested_ticks = jp_load_relaxed64(&run->requested_ticks),
+        .requested_ticks = jp_load_relaxed64(&run->requested_ticks) - run->withdrawn_ticks,
         .coalesced_ticks = jp_load_relaxed64(&run->coalesced_ticks),
         .dropped_ticks = run->dropped_ticks,
         .waiting_ticks = jp_load_relaxed64(&run->waiting_ticks),
@@ -295,16 +295,20 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
                        struct jp_rec_counters *c)
 {
     jp_timer_stop(run);
+    jp_answer_own_tick(run); /* finishing is a safe point for a still-registered caller */
     enum jp_sect s = jp_sect_enter(run, NULL);
     uint32_t n = jp_load_acquire32(&run->nslots);
     for (uint32_t i = 0; i < n; i++) {
         struct jettprof_thread *t = &run->threads[i];
-        /* A tick raised but never answered is an opportunity lost at the end of the run; an
-         * inactive slot can hold one raised just as its thread unregistered. */
-        if (jp_load_acquire32(&t->pending)) {
-            jp_store_release32(&t->pending, 0);
+        if (!jp_load_acquire32(&t->pending))
+            continue;
+        jp_store_release32(&t->pending, 0);
+        /* Another thread still registered never reached a safe point: a dropped tick. An
+         * unregistered slot holds one raised just as its thread left: withdrawn. */
+        if (jp_load_acquire32(&t->active))
             run->dropped_ticks++;
-        }
+        else
+            run->withdrawn_ticks++;
     }
     counters(run, c);
     void *p = jp_push_reserve(run, sizeof *c, JP_WAIT_META);

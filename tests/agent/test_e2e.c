@@ -1,0 +1,596 @@
+/* End to end: a small C host that uses only the public API (jettprof.h) against the real
+ * jettprofd (private, spawned through $JETTPROFD, or long-lived through $JETTPROFD_SOCKET), and
+ * checks the profile it gets back. Every TOON document is decoded with the official decoder
+ * (tests/toon) and the figures are read from the decoded data.
+ *
+ * The expected numbers are derived here from the host's own arithmetic, never copied from an
+ * earlier run. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jettprof.h"
+/* Only the test's reading of the profile: the official TOON decoder and a JSON getter. */
+char *toon_decode(const char *text, char **err);
+char *json_get(const char *json, const char *path);
+int json_len(const char *json, const char *path);
+
+extern char **environ;
+
+static void need_daemon(void)
+{
+    const char *d = getenv("JETTPROFD");
+    cr_assert(d && *d, "JETTPROFD must name the built jettprofd (run through meson test)");
+    unsetenv("JETTPROFD_SOCKET");
+}
+
+static struct jettprof_config cfg(uint32_t mode)
+{
+    struct jettprof_config c = {
+        .size = sizeof c,
+        .mode = mode,
+        .rate_hz = mode == JETTPROF_MODE_CPU ? 1000 : 0,
+        .threshold_bp = 0,
+        .limit = 100,
+        .outputs = JETTPROF_OUT_TOON | JETTPROF_OUT_HUMAN,
+        .capabilities = 0xffu,
+        .capture_fd = -1,
+    };
+    return c;
+}
+
+static uint32_t frame(jettprof_run *run, uint32_t src, const char *ns, const char *fn,
+                      uint32_t line)
+{
+    struct jettprof_frame_desc d = {
+        .size = sizeof d, .kind = JETTPROF_FRAME_FUNCTION, .ns = ns, .function = fn,
+        .source_id = src, .decl_start = line * 40, .decl_end = line * 40 + 30,
+        .decl_line = line, .decl_col = 1};
+    uint32_t id;
+    cr_assert_eq(jettprof_frame(run, &d, &id), 0, "%s", jettprof_last_reason());
+    return id;
+}
+
+/* The decoded profile as JSON, after checking the TOON is valid. */
+static char *decoded(const struct jettprof_result *r)
+{
+    cr_assert(r->toon != NULL, "no TOON profile");
+    cr_assert_eq(strlen(r->toon), r->toon_len);
+    char *err = NULL;
+    char *j = toon_decode(r->toon, &err);
+    cr_assert(j != NULL, "the official decoder rejects the profile: %s\n%s", err ? err : "",
+              r->toon);
+    return j;
+}
+
+static uint64_t jnum(const char *json, const char *path)
+{
+    char *v = json_get(json, path);
+    cr_assert(v != NULL, "%s missing", path);
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    cr_assert(*v && *end == '\0', "%s is not an integer: %s", path, v);
+    free(v);
+    return n;
+}
+
+static double jdouble(const char *json, const char *path)
+{
+    char *v = json_get(json, path);
+    cr_assert(v != NULL, "%s missing", path);
+    double d = strtod(v, NULL);
+    free(v);
+    return d;
+}
+
+/* Index of the bottleneck whose function is fn, or -1. */
+static int entry(const char *json, const char *fn)
+{
+    int n = json_len(json, "profile.bottlenecks");
+    for (int i = 0; i < n; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "profile.bottlenecks.%d.function", i);
+        char *v = json_get(json, path);
+        int hit = v && strcmp(v, fn) == 0;
+        free(v);
+        if (hit)
+            return i;
+    }
+    return -1;
+}
+
+static uint64_t efield(const char *json, int i, const char *field)
+{
+    char path[96];
+    snprintf(path, sizeof path, "profile.bottlenecks.%d.%s", i, field);
+    return jnum(json, path);
+}
+
+/* ---- memory: exact totals and per-site figures ---- */
+
+struct mem_model {
+    uint64_t count, resizes, allocated, freed, live, peak;
+};
+
+static void m_alloc(struct mem_model *m, uint64_t n)
+{
+    m->count++;
+    m->allocated += n;
+    m->live += n;
+    if (m->live > m->peak)
+        m->peak = m->live;
+}
+
+static void m_resize(struct mem_model *m, uint64_t from, uint64_t to)
+{
+    m->resizes++;
+    if (to > from) {
+        m->allocated += to - from;
+        m->live += to - from;
+    } else {
+        m->freed += from - to;
+        m->live -= from - to;
+    }
+    if (m->live > m->peak)
+        m->peak = m->live;
+}
+
+static void m_free(struct mem_model *m, uint64_t n)
+{
+    m->freed += n;
+    m->live -= n;
+}
+
+static void memory_host(struct jettprof_result *res, struct mem_model *tot,
+                        struct mem_model *build, struct mem_model *cache)
+{
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/app.jett", &src), 0);
+    uint32_t f_main = frame(run, src, "app", "main", 1);
+    uint32_t f_build = frame(run, src, "app", "build", 10);
+    uint32_t f_cache = frame(run, src, "app.store", "cache", 20);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    memset(tot, 0, sizeof *tot);
+    memset(build, 0, sizeof *build);
+    memset(cache, 0, sizeof *cache);
+
+    cr_assert_eq(jettprof_enter(t, f_main), 0);
+    for (int round = 0; round < 3; round++) {
+        cr_assert_eq(jettprof_enter(t, f_build), 0);
+        uint64_t ids[100], sizes[100];
+        for (int i = 0; i < 100; i++) {
+            sizes[i] = 16u + (uint64_t)i;
+            cr_assert_eq(jettprof_alloc(t, sizes[i], &ids[i]), 0);
+            m_alloc(tot, sizes[i]);
+            m_alloc(build, sizes[i]);
+        }
+        for (int i = 0; i < 100; i += 2) { /* grow the even ones, shrink every tenth */
+            uint64_t to = i % 10 == 0 ? sizes[i] / 2 : sizes[i] * 3;
+            cr_assert_eq(jettprof_resize(t, ids[i], sizes[i], to), 0);
+            m_resize(tot, sizes[i], to);
+            m_resize(build, sizes[i], to);
+            sizes[i] = to;
+        }
+        for (int i = 10; i < 100; i++) {
+            cr_assert_eq(jettprof_free(t, ids[i], sizes[i]), 0);
+            m_free(tot, sizes[i]);
+            m_free(build, sizes[i]);
+        }
+        jettprof_leave(t);
+        cr_assert_eq(jettprof_enter(t, f_cache), 0);
+        for (int i = 0; i < 20; i++) {
+            uint64_t id;
+            cr_assert_eq(jettprof_alloc(t, 1000, &id), 0);
+            m_alloc(tot, 1000);
+            m_alloc(cache, 1000);
+        }
+        uint64_t z;
+        cr_assert_eq(jettprof_alloc(t, 0, &z), 0); /* counts, adds no bytes */
+        m_alloc(tot, 0);
+        m_alloc(cache, 0);
+        jettprof_leave(t);
+    }
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    res->size = sizeof *res;
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, res), 0);
+}
+
+Test(e2e, memory_totals_and_sites_are_exact, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_result res;
+    struct mem_model tot, build, cache;
+    memory_host(&res, &tot, &build, &cache);
+    cr_assert_eq(res.collector_failed, 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "status %u reason %s", res.status,
+                 res.reason);
+    cr_assert_str_eq(res.reason, "");
+    cr_assert(res.human && strstr(res.human, "Memory profile"));
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), tot.count);
+    cr_assert_eq(jnum(j, "profile.totals.resize_count"), tot.resizes);
+    cr_assert_eq(jnum(j, "profile.totals.allocated_bytes"), tot.allocated);
+    cr_assert_eq(jnum(j, "profile.totals.freed_bytes"), tot.freed);
+    cr_assert_eq(jnum(j, "profile.totals.peak_live_bytes"), tot.peak);
+    cr_assert_eq(jnum(j, "profile.totals.retained_bytes"), tot.live);
+    int b = entry(j, "build"), c = entry(j, "cache");
+    cr_assert(b >= 0 && c >= 0, "both sites are reported");
+    cr_assert_eq(efield(j, b, "allocation_count"), build.count);
+    cr_assert_eq(efield(j, b, "allocated_bytes"), build.allocated);
+    cr_assert_eq(efield(j, b, "freed_bytes"), build.freed);
+    cr_assert_eq(efield(j, b, "retained_bytes"), build.live);
+    cr_assert_eq(efield(j, c, "allocation_count"), cache.count);
+    cr_assert_eq(efield(j, c, "allocated_bytes"), cache.allocated);
+    cr_assert_eq(efield(j, c, "retained_bytes"), cache.live);
+    cr_assert_eq(efield(j, c, "freed_bytes"), 0);
+    char *ns = json_get(j, "profile.bottlenecks.0.namespace");
+    cr_assert_not_null(ns);
+    free(ns);
+    char *path = json_get(j, "profile.bottlenecks.0.path");
+    cr_assert_str_eq(path, "src/app.jett");
+    free(path);
+    free(j);
+    jettprof_result_release(&res);
+    cr_assert_null(res.toon);
+}
+
+/* ---- CPU: a known share of time in one function ---- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Spins for `ns` inside the current frame, reaching a safe point every few hundred ns as an
+ * interpreter would at each statement. */
+static void work(jettprof_thread *t, const uint32_t *pw, uint32_t line, uint64_t ns)
+{
+    uint64_t end = now_ns() + ns;
+    jettprof_stmt(t, line, 5);
+    while (now_ns() < end) {
+        for (volatile int i = 0; i < 50; i++) {
+        }
+        jettprof_poll(t, pw);
+    }
+}
+
+Test(e2e, cpu_share_of_a_known_hot_function, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/cpu.jett", &src), 0);
+    uint32_t f_main = frame(run, src, "app", "main", 1);
+    uint32_t f_hot = frame(run, src, "app", "hot", 10);
+    uint32_t f_cold = frame(run, src, "app", "cold", 30);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    const uint32_t *pw = jettprof_pending_word(t);
+    /* 70% of the Jett time in hot (20 ms slices), 30% in cold, then a wait that must not be
+     * charged to anyone. Measured by the host's own clock as it goes. */
+    uint64_t hot_ns = 0, cold_ns = 0;
+    cr_assert_eq(jettprof_enter(t, f_main), 0);
+    for (int i = 0; i < 40; i++) {
+        uint64_t a = now_ns();
+        cr_assert_eq(jettprof_enter(t, f_hot), 0);
+        work(t, pw, 11, 14000000);
+        jettprof_leave(t);
+        uint64_t b = now_ns();
+        cr_assert_eq(jettprof_enter(t, f_cold), 0);
+        work(t, pw, 31, 6000000);
+        jettprof_leave(t);
+        uint64_t e = now_ns();
+        hot_ns += b - a;
+        cold_ns += e - b;
+    }
+    jettprof_set_state(t, JETTPROF_STATE_WAITING);
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL);
+    jettprof_set_state(t, JETTPROF_STATE_JETT);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "status %u reason %s", res.status,
+                 res.reason);
+    char *j = decoded(&res);
+    uint64_t jett = jnum(j, "profile.totals.attributed_samples");
+    uint64_t waiting = jnum(j, "profile.totals.waiting_samples");
+    cr_assert_gt(jett, 300, "too few samples to judge (%llu)", (unsigned long long)jett);
+    cr_assert_gt(waiting, 50, "the wait was not observed as waiting");
+    int h = entry(j, "hot"), m = entry(j, "main"), k = entry(j, "cold");
+    cr_assert(h >= 0 && m >= 0 && k >= 0);
+    /* main contains every Jett sample; the wait is not in it. */
+    cr_assert_eq(efield(j, m, "inclusive_samples"), jett);
+    double want = 100.0 * (double)hot_ns / (double)(hot_ns + cold_ns);
+    double got = 100.0 * (double)efield(j, h, "inclusive_samples") / (double)jett;
+    /* Tolerance: 10 percentage points, for sampling noise and a shared 2-core machine. */
+    cr_assert(got > want - 10.0 && got < want + 10.0, "hot: %.1f%% sampled, %.1f%% measured", got,
+              want);
+    /* hot's time is its own: self within 2 points of inclusive; main is almost all callees. */
+    double hself = 100.0 * (double)efield(j, h, "self_samples") / (double)jett;
+    cr_assert(got - hself < 2.0, "hot self %.1f%% vs inclusive %.1f%%", hself, got);
+    cr_assert_lt(efield(j, m, "self_samples") * 50, jett);
+    char pp[64];
+    snprintf(pp, sizeof pp, "profile.bottlenecks.%d.cpu_percent", h);
+    double pct = jdouble(j, pp);
+    cr_assert(pct > want - 10.0 && pct < want + 10.0);
+    char *fn0 = json_get(j, "profile.bottlenecks.0.function");
+    cr_assert_str_eq(fn0, "main", "main is inclusive of everything and ranks first");
+    free(fn0);
+    free(j);
+    jettprof_result_release(&res);
+}
+
+/* ---- excerpts ---- */
+
+static int excerpt_cb(void *user, uint32_t source_id, uint32_t line, uint32_t col, char *buf,
+                      size_t cap, int *redacted)
+{
+    int *calls = user;
+    (*calls)++;
+    cr_assert_geq(cap, 160);
+    if (line == 11) {
+        int n = snprintf(buf, cap, "total = total + weight(<redacted-literal>)");
+        *redacted = 1;
+        return n;
+    }
+    return -ENOENT; /* no safe excerpt for other lines */
+}
+
+Test(e2e, hot_line_excerpts_come_from_the_runtime, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
+    int calls = 0;
+    c.excerpt = excerpt_cb;
+    c.excerpt_user = &calls;
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/x.jett", &src), 0);
+    uint32_t f = frame(run, src, "app", "hot", 10);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    const uint32_t *pw = jettprof_pending_word(t);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    work(t, pw, 11, 150000000);
+    work(t, pw, 12, 50000000);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "status %u reason %s\n%s", res.status,
+                 res.reason, res.toon);
+    cr_assert_gt(calls, 0, "the daemon asked for no excerpt");
+    cr_assert(strstr(res.toon, "total = total + weight(<redacted-literal>)"), "%s", res.toon);
+    char *j = decoded(&res);
+    free(j);
+    jettprof_result_release(&res);
+}
+
+/* ---- failures ---- */
+
+static pid_t only_child(void)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/children", (long)syscall(SYS_gettid));
+    FILE *f = fopen(path, "r");
+    cr_assert(f != NULL, "cannot read %s", path);
+    long pid = -1;
+    int n = fscanf(f, "%ld", &pid);
+    fclose(f);
+    cr_assert_eq(n, 1, "no private daemon found among our children");
+    return (pid_t)pid;
+}
+
+Test(e2e, daemon_killed_mid_run_gives_collector_failure, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 1024;
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0);
+    pid_t d = only_child();
+    cr_assert_neq(getpgid(d), getpgid(0), "the daemon shares the terminal's process group");
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/k.jett", &src), 0);
+    uint32_t f = frame(run, src, "app", "main", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    uint64_t id;
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(jettprof_alloc(t, 8, &id), 0);
+    cr_assert_eq(kill(d, SIGKILL), 0);
+    /* The program runs on: far more events than the ring holds, none of them may hang. */
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < 200000; i++) {
+        int r = jettprof_alloc(t, 8, &id);
+        cr_assert(r == 0 || r == -ENOBUFS);
+    }
+    cr_assert_lt(now_ns() - t0, 5000000000u, "a dead daemon held the program up");
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.collector_failed, 1);
+    cr_assert_eq(res.status, JETTPROF_STATUS_UNAVAILABLE);
+    cr_assert_str_eq(res.reason, "collector_failure");
+    char *j = decoded(&res);
+    char *st = json_get(j, "profile.status");
+    cr_assert_str_eq(st, "unavailable");
+    free(st);
+    char *mode = json_get(j, "profile.mode");
+    cr_assert_str_eq(mode, "memory");
+    free(mode);
+    free(j);
+    cr_assert(res.human && strstr(res.human, "collector_failure"), "%s", res.human);
+    jettprof_result_release(&res);
+    /* Our daemon was reaped: no zombie is left behind. */
+    cr_assert_eq(waitpid(d, NULL, WNOHANG), -1);
+    cr_assert_eq(errno, ECHILD);
+}
+
+Test(e2e, spawn_failure_is_a_setup_error)
+{
+    unsetenv("JETTPROFD_SOCKET");
+    setenv("JETTPROFD", "/nonexistent/jettprofd", 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
+    jettprof_run *run = (jettprof_run *)&c;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, -ENOEXEC);
+    cr_assert_null(run);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: cannot start jettprofd");
+    cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a child was left behind");
+    cr_assert_eq(errno, ECHILD);
+}
+
+Test(e2e, daemon_that_exits_at_once_is_a_handshake_failure)
+{
+    unsetenv("JETTPROFD_SOCKET");
+    setenv("JETTPROFD", "/bin/true", 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, -EPROTO, "got %d", r);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd handshake failed");
+    cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "the failed daemon was not reaped");
+}
+
+Test(e2e, unreachable_socket_is_a_setup_error)
+{
+    setenv("JETTPROFD_SOCKET", "/nonexistent/jettprofd.sock", 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, -ECONNREFUSED);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: cannot connect to jettprofd");
+}
+
+Test(e2e, absolute_source_path_is_rejected, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0);
+    uint32_t id = 0;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "/home/alice/app/src/a.jett", &id),
+                 -EINVAL);
+    cr_assert_str_eq(jettprof_last_reason(), "source path is absolute");
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &id), 0);
+    uint32_t f = frame(run, id, "app", "main", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    uint64_t a;
+    cr_assert_eq(jettprof_alloc(t, 64, &a), 0);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE);
+    cr_assert_null(strstr(res.toon, "/home"), "an absolute path reached the profile");
+    cr_assert_null(strstr(res.human, "/home"));
+    cr_assert(strstr(res.toon, "src/a.jett"));
+    jettprof_result_release(&res);
+}
+
+Test(e2e, capture_fd_receives_the_stream, .timeout = 60)
+{
+    need_daemon();
+    char path[] = "/tmp/jp_agent_captureXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    unlink(path);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    c.capture_fd = fd;
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint64_t a;
+    cr_assert_eq(jettprof_alloc(t, 64, &a), 0);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE);
+    jettprof_result_release(&res);
+    char magic[8] = {0};
+    cr_assert_eq(pread(fd, magic, sizeof magic, 0), (ssize_t)sizeof magic, "empty capture");
+    cr_assert_eq(memcmp(magic, "JPCAPT\r\n", 8), 0);
+    close(fd);
+}
+
+Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0);
+    struct jettprof_result res = {.size = 8};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), -EINVAL);
+    res.size = sizeof res;
+    cr_assert_eq(jettprof_finish(run, 0, &res), -EINVAL);
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_INTERRUPTED, &res), 0);
+    cr_assert_neq(res.status, 0);
+    jettprof_result_release(&res);
+}
+
+/* ---- a long-lived daemon ---- */
+
+Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char sock[128];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
+    pid_t d;
+    cr_assert_eq(posix_spawn(&d, getenv("JETTPROFD"), NULL, NULL, argv, environ), 0);
+    struct stat st;
+    for (int i = 0; i < 200 && stat(sock, &st) != 0; i++)
+        usleep(10000);
+    cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    struct jettprof_result res;
+    struct mem_model tot, build, cache;
+    memory_host(&res, &tot, &build, &cache);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "status %u reason %s", res.status,
+                 res.reason);
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocated_bytes"), tot.allocated);
+    cr_assert_eq(jnum(j, "profile.totals.retained_bytes"), tot.live);
+    free(j);
+    jettprof_result_release(&res);
+    kill(d, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(d, &status, 0), d);
+    unlink(sock);
+    rmdir(dir);
+}
