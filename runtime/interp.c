@@ -244,12 +244,12 @@ static void sleep_ms(struct jt_vm *vm, int64_t ms)
 static jv call_builtin(struct jt_vm *vm, const struct jt_node *n)
 {
     jv a[3] = {NIL, NIL, NIL};
+    jv r = NIL; /* before any goto out */
     for (uint32_t i = 0; i < n->nkids && i < 3; i++) {
         a[i] = eval(vm, n->kids[i]);
         if (vm->ctl)
             goto out;
     }
-    jv r = NIL;
     switch (n->op) {
     case JT_B_PRINT:
     case JT_B_EPRINT: {
