@@ -142,6 +142,8 @@ void jpd_buf_free(struct jpd_buf *b);
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
+const char *jpd_ending_word(uint32_t ending);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
 void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s);
 

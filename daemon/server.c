@@ -90,21 +90,10 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
 {
     if (d->runs_log_fd < 0)
         return;
-    static const char *const endings[] = {
-#define JP_X(n, s) #n,
-        JP_ENDINGS(JP_X)
-#undef JP_X
-    };
     struct jpd_buf b = {0};
     jpd_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
                    (unsigned long long)run_id, (long)pid, (unsigned long)uid);
-    char word[32];
-    const char *e = ending < sizeof endings / sizeof endings[0] ? endings[ending] : "UNKNOWN";
-    size_t i = 0;
-    for (; e[i] && i + 1 < sizeof word; i++)
-        word[i] = (char)(e[i] >= 'A' && e[i] <= 'Z' ? e[i] - 'A' + 'a' : e[i]);
-    word[i] = '\0';
-    jpd_buf_json_str(&b, word);
+    jpd_buf_json_str(&b, jpd_ending_word(ending));
     const char *term = jp_termination_name(sum->termination);
     JPD_PUTS(&b, ",\"termination\":");
     if (term)

@@ -208,17 +208,6 @@ static void free_captures(struct jpd_session *s)
     }
 }
 
-static const char *ending_word(uint32_t ending)
-{
-    switch (ending) {
-    case JP_END_STOP: return "stop";
-    case JP_END_PRODUCER_LOST: return "producer_lost";
-    case JP_END_SHUTDOWN: return "shutdown";
-    case JP_END_TRUNCATED: return "truncated";
-    default: return "collector_failure";
-    }
-}
-
 static const char *status_word(uint32_t st)
 {
     switch (st) {
@@ -269,7 +258,7 @@ static void finish_run(struct jpd_session *s, uint32_t ending, int deliver)
     if (!s->d->private_mode)
         jpd_log("run %llu finished: %s%s%s, %llu records, ending %s",
                 (unsigned long long)s->run_id, status_word(out.status), out.reason[0] ? " " : "",
-                out.reason, (unsigned long long)s->fed, ending_word(ending));
+                out.reason, (unsigned long long)s->fed, jpd_ending_word(ending));
     jpd_daemon_log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, out.reason,
                        out.status);
     if (!s->d->private_mode)

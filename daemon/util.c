@@ -195,3 +195,26 @@ void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s)
         JPD_PUTS(b, ",\"freed\":null,\"peak\":null,\"retained\":null");
     jpd_buf_put(b, "}", 1);
 }
+
+const char *jpd_ending_word(uint32_t ending)
+{
+    /* The engine's JP_ENDINGS list, lower-cased once: the runs log and the stderr lines use the
+     * same words and cannot drift from the list. */
+    static const char *const upper[] = {
+#define JP_X(n, s) #n,
+        JP_ENDINGS(JP_X)
+#undef JP_X
+    };
+    static char lower[sizeof upper / sizeof upper[0]][32];
+    if (ending >= sizeof upper / sizeof upper[0])
+        return "unknown";
+    if (!lower[ending][0]) {
+        size_t i = 0;
+        for (; upper[ending][i] && i + 1 < sizeof lower[0]; i++) {
+            char c = upper[ending][i];
+            lower[ending][i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        }
+        lower[ending][i] = '\0';
+    }
+    return lower[ending];
+}
