@@ -139,6 +139,7 @@ struct jt_node {
     enum jt_node_kind kind;
     uint32_t start, end, line, col; /* source span of the node */
     bool secret;                    /* checked type contains secret */
+    uint32_t depth;                 /* expression tree height (bounded by the parser) */
     int op;                         /* token kind for UNARY/BINARY, builtin id for BUILTIN */
     int64_t ival;
     uint32_t slot;                  /* LOCAL/LET/ASSIGN/FOR: local slot; GLOBAL: global index */

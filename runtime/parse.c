@@ -14,6 +14,7 @@
 #include "value.h"
 
 #define JT_MAX_NEST 200
+#define JT_MAX_EXPR_DEPTH 2000 /* tree height of one expression: `1+1+...` chains too */
 
 struct parser {
     struct jt_lexer lx;
@@ -120,6 +121,30 @@ static bool enter_nest(struct parser *p)
 static struct jt_node *parse_expr(struct parser *p);
 static struct jt_node *parse_block(struct parser *p);
 
+static uint32_t height(const struct jt_node *n)
+{
+    return n ? n->depth : 0;
+}
+
+/* Sets an expression node's height from its children and refuses trees too tall to walk
+ * recursively (a left-deep chain of operators grows without any nesting). */
+static void set_depth(struct parser *p, struct jt_node *n)
+{
+    uint32_t h = height(n->a);
+    if (height(n->b) > h)
+        h = height(n->b);
+    for (uint32_t i = 0; i < n->nkids; i++)
+        if (height(n->kids[i]) > h)
+            h = height(n->kids[i]);
+    n->depth = h + 1;
+    if (n->depth > JT_MAX_EXPR_DEPTH && !p->failed) {
+        jt_diag(p->d, p->src, n->line, n->col,
+                "expression too deep: at most %d nested operations in one expression",
+                JT_MAX_EXPR_DEPTH);
+        p->failed = true;
+    }
+}
+
 
 static struct jt_node *parse_primary(struct parser *p)
 {
@@ -173,6 +198,7 @@ static struct jt_node *parse_primary(struct parser *p)
         }
         n->end = p->t.end;
         expect(p, JT_T_RBRACKET, "',' or ']' in the list literal");
+        set_depth(p, n);
         return n;
     }
     case JT_T_IDENT: {
@@ -207,6 +233,7 @@ static struct jt_node *parse_primary(struct parser *p)
             n->end = p->t.end;
             expect(p, JT_T_RPAREN, "',' or ')' after the call's arguments");
         }
+        set_depth(p, n);
         return n;
     }
     default:
@@ -229,6 +256,7 @@ static struct jt_node *parse_postfix(struct parser *p)
         ix->b = parse_expr(p);
         ix->end = p->t.end;
         expect(p, JT_T_RBRACKET, "']' after the index");
+        set_depth(p, ix);
         e = ix;
     }
     return e;
@@ -247,6 +275,7 @@ static struct jt_node *parse_unary(struct parser *p)
         p->nest--;
         if (n->a)
             n->end = n->a->end;
+        set_depth(p, n);
         return n;
     }
     return parse_postfix(p);
@@ -285,6 +314,7 @@ static struct jt_node *parse_binary(struct parser *p, int min_prec)
         n->b = rhs;
         n->start = lhs->start;
         n->end = rhs->end;
+        set_depth(p, n);
         lhs = n;
     }
     p->nest--;

@@ -143,6 +143,20 @@ Test(lang, hostile_nesting_is_a_diagnostic_not_a_crash)
     cr_expect_eq(r.status, 3, "%s", r.err);
     cr_expect(strstr(r.err, "nesting too deep"), "%s", r.err);
     jtt_run_free(&r);
+    /* a flat chain of 300000 operators builds a tree as tall, with no nesting at all */
+    size_t terms = 300000;
+    src = malloc(terms * 2 + 64);
+    n = (size_t)sprintf(src, "fn main() { print(1");
+    for (size_t i = 1; i < terms; i++) {
+        src[n++] = '+';
+        src[n++] = '1';
+    }
+    strcpy(src + n, ") }\n");
+    r = run_src(src, NULL);
+    free(src);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "expression too deep: at most 2000"), "%s", r.err);
+    jtt_run_free(&r);
 }
 
 Test(lang, imports_resolve_project_dependency_and_stdlib_with_relative_paths)
