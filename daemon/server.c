@@ -5,6 +5,7 @@
  * Runs log (long-lived mode, --runs-log FILE): one JSON object per line and per finished run,
  * written with a single write() on an O_APPEND file:
  *   {"run_id":N,"pid":N,"uid":N,"ending":"stop|producer_lost|shutdown|collector_failure",
+ *    "mode":"cpu|memory",
  *    "termination":"returned|runtime_error|interrupted"|null,"status":"complete|partial|
  *    unavailable|error","reason":"...","totals":{...}}
  * pid and uid come from SO_PEERCRED, not from what the client says. No paths, no user values.
@@ -94,6 +95,12 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     jpd_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
                    (unsigned long long)run_id, (long)pid, (unsigned long)uid);
     jpd_buf_json_str(&b, jpd_ending_word(ending));
+    const char *mode = jp_mode_name(sum->mode);
+    JPD_PUTS(&b, ",\"mode\":");
+    if (mode)
+        jpd_buf_json_str(&b, mode);
+    else
+        JPD_PUTS(&b, "null");
     const char *term = jp_termination_name(sum->termination);
     JPD_PUTS(&b, ",\"termination\":");
     if (term)
