@@ -1044,6 +1044,15 @@ static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
     val_set(e->ring[id & (JP_RING - 1u)], val);
     e->nring++;
     e->ring_hi = id;
+    /* The next id will most likely evict the slot after this one: if a survivor sits there,
+     * start loading the buckets it moves to now, so that move does not wait on memory. */
+    uint32_t *nx = e->ring[(id + 1u) & (JP_RING - 1u)];
+    uint64_t next_occ = id + 1u - JP_RING;
+    if ((nx[0] != RING_EMPTY || nx[1] != RING_EMPTY) && next_occ < UINT32_MAX && e->ln.nb) {
+        uint32_t key = (uint32_t)(next_occ + 1u), b1 = ln_b1(&e->ln, key);
+        __builtin_prefetch(&e->ln.b[b1], 1);
+        __builtin_prefetch(&e->ln.b[ln_b2(&e->ln, key, b1)], 1);
+    }
     return 0;
 }
 
