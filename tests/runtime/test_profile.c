@@ -536,3 +536,53 @@ Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails
     jtt_rmtree(dir);
     free(dir);
 }
+
+/* ---- excerpts come from the loaded sources, redacted ---- */
+
+struct rewrite {
+    const char *dir;
+};
+
+static void rewrite_source(int pid, void *user)
+{
+    (void)pid;
+    const struct rewrite *w = user;
+    /* Same lines, different text: an excerpt read from disk now would say "REREAD". */
+    jtt_write(w->dir, "main.jett", "// REREAD\n// REREAD\n// REREAD\n// REREAD\n// REREAD\n"
+                                   "// REREAD\n// REREAD\n// REREAD\n// REREAD\n// REREAD\n");
+}
+
+Test(excerpts, hot_lines_are_redacted_and_come_from_the_loaded_source)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "namespace t.sec\n"
+              "fn check(k: secret, n: int) -> int {\n"
+              "    var h = 0\n"
+              "    for i in 0..n {\n"
+              "        h = (h + len(k + \"salt\") + i) % 9973 // mix in the key\n"
+              "    }\n"
+              "    return h\n"
+              "}\n"
+              "fn main() {\n"
+              "    let key: secret = \"hunter2\"\n"
+              "    print(check(key, 3000000))\n"
+              "}\n");
+    const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
+    struct rewrite w = {dir};
+    struct jt_run r;
+    jtt_run_hook(dir, argv, 200, rewrite_source, &w, &r);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "{\"path\":\"main.jett\",\"line\":5,\"column\":9,"), "%s", json);
+    cr_expect(strstr(json, "\"code\":\"h = (h + len(<secret-expression>) + i) % 9973\","
+                           "\"source_redacted\":true}"), "%s", json);
+    cr_expect_null(strstr(json, "REREAD"), "an excerpt was read again from disk: %s", json);
+    cr_expect_null(strstr(json, "hunter2"), "%s", json);
+    cr_expect_null(strstr(json, "salt"), "%s", json);
+    cr_expect_null(strstr(json, "mix in"), "%s", json);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
