@@ -288,3 +288,49 @@ Test(memory, random_stream_matches_naive_model)
     cr_assert_eq(tracked, 0);
     jp_engine_free(e);
 }
+
+/* Sequential ids, as the agent hands them out: young ones die in the young-id ring, survivors
+ * move to the hashed table when the ring needs their slot; both stay exact. */
+Test(memory, sequential_ids_survivors_leave_the_ring_exactly)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    enum { N = 20000, LAG = 10 };
+    uint64_t live = 0, allocated = 0;
+    for (uint64_t id = 1; id <= N; id++) {
+        t_alloc(e, N_A, id, id % 50u);
+        allocated += id % 50u;
+        live += id % 50u;
+        /* free the allocation LAG ids back unless it is a survivor (every 7th) */
+        if (id > LAG && (id - LAG) % 7u != 0) {
+            t_free(e, 0, id - LAG, (id - LAG) % 50u);
+            live -= (id - LAG) % 50u;
+        }
+    }
+    /* survivors made it through the ring: resize one, free another, re-free and reuse are
+     * violations wherever the id now lives */
+    t_resize(e, N_B, 7, 7, 100);
+    allocated += 93;
+    live += 93;
+    t_free(e, 0, 14, 14);
+    live -= 14;
+    struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, 14, 14, 0};
+    struct jp_rec_alloc reuse = {{JP_REC_ALLOC, 32}, N_A, 21, 1, 0};
+    struct jp_rec_alloc reuse_young = {{JP_REC_ALLOC, 32}, N_A, N - 1, 1, 0};
+    cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
+    cr_assert_eq(feed_raw(e, &reuse, 32, NULL), 0);
+    cr_assert_eq(feed_raw(e, &reuse_young, 32, NULL), 0);
+    struct jp_engine_summary s;
+    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(s.violations, 3);
+    cr_assert_eq(s.allocated_bytes, allocated);
+    cr_assert_eq(s.retained_bytes, live);
+    cr_assert_eq(s.freed_bytes, allocated - live);
+    uint64_t tracked;
+    jp_engine_live_table_bytes(e, &tracked);
+    /* survivors among 1..N-LAG (multiples of 7, minus id 14), plus the last LAG */
+    cr_assert_eq(tracked, (N - LAG) / 7u - 1u + LAG);
+    jp_engine_free(e);
+}
