@@ -171,6 +171,11 @@ void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
     g_hook_user = NULL;
 }
 
+void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r)
+{
+    run_child(cwd, argv, NULL, 0, exe, NULL, -1, r);
+}
+
 void jtt_run_free(struct jt_run *r)
 {
     free(r->out);

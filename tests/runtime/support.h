@@ -25,6 +25,8 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
 /* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */
 void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r);
+/* Runs another program (e.g. jettprofd) the same way. */
+void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_free(struct jt_run *r);
 
 /* A fresh temporary directory (removed by jtt_rmtree). */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -582,6 +583,49 @@ Test(excerpts, hot_lines_are_redacted_and_come_from_the_loaded_source)
     cr_expect_null(strstr(json, "salt"), "%s", json);
     cr_expect_null(strstr(json, "mix in"), "%s", json);
     free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
+/* ---- --profile-capture keeps the run's record stream for jettprofd replay ---- */
+
+Test(capture, the_replay_of_a_capture_is_the_live_profile_byte_for_byte)
+{
+    char *dir = project();
+    char path[4096], cap[4200];
+    snprintf(path, sizeof path, "%s/examples/retaining_cache/main.jett", jtt_source_root());
+    snprintf(cap, sizeof cap, "%s/run.jpcap", dir);
+    const char *opts[] = {"--profile-memory", "--agent", "--profile-capture", cap, NULL};
+    struct jt_run r = run_in(NULL, path, opts);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char *json = decoded(&r);
+    free(json);
+    struct stat st;
+    cr_assert_eq(stat(cap, &st), 0, "no capture file");
+    cr_expect_eq(st.st_mode & 0777, 0600, "capture mode %o", st.st_mode & 0777);
+    /* the envelope's profile object, as rendered */
+    const char *p = strstr(r.out, "\nprofile:\n");
+    cr_assert(p, "%s", r.out);
+    p++;
+    const char *e = strstr(p, "\nerror_kind:");
+    size_t live_len = e ? (size_t)(e - p) + 1 : strlen(p);
+    const char *argv[] = {"replay", cap, "--format", "toon", NULL};
+    struct jt_run rep;
+    jtt_run_exe(getenv("JETTPROFD"), NULL, argv, &rep);
+    cr_assert_eq(rep.status, 0, "replay: %s", rep.err);
+    cr_expect_eq(rep.out_len, live_len, "replay %zu bytes, live %zu", rep.out_len, live_len);
+    cr_expect_eq(memcmp(rep.out, p, live_len < rep.out_len ? live_len : rep.out_len), 0,
+                 "live:\n%.*s\nreplay:\n%s", (int)live_len, p, rep.out);
+    jtt_run_free(&rep);
+    jtt_run_free(&r);
+    /* an existing file is truncated, not appended to */
+    r = run_in(NULL, path, opts);
+    cr_expect_eq(r.status, 0);
+    struct stat st2;
+    cr_assert_eq(stat(cap, &st2), 0);
+    cr_expect_eq(st2.st_size, st.st_size, "capture %lld then %lld bytes", (long long)st.st_size,
+                 (long long)st2.st_size);
     jtt_run_free(&r);
     jtt_rmtree(dir);
     free(dir);
