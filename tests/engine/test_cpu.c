@@ -9,6 +9,20 @@
 
 enum { SRC = 1 };
 
+static char *read_golden(const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/engine/golden/%s", getenv("JETTPROF_SOURCE_ROOT"),
+             name);
+    FILE *f = fopen(path, "rb");
+    cr_assert(f != NULL, "missing golden file %s", path);
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
 /* The program:   main -> work -> leaf
  *                main -> rec -> rec -> leaf   (recursion)
  *                main -> leaf
@@ -147,6 +161,12 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
          "more than half of its samples.");
     cr_assert_eq(json_len(json, "profile.bottlenecks.2.suggestions"), 1);
     cr_assert(strstr(human, "CPU profile\n") == human);
+    /* byte for byte, explained line by line in tests/engine/golden/README.md */
+    char *toon;
+    t_render(e, JP_END_STOP, &toon, NULL, NULL, NULL);
+    cr_assert_str_eq(toon, read_golden("cpu.toon"));
+    cr_assert_str_eq(human, read_golden("cpu.txt"));
+    free(toon);
     free(json);
     free(human);
     jp_engine_free(e);
