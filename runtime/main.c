@@ -28,6 +28,9 @@
 #ifndef JETT_STDLIB_DIR
 #define JETT_STDLIB_DIR ""
 #endif
+#ifndef JETT_STDLIB_INSTALLED
+#define JETT_STDLIB_INSTALLED ""
+#endif
 
 #define EXIT_RETURNED 0
 #define EXIT_RUNTIME_ERROR 1
@@ -234,9 +237,10 @@ static int run_command(int argc, char **argv)
         return pre_exec_failure(agent, EXIT_CLI_ERROR, "cli_error", msg);
     }
 
+    /* $JETT_STDLIB, else the build tree's runtime/stdlib, else the installed copy */
     const char *stdlib = getenv("JETT_STDLIB");
     if (!stdlib || !*stdlib)
-        stdlib = JETT_STDLIB_DIR;
+        stdlib = access(JETT_STDLIB_DIR, R_OK | X_OK) == 0 ? JETT_STDLIB_DIR : JETT_STDLIB_INSTALLED;
     struct jt_diags diags = {0};
     struct jt_program *prog = NULL;
     if (jt_compile(cli.file, *stdlib ? stdlib : NULL, &prog, &diags) < 0) {
