@@ -111,6 +111,7 @@ static void discard_input(struct jpd_session *s)
 
 static void flush_out(struct jpd_session *s)
 {
+    int lost = 0;
     while (s->out_head) {
         struct jpd_out *o = s->out_head;
         ssize_t n = send(s->fd, o->buf + o->off, o->len - o->off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -120,7 +121,7 @@ static void flush_out(struct jpd_session *s)
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
             /* The peer is gone: whatever it has not read can never arrive. */
-            s->eof = 1;
+            lost = 1;
             while (s->out_head) {
                 o = s->out_head;
                 s->out_head = o->next;
@@ -139,6 +140,13 @@ static void flush_out(struct jpd_session *s)
             free(o);
         }
     }
+    if (lost && !s->eof && s->state != S_DONE) {
+        /* Same as reading EOF: the run still ends with its best-effort profile. */
+        on_eof(s);
+        return;
+    }
+    if (lost)
+        s->eof = 1;
     if (!s->out_head && s->state == S_DONE) {
         /* Closing with the peer's bytes unread would flag its end ECONNRESET, which can hide
          * the ERROR we just sent from it: drop what is queued first (without waiting). */

@@ -329,3 +329,29 @@ Test(private, bad_command_lines_name_the_flag_and_exit_2)
     expect_cli_error((char *[]){bin, "summarize", NULL}, "CAPTURE");
     expect_cli_error((char *[]){bin, "frobnicate", NULL}, "frobnicate");
 }
+
+Test(private, a_client_gone_during_the_excerpt_exchange_still_gets_its_profile_on_stderr)
+{
+    struct priv p;
+    start_private(&p, 1);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 9, 5000);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 1024, -1, UINT64_MAX, &ring, &id), 0);
+    jp_ring_close(&ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &f, NULL, 0), 0);
+    struct jp_ctl_msg m;
+    cr_assert_eq(jpt_client_recv(&p.c, &m, 5000), 1);
+    cr_assert_eq(m.type, JP_CTL_EXCERPT_REQUEST);
+    /* The runtime dies instead of answering. The stream was whole: the profile is complete. */
+    jpt_client_close(&p.c);
+    jp_ring_unmap(&ring);
+    char *err = jpt_slurp_fd(p.err_fd);
+    close(p.err_fd);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    cr_assert(strstr(err, "status: complete") != NULL, "stderr: %s", err);
+    free(err);
+}
