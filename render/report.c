@@ -4,6 +4,7 @@
  * both read the same struct so they cannot disagree on totals or order.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,16 +64,35 @@ int jp_func_cmp(const struct jp_engine_view *v, uint32_t ia, uint32_t ib)
     return c;
 }
 
-static const struct jp_engine_view *sort_view; /* qsort has no context argument in C11 */
-
-static int entry_cmp(const void *pa, const void *pb)
+static int entry_cmp(const struct jp_engine_view *v, const struct jp_entry *a,
+                     const struct jp_entry *b)
 {
-    const struct jp_entry *a = pa, *b = pb;
     if (a->impact != b->impact)
         return a->impact > b->impact ? -1 : 1; /* key 1: descending impact */
     if (a->key2 != b->key2)
         return a->key2 > b->key2 ? -1 : 1; /* key 2: descending self / allocation count */
-    return jp_func_cmp(sort_view, a->func, b->func);
+    return jp_func_cmp(v, a->func, b->func);
+}
+
+/* Merge sort with the view as context (qsort has none, and a static would make rendering
+ * unsafe from two threads, e.g. the agent's fallback beside a daemon in one process). The
+ * keys are total, so stability does not matter for the result. */
+static void sort_entries(const struct jp_engine_view *v, struct jp_entry *a, struct jp_entry *tmp,
+                         uint32_t n)
+{
+    if (n < 2)
+        return;
+    uint32_t h = n / 2u;
+    sort_entries(v, a, tmp, h);
+    sort_entries(v, a + h, tmp, n - h);
+    uint32_t i = 0, j = h, k = 0;
+    while (i < h && j < n)
+        tmp[k++] = entry_cmp(v, &a[j], &a[i]) < 0 ? a[j++] : a[i++];
+    while (i < h)
+        tmp[k++] = a[i++];
+    while (j < n)
+        tmp[k++] = a[j++];
+    memcpy(a, tmp, (size_t)n * sizeof *a);
 }
 
 /* Fills seq[] with a chain's functions root first; returns the length. */
@@ -256,9 +276,15 @@ int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts 
             continue;
         r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = f->a, .key2 = f->b};
     }
-    sort_view = v;
-    if (r.eligible)
-        qsort(r.entries, r.eligible, sizeof *r.entries, entry_cmp);
+    if (r.eligible > 1) {
+        struct jp_entry *tmp = malloc((size_t)r.eligible * sizeof *tmp);
+        if (!tmp) {
+            free(r.entries);
+            return -ENOMEM;
+        }
+        sort_entries(v, r.entries, tmp, r.eligible);
+        free(tmp);
+    }
     r.emitted = r.eligible < r.limit ? r.eligible : r.limit;
 
     if (v->mode == JP_MODE_CPU && r.emitted) {
