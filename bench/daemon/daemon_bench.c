@@ -116,9 +116,12 @@ static void *produce(void *arg)
         memcpy(&h, j->p->bytes + off, sizeof h);
         void *dst = jp_ring_reserve(&ring, h.size);
         if (!dst) {
+            /* Full: nap like the agent does instead of spinning, so the producers do not take
+             * the cores the daemon needs. */
             jp_ring_commit(&ring);
             batch = 0;
-            sched_yield();
+            struct timespec nap = {0, 50000};
+            nanosleep(&nap, NULL);
             continue;
         }
         memcpy(dst, j->p->bytes + off, h.size);
