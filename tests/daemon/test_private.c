@@ -355,3 +355,72 @@ Test(private, a_client_gone_during_the_excerpt_exchange_still_gets_its_profile_o
     cr_assert(strstr(err, "status: complete") != NULL, "stderr: %s", err);
     free(err);
 }
+
+static uint32_t first_error_code(struct priv *p)
+{
+    struct jp_ctl_msg a;
+    cr_assert_eq(jpt_client_recv(&p->c, &a, 5000), 1);
+    cr_assert_eq(a.type, JP_CTL_ERROR, "got %s", jp_ctl_type_name(a.type));
+    uint32_t code = a.u.error.code;
+    cr_assert_eq(exit_status_of(p->pid), 0);
+    jpt_client_close(&p->c);
+    return code;
+}
+
+Test(private, hostile_control_traffic_ends_the_session_with_a_stable_code)
+{
+    /* A frame header announcing more than the limit. */
+    struct priv p;
+    start_private(&p, 0);
+    uint8_t big[4] = {0xff, 0xff, 0xff, 0x7f};
+    cr_assert_eq(write(p.c.fd, big, 4), 4);
+    cr_assert_eq(first_error_code(&p), JP_CTLE_BAD_MESSAGE);
+
+    /* Bytes that are not msgpack. */
+    start_private(&p, 0);
+    uint8_t junk[12] = {8, 0, 0, 0, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
+    cr_assert_eq(write(p.c.fd, junk, sizeof junk), (ssize_t)sizeof junk);
+    cr_assert_eq(first_error_code(&p), JP_CTLE_BAD_MESSAGE);
+
+    /* A message out of order. */
+    start_private(&p, 0);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &f, NULL, 0), 0);
+    cr_assert_eq(first_error_code(&p), JP_CTLE_BAD_MESSAGE);
+
+    /* More fds than the ring message announces. */
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+    uint64_t id;
+    cr_assert_eq(jpt_client_hello(&p.c, &s, JP_OUT_HUMAN, &id, NULL), 0);
+    struct jp_ring ring;
+    cr_assert_eq(jp_ring_create(256, &ring), 0);
+    int fds[2] = {ring.fd, ring.fd};
+    struct jp_ctl_msg m = {.type = JP_CTL_RING};
+    m.u.ring.slot_count = 256;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &m, fds, 2), 0);
+    cr_assert_eq(first_error_code(&p), JP_CTLE_BAD_RING);
+    jp_ring_unmap(&ring);
+}
+
+Test(private, a_read_only_capture_fd_is_refused)
+{
+    struct priv p;
+    start_private(&p, 0);
+    char path[] = "/tmp/jpd-rocap-XXXXXX";
+    int w = mkstemp(path);
+    cr_assert_geq(w, 0);
+    int ro = open(path, O_RDONLY | O_CLOEXEC);
+    unlink(path);
+    close(w);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 256, ro, 0, &ring, &id), 0);
+    cr_assert_eq(first_error_code(&p), JP_CTLE_BAD_CAPTURE);
+    jp_ring_unmap(&ring);
+    close(ro);
+}
