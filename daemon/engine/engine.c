@@ -6,7 +6,8 @@
  *    Each node precomputes what a sample needs: its function, its call chain (the function
  *    sequence root..node, interned), whether it is the root-most occurrence of its function on
  *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample is then one walk from the leaf to the root bumping counters, no lookups.
+ *    sample bumps its leaf node's count and its self/hot-line counters; inclusive and chain
+ *    counts are settled from the node counts when a report is built (cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
@@ -37,6 +38,8 @@ struct jp_node {
     uint8_t first;   /* root-most occurrence of func on this path */
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
+    uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
+    uint64_t samples;  /* CPU: jett samples whose leaf is this node */
 };
 
 /* Open-addressing index over an array the caller owns: slots hold index + 1, 0 is empty. */
@@ -105,6 +108,7 @@ struct jp_engine {
     uint64_t violations, producer_records, truncated_stacks;
 
     uint64_t state_samples[JP_STATE_LIMIT], attributed_stacks;
+    bool cpu_dirty; /* leaf counts changed since cpu_settle */
 
     uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
     uint64_t attributed_allocated, peak_epoch;
@@ -592,7 +596,7 @@ static int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
     }
     e->nodes[r->node_id - 1u] = (struct jp_node){
         r->parent, func, ci, (uint8_t)depth, first,
-        e->funcs[func].kind == JP_FRAME_TRUNCATED, 0};
+        e->funcs[func].kind == JP_FRAME_TRUNCATED, 0, 0, 0};
     e->nnode_stored = e->nnode_defined;
     return 0;
 }
@@ -624,21 +628,24 @@ static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     e->producer_records++;
     if (ref == 0)
         return 0;
-    const struct jp_node *leaf = &e->nodes[r->node - 1u];
+    struct jp_node *leaf = &e->nodes[r->node - 1u];
     if (leaf->trunc)
         e->truncated_stacks++;
     e->attributed_stacks++;
-    for (const struct jp_node *n = leaf;; n = &e->nodes[n->parent - 1u]) {
-        if (n->first) {
-            e->funcs[n->func].a++;
-            e->chains[n->chain].samples++;
-        }
-        if (!n->parent)
-            break;
-    }
+    /* Inclusive and chain counts are settled per node when a report is built (cpu_settle):
+     * a sample costs one counter on its leaf node, not a walk to the root. */
+    leaf->samples++;
+    e->cpu_dirty = true;
     e->funcs[leaf->func].b++;
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
         return 0; /* reading 6: self still counted, no hot line */
+    if (leaf->last_hot) {
+        struct jp_hot *h = &e->hots[leaf->last_hot - 1u];
+        if (h->line == r->stmt_line && h->col == r->stmt_col) {
+            h->samples++; /* same statement as this node's previous sample */
+            return 0;
+        }
+    }
     struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
     uint64_t h = hot_hash_k(&k);
     uint32_t slot, hi = itab_find(e, &e->hot_tab, h, hot_eq, &k, &slot);
@@ -655,7 +662,35 @@ static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
         e->hot_tab.n++;
     }
     e->hots[hi].samples++;
+    leaf->last_hot = hi + 1u;
     return 0;
+}
+
+/* Turns per-node leaf counts into inclusive samples per function and samples per call chain:
+ * each node's count goes to every function whose root-most occurrence is on its path (reading
+ * 4) and to that occurrence's chain. Cost: nodes x depth, once per report, not per sample. */
+static void cpu_settle(struct jp_engine *e)
+{
+    if (e->mode != JP_MODE_CPU || !e->cpu_dirty)
+        return;
+    for (uint32_t i = 0; i < e->nfuncs; i++)
+        e->funcs[i].a = 0;
+    for (uint32_t i = 0; i < e->nchains; i++)
+        e->chains[i].samples = 0;
+    for (uint32_t i = 0; i < e->nnode_stored; i++) {
+        uint64_t c = e->nodes[i].samples;
+        if (!c)
+            continue;
+        for (const struct jp_node *n = &e->nodes[i];; n = &e->nodes[n->parent - 1u]) {
+            if (n->first) {
+                e->funcs[n->func].a += c;
+                e->chains[n->chain].samples += c;
+            }
+            if (!n->parent)
+                break;
+        }
+    }
+    e->cpu_dirty = false;
 }
 
 /* ---- memory: the live table ------------------------------------------------------------ */
@@ -1448,6 +1483,7 @@ int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct
     memset(out, 0, sizeof *out);
     if (!e->started)
         return -ENODATA; /* no RUN_START: no mode, nothing to report */
+    cpu_settle(e);
     struct jp_engine_view v;
     jp_engine_view(e, &v);
     return jp_render_build(&v, o, out, NULL, NULL);
@@ -1462,6 +1498,7 @@ int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
     *count = 0;
     if (!e->started)
         return -ENODATA;
+    cpu_settle(e);
     struct jp_engine_view v;
     jp_engine_view(e, &v);
     struct jp_report_opts q = *o;
