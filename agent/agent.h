@@ -73,6 +73,11 @@ struct jettprof_thread {
     uint32_t trunc_node; /* the <truncated-stack> node in use while depth > JP_MAX_DEPTH */
     uint32_t nodes[JP_MAX_DEPTH];      /* node at each depth 1..128 */
     struct jp_stmt stmt[JP_MAX_DEPTH]; /* current statement at each depth */
+    /* The last (parent, frame) -> node resolved at each depth. A node, once interned, never
+     * changes, so a hit needs neither the table nor a producer section: an interpreter calling
+     * the same function from the same place again pays one compare. 0: empty. */
+    uint64_t enter_key[JP_MAX_DEPTH];
+    uint32_t enter_node[JP_MAX_DEPTH];
 } __attribute__((aligned(64)));
 
 /* Open-addressing hash set of ids whose keys live elsewhere (sources, frames). */

@@ -209,7 +209,8 @@ int jp_daemon_alive(struct jettprof_run *run)
     return 1;
 }
 
-static void *reserve_slow(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
+__attribute__((noinline, cold)) static void *reserve_slow(struct jettprof_run *run,
+                                                          uint32_t bytes, enum jp_wait w)
 {
     if (w == JP_WAIT_NONE || jp_load_relaxed32(&run->failed))
         return NULL;
@@ -243,12 +244,17 @@ static void *reserve_slow(struct jettprof_run *run, uint32_t bytes, enum jp_wait
     return p;
 }
 
-void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
+static inline void *push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
 {
     void *p = jp_ring_reserve(&run->ring, bytes);
     if (__builtin_expect(p != NULL, 1))
         return p;
     return reserve_slow(run, bytes, w);
+}
+
+void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
+{
+    return push_reserve(run, bytes, w);
 }
 
 void jp_push_commit(struct jettprof_run *run, uint32_t records)
@@ -265,7 +271,7 @@ static inline int exec_sync(struct jettprof_run *run, struct jettprof_thread *t,
                              run->exec_actor == t->actor_id,
                          1))
         return 1;
-    struct jp_rec_exec *e = jp_push_reserve(run, sizeof *e, w);
+    struct jp_rec_exec *e = push_reserve(run, sizeof *e, w);
     if (!e)
         return 0;
     *e = (struct jp_rec_exec){
@@ -399,7 +405,7 @@ void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id)
 
 /* ---- call stack ---- */
 
-static int enter_deep(struct jettprof_thread *t)
+__attribute__((noinline)) static int enter_deep(struct jettprof_thread *t)
 {
     uint32_t d = t->depth++;
     if (d != JP_MAX_DEPTH)
@@ -424,29 +430,49 @@ static int enter_deep(struct jettprof_thread *t)
     return err;
 }
 
-int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
+/* A (parent, frame) pair not in this depth's cache: the table, or a new node. In-section. */
+__attribute__((noinline)) static int enter_lookup(struct jettprof_thread *t, uint32_t d,
+                                                  uint32_t parent, uint64_t key,
+                                                  uint32_t frame_id, uint32_t *out)
 {
-    uint32_t d = t->depth;
-    if (__builtin_expect(d >= JP_MAX_DEPTH, 0))
-        return enter_deep(t);
     struct jettprof_run *run = t->run;
-    uint32_t parent = d ? t->nodes[d - 1u] : 0u;
     uint32_t node = JP_NODE_LOST;
     int err = 0;
     enum jp_sect s = sect_enter(run, t);
     if (__builtin_expect(frame_id - 1u < run->nframes, 1)) {
         /* Below an unavailable level everything stays unavailable. */
-        if (__builtin_expect(parent != JP_NODE_LOST, 1)) {
+        if (parent != JP_NODE_LOST) {
             uint32_t slot;
-            node = jp_node_find(&run->nodes, jp_node_key(parent, frame_id), &slot);
-            if (__builtin_expect(node == 0, 0))
+            node = jp_node_find(&run->nodes, key, &slot);
+            if (node == 0)
                 node = jp_node_child(run, parent, frame_id, &err);
+            if (node != JP_NODE_LOST) {
+                t->enter_key[d] = key;
+                t->enter_node[d] = node;
+            }
         }
     } else {
         jp_set_reason("enter names a frame id this run never interned");
         err = -EINVAL;
     }
     sect_leave(run, s);
+    *out = node;
+    return err;
+}
+
+int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
+{
+    uint32_t d = t->depth;
+    if (__builtin_expect(d >= JP_MAX_DEPTH, 0))
+        return enter_deep(t);
+    uint32_t parent = d ? t->nodes[d - 1u] : 0u;
+    uint64_t key = jp_node_key(parent, frame_id);
+    uint32_t node;
+    int err = 0;
+    if (__builtin_expect(t->enter_key[d] == key, 1))
+        node = t->enter_node[d];
+    else
+        err = enter_lookup(t, d, parent, key, frame_id, &node);
     /* Even on failure the level is pushed (as an unavailable stack), so the matching leave
      * stays balanced and nothing is charged to the caller. */
     t->nodes[d] = node;
@@ -505,7 +531,7 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
     struct jp_rec_cpu_sample *p = NULL;
     /* CPU samples never wait: a full ring drops the tick and counts it. */
     if (exec_sync(run, t, JP_WAIT_NONE))
-        p = jp_push_reserve(run, sizeof *p, JP_WAIT_NONE);
+        p = push_reserve(run, sizeof *p, JP_WAIT_NONE);
     if (p) {
         *p = (struct jp_rec_cpu_sample){
             .h = {JP_REC_CPU_SAMPLE, sizeof *p},
@@ -516,7 +542,8 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
             .stmt_col = st.col,
             .requested_tick = tick,
         };
-        jp_push_commit(run, 1);
+        jp_ring_commit(&run->ring);
+        run->record_count++;
     } else {
         jp_ring_commit(&run->ring); /* an EXEC may have gone in */
         run->dropped_ticks++;
@@ -568,7 +595,7 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
 {
     struct jp_rec_alloc *p = NULL; /* alloc, resize and free share one 32-byte shape */
     if (exec_sync(run, t, JP_WAIT_MEM))
-        p = jp_push_reserve(run, 32, JP_WAIT_MEM);
+        p = push_reserve(run, 32, JP_WAIT_MEM);
     if (__builtin_expect(p == NULL, 0)) {
         jp_ring_commit(&run->ring);
         run->lost_records++;
@@ -590,7 +617,8 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
             .h = {JP_REC_FREE, 32}, .node = node, .allocation_id = id, .old_size = a};
         break;
     }
-    jp_push_commit(run, 1);
+    jp_ring_commit(&run->ring);
+    run->record_count++;
     return 0;
 }
 

@@ -1,0 +1,306 @@
+/* agent_bench: what the agent costs the program it profiles. Prints figures (median of several
+ * runs, with units) and ratios against baselines measured in the same run; asserts nothing.
+ *
+ *   1. safe-point poll with nothing pending (inline jettprof_poll, and the jettprof_safe_point
+ *      function FFI users call), against an empty loop;
+ *   2. allocation hook (jettprof_alloc) with room in the ring, alone and with the call-chain
+ *      lookup of an enter/leave around it; median over batches;
+ *   3. CPU mode at 1000 Hz on a call-heavy host loop against the same loop unprofiled, run
+ *      alternately in this process. With $JETTPROFD set the run goes to a private jettprofd
+ *      (the real consumer); otherwise to a local ring nobody drains (big enough for the run).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define RUNS 7
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static struct jettprof_config config(uint32_t mode, uint32_t slots)
+{
+    struct jettprof_config c = {
+        .size = sizeof c, .mode = mode, .rate_hz = mode == JETTPROF_MODE_CPU ? 1000 : 0,
+        .threshold_bp = 500, .limit = 10, .outputs = JETTPROF_OUT_TOON, .capabilities = 0xffu,
+        .capture_fd = -1, .ring_slots = slots,
+    };
+    return c;
+}
+
+static uint32_t frame(jettprof_run *run, const char *fn, uint32_t line)
+{
+    uint32_t src, id;
+    if (jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "bench/host.jett", &src) < 0)
+        abort();
+    struct jettprof_frame_desc d = {.size = sizeof d, .ns = "bench", .function = fn,
+                                    .source_id = src, .decl_start = line, .decl_end = line + 1,
+                                    .decl_line = line, .decl_col = 1};
+    if (jettprof_frame(run, &d, &id) < 0)
+        abort();
+    return id;
+}
+
+/* ---- 1. poll ---- */
+
+static double bench_loop(int which, jettprof_thread *t, const uint32_t *pw, uint64_t n)
+{
+    volatile uint64_t sink = 0;
+    uint64_t t0 = now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        if (which == 1)
+            jettprof_poll(t, pw);
+        else if (which == 2)
+            jettprof_safe_point(t);
+        __asm__ __volatile__("" ::: "memory"); /* keep the loop a loop in all three */
+    }
+    sink = n;
+    (void)sink;
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+static void poll_bench(void)
+{
+    struct jettprof_config c = config(JETTPROF_MODE_CPU, 0);
+    jettprof_run *run;
+    if (jp_agent_start_local(&c, 0, &run) < 0) { /* no timer: nothing is ever pending */
+        fprintf(stderr, "agent_bench: cannot start a local run\n");
+        exit(1);
+    }
+    jettprof_thread *t;
+    jettprof_thread_register(run, 1, &t);
+    const uint32_t *pw = jettprof_pending_word(t);
+    const uint64_t n = 50000000;
+    double base[RUNS], inl[RUNS], fn[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        base[r] = bench_loop(0, t, pw, n);
+        inl[r] = bench_loop(1, t, pw, n);
+        fn[r] = bench_loop(2, t, pw, n);
+    }
+    double b = median(base, RUNS), i = median(inl, RUNS), f = median(fn, RUNS);
+    printf("poll, nothing pending, inline jettprof_poll: %.3f ns/poll (%.3f ns over the empty "
+           "loop)\n", i, i - b);
+    printf("poll, nothing pending, jettprof_safe_point(): %.3f ns/poll (%.3f ns over the empty "
+           "loop)\n", f, f - b);
+    printf("baseline empty loop: %.3f ns/iteration\n", b);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+}
+
+/* ---- 2. allocation hook ---- */
+
+static void drain(struct jp_ring *c)
+{
+    const uint8_t *p;
+    uint64_t n;
+    while ((n = jp_ring_peek(c, &p)) > 0)
+        jp_ring_release(c, n);
+}
+
+static void alloc_bench(void)
+{
+    struct jettprof_config c = config(JETTPROF_MODE_MEMORY, 1u << 18);
+    jettprof_run *run;
+    if (jp_agent_start_local(&c, 0, &run) < 0)
+        exit(1);
+    struct jp_ring cons;
+    if (jp_ring_map(dup(jp_agent_ring_fd(run)), &cons) < 0)
+        exit(1);
+    uint32_t fa = frame(run, "outer", 1), fb = frame(run, "inner", 2);
+    jettprof_thread *t;
+    jettprof_thread_register(run, 1, &t);
+    jettprof_enter(t, fa);
+    jettprof_enter(t, fb);
+    jettprof_leave(t);
+    enum { BATCH = 2000, BATCHES = 301 };
+    static double a_only[BATCHES], a_enter[BATCHES], base[BATCHES];
+    volatile uint64_t sink = 0;
+    for (int b = 0; b < BATCHES; b++) {
+        drain(&cons); /* room for the whole batch, outside the timing */
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            uint64_t id;
+            jettprof_alloc(t, 64, &id);
+        }
+        uint64_t t1 = now_ns();
+        drain(&cons);
+        uint64_t t2 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            uint64_t id;
+            jettprof_enter(t, fb); /* the call-chain lookup of (outer, inner) */
+            jettprof_alloc(t, 64, &id);
+            jettprof_leave(t);
+        }
+        uint64_t t3 = now_ns();
+        for (int i = 0; i < BATCH; i++) {
+            sink += (uint64_t)i;
+            __asm__ __volatile__("" ::: "memory");
+        }
+        uint64_t t4 = now_ns();
+        a_only[b] = (double)(t1 - t0) / BATCH;
+        a_enter[b] = (double)(t3 - t2) / BATCH;
+        base[b] = (double)(t4 - t3) / BATCH;
+    }
+    (void)sink;
+    double bl = median(base, BATCHES);
+    printf("allocation hook, room in the ring: %.2f ns/event median over %d batches of %d\n",
+           median(a_only, BATCHES), BATCHES, BATCH);
+    printf("allocation hook + enter/leave (call-chain lookup): %.2f ns/event median\n",
+           median(a_enter, BATCHES));
+    printf("baseline empty loop: %.2f ns/iteration\n", bl);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    jp_ring_unmap(&cons);
+}
+
+/* ---- 3. CPU mode on a call-heavy loop ---- */
+
+/* The host: a recursive function (fib) whose every call runs `stmts` statements of a fixed
+ * amount of dependent arithmetic the compiler cannot remove, with the agent calls a tree-walking
+ * interpreter makes: enter/leave per call, stmt + safe-point poll per statement. The
+ * unprofiled host is the same code with no thread handle, so every agent call is skipped by a
+ * branch, as in a runtime built with the agent but run without --profile. */
+struct host {
+    jettprof_thread *t; /* NULL: unprofiled */
+    const uint32_t *pw;
+    uint32_t f_fib;
+    int stmts, work;
+};
+
+static uint64_t statement(uint64_t x, int work)
+{
+    for (int i = 0; i < work; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        __asm__ __volatile__("" : "+r"(x)); /* one dependent step each, never folded */
+    }
+    return x;
+}
+
+static uint64_t fib(struct host *h, int n, uint64_t x)
+{
+    if (h->t)
+        jettprof_enter(h->t, h->f_fib);
+    for (int s = 0; s < h->stmts; s++) {
+        if (h->t) {
+            jettprof_stmt(h->t, 10u + (uint32_t)s, 3);
+            jettprof_poll(h->t, h->pw);
+        }
+        x = statement(x, h->work);
+    }
+    if (n >= 2)
+        x = fib(h, n - 1, x) ^ fib(h, n - 2, x + 1);
+    if (h->t)
+        jettprof_leave(h->t);
+    return x;
+}
+
+static uint64_t fib_calls(int n)
+{
+    return n < 2 ? 1 : 1 + fib_calls(n - 1) + fib_calls(n - 2);
+}
+
+static double host_run(struct host *h, int n, volatile uint64_t *sink)
+{
+    uint64_t t0 = now_ns();
+    *sink += fib(h, n, 1);
+    return (double)(now_ns() - t0);
+}
+
+static void cpu_case(jettprof_run *run, struct host *prof, const char *what, int stmts, int work,
+                     int n)
+{
+    struct host plain = *prof;
+    plain.t = NULL;
+    prof->stmts = plain.stmts = stmts;
+    prof->work = plain.work = work;
+    volatile uint64_t sink = 0;
+    double wp[RUNS], wu[RUNS];
+    host_run(&plain, n, &sink); /* warm-up of both paths; nodes interned */
+    host_run(prof, n, &sink);
+    for (int i = 0; i < RUNS; i++) { /* alternated, so drift hits both alike */
+        wu[i] = host_run(&plain, n, &sink);
+        wp[i] = host_run(prof, n, &sink);
+    }
+    double calls = (double)fib_calls(n);
+    double u = median(wu, RUNS), p = median(wp, RUNS);
+    printf("%s host (%d statements/call), unprofiled: %.1f ms median, %.1f ns/call\n", what,
+           stmts, u / 1e6, u / calls);
+    printf("%s host, CPU mode at 1000 Hz: %.1f ms median, %.1f ns/call\n", what, p / 1e6,
+           p / calls);
+    printf("%s host, CPU mode overhead: %+.2f%% wall time (profiled/unprofiled %.4fx), "
+           "%.2f ns/call of agent work\n",
+           what, 100.0 * (p - u) / u, p / u, (p - u) / calls);
+    (void)run;
+}
+
+static void cpu_bench(void)
+{
+    int daemon = getenv("JETTPROFD") != NULL && *getenv("JETTPROFD");
+    struct jettprof_config c = config(JETTPROF_MODE_CPU, 1u << 18);
+    jettprof_run *run;
+    int r = daemon ? jettprof_start(&c, &run) : jp_agent_start_local(&c, 1, &run);
+    if (r < 0) {
+        fprintf(stderr, "agent_bench: cannot start a CPU run: %s\n", jettprof_strerror(r));
+        exit(1);
+    }
+    printf("CPU mode runs go to %s\n", daemon ? "a private jettprofd" : "a local ring");
+    struct host prof = {0};
+    prof.f_fib = frame(run, "fib", 10);
+    jettprof_thread_register(run, 1, &prof.t);
+    prof.pw = jettprof_pending_word(prof.t);
+    /* A tree-walking interpreter spends a few hundred ns per call (arguments, environment,
+     * statement dispatch): "interpreter-like" models that; "light" is a much cheaper call to
+     * show how the fixed agent cost per call scales. */
+    cpu_case(run, &prof, "interpreter-like", 6, 24, 26);
+    cpu_case(run, &prof, "light", 2, 12, 29);
+    jettprof_thread_unregister(prof.t);
+    struct jp_rec_counters k;
+    jp_agent_counters(run, &k);
+    printf("ticks: %llu requested, %llu coalesced, %llu dropped\n",
+           (unsigned long long)k.requested_ticks, (unsigned long long)k.coalesced_ticks,
+           (unsigned long long)k.dropped_ticks);
+    if (daemon) {
+        struct jettprof_result res = {.size = sizeof res};
+        jettprof_finish(run, JETTPROF_TERM_RETURNED, &res);
+        printf("profile status %u%s%s\n", res.status, res.reason[0] ? ", reason " : "",
+               res.reason);
+        jettprof_result_release(&res);
+    } else {
+        jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = argc > 1 ? argv[1] : "";
+    printf("agent_bench: medians of %d runs unless stated\n", RUNS);
+    if (!*only || !strcmp(only, "poll"))
+        poll_bench();
+    if (!*only || !strcmp(only, "alloc"))
+        alloc_bench();
+    if (!*only || !strcmp(only, "cpu"))
+        cpu_bench();
+    return 0;
+}
