@@ -424,3 +424,29 @@ Test(private, a_read_only_capture_fd_is_refused)
     jp_ring_unmap(&ring);
     close(ro);
 }
+
+Test(private, finalize_without_a_stop_record_is_a_collector_failure)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 12, 3000);
+    s.with_stop = 0; /* the agent could not push its RUN_STOP */
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 1024, -1, UINT64_MAX, &ring, &id), 0);
+    jp_ring_close(&ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &f, NULL, 0), 0);
+    struct jpt_result r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(jpt_finish(&p.c, &r, 5000), 0);
+    cr_assert_eq(r.error_code, 0, "%s", r.error);
+    cr_assert_neq(r.status, JP_STATUS_COMPLETE);
+    cr_assert_str_eq(r.reason, "collector_failure");
+    jpt_result_free(&r);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&p.c);
+}
