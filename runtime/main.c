@@ -152,12 +152,15 @@ static void *runtime_main(void *arg)
         R->vm.pw = jettprof_pending_word(t);
         if (R->hook_heap)
             R->vm.heap.pt = (struct jettprof_thread *)t;
+        else
+            R->vm.track_stmts = true;
     }
 #endif
     R->outcome = jt_vm_run(&R->vm);
 #ifdef JETT_HAVE_AGENT
     if (t) {
         R->vm.heap.pt = NULL;
+        R->vm.track_stmts = false;
         R->vm.pt = NULL;
         R->vm.pw = NULL;
         jettprof_thread_unregister(t);
