@@ -15,9 +15,11 @@ void stream_open(struct stream *s, jettprof_run *run)
 
 static void append(struct stream *s, const uint8_t *p, uint32_t len)
 {
-    if (s->len + len > s->cap) {
+    /* Each copy starts 8-byte aligned, as the records' 64-bit fields need. */
+    uint32_t room = (len + 7u) & ~7u;
+    if (s->len + room > s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 1 << 16;
-        while (cap < s->len + len)
+        while (cap < s->len + room)
             cap *= 2;
         s->buf = realloc(s->buf, cap);
         cr_assert(s->buf);
@@ -33,7 +35,7 @@ static void append(struct stream *s, const uint8_t *p, uint32_t len)
     memcpy(&h, p, sizeof h);
     /* An offset, not a pointer: buf may move as it grows. */
     s->recs[s->n++] = (struct rec){h.type, h.size, s->len};
-    s->len += len;
+    s->len += room;
 }
 
 size_t stream_drain(struct stream *s)
