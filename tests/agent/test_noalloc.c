@@ -33,7 +33,9 @@ static void note(void)
 }
 
 #ifdef USE_SANITIZER_HOOKS
-#include <sanitizer/allocator_interface.h>
+/* From the sanitizer runtime (declared here: gcc does not install its header). */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+                                              void (*free_hook)(const volatile void *));
 static void on_malloc(const volatile void *p, size_t n)
 {
     (void)p;
