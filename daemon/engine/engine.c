@@ -530,7 +530,10 @@ static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         char *ns = budget_dup(e, k.ns, k.ns_len);
         char *fn = ns ? budget_dup(e, k.fn, k.fn_len) : NULL;
         if (!fn) {
-            free(ns);
+            if (ns) {
+                free(ns);
+                e->used -= k.ns_len + 1u;
+            }
             return stop_detail(e);
         }
         idx = e->nfuncs++;
