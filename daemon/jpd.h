@@ -21,6 +21,11 @@
 #define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
 #define JPD_HANDSHAKE_MS 10000u   /* HELLO + RING must arrive within this */
 #define JPD_FLUSH_MS 5000u        /* a peer that does not read its RESULT is dropped after */
+#define JPD_EXCERPT_MS 10000u     /* a runtime that does not answer EXCERPT_REQUEST: render
+                                   * without excerpts after this */
+#define JPD_MAX_CLIENT_FRAME (1u << 21) /* clients send small frames (the largest: EXCERPTS of
+                                         * 4096 items of <= 160 bytes); a hostile one cannot
+                                         * make us buffer the 16 MiB protocol maximum */
 #define JPD_DRAIN_PERIOD_MS 1u
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */

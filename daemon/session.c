@@ -452,7 +452,10 @@ static void begin_excerpts(struct jpd_session *s)
         return;
     }
     s->state = S_EXCERPTS;
+    /* The stream is consumed up to its RUN_STOP: the ring has nothing more to give. */
+    release_ring(s);
     uv_timer_stop(&s->timer);
+    uv_timer_start(&s->timer, on_timer, JPD_EXCERPT_MS, 0);
     flush_out(s);
 }
 
@@ -518,6 +521,11 @@ static void on_timer(uv_timer_t *t)
         pump(s);
         return;
     case S_EXCERPTS:
+        /* No answer: the profile goes out without excerpts (they render as unavailable). */
+        if (!s->d->private_mode)
+            jpd_log("run %llu: no excerpts within %u ms", (unsigned long long)s->run_id,
+                    JPD_EXCERPT_MS);
+        feed_held_stop(s);
         return;
     case S_DONE:
         session_close(s); /* the peer did not take its output in time */
@@ -983,7 +991,7 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     s->fd = fd;
     s->peer = *peer;
     s->cap_fd[0] = s->cap_fd[1] = -1;
-    int r = jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &s->dec);
+    int r = jp_ctl_decoder_new(JPD_MAX_CLIENT_FRAME, &s->dec);
     if (r < 0) {
         close(fd);
         free(s);
@@ -1042,7 +1050,7 @@ void jpd_session_shutdown(struct jpd_session *s)
          * here), then deliver the run as interrupted. */
         const char *why = NULL;
         uint64_t budget = s->ring.slot_count;
-        while (!s->stop_held && budget > 0) {
+        while (s->ring_mapped && !s->stop_held && budget > 0) {
             uint32_t slice = budget > JPD_DRAIN_SLICE ? JPD_DRAIN_SLICE : (uint32_t)budget;
             int r = drain(s, slice, &why);
             if (r < 0) {
