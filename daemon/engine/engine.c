@@ -814,12 +814,13 @@ static uint32_t *ln_find(struct live_narrow *t, uint32_t key)
 {
     if (!t->nb)
         return NULL;
-    uint32_t b1 = ln_b1(t, key);
+    uint32_t b1 = ln_b1(t, key), b2 = ln_b2(t, key, b1);
+    __builtin_prefetch(&t->b[b2]); /* overlap the two possible misses */
     struct ln_bucket *x = &t->b[b1];
     for (unsigned i = 0; i < LN_SLOTS; i++)
         if (x->s[i].key == key)
             return &x->s[i].lo;
-    x = &t->b[ln_b2(t, key, b1)];
+    x = &t->b[b2];
     for (unsigned i = 0; i < LN_SLOTS; i++)
         if (x->s[i].key == key)
             return &x->s[i].lo;
