@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -317,6 +318,69 @@ Test(replay, an_unfinished_run_leaves_a_capture_that_replays_partial)
     free(out);
     free(err);
     unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, capture_dir_never_writes_through_a_planted_link)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], caps[600], victim[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(caps, sizeof caps, "%s/caps", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    int v = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    cr_assert_eq(write(v, "keep", 4), 4);
+    close(v);
+    /* Links under every name the daemon could pick for run 1 in the next few seconds. */
+    long long now = (long long)time(NULL);
+    for (long long t = now; t < now + 10; t++) {
+        char link[900];
+        snprintf(link, sizeof link, "%s/run-%lld-1.jpcap", caps, t);
+        cr_assert_eq(symlink(victim, link), 0);
+    }
+    const char *extra[] = {"--capture-dir", caps, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 45, 2000);
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&c, &s, 1024, -1, &r), 0);
+    cr_assert_eq(r.error_code, 0);
+    jpt_client_close(&c);
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    size_t n;
+    char *kept = jpt_slurp_file(victim, &n);
+    cr_assert_str_eq(kept, "keep", "the daemon wrote through a link");
+    free(kept);
+    /* The capture went to a fresh regular file beside the links. */
+    DIR *dd = opendir(caps);
+    struct dirent *e;
+    int regular = 0;
+    char path[1200];
+    while ((e = readdir(dd))) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", caps, e->d_name);
+        struct stat sb;
+        cr_assert_eq(lstat(path, &sb), 0);
+        if (S_ISREG(sb.st_mode)) {
+            regular++;
+            cr_assert_eq(sb.st_mode & 0777, 0600);
+            cr_assert_gt(sb.st_size, 0);
+        }
+        unlink(path);
+    }
+    closedir(dd);
+    cr_assert_eq(regular, 1);
+    jpt_result_free(&r);
+    unlink(victim);
+    rmdir(caps);
     rmdir(dir);
     free(dir);
 }
