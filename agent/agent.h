@@ -134,6 +134,7 @@ struct jettprof_run {
     uint64_t record_count __attribute__((aligned(64)));
     uint64_t dropped_ticks;
     uint64_t withdrawn_ticks; /* raised for a thread that was unregistering: not requested */
+    uint32_t samples_since_counters;
     uint64_t lost_records;
     uint64_t next_alloc_id;
     uint64_t mem_wait_left_ns;
@@ -201,6 +202,8 @@ enum jp_sect { JP_SECT_EXCLUSIVE = 1, JP_SECT_LOCKED, JP_SECT_FOREIGN };
 /* Enter/leave a section as the calling thread: t may be NULL (a run-level call). */
 enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t);
 void jp_sect_leave(struct jettprof_run *run, enum jp_sect s);
+/* The COUNTERS record for what was counted so far (run.c). In-section. */
+void jp_counters_fill(struct jettprof_run *run, struct jp_rec_counters *c);
 /* If the calling thread is registered with run, answers its pending tick (a safe point). */
 void jp_answer_own_tick(struct jettprof_run *run);
 

@@ -504,6 +504,21 @@ void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col)
 
 /* ---- CPU samples ---- */
 
+/* Every this many samples the owner also pushes a COUNTERS snapshot (they are cumulative and
+ * the last one wins), so a daemon that loses its producer mid-run (the program was killed)
+ * still reports the ticks requested, coalesced and dropped up to then. Never waits. */
+#define COUNTERS_EVERY_SAMPLES 256u
+
+static void push_counters_snapshot(struct jettprof_run *run)
+{
+    struct jp_rec_counters *c = push_reserve(run, sizeof *c, JP_WAIT_NONE);
+    if (!c)
+        return;
+    jp_counters_fill(run, c);
+    jp_ring_commit(&run->ring);
+    run->record_count++;
+}
+
 static void push_sample(struct jettprof_thread *t, uint64_t tick)
 {
     struct jettprof_run *run = t->run;
@@ -544,6 +559,10 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
         };
         jp_ring_commit(&run->ring);
         run->record_count++;
+        if (++run->samples_since_counters == COUNTERS_EVERY_SAMPLES) {
+            run->samples_since_counters = 0;
+            push_counters_snapshot(run);
+        }
     } else {
         jp_ring_commit(&run->ring); /* an EXEC may have gone in */
         run->dropped_ticks++;

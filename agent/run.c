@@ -268,8 +268,9 @@ int jp_agent_ring_fd(jettprof_run *run)
 
 /* ---- finish ---- */
 
-/* Builds the COUNTERS record from what the timer and producers counted. The timer is stopped. */
-static void counters(struct jettprof_run *run, struct jp_rec_counters *c)
+/* Builds the COUNTERS record from what the timer and producers counted. In-section; while the
+ * timer runs its counters are a relaxed snapshot (they only grow). */
+void jp_counters_fill(struct jettprof_run *run, struct jp_rec_counters *c)
 {
     *c = (struct jp_rec_counters){
         .h = {JP_REC_COUNTERS, sizeof *c},
@@ -285,7 +286,7 @@ static void counters(struct jettprof_run *run, struct jp_rec_counters *c)
 void jp_agent_counters(jettprof_run *run, struct jp_rec_counters *out)
 {
     enum jp_sect s = jp_sect_enter(run, NULL);
-    counters(run, out);
+    jp_counters_fill(run, out);
     jp_sect_leave(run, s);
 }
 
@@ -310,7 +311,7 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
         else
             run->withdrawn_ticks++;
     }
-    counters(run, c);
+    jp_counters_fill(run, c);
     void *p = jp_push_reserve(run, sizeof *c, JP_WAIT_META);
     if (p) {
         memcpy(p, c, sizeof *c);

@@ -123,3 +123,10 @@ uint32_t test_frame(jettprof_run *run, const char *ns, const char *fn, uint32_t 
     cr_assert_eq(jettprof_frame(run, &d, &id), 0, "%s", jettprof_last_reason());
     return id;
 }
+
+const void *stream_last(const struct stream *s, uint16_t type)
+{
+    size_t n = stream_count(s, type);
+    cr_assert(n > 0, "no %s record", jp_rec_type_name(type));
+    return stream_nth(s, type, n - 1);
+}

@@ -32,6 +32,8 @@ void stream_free(struct stream *s);
 const void *rec_at(const struct stream *s, size_t i);
 size_t stream_count(const struct stream *s, uint16_t type);
 const void *stream_nth(const struct stream *s, uint16_t type, size_t i);
+/* The last record of a type (the final COUNTERS: earlier ones are mid-run snapshots). */
+const void *stream_last(const struct stream *s, uint16_t type);
 
 /* A config with both modes' capabilities and small, valid values. */
 struct jettprof_config test_config(uint32_t mode);

@@ -473,7 +473,7 @@ Test(cpu, ticks_coalesce_into_one_pending_request)
     cr_assert_eq(((const struct jp_rec_cpu_sample *)stream_nth(&s, JP_REC_CPU_SAMPLE, 1))
                      ->requested_tick,
                  6);
-    const struct jp_rec_counters *c = stream_nth(&s, JP_REC_COUNTERS, 0);
+    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(c->requested_ticks, 6);
     cr_assert_eq(c->coalesced_ticks, 4);
     cr_assert_eq(c->dropped_ticks, 0);
@@ -517,7 +517,7 @@ Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
     const struct jp_rec_cpu_sample *b = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
     cr_assert_eq(b->state, JP_STATE_RUNTIME);
     cr_assert_eq(b->node, 0);
-    const struct jp_rec_counters *c = stream_nth(&s, JP_REC_COUNTERS, 0);
+    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(c->requested_ticks, 7);
     cr_assert_eq(c->waiting_ticks, 3);
     cr_assert_eq(c->runtime_ticks, 2);
@@ -643,7 +643,7 @@ Test(cpu, full_ring_drops_samples_without_waiting)
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_drain(&s);
-    const struct jp_rec_counters *fin = stream_nth(&s, JP_REC_COUNTERS, 0);
+    const struct jp_rec_counters *fin = stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(fin->dropped_ticks, k.dropped_ticks);
     stream_free(&s);
 }
@@ -755,7 +755,7 @@ Test(memory, full_ring_waits_a_bounded_total_then_drops, .timeout = 20)
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_drain(&s);
-    const struct jp_rec_counters *k = stream_nth(&s, JP_REC_COUNTERS, 0);
+    const struct jp_rec_counters *k = stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(k->lost_records, (uint64_t)drops);
     stream_free(&s);
 }
@@ -783,5 +783,35 @@ Test(memory, a_lost_definition_fails_the_collector, .timeout = 20)
     cr_assert_lt(spent, 5000000000u, "after one failure, no further waits");
     cr_assert_eq(jp_load_relaxed32(&run->failed), 1);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
+Test(cpu, counters_snapshots_during_the_run)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    for (int i = 0; i < 600; i++) {
+        jp_timer_tick(run);
+        jettprof_safe_point(t);
+        if (i % 100 == 0)
+            stream_drain(&s);
+    }
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    /* Two snapshots (after 256 and 512 samples) and the final one, which is cumulative. */
+    cr_assert_eq(stream_count(&s, JP_REC_COUNTERS), 3);
+    const struct jp_rec_counters *a = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(a->requested_ticks, 256);
+    const struct jp_rec_counters *z = stream_last(&s, JP_REC_COUNTERS);
+    cr_assert_eq(z->requested_ticks, 600);
+    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
+    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    cr_assert_eq(st->record_count, s.n - 1, "snapshots are counted records too");
     stream_free(&s);
 }

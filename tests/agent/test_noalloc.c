@@ -179,7 +179,7 @@ Test(noalloc, timer_ticks_allocate_nothing, .init = setup, .timeout = 30)
     cr_assert_gt(ticks, 20, "the timer barely ran (%llu ticks)", (unsigned long long)ticks);
     cr_assert_eq(n, 0, "the timer thread allocated %lu times over %llu ticks", n,
                  (unsigned long long)ticks);
-    const struct jp_rec_counters *k = stream_nth(&s, JP_REC_COUNTERS, 0);
+    const struct jp_rec_counters *k = stream_last(&s, JP_REC_COUNTERS);
     cr_assert_gt(k->coalesced_ticks, 0, "the coalescing path was not exercised");
     cr_assert_gt(stream_count(&s, JP_REC_CPU_SAMPLE), 0);
     stream_free(&s);
