@@ -842,9 +842,8 @@ static inline bool ln_place(struct ln_bucket *x, const struct ln_ent *ent)
 
 /* 0, or -ENOSPC when the bounded displacement walk and the stash are exhausted: the entry
  * left over is in t->orphan and the caller must grow the table (which re-homes it). */
-static int ln_put_ent(struct live_narrow *t, struct ln_ent cur)
+static int ln_put_at(struct live_narrow *t, struct ln_ent cur, uint32_t b)
 {
-    uint32_t b = ln_b1(t, cur.key);
     for (unsigned kicks = 0; kicks < 256u; kicks++) {
         if (ln_place(&t->b[b], &cur)) {
             t->n++;
@@ -868,6 +867,11 @@ static int ln_put_ent(struct live_narrow *t, struct ln_ent cur)
     }
     t->orphan = cur;
     return -ENOSPC;
+}
+
+static int ln_put_ent(struct live_narrow *t, struct ln_ent cur)
+{
+    return ln_put_at(t, cur, ln_b1(t, cur.key));
 }
 
 static void ln_del(struct live_narrow *t, uint32_t *lop)
@@ -900,10 +904,18 @@ static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
         memset(n.b, 0, (size_t)bytes);
         n.nb = (uint32_t)nb;
         int rc = 0;
+        /* Each entry first tries the same choice (first or second bucket) it had: both
+         * bucket functions scale monotonically with the table size, so walking the old
+         * buckets in order writes the new ones in order too, instead of at random. */
         for (uint32_t i = 0; i < t->nb && rc == 0; i++)
-            for (unsigned k = 0; k < LN_SLOTS && rc == 0; k++)
-                if (t->b[i].s[k].key)
-                    rc = ln_put_ent(&n, t->b[i].s[k]);
+            for (unsigned k = 0; k < LN_SLOTS && rc == 0; k++) {
+                struct ln_ent ent = t->b[i].s[k];
+                if (!ent.key)
+                    continue;
+                uint32_t nb1 = ln_b1(&n, ent.key);
+                bool second = i != ln_b1(t, ent.key);
+                rc = ln_put_at(&n, ent, second ? ln_b2(&n, ent.key, nb1) : nb1);
+            }
         for (uint32_t i = 0; i < t->nstash && rc == 0; i++)
             rc = ln_put_ent(&n, t->stash[i]);
         if (rc == 0 && with_orphan)
