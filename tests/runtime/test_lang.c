@@ -338,3 +338,34 @@ Test(heap, a_deeply_nested_list_is_freed_without_recursion)
     jtt_rmtree(dir);
     free(dir);
 }
+
+/* The envelope's string scalars: whatever bytes a program prints, the official decoder reads
+ * back exactly that text (invalid UTF-8 as U+FFFD). */
+Test(toon, string_scalars_round_trip_through_the_decoder)
+{
+    static const struct { const char *in, *json; } cases[] = {
+        {"", "\"\""}, {"plain words", "\"plain words\""}, {"true", "\"true\""},
+        {"false", "\"false\""}, {"null", "\"null\""}, {"42", "\"42\""}, {"-3.5e2", "\"-3.5e2\""},
+        {"05", "\"05\""}, {"-", "\"-\""}, {"- item", "\"- item\""}, {"#x", "\"#x\""},
+        {" lead", "\" lead\""}, {"trail ", "\"trail \""}, {"a:b", "\"a:b\""},
+        {"k: v", "\"k: v\""}, {"[1]", "\"[1]\""}, {"{x}", "\"{x}\""}, {"a,b", "\"a,b\""},
+        {"q\"q", "\"q\\\"q\""}, {"back\\slash", "\"back\\\\slash\""},
+        {"l1\nl2", "\"l1\\nl2\""}, {"\t\r", "\"\\t\\r\""}, {"\x01\x1f\x7f", "\"\\u0001\\u001f\x7f\""},
+        {"caf\xc3\xa9", "\"caf\xc3\xa9\""}, {"\xff", "\"\xef\xbf\xbd\""},
+        {"\xc3", "\"\xef\xbf\xbd\""}, {"\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct jt_buf b = {0};
+        jt_buf_puts(&b, "v: ");
+        jt_toon_string(&b, cases[i].in, strlen(cases[i].in));
+        jt_buf_puts(&b, "\n");
+        int ok;
+        char *json = jtt_toon_decode(b.p, b.len, &ok);
+        cr_expect(ok, "case %zu: not TOON: %s", i, b.p);
+        char want[256];
+        snprintf(want, sizeof want, "{\"v\":%s}\n", cases[i].json);
+        cr_expect_str_eq(json, want, "case %zu: wrote %s", i, b.p);
+        free(json);
+        jt_buf_free(&b);
+    }
+}

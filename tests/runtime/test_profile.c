@@ -415,6 +415,7 @@ Test(lifecycle, sigint_gives_a_partial_interrupted_profile_and_exit_130)
     char *json = decoded(&r);
     cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"interrupted\",\"exit_code\":130,"
                            "\"stdout\":\"start\\n\""), "%s", json);
+    cr_expect(strstr(json, "\"mode\":\"cpu\",\"status\":\"partial\""), "%s", json);
     cr_expect(strstr(json, "\"termination\":\"interrupted\",\"backend\""), "%s", json);
     cr_expect(strstr(json, "\"error_kind\":\"interrupted\""), "%s", json);
     cr_expect_gt(jnum(json, "attributed_samples"), 50, "%s", json);
