@@ -49,9 +49,8 @@
 #define JP_DEFAULT_SLOTS_CPU (1u << 16)
 #define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
 
-struct jp_stmt {
-    uint32_t line, col; /* 0: no statement position */
-};
+/* A statement position, 0: none. The public struct jettprof_pos is the same thing. */
+#define jp_stmt jettprof_pos
 
 struct jettprof_thread {
     /* Line 0: shared with the timer thread. `pending` is the word jettprof_poll() loads. */
@@ -71,8 +70,11 @@ struct jettprof_thread {
     uint32_t cur;    /* current call-chain node (0: no frame entered) */
     uint32_t depth;  /* logical stack depth, may exceed JP_MAX_DEPTH */
     uint32_t trunc_node; /* the <truncated-stack> node in use while depth > JP_MAX_DEPTH */
+    /* The leaf's current statement: written by jettprof_stmt() or by the runtime directly
+     * through jettprof_stmt_pos(); meaningful at depths 1..128. */
+    struct jp_stmt pos;
     uint32_t nodes[JP_MAX_DEPTH];      /* node at each depth 1..128 */
-    struct jp_stmt stmt[JP_MAX_DEPTH]; /* current statement at each depth */
+    struct jp_stmt saved[JP_MAX_DEPTH]; /* saved[i]: depth i+1's statement while it calls */
     /* The last (parent, frame) -> node resolved at each depth. A node, once interned, never
      * changes, so a hit needs neither the table nor a producer section: an interpreter calling
      * the same function from the same place again pays one compare. 0: empty. */

@@ -405,11 +405,17 @@ void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id)
 
 /* ---- call stack ---- */
 
+/* Statements across calls: entering saves the caller's position and starts the callee with
+ * none; leaving restores the caller's. Past depth 128 the position belongs to frames below the
+ * truncation and is never reported, so only the 128th frame's is saved (when the 129th is
+ * entered) and restored (when it is left). */
 __attribute__((noinline)) static int enter_deep(struct jettprof_thread *t)
 {
     uint32_t d = t->depth++;
     if (d != JP_MAX_DEPTH)
         return 0; /* already truncated: deeper frames stay on <truncated-stack> */
+    t->saved[JP_MAX_DEPTH - 1u] = t->pos;
+    t->pos = (struct jp_stmt){0, 0};
     /* The stack becomes deeper than 128: keep the 127 root-most frames, then one
      * <truncated-stack> frame in place of the 128th and everything below it. */
     uint32_t parent = t->nodes[JP_MAX_DEPTH - 2u];
@@ -476,7 +482,9 @@ int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
     /* Even on failure the level is pushed (as an unavailable stack), so the matching leave
      * stays balanced and nothing is charged to the caller. */
     t->nodes[d] = node;
-    t->stmt[d] = (struct jp_stmt){0, 0};
+    if (d)
+        t->saved[d - 1u] = t->pos;
+    t->pos = (struct jp_stmt){0, 0};
     t->depth = d + 1u;
     t->cur = node;
     return err;
@@ -489,17 +497,25 @@ void jettprof_leave(jettprof_thread *t)
         return; /* unbalanced leave: ignored rather than corrupting the stack */
     d--;
     t->depth = d;
-    if (d > JP_MAX_DEPTH)
+    if (d > JP_MAX_DEPTH) {
         t->cur = t->trunc_node;
-    else
-        t->cur = d ? t->nodes[d - 1u] : 0u;
+    } else if (d) {
+        t->cur = t->nodes[d - 1u];
+        t->pos = t->saved[d - 1u];
+    } else {
+        t->cur = 0;
+        t->pos = (struct jp_stmt){0, 0};
+    }
 }
 
 void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col)
 {
-    uint32_t d = t->depth;
-    if (d - 1u < JP_MAX_DEPTH) /* depth 0 has no frame; past 128 the leaf is truncated */
-        t->stmt[d - 1u] = (struct jp_stmt){line, col};
+    t->pos = (struct jp_stmt){line, col};
+}
+
+struct jettprof_pos *jettprof_stmt_pos(jettprof_thread *t)
+{
+    return &t->pos;
 }
 
 /* ---- CPU samples ---- */
@@ -535,7 +551,7 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
             state = JP_STATE_UNAVAILABLE; /* the stack could not be interned */
             node = 0;
         } else if (d <= JP_MAX_DEPTH) {
-            st = t->stmt[d - 1u];
+            st = t->pos;
             if (st.line && st.col && (run->caps & JETTPROF_CAP_SOURCE_SPANS))
                 flags = JP_SAMPLE_HAS_STMT;
             else

@@ -190,10 +190,24 @@ JETTPROF_API void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32
  * ignored. */
 JETTPROF_API int jettprof_enter(jettprof_thread *t, uint32_t frame_id);
 JETTPROF_API void jettprof_leave(jettprof_thread *t);
-/* The current statement's start (1-based line and column) in the leaf frame's source; it is
- * the leaf's until the next jettprof_stmt at the same depth, and is restored on returning to
- * the frame. 0 means no statement position. */
+/* The current statement's start (1-based line and column) in the leaf frame's source. A
+ * callee starts with none; returning to a frame restores its position from before the call.
+ * 0 means no statement position. */
 JETTPROF_API void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col);
+
+/* The same position as a word the runtime may write directly on every statement (what
+ * jettprof_stmt_set below does inline, and what an FFI binding does through the pointer): the
+ * cheapest statement tracking. The pointer belongs to the thread handle, is touched only by
+ * its thread, and stays valid until the handle is unregistered. */
+struct jettprof_pos {
+    uint32_t line, col;
+};
+JETTPROF_API struct jettprof_pos *jettprof_stmt_pos(jettprof_thread *t);
+static inline void jettprof_stmt_set(struct jettprof_pos *pos, uint32_t line, uint32_t col)
+{
+    pos->line = line;
+    pos->col = col;
+}
 /* Execution state around work that is not Jett code: JETTPROF_STATE_WAITING around a blocking
  * call, JETTPROF_STATE_RUNTIME around runtime work outside a Jett frame; back to
  * JETTPROF_STATE_JETT after. Ticks while waiting are never charged to the caller. A state

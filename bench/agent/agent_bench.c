@@ -179,12 +179,14 @@ static void alloc_bench(void)
 
 /* The host: a recursive function (fib) whose every call runs `stmts` statements of a fixed
  * amount of dependent arithmetic the compiler cannot remove, with the agent calls a tree-walking
- * interpreter makes: enter/leave per call, stmt + safe-point poll per statement. The
+ * interpreter makes: enter/leave per call, the inline statement position + safe-point poll
+ * per statement. The
  * unprofiled host is the same code with no thread handle, so every agent call is skipped by a
  * branch, as in a runtime built with the agent but run without --profile. */
 struct host {
     jettprof_thread *t; /* NULL: unprofiled */
     const uint32_t *pw;
+    struct jettprof_pos *pos;
     uint32_t f_fib;
     int stmts, work;
 };
@@ -204,7 +206,7 @@ static uint64_t fib(struct host *h, int n, uint64_t x)
         jettprof_enter(h->t, h->f_fib);
     for (int s = 0; s < h->stmts; s++) {
         if (h->t) {
-            jettprof_stmt(h->t, 10u + (uint32_t)s, 3);
+            jettprof_stmt_set(h->pos, 10u + (uint32_t)s, 3);
             jettprof_poll(h->t, h->pw);
         }
         x = statement(x, h->work);
@@ -270,6 +272,7 @@ static void cpu_bench(void)
     prof.f_fib = frame(run, "fib", 10);
     jettprof_thread_register(run, 1, &prof.t);
     prof.pw = jettprof_pending_word(prof.t);
+    prof.pos = jettprof_stmt_pos(prof.t);
     /* A tree-walking interpreter spends a few hundred ns per call (arguments, environment,
      * statement dispatch): "interpreter-like" models that; "light" is a much cheaper call to
      * show how the fixed agent cost per call scales. */

@@ -35,9 +35,10 @@ size_t header_c99_offsetof_retention(void)
     return offsetof(struct jettprof_config, retention_budget_bytes);
 }
 
-/* The inline poll compiles in C99 too. */
+/* The inline helpers compile in C99 too. */
 int header_c99_poll(jettprof_thread *t)
 {
     jettprof_poll(t, jettprof_pending_word(t));
+    jettprof_stmt_set(jettprof_stmt_pos(t), 1, 1);
     return JETTPROF_API_VERSION;
 }

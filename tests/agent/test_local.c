@@ -815,3 +815,50 @@ Test(cpu, counters_snapshots_during_the_run)
     cr_assert_eq(st->record_count, s.n - 1, "snapshots are counted records too");
     stream_free(&s);
 }
+
+Test(cpu, inline_statement_word_and_truncated_frames)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "deep", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    struct jettprof_pos *pos = jettprof_stmt_pos(t);
+    for (int i = 0; i < 128; i++) {
+        cr_assert_eq(jettprof_enter(t, f), 0);
+        jettprof_stmt_set(pos, 1000u + (uint32_t)i, 7);
+    }
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* #0: the 128th frame's statement */
+    cr_assert_eq(jettprof_enter(t, f), 0); /* 129: truncated */
+    jettprof_stmt_set(pos, 5, 5);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jettprof_stmt_set(pos, 6, 6);
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* #1: in the truncated frame, no statement */
+    jettprof_leave(t);
+    jettprof_leave(t);
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* #2: back at 128, its statement restored */
+    jettprof_leave(t);
+    jp_timer_tick(run);
+    jettprof_safe_point(t); /* #3: at 127 */
+    for (int i = 0; i < 127; i++)
+        jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    const struct jp_rec_cpu_sample *x = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(x->stmt_line, 1127);
+    cr_assert_eq(x->stmt_col, 7);
+    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    cr_assert_eq(x->node, 129);
+    cr_assert_eq(x->flags, 0, "a truncated leaf has no statement of its own");
+    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
+    cr_assert_eq(x->node, 128);
+    cr_assert_eq(x->stmt_line, 1127);
+    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 3);
+    cr_assert_eq(x->node, 127);
+    cr_assert_eq(x->stmt_line, 1126);
+    stream_free(&s);
+}

@@ -13,6 +13,7 @@ static const char *const api[] = {
     "jettprof_pending_word", "jettprof_resize", "jettprof_result_release",
     "jettprof_safe_point", "jettprof_safe_point_slow", "jettprof_set_state",
     "jettprof_set_task", "jettprof_source", "jettprof_start", "jettprof_stmt",
+    "jettprof_stmt_pos",
     "jettprof_strerror", "jettprof_thread_register", "jettprof_thread_unregister",
 };
 #define NAPI (sizeof api / sizeof api[0])
