@@ -133,8 +133,8 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         }
         int r = 0;
         switch (o) {
-        case O_PROFILE: c->mode = c->mode == JT_MODE_MEMORY ? (enum jt_mode)3 : JT_MODE_CPU; break;
-        case O_MEMORY: c->mode = c->mode == JT_MODE_CPU ? (enum jt_mode)3 : JT_MODE_MEMORY; break;
+        case O_PROFILE: c->mode = JT_MODE_CPU; break;
+        case O_MEMORY: c->mode = JT_MODE_MEMORY; break;
         case O_AGENT: c->agent = true; break;
         case O_THRESHOLD:
             r = jt_parse_percent(val, &c->threshold_bp);
@@ -171,7 +171,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         if (r < 0)
             return -EINVAL;
     }
-    if ((int)c->mode == 3) {
+    if (seen[O_PROFILE] && seen[O_MEMORY]) {
         snprintf(err, errcap,
                  "--profile and --profile-memory cannot be used together: choose one profiling mode");
         return -EINVAL;

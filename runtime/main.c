@@ -32,12 +32,47 @@
 #define JETT_STDLIB_INSTALLED ""
 #endif
 
-#define EXIT_RETURNED 0
-#define EXIT_RUNTIME_ERROR 1
-#define EXIT_CLI_ERROR 2
-#define EXIT_COMPILE_ERROR 3
-#define EXIT_SETUP_FAILURE 4
-#define EXIT_INTERRUPTED 130
+/* How a run can fail: X(NAME, exit status, envelope error_kind). One list for the exit codes
+ * and the words, documented in LANGUAGE.md and OUTPUT.md. A profiler failure after a normal
+ * return keeps the program's status (0). */
+#define JT_FAILURES(X)                                                                            \
+    X(RUNTIME_ERROR, 1, "runtime_error")                                                          \
+    X(CLI_ERROR, 2, "cli_error")                                                                  \
+    X(COMPILE_ERROR, 3, "compile_error")                                                          \
+    X(SETUP_FAILURE, 4, "profiler_setup_failure")                                                 \
+    X(INTERRUPTED, 130, "interrupted")                                                            \
+    X(PROFILER_FAILURE, 0, "profiler_failure")
+enum {
+#define JT_X(n, code, word) EXIT_##n = code,
+    JT_FAILURES(JT_X)
+#undef JT_X
+    EXIT_RETURNED = 0
+};
+enum jt_failure {
+#define JT_X(n, code, word) FAIL_##n,
+    JT_FAILURES(JT_X)
+#undef JT_X
+};
+static const char *const failure_word[] = {
+#define JT_X(n, code, word) word,
+    JT_FAILURES(JT_X)
+#undef JT_X
+};
+
+/* The envelope's termination words. */
+#define JT_TERMINATIONS(X)                                                                        \
+    X(RETURNED, "returned") X(RUNTIME_ERROR, "runtime_error") X(INTERRUPTED, "interrupted")      \
+    X(NOT_STARTED, "not_started")
+enum {
+#define JT_X(n, word) TERM_##n,
+    JT_TERMINATIONS(JT_X)
+#undef JT_X
+};
+static const char *const termination_word[] = {
+#define JT_X(n, word) word,
+    JT_TERMINATIONS(JT_X)
+#undef JT_X
+};
 
 #define RUNTIME_THREAD_STACK (256u << 20) /* deep Jett recursion walks the C stack */
 
@@ -92,14 +127,16 @@ static void write_envelope(const struct envelope *e)
 }
 
 /* A failure before user code ran: CLI, compile or profiler setup. */
-static int pre_exec_failure(bool agent, int code, const char *kind, const char *msg)
+static int pre_exec_failure(bool agent, int code, enum jt_failure f, const char *msg)
 {
+    const char *kind = failure_word[f];
     if (agent) {
         char *m = strdup(msg);
         size_t n = strlen(m);
         while (n && m[n - 1] == '\n')
             m[--n] = '\0'; /* a scalar: no trailing newline */
-        struct envelope e = {.status = "error", .termination = "not_started", .exit_code = code,
+        struct envelope e = {.status = "error", .termination = termination_word[TERM_NOT_STARTED],
+                             .exit_code = code,
                              .error_kind = kind, .error = m};
         write_envelope(&e);
         free(m);
@@ -232,12 +269,12 @@ static int run_command(int argc, char **argv)
         const char *m = argc < 2 ? "expected a command: jett run FILE [options]" : "unknown command: expected 'run'";
         char msg[700];
         snprintf(msg, sizeof msg, "jett: error: %s\n%s", m, usage);
-        return pre_exec_failure(agent, EXIT_CLI_ERROR, "cli_error", msg);
+        return pre_exec_failure(agent, EXIT_CLI_ERROR, FAIL_CLI_ERROR, msg);
     }
     if (jt_cli_parse(argc - 2, argv + 2, &cli, err, sizeof err) < 0) {
         char msg[900];
         snprintf(msg, sizeof msg, "jett: error: %s\n%s", err, usage);
-        return pre_exec_failure(agent, EXIT_CLI_ERROR, "cli_error", msg);
+        return pre_exec_failure(agent, EXIT_CLI_ERROR, FAIL_CLI_ERROR, msg);
     }
 
     /* $JETT_STDLIB, else the build tree's runtime/stdlib, else the installed copy */
@@ -247,7 +284,7 @@ static int run_command(int argc, char **argv)
     struct jt_diags diags = {0};
     struct jt_program *prog = NULL;
     if (jt_compile(cli.file, *stdlib ? stdlib : NULL, &prog, &diags) < 0) {
-        int code = pre_exec_failure(agent, EXIT_COMPILE_ERROR, "compile_error",
+        int code = pre_exec_failure(agent, EXIT_COMPILE_ERROR, FAIL_COMPILE_ERROR,
                                     diags.text.p ? diags.text.p : "error: compile failed");
         jt_buf_free(&diags.text);
         jt_program_free(prog);
@@ -268,7 +305,7 @@ static int run_command(int argc, char **argv)
                 /* the path is not echoed: it may be absolute */
                 snprintf(err, sizeof err, "profiler: setup failure: cannot open the capture file: %s",
                          strerror(errno));
-                code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure", err);
+                code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, err);
                 goto out;
             }
         }
@@ -298,7 +335,7 @@ static int run_command(int argc, char **argv)
             }
         }
         if (r < 0) {
-            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure",
+            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE,
                                     jettprof_strerror(r));
             goto out;
         }
@@ -306,7 +343,7 @@ static int run_command(int argc, char **argv)
     }
 #else
     if (cli.mode != JT_MODE_NONE) {
-        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure",
+        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE,
                                 "profiler: backend unsupported: this jett was built without the profiler agent");
         goto out;
     }
@@ -345,23 +382,23 @@ static int run_command(int argc, char **argv)
             R->run = NULL;
         }
 #endif
-        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, "profiler_setup_failure", m);
+        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, m);
         goto out;
     }
 
-    const char *termination = "returned", *error_kind = NULL, *error = NULL;
+    const char *termination = termination_word[TERM_RETURNED], *error_kind = NULL, *error = NULL;
     switch (R->outcome) {
     case JT_OUT_RETURNED: code = EXIT_RETURNED; break;
     case JT_OUT_RUNTIME_ERROR:
         code = EXIT_RUNTIME_ERROR;
-        termination = "runtime_error";
-        error_kind = "runtime_error";
+        termination = termination_word[TERM_RUNTIME_ERROR];
+        error_kind = failure_word[FAIL_RUNTIME_ERROR];
         error = R->vm.errmsg.p ? R->vm.errmsg.p : "runtime error";
         break;
     case JT_OUT_INTERRUPTED:
         code = EXIT_INTERRUPTED;
-        termination = "interrupted";
-        error_kind = "interrupted";
+        termination = termination_word[TERM_INTERRUPTED];
+        error_kind = failure_word[FAIL_INTERRUPTED];
         error = "interrupted";
         break;
     }
@@ -391,7 +428,7 @@ static int run_command(int argc, char **argv)
 #endif
     if (collector_failed && R->outcome == JT_OUT_RETURNED) {
         /* the program's status stands; the run reports the profiler's failure */
-        error_kind = "profiler_failure";
+        error_kind = failure_word[FAIL_PROFILER_FAILURE];
         error = "profiler: collector failure";
     }
     if (agent) {
