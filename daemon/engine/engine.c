@@ -134,7 +134,8 @@ struct jp_engine {
     bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
     uint32_t (*ring)[2]; uint64_t ring_hi; uint32_t nring; bool ring_off; /* young ids */
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
-    struct interval *seen; uint32_t nseen, seen_cap; /* every id ever allocated, sorted */
+    struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
+    struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
 };
 
 /* ---- budget ---------------------------------------------------------------------------- */
@@ -388,7 +389,7 @@ void jp_engine_free(struct jp_engine *e)
     free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
     free(e->nodes); free(e->chains); free(e->chain_tab.slot);
     free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
-    free(e->ln.b); free(e->lw.ent); free(e->ring);
+    free(e->ln.b); free(e->lw.ent); free(e->ring); free(e->seen_extra.ent);
     free(e->ovf); free(e->seen);
     free(e);
 }
@@ -1107,11 +1108,15 @@ static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
     return 0;
 }
 
-/* The set of every id allocated in the run, as sorted disjoint intervals, so a retired id that
- * comes back is caught exactly. Ids handed out in increasing order (the agent's own counter)
- * keep it at one interval; other orders cost one interval per gap. */
-static bool seen_has(const struct jp_engine *e, uint64_t id)
+/* The set of every id allocated in the run, so a retired id that comes back is caught
+ * exactly. Ids that arrive above every earlier one (the agent's own counter) extend or append
+ * sorted disjoint intervals in O(1): one interval for a gapless counter. An id at or below the
+ * highest seen goes to a hash set instead (16 bytes each, within the budget), so no order of
+ * ids can make insertion cost more than constant time. */
+static bool seen_has(struct jp_engine *e, uint64_t id)
 {
+    if (id == UINT64_MAX)
+        return e->seen_max;
     uint32_t lo = 0, hi = e->nseen;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2u;
@@ -1120,44 +1125,32 @@ static bool seen_has(const struct jp_engine *e, uint64_t id)
         else
             hi = mid;
     }
-    return lo < e->nseen && e->seen[lo].lo <= id;
+    if (lo < e->nseen && e->seen[lo].lo <= id)
+        return true;
+    return lw_find(&e->seen_extra, id + 1u) != NULL;
 }
 
 static int seen_add(struct jp_engine *e, uint64_t id)
 {
-    if (e->nseen) {
-        struct interval *last = &e->seen[e->nseen - 1u];
-        if (last->hi != UINT64_MAX && id == last->hi + 1u) {
-            last->hi = id; /* the common case */
-            return 0;
-        }
+    if (id == UINT64_MAX) {
+        e->seen_max = true;
+        return 0;
     }
-    int rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen);
-    if (rc < 0)
+    struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
+    if (last && id == last->hi + 1u) {
+        last->hi = id; /* the common case */
+        return 0;
+    }
+    int rc;
+    if (last && id <= last->hi) {
+        if ((rc = lw_reserve(e, &e->seen_extra)) < 0)
+            return rc;
+        lw_put(&e->seen_extra, id + 1u, 0);
+        return 0;
+    }
+    if ((rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
         return rc;
-    uint32_t lo = 0, hi = e->nseen; /* first interval with lo > id */
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2u;
-        if (e->seen[mid].lo <= id)
-            lo = mid + 1u;
-        else
-            hi = mid;
-    }
-    bool join_prev = lo > 0 && e->seen[lo - 1u].hi + 1u == id;
-    bool join_next = lo < e->nseen && id + 1u == e->seen[lo].lo;
-    if (join_prev && join_next) {
-        e->seen[lo - 1u].hi = e->seen[lo].hi;
-        memmove(&e->seen[lo], &e->seen[lo + 1u], (e->nseen - lo - 1u) * sizeof *e->seen);
-        e->nseen--;
-    } else if (join_prev) {
-        e->seen[lo - 1u].hi = id;
-    } else if (join_next) {
-        e->seen[lo].lo = id;
-    } else {
-        memmove(&e->seen[lo + 1u], &e->seen[lo], (e->nseen - lo) * sizeof *e->seen);
-        e->seen[lo] = (struct interval){id, id};
-        e->nseen++;
-    }
+    e->seen[e->nseen++] = (struct interval){id, id};
     return 0;
 }
 
@@ -1551,7 +1544,8 @@ uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_co
            (uint64_t)e->ln.nb * sizeof(struct ln_bucket) +
            (uint64_t)e->lw.cap * sizeof(struct lw_ent) +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
-           (uint64_t)e->seen_cap * sizeof(struct interval);
+           (uint64_t)e->seen_cap * sizeof(struct interval) +
+           (uint64_t)e->seen_extra.cap * sizeof(struct lw_ent);
 }
 
 int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out)
