@@ -37,6 +37,8 @@
 /* CRC-32C (Castagnoli, reflected 0x82F63B78). Start with crc 0; chain by passing the previous
  * result. jp_crc32c(0, "123456789", 9) == 0xE3069283. */
 uint32_t jp_crc32c(uint32_t crc, const void *p, size_t n);
+/* The same value without the SSE4.2 instruction (used where the processor lacks it). */
+uint32_t jp_crc32c_portable(uint32_t crc, const void *p, size_t n);
 
 /* Integrity verdicts, one list: X(NAME, "word") */
 #define JP_CAPTURE_INTEGRITY(X)                                                                   \

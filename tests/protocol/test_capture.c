@@ -169,6 +169,21 @@ static struct outcome read_bytes(const struct fixture *f, const uint8_t *data, s
     return o;
 }
 
+Test(capture, crc32c_fast_and_portable_paths_agree)
+{
+    uint8_t buf[300];
+    uint32_t x = 12345;
+    for (size_t i = 0; i < sizeof buf; i++) {
+        x = x * 1103515245u + 12345u;
+        buf[i] = (uint8_t)(x >> 16);
+    }
+    cr_assert_eq(jp_crc32c_portable(0, "123456789", 9), 0xe3069283u, "portable check value");
+    for (size_t off = 0; off < 8; off++)
+        for (size_t len = 0; len + off <= sizeof buf; len += 7)
+            cr_assert_eq(jp_crc32c(7, buf + off, len), jp_crc32c_portable(7, buf + off, len),
+                         "offset %zu length %zu", off, len);
+}
+
 Test(capture, crc32c_known_answer)
 {
     cr_assert_eq(jp_crc32c(0, "123456789", 9), 0xe3069283u, "check value");
