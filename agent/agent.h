@@ -245,6 +245,8 @@ int jp_daemon_send_ring(struct jettprof_run *run);
 int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *m,
                    const char **why);
 void jp_daemon_close(struct jettprof_run *run);
+/* Sends one control message (fds attached) within the finish timeout. 0 or -errno. */
+int jp_send(struct jettprof_run *run, const struct jp_ctl_msg *m, const int *fds, unsigned nfds);
 
 /* ---- test hooks ---- */
 /* A run with a ring but no daemon: everything but the connection and the final profile. The

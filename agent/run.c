@@ -388,7 +388,7 @@ static int answer_excerpts(struct jettprof_run *run, const struct jp_ctl_msg *re
     struct jp_ctl_msg m = {.type = JP_CTL_EXCERPTS};
     m.u.excerpts.items = items;
     m.u.excerpts.count = n;
-    int r = jp_ctl_send(run->sock, &m, NULL, 0);
+    int r = jp_send(run, &m, NULL, 0);
     free(items);
     free(texts);
     return r;
@@ -420,7 +420,7 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
 {
     struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
     m.u.finalize.termination = termination;
-    int r = jp_ctl_send(run->sock, &m, NULL, 0);
+    int r = jp_send(run, &m, NULL, 0);
     if (r < 0)
         return r;
     uint64_t deadline = jp_mono_ns() + (uint64_t)JP_FINISH_TIMEOUT_MS * 1000000u;

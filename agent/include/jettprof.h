@@ -11,7 +11,8 @@
  *    failure; jettprof_strerror() gives the stable message for a code;
  *  - structs passed in start with a `size` field: set it to sizeof the struct you compiled
  *    against, so the library can grow them compatibly;
- *  - handles are opaque; a jettprof_thread is used only by the thread that registered it;
+ *  - handles are opaque; a jettprof_thread is used only by the thread that registered it, and
+ *    the hot-path calls do not check it (pass a live handle, never NULL);
  *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free) never block, allocate,
  *    lock or make a system call while the ring has room; when it is full they wait a bounded
  *    time, then drop and count what they could not push (it is reported in the profile).
@@ -171,7 +172,11 @@ struct jettprof_frame_desc {
 JETTPROF_API int jettprof_frame(jettprof_run *run, const struct jettprof_frame_desc *d,
                                 uint32_t *id);
 
-/* Registers the calling thread as a Jett runtime thread with a run-local id (unique among the
+/* CPU mode: each timer tick is one requested opportunity per registered thread; a thread in
+ * JETTPROF_STATE_WAITING or _RUNTIME gets it counted as waiting or runtime, one that still has
+ * a request pending gets it counted as coalesced, any other gets its pending word raised.
+ *
+ * Registers the calling thread as a Jett runtime thread with a run-local id (unique among the
  * run's registered threads; -EEXIST otherwise). At most 64 threads at once (-ENOSPC). The
  * handle is used only by this thread, and must be unregistered (or the run finished) before
  * the thread exits. */

@@ -594,3 +594,28 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
     unlink(sock);
     rmdir(dir);
 }
+
+Test(e2e, a_silent_daemon_times_out_the_handshake, .timeout = 30)
+{
+    /* A peer that accepts connections (the kernel's backlog) and never answers. */
+    char dir[] = "/tmp/jp_agent_silentXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/s.sock", dir);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(listen(l, 4), 0);
+    setenv("JETTPROFD_SOCKET", sa.sun_path, 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
+    jettprof_run *run;
+    uint64_t t0 = now_ns();
+    int r = jettprof_start(&c, &run);
+    uint64_t spent = now_ns() - t0;
+    cr_assert_eq(r, -ETIMEDOUT);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd did not answer");
+    cr_assert(spent >= 4000000000u && spent < 8000000000u, "waited %.1f s",
+              (double)spent / 1e9);
+    close(l);
+    unlink(sa.sun_path);
+    rmdir(dir);
+}
