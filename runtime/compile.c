@@ -388,16 +388,16 @@ int jt_compile(const char *file, const char *stdlib_dir, struct jt_program **out
     return 0;
 }
 
-static void free_node(struct jt_node *n)
+void jt_node_free(struct jt_node *n)
 {
     if (!n)
         return;
-    free_node(n->a);
-    free_node(n->b);
-    free_node(n->c);
-    free_node(n->d);
+    jt_node_free(n->a);
+    jt_node_free(n->b);
+    jt_node_free(n->c);
+    jt_node_free(n->d);
     for (uint32_t i = 0; i < n->nkids; i++)
-        free_node(n->kids[i]);
+        jt_node_free(n->kids[i]);
     free(n->kids);
     if (n->kind != JT_N_ASSIGN) /* ASSIGN shares its name with its NAME child */
         free(n->name);
@@ -415,7 +415,7 @@ static void free_fn(struct jt_fn *f)
     for (uint32_t i = 0; i < f->nparams; i++)
         free(f->params[i].name);
     free(f->params);
-    free_node(f->body);
+    jt_node_free(f->body);
     free(f->slot_secret);
     free(f);
 }
@@ -443,7 +443,7 @@ void jt_program_free(struct jt_program *p)
     for (uint32_t i = 0; i < p->nglobals; i++) {
         free(p->globals[i].ns);
         free(p->globals[i].name);
-        free_node(p->globals[i].init);
+        jt_node_free(p->globals[i].init);
     }
     free(p->globals);
     for (uint32_t i = 0; i < p->nsources; i++) {

@@ -209,6 +209,7 @@ struct jt_program {
 int jt_compile(const char *file, const char *stdlib_dir, struct jt_program **out,
                struct jt_diags *d);
 void jt_program_free(struct jt_program *p);
+void jt_node_free(struct jt_node *n); /* a tree the parser could not attach */
 /* Parser and checker entry points used by jt_compile (and tests). */
 int jt_parse_module(struct jt_source *src, struct jt_module **out, struct jt_program *prog,
                     struct jt_diags *d);

@@ -483,6 +483,7 @@ static struct jt_node *parse_stmt(struct parser *p)
             jt_diag(p->d, p->src, eq.line, eq.col,
                     "expected a variable or an indexed list before '='");
             p->failed = true;
+            jt_node_free(e);
             return NULL;
         }
         n->a = parse_expr(p);
