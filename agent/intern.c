@@ -410,7 +410,7 @@ int jettprof_frame(jettprof_run *run, const struct jettprof_frame_desc *d, uint3
         return -EINVAL;
     }
     size_t fn_len, ns_len;
-    const char *ns = d->ns ? d->ns : "<root>";
+    const char *ns = d->ns && d->ns[0] ? d->ns : "<root>"; /* NULL or "": no namespace */
     int r = name_check(d->function, &fn_len, "frame function name is missing or empty",
                        "frame function name is longer than 255 bytes",
                        "frame function name is not valid UTF-8");

@@ -160,7 +160,7 @@ JETTPROF_API int jettprof_source(jettprof_run *run, uint32_t origin, const char 
 struct jettprof_frame_desc {
     uint32_t size;         /* sizeof(struct jettprof_frame_desc) */
     uint32_t kind;         /* JETTPROF_FRAME_* */
-    const char *ns;        /* qualified namespace, or NULL for "<root>" */
+    const char *ns;        /* qualified namespace, or NULL (or "") for "<root>" */
     const char *function;  /* source-level function or runtime bucket name */
     uint32_t source_id;    /* 0: source unavailable */
     uint32_t decl_start, decl_end; /* declaration byte range */
