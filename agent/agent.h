@@ -113,6 +113,7 @@ struct jettprof_run {
     uint32_t caps;
     uint32_t slot_count;
     uint64_t serial; /* unique per run in this process, >= 1 */
+    struct jettprof_run *next_run; /* the process's list of runs (run.c, for fork) */
 
     /* Connection. sock -1: a local run (test hook), no daemon. */
     int sock;

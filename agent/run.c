@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +148,67 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
 
 static uint64_t run_serial;
 
+/* Runs alive in this process, for the fork handler. A child of fork() inherits the ring mapping,
+ * which is shared with the daemon through the parent: were the child to go on producing, it
+ * would corrupt the parent's stream. So in the child each run is marked collector-failed, its
+ * daemon forgotten (not the child's to reap or talk to) and its ring replaced, at the same
+ * address, by private zero pages, which read as a full ring: the child's pushes drop at once,
+ * and the hot paths need no check of their own. (Child processes are outside what a run
+ * profiles.) */
+static pthread_mutex_t runs_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct jettprof_run *runs_head;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&runs_mu);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&runs_mu);
+}
+
+static void atfork_child(void)
+{
+    for (struct jettprof_run *run = runs_head; run; run = run->next_run) {
+        jp_store_relaxed32(&run->failed, 1u);
+        jp_store_relaxed32(&run->daemon_gone, 1u);
+        run->timer_running = 0; /* threads do not survive fork */
+        run->daemon_pid = 0;
+        if (run->ring.sh)
+            mmap(run->ring.sh, run->ring.map_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    }
+    pthread_mutex_unlock(&runs_mu);
+}
+
+static void atfork_init(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static void runs_add(struct jettprof_run *run)
+{
+    pthread_once(&atfork_once, atfork_init);
+    pthread_mutex_lock(&runs_mu);
+    run->next_run = runs_head;
+    runs_head = run;
+    pthread_mutex_unlock(&runs_mu);
+}
+
+static void runs_remove(struct jettprof_run *run)
+{
+    pthread_mutex_lock(&runs_mu);
+    for (struct jettprof_run **p = &runs_head; *p; p = &(*p)->next_run) {
+        if (*p == run) {
+            *p = run->next_run;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&runs_mu);
+}
+
 static int run_new(const struct jettprof_config *cfg, jettprof_run **out)
 {
     struct jettprof_config c;
@@ -181,6 +243,7 @@ static int run_new(const struct jettprof_config *cfg, jettprof_run **out)
 
 static void run_free(struct jettprof_run *run)
 {
+    runs_remove(run);
     jp_timer_stop(run);
     jp_daemon_close(run);
     if (run->ring.sh)
@@ -238,6 +301,8 @@ static int start(const struct jettprof_config *cfg, int connect, int with_timer,
         r = jp_daemon_send_ring(run);
     if (r == 0)
         r = push_run_start(run);
+    if (r == 0)
+        runs_add(run);
     if (r == 0 && with_timer && run->mode == JETTPROF_MODE_CPU) {
         r = jp_timer_start(run);
         if (r < 0)

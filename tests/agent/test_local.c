@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "stream.h"
@@ -860,5 +861,51 @@ Test(cpu, inline_statement_word_and_truncated_frames)
     x = stream_nth(&s, JP_REC_CPU_SAMPLE, 3);
     cr_assert_eq(x->node, 127);
     cr_assert_eq(x->stmt_line, 1126);
+    stream_free(&s);
+}
+
+Test(fork, a_child_never_writes_into_the_parents_ring)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    uint64_t id;
+    cr_assert_eq(jettprof_alloc(t, 8, &id), 0);
+    pid_t c = fork();
+    if (c == 0) {
+        /* The child goes on calling the agent: nothing may reach the parent's ring, and
+         * nothing may wait or crash. */
+        int ok = 1;
+        for (int i = 0; i < 10000; i++) {
+            uint64_t cid;
+            int r = jettprof_alloc(t, 16, &cid);
+            ok &= r == 0 || r == -ENOBUFS;
+        }
+        uint32_t sid;
+        ok &= jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/child.jett", &sid) == 0;
+        jettprof_leave(t);
+        jettprof_thread_unregister(t);
+        struct jettprof_result res = {.size = sizeof res};
+        ok &= jettprof_finish(run, JETTPROF_TERM_RETURNED, &res) == 0;
+        ok &= res.collector_failed == 1;
+        jettprof_result_release(&res);
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    cr_assert_eq(waitpid(c, &st, 0), c);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child was harmed");
+    cr_assert_eq(jettprof_alloc(t, 8, &id), 0);
+    cr_assert_eq(id, 2, "the parent's id counter is its own");
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 2, "the child's events reached the parent");
+    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 1);
+    const struct jp_rec_run_stop *st2 = rec_at(&s, s.n - 1);
+    cr_assert_eq(st2->record_count, s.n - 1);
     stream_free(&s);
 }
