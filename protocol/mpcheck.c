@@ -3,15 +3,21 @@
 
 /* Walks one msgpack value without building it: every container count and string length must
  * fit in the bytes left, and the whole buffer holds at most max_values values, so what
- * msgpack-c then allocates is bounded by the buffer itself. */
+ * msgpack-c then allocates is bounded by the buffer itself. left[d] counts the values still
+ * to read in the container open at depth d (depth 0: the one top-level value). */
 const char *jp__mp_check(const uint8_t *p, size_t len, uint32_t max_values)
 {
     size_t i = 0;
     uint64_t pending = 1, total = 1;
+    uint64_t left[JP__MP_MAX_DEPTH + 1] = {1};
+    unsigned depth = 0;
     while (pending) {
+        while (left[depth] == 0)
+            depth--; /* pending > 0, so some open container still has values to read */
         if (i >= len)
             return "truncated message";
         pending--;
+        left[depth]--;
         uint8_t c = p[i++];
         uint64_t skip = 0, members = 0;
         size_t lenbytes = 0;
@@ -71,6 +77,11 @@ const char *jp__mp_check(const uint8_t *p, size_t len, uint32_t max_values)
             return "truncated message";
         if (total > max_values)
             return "too many values in one message";
+        if (members) {
+            if (depth == JP__MP_MAX_DEPTH)
+                return "message nested too deeply";
+            left[++depth] = members;
+        }
     }
     if (i != len)
         return "trailing bytes after message";

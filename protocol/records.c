@@ -133,6 +133,14 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "unsupported record format version");
         if (!jp_mode_name(r.mode))
             return fail(why, "unknown mode");
+        /* The run's own parameters: a report cannot be built from values outside them, so a
+         * start carrying them is refused here rather than failing at render time. */
+        if (r.mode == JP_MODE_CPU ? r.rate_hz < 1 || r.rate_hz > 1000 : r.rate_hz != 0)
+            return fail(why, "run_start rate_hz out of range for its mode");
+        if (r.threshold_bp > 10000)
+            return fail(why, "run_start threshold_bp above 10000");
+        if (r.limit < 1 || r.limit > 100)
+            return fail(why, "run_start limit outside 1..100");
         return 0;
     }
     case JP_REC_SOURCE_DEF: {

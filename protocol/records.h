@@ -315,7 +315,8 @@ _Static_assert(offsetof(struct jp_rec_cpu_sample, requested_tick) == 24, "aligne
 
 /* Structural validation of one record copied out of untrusted memory: the header's type is
  * known, size is within [fixed part, JP_REC_MAX_SIZE], fixed-size records have exactly their
- * size, string lengths are in range and fit inside size, enum fields are in range.
+ * size, string lengths are in range and fit inside size, enum fields are in range, and a
+ * RUN_START's rate_hz, threshold_bp and limit are within the ranges stated on its fields.
  * Returns 0, or -EPROTO with *why set to a stable static reason ("size past end", ...).
  * It does not check references between records (that is the engine's job). */
 int jp_rec_validate(const void *rec, uint32_t len, const char **why);

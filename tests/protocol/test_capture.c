@@ -50,6 +50,7 @@ static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_d
     rs.format_version = JP_FORMAT_VERSION;
     rs.mode = JP_MODE_CPU;
     rs.rate_hz = 1000;
+    rs.limit = 10;
     add(f, &rs, sizeof rs);
 
     uint8_t buf[64];
@@ -529,6 +530,7 @@ Test(capture, writer_rules)
     rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
     rs.format_version = JP_FORMAT_VERSION;
     rs.mode = JP_MODE_MEMORY;
+    rs.limit = 10;
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "run start");
     struct jp_rec_run_stop st;
     memset(&st, 0, sizeof st);
@@ -576,6 +578,8 @@ Test(capture, large_capture_streams)
     rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
     rs.format_version = JP_FORMAT_VERSION;
     rs.mode = JP_MODE_CPU;
+    rs.rate_hz = 1000;
+    rs.limit = 10;
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "start");
     uint64_t n = 100000;
     for (uint64_t i = 0; i < n; i++) {

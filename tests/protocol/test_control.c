@@ -505,6 +505,30 @@ Test(control_strict, huge_announced_counts_allocate_nothing)
     free(many);
 }
 
+Test(control_strict, deep_nesting_is_a_protocol_error_not_out_of_memory)
+{
+    /* {"t": [[[...nil...]]]}: msgpack-c's unpacker fails past 32 open containers with a
+     * no-memory error; the pre-check refuses past 16 so a hostile frame reads as what it is.
+     * At exactly 16 (the map and 15 arrays) the frame reaches the schema check instead. */
+    uint8_t body[64];
+    const char *why;
+    static const unsigned depths[] = {15, 16, 40};
+    for (unsigned i = 0; i < 3; i++) {
+        unsigned arrays = depths[i];
+        size_t n = 0;
+        body[n++] = 0x81, body[n++] = 0xa1, body[n++] = 't';
+        for (unsigned k = 0; k < arrays; k++)
+            body[n++] = 0x91;
+        body[n++] = 0xc0;
+        why = NULL;
+        cr_assert_eq(decode_body(body, n, &why), -EPROTO, "%u arrays deep", arrays);
+        if (arrays == 15)
+            cr_assert(strcmp(why, "message nested too deeply") != 0, "16 levels are allowed");
+        else
+            cr_assert_str_eq(why, "message nested too deeply", "%u arrays: %s", arrays, why);
+    }
+}
+
 Test(control_strict, oversize_frame_is_refused_before_buffering)
 {
     struct jp_ctl_decoder *d;
