@@ -646,3 +646,41 @@ Test(capture, the_replay_of_a_capture_is_the_live_profile_byte_for_byte)
     jtt_rmtree(dir);
     free(dir);
 }
+
+/* ---- recursion deeper than the 128-frame stack limit ---- */
+
+Test(cpu, recursion_past_128_frames_is_truncated_and_partial)
+{
+    char *dir = project();
+    jtt_write(dir, "main.jett",
+              "namespace t.deep\n"
+              "fn dive(n: int) -> int {\n"
+              "    if n == 0 {\n"
+              "        var x = 0\n"
+              "        for i in 0..3000000 { x = (x + i) % 11 }\n"
+              "        return x\n"
+              "    }\n"
+              "    return dive(n - 1)\n"
+              "}\n"
+              "fn main() { print(dive(200)) }\n");
+    const char *opts[] = {"--profile", "--agent", NULL};
+    struct jt_run r = run_in(dir, "main.jett", opts);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    char want[64]; /* the leaf's sum of 0..2999999, modulo 11 */
+    snprintf(want, sizeof want, "stdout: \"%lld\\n\"", (3000000LL * 2999999LL / 2) % 11);
+    cr_expect(strstr(r.out, want), "want %s in %s", want, r.out);
+    char *json = decoded(&r);
+    cr_expect(strstr(json, "\"status\":\"partial\",\"partial_reason\":\"stack_capture_limit\""),
+              "%s", json);
+    double attributed = jnum(json, "attributed_samples"), truncated = jnum(json, "truncated_stacks");
+    cr_expect_gt(attributed, 20, "%s", json);
+    /* every sample was taken 201 frames deep, past the limit */
+    cr_expect_eq(truncated, attributed, "%s", json);
+    char *b1 = bottleneck(json, 1);
+    cr_expect(strstr(b1, "\"function\":\"<truncated-stack>\""), "%s", b1);
+    free(b1);
+    free(json);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
