@@ -1,0 +1,45 @@
+/* Recomputes the checksums of a capture-shaped buffer in place (layout in capture.h), so that
+ * mutated lengths, counts and records get past the crc32c checks and reach the code behind
+ * them. Walks the header and then block by block as far as the buffer's own lengths allow;
+ * touches nothing it cannot bound. */
+#ifndef JETTPROF_FUZZ_CRC_FIX_H
+#define JETTPROF_FUZZ_CRC_FIX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "protocol/capture.h"
+
+static inline uint32_t fuzz_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void fuzz_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void fuzz_fix_crcs(uint8_t *b, size_t n)
+{
+    if (n < JP_CAPTURE_HEADER_SIZE)
+        return;
+    size_t meta_len = fuzz_get32(b + 12);
+    if (meta_len > n - JP_CAPTURE_HEADER_SIZE)
+        return;
+    fuzz_put32(b + 16, jp_crc32c(0, b + JP_CAPTURE_HEADER_SIZE, meta_len));
+    size_t at = JP_CAPTURE_HEADER_SIZE + meta_len;
+    while (n - at >= JP_CAPTURE_BLOCK_HEADER_SIZE) {
+        uint8_t *h = b + at;
+        size_t plen = fuzz_get32(h + 4);
+        if (plen > n - at - JP_CAPTURE_BLOCK_HEADER_SIZE)
+            return;
+        uint32_t crc = jp_crc32c(0, h, 12);
+        fuzz_put32(h + 12, jp_crc32c(crc, h + JP_CAPTURE_BLOCK_HEADER_SIZE, plen));
+        at += JP_CAPTURE_BLOCK_HEADER_SIZE + plen;
+    }
+}
+
+#endif
