@@ -320,8 +320,8 @@ Test(e2e, cpu_share_of_a_known_hot_function, .timeout = 60)
     char *j = decoded(&res);
     uint64_t jett = jnum(j, "profile.totals.attributed_samples");
     uint64_t waiting = jnum(j, "profile.totals.waiting_samples");
-    cr_assert_gt(jett, 300, "too few samples to judge (%llu)", (unsigned long long)jett);
-    cr_assert_gt(waiting, 50, "the wait was not observed as waiting");
+    cr_assert_gt(jett, 100, "too few samples to judge (%llu)", (unsigned long long)jett);
+    cr_assert_gt(waiting, 10, "the wait was not observed as waiting");
     int h = entry(j, "hot"), m = entry(j, "main"), k = entry(j, "cold");
     cr_assert(h >= 0 && m >= 0 && k >= 0);
     /* main contains every Jett sample; the wait is not in it. */

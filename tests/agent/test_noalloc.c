@@ -176,7 +176,7 @@ Test(noalloc, timer_ticks_allocate_nothing, .init = setup, .timeout = 30)
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_drain(&s);
-    cr_assert_gt(ticks, 20, "the timer barely ran (%llu ticks)", (unsigned long long)ticks);
+    cr_assert_gt(ticks, 5, "the timer barely ran (%llu ticks)", (unsigned long long)ticks);
     cr_assert_eq(n, 0, "the timer thread allocated %lu times over %llu ticks", n,
                  (unsigned long long)ticks);
     const struct jp_rec_counters *k = stream_last(&s, JP_REC_COUNTERS);

@@ -260,9 +260,9 @@ Test(timer, every_requested_tick_is_accounted_for, .timeout = 60)
     check_ticks_accounted(&con.s, &samples);
     const struct jp_rec_counters *k = stream_last(&con.s, JP_REC_COUNTERS);
     /* Loose sanity only (the machine is shared): the timer ran and the states were seen. */
-    cr_assert_gt(samples, 10);
-    cr_assert_gt(k->waiting_ticks, 10);
-    cr_assert_gt(k->coalesced_ticks, 5);
+    cr_assert_gt(samples, 3);
+    cr_assert_gt(k->waiting_ticks, 3);
+    cr_assert_gt(k->coalesced_ticks, 1);
     stream_free(&con.s);
 }
 
