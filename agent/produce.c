@@ -76,11 +76,16 @@ int jp_membarrier_available(void)
 
 static void mb_all(void)
 {
-    /* M: a full barrier on every running thread of this process. Registered in mb_init, so
-     * it cannot fail with EPERM; any other failure would leave the owner unordered, so fall
-     * back to the global command, which needs no registration. */
-    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0)
-        syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+    /* M: a full barrier on every running thread of this process. EPERM means this process is
+     * not registered (a child of fork() after the parent registered): register and retry. Any
+     * other failure falls back to the global command, which needs no registration. */
+    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    if (errno == EPERM &&
+        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+        return;
+    syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
 }
 
 static inline void cpu_relax(void)
