@@ -574,13 +574,17 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
 
     struct jp_rec_counters c;
     end_stream(run, termination, &c);
-    int failed = jp_load_relaxed32(&run->failed) || !jp_daemon_alive(run);
-    if (!failed && finalize_exchange(run, termination, out) < 0) {
+    int failed = jp_load_relaxed32(&run->failed) != 0;
+    if (!jp_daemon_alive(run)) {
+        failed = 1;
+    } else if (finalize_exchange(run, termination, out) < 0 || failed) {
+        /* A daemon that is still there is always finalized, even when collection failed on
+         * our side (a lost definition), so it never reports a vanished producer; its profile
+         * of an incomplete stream is then not the run's. */
         jettprof_result_release(out);
         out->size = size;
         failed = 1;
     }
-    /* A failed run skips FINALIZE: closing the socket tells the daemon the producer is gone. */
     jp_daemon_close(run);
     if (failed)
         render_failure(run, &c, out);
