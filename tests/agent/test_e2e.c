@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@
 #include <unistd.h>
 
 #include "jettprof.h"
+/* Hostile peers below speak the wire format with the protocol's own encoder. */
+#include "protocol/control.h"
 /* Only the test's reading of the profile: the official TOON decoder and a JSON getter. */
 char *toon_decode(const char *text, char **err);
 char *json_get(const char *json, const char *path);
@@ -618,4 +621,96 @@ Test(e2e, a_silent_daemon_times_out_the_handshake, .timeout = 30)
     close(l);
     unlink(sa.sun_path);
     rmdir(dir);
+}
+
+/* ---- hostile peers at the handshake ---- */
+
+struct peer {
+    int listen_fd;
+    char path[108];
+    const uint8_t *reply;
+    size_t reply_len;
+    pthread_t th;
+};
+
+static void *peer_main(void *arg)
+{
+    struct peer *p = arg;
+    int c = accept(p->listen_fd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char buf[4096];
+    (void)read(c, buf, sizeof buf); /* the HELLO */
+    (void)write(c, p->reply, p->reply_len);
+    usleep(100000);
+    close(c);
+    return NULL;
+}
+
+static void peer_start(struct peer *p, const uint8_t *reply, size_t len)
+{
+    snprintf(p->path, sizeof p->path, "/tmp/jp_agent_peer_%d.sock", (int)getpid());
+    unlink(p->path);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, p->path, strlen(p->path) + 1);
+    p->listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_eq(bind(p->listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(listen(p->listen_fd, 1), 0);
+    p->reply = reply;
+    p->reply_len = len;
+    cr_assert_eq(pthread_create(&p->th, NULL, peer_main, p), 0);
+    setenv("JETTPROFD_SOCKET", p->path, 1);
+}
+
+static void peer_stop(struct peer *p)
+{
+    pthread_join(p->th, NULL);
+    close(p->listen_fd);
+    unlink(p->path);
+}
+
+Test(e2e, a_refusing_daemon_is_a_setup_error, .timeout = 30)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
+    m.u.error.code = JP_CTLE_TOO_MANY_RUNS;
+    m.u.error.message = "too many runs";
+    m.u.error.message_len = strlen(m.u.error.message);
+    uint8_t *frame;
+    size_t len;
+    cr_assert_eq(jp_ctl_encode(&m, &frame, &len), 0);
+    struct peer p;
+    peer_start(&p, frame, len);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    peer_stop(&p);
+    free(frame);
+    cr_assert_eq(r, -ECONNABORTED);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd refused the run");
+}
+
+Test(e2e, a_garbling_daemon_is_a_setup_error, .timeout = 30)
+{
+    static const uint8_t junk[] = {0x00, 0x00, 0x00, 0x05, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
+    struct peer p;
+    peer_start(&p, junk, sizeof junk);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    peer_stop(&p);
+    cr_assert_eq(r, -EPROTO);
+    cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd handshake failed");
+}
+
+Test(e2e, an_oversized_frame_is_refused_before_allocation, .timeout = 30)
+{
+    /* A length prefix of 4 GiB - 1: refused on the header alone. */
+    static const uint8_t huge[] = {0xff, 0xff, 0xff, 0xff};
+    struct peer p;
+    peer_start(&p, huge, sizeof huge);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    peer_stop(&p);
+    cr_assert_eq(r, -EPROTO);
 }
