@@ -628,10 +628,36 @@ Test(e2e, a_silent_daemon_times_out_the_handshake, .timeout = 30)
 struct peer {
     int listen_fd;
     char path[108];
-    const uint8_t *reply;
+    const uint8_t *reply;   /* written after the first message (the HELLO) */
     size_t reply_len;
+    const uint8_t *reply2;  /* if set: written after the second (the RING), then close */
+    size_t reply2_len;
     pthread_t th;
 };
+
+/* Reads one message's worth (the agent's frames are small), closing any passed fds. */
+static void peer_read(int c)
+{
+    char buf[4096];
+    union {
+        struct cmsghdr align;
+        char b[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct iovec iov = {buf, sizeof buf};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+                        .msg_controllen = sizeof ctl.b};
+    if (recvmsg(c, &mh, 0) <= 0)
+        return;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h)) {
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+            int fds[4];
+            size_t n = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            memcpy(fds, CMSG_DATA(h), n * sizeof(int));
+            for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+        }
+    }
+}
 
 static void *peer_main(void *arg)
 {
@@ -639,9 +665,12 @@ static void *peer_main(void *arg)
     int c = accept(p->listen_fd, NULL, NULL);
     if (c < 0)
         return NULL;
-    char buf[4096];
-    (void)read(c, buf, sizeof buf); /* the HELLO */
+    peer_read(c); /* the HELLO */
     (void)write(c, p->reply, p->reply_len);
+    if (p->reply2) {
+        peer_read(c); /* the RING */
+        (void)write(c, p->reply2, p->reply2_len);
+    }
     usleep(100000);
     close(c);
     return NULL;
@@ -658,6 +687,7 @@ static void peer_start(struct peer *p, const uint8_t *reply, size_t len)
     cr_assert_eq(listen(p->listen_fd, 1), 0);
     p->reply = reply;
     p->reply_len = len;
+    p->reply2 = NULL;
     cr_assert_eq(pthread_create(&p->th, NULL, peer_main, p), 0);
     setenv("JETTPROFD_SOCKET", p->path, 1);
 }
@@ -713,4 +743,57 @@ Test(e2e, an_oversized_frame_is_refused_before_allocation, .timeout = 30)
     int r = jettprof_start(&c, &run);
     peer_stop(&p);
     cr_assert_eq(r, -EPROTO);
+}
+
+Test(e2e, a_daemon_error_mid_run_is_a_collector_failure, .timeout = 30)
+{
+    struct jp_ctl_msg w = {.type = JP_CTL_WELCOME};
+    w.u.welcome.run_id = 7;
+    struct jp_ctl_msg e = {.type = JP_CTL_ERROR};
+    e.u.error.code = JP_CTLE_PROTOCOL_VIOLATION;
+    e.u.error.message = "bad record";
+    e.u.error.message_len = strlen(e.u.error.message);
+    uint8_t *wf, *ef;
+    size_t wl, el;
+    cr_assert_eq(jp_ctl_encode(&w, &wf, &wl), 0);
+    cr_assert_eq(jp_ctl_encode(&e, &ef, &el), 0);
+    struct peer p;
+    snprintf(p.path, sizeof p.path, "/tmp/jp_agent_peer_%d.sock", (int)getpid());
+    unlink(p.path);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, p.path, strlen(p.path) + 1);
+    p.listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    cr_assert_eq(bind(p.listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    cr_assert_eq(listen(p.listen_fd, 1), 0);
+    p.reply = wf;
+    p.reply_len = wl;
+    p.reply2 = ef;
+    p.reply2_len = el;
+    cr_assert_eq(pthread_create(&p.th, NULL, peer_main, &p), 0);
+    setenv("JETTPROFD_SOCKET", p.path, 1);
+
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 256;
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0, "%s", jettprof_last_reason());
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    usleep(200000); /* the peer has sent its ERROR and closed */
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < 10000; i++) {
+        uint64_t id;
+        int r = jettprof_alloc(t, 8, &id);
+        cr_assert(r == 0 || r == -ENOBUFS);
+    }
+    cr_assert_lt(now_ns() - t0, 3000000000u, "a failed daemon held the program up");
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.collector_failed, 1);
+    cr_assert_eq(res.status, JETTPROF_STATUS_UNAVAILABLE);
+    cr_assert_str_eq(res.reason, "collector_failure");
+    jettprof_result_release(&res);
+    peer_stop(&p);
+    free(wf);
+    free(ef);
 }
