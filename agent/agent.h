@@ -236,6 +236,7 @@ int jp_timer_start(struct jettprof_run *run);
 void jp_timer_stop(struct jettprof_run *run);
 /* One tick: what the timer thread does each period (exported for tests). */
 void jp_timer_tick(struct jettprof_run *run);
+void jp_timer_ticks(struct jettprof_run *run, uint64_t elapsed);
 
 /* ---- daemon connection (daemon.c) ---- */
 int jp_daemon_connect(struct jettprof_run *run);

@@ -28,7 +28,16 @@
 
 void jp_timer_tick(struct jettprof_run *run)
 {
-    uint64_t tick = jp_load_relaxed64(&run->tick_no) + 1u;
+    jp_timer_ticks(run, 1);
+}
+
+/* `elapsed` >= 1 opportunities have passed since the last wake-up (more than one when the timer
+ * thread was preempted past a deadline). Each is a requested tick; per thread they raise at
+ * most one request, and the rest fold into it as coalesced (or all count as waiting/runtime),
+ * so a late timer shows up in the totals instead of silently lowering the rate. */
+void jp_timer_ticks(struct jettprof_run *run, uint64_t elapsed)
+{
+    uint64_t tick = jp_load_relaxed64(&run->tick_no) + elapsed;
     jp_store_relaxed64(&run->tick_no, tick);
     uint64_t req = 0, coal = 0, wait = 0, rt = 0;
     uint32_t n = jp_load_acquire32(&run->nslots); /* T3: pairs with R2 */
@@ -36,20 +45,21 @@ void jp_timer_tick(struct jettprof_run *run)
         struct jettprof_thread *t = &run->threads[i];
         if (!jp_load_acquire32(&t->active)) /* T4: pairs with R1 */
             continue;
-        req++;
+        req += elapsed;
         uint32_t st = jp_load_relaxed32(&t->state);
         if (st == JETTPROF_STATE_WAITING) {
-            wait++;
+            wait += elapsed;
             continue;
         }
         if (st == JETTPROF_STATE_RUNTIME) {
-            rt++;
+            rt += elapsed;
             continue;
         }
         if (jp_load_acquire32(&t->pending)) { /* T1: pairs with S2 */
-            coal++; /* one request per thread at most: this tick folds into it */
+            coal += elapsed; /* one request per thread at most: these ticks fold into it */
             continue;
         }
+        coal += elapsed - 1u;
         jp_store_relaxed64(&t->req_tick, tick);
         jp_store_release32(&t->pending, 1u); /* T2: pairs with S1 */
     }
@@ -89,12 +99,13 @@ static void *timer_main(void *arg)
         uint64_t next = t0 + k / rate * 1000000000u + k % rate * 1000000000u / rate;
         if (sleep_until(run, next))
             break;
-        jp_timer_tick(run);
-        /* Woken more than a period late (a preempted VM): the missed opportunities were never
-         * raised and are not counted; resume on the schedule from now. */
-        uint64_t now = jp_mono_ns();
-        if (now - next > period)
-            k = (now - t0) / 1000000000u * rate + (now - t0) % 1000000000u * rate / 1000000000u;
+        /* Woken a period or more late (a preempted VM): every deadline that has passed is an
+         * opportunity; they are ticked together and counted, then the schedule resumes. */
+        uint64_t now = jp_mono_ns(), last = k;
+        if (now - next >= period)
+            last = (now - t0) / 1000000000u * rate + (now - t0) % 1000000000u * rate / 1000000000u;
+        jp_timer_ticks(run, last - k + 1u);
+        k = last;
     }
     return NULL;
 }

@@ -486,6 +486,33 @@ Test(cpu, ticks_coalesce_into_one_pending_request)
     stream_free(&s);
 }
 
+Test(cpu, a_late_timer_counts_every_elapsed_tick)
+{
+    struct stream s;
+    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    jp_timer_ticks(run, 4); /* woke four periods after the last tick: one request, 3 folded */
+    jettprof_safe_point(t);
+    jettprof_set_state(t, JETTPROF_STATE_WAITING);
+    jp_timer_ticks(run, 3); /* late while waiting: all three are waiting ticks */
+    jettprof_set_state(t, JETTPROF_STATE_JETT);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_drain(&s);
+    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 1);
+    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    cr_assert_eq(a->requested_tick, 4, "the request names the latest elapsed tick");
+    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
+    cr_assert_eq(c->requested_ticks, 7);
+    cr_assert_eq(c->coalesced_ticks, 3);
+    cr_assert_eq(c->waiting_ticks, 3);
+    stream_free(&s);
+}
+
 Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
 {
     struct stream s;
