@@ -534,14 +534,20 @@ static int load_block(struct jp_capture_reader *r)
         const char *why;
         if (jp_rec_validate(r->blk + off, left, &why) < 0)
             return finish(r, JP_CAPI_INVALID, why, rec_at);
-        if (stop)
-            return finish(r, JP_CAPI_INVALID, "records after the stop record", rec_at);
-        if (rh.type == JP_REC_PAD)
-            return finish(r, JP_CAPI_INVALID, "pad record in capture", rec_at);
-        if (records == 0 && rh.type != JP_REC_RUN_START)
-            return finish(r, JP_CAPI_INVALID, "first record is not run_start", rec_at);
-        if (records > 0 && rh.type == JP_REC_RUN_START)
-            return finish(r, JP_CAPI_INVALID, "run_start after the first record", rec_at);
+        /* One test in the common case: none of the checks below can fire unless one of
+         * these holds. */
+        if (__builtin_expect(stop || records == 0 || rh.type == JP_REC_PAD ||
+                                 rh.type == JP_REC_RUN_START,
+                             0)) {
+            if (stop)
+                return finish(r, JP_CAPI_INVALID, "records after the stop record", rec_at);
+            if (rh.type == JP_REC_PAD)
+                return finish(r, JP_CAPI_INVALID, "pad record in capture", rec_at);
+            if (records == 0 && rh.type != JP_REC_RUN_START)
+                return finish(r, JP_CAPI_INVALID, "first record is not run_start", rec_at);
+            if (records > 0 && rh.type == JP_REC_RUN_START)
+                return finish(r, JP_CAPI_INVALID, "run_start after the first record", rec_at);
+        }
         if (rh.type == JP_REC_RUN_STOP) {
             struct jp_rec_run_stop st;
             memcpy(&st, r->blk + off, sizeof st);
@@ -566,25 +572,18 @@ static int load_block(struct jp_capture_reader *r)
     return 1;
 }
 
-int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len)
+/* Everything but handing out the next record of a loaded block: block loading and the end of
+ * the stream. Kept out of line so the per-record path below stays a leaf with few registers. */
+__attribute__((noinline)) static int next_slow(struct jp_capture_reader *r, const void **rec,
+                                               uint32_t *len)
 {
-    if (!r || !rec || !len)
-        return -EINVAL;
     for (;;) {
         if (r->done || r->pending_verdict) {
             r->done = 1;
             return 0;
         }
-        if (r->emit_left) {
-            struct jp_rec_hdr h;
-            memcpy(&h, r->blk + r->emit_pos, sizeof h);
-            memcpy(r->rec, r->blk + r->emit_pos, h.size);
-            r->emit_pos += h.size;
-            r->emit_left--;
-            *rec = r->rec;
-            *len = h.size;
-            return 1;
-        }
+        if (r->emit_left)
+            return jp_capture_next(r, rec, len);
         if (r->stop_seen) {
             uint8_t extra;
             ssize_t got = read_full(r->fd, &extra, 1);
@@ -600,6 +599,32 @@ int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len
         if (e < 0)
             return e;
     }
+}
+
+int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len)
+{
+    if (!r || !rec || !len)
+        return -EINVAL;
+    /* emit_left is non-zero only between a successful load_block and the block's last record;
+     * done and pending_verdict are never set meanwhile. */
+    if (__builtin_expect(r->emit_left == 0 || r->done || r->pending_verdict, 0))
+        return next_slow(r, rec, len);
+    /* The block is private and verified, and stays put until the next load_block, which only
+     * a later call can run: an 8-byte aligned record is handed out where it lies; only the
+     * others (a record size that is not a multiple of 8 shifts the rest of its block) are
+     * copied to the aligned buffer. */
+    const uint8_t *p = r->blk + r->emit_pos;
+    struct jp_rec_hdr h;
+    memcpy(&h, p, sizeof h);
+    r->emit_pos += h.size;
+    r->emit_left--;
+    if ((uintptr_t)p & 7u) {
+        memcpy(r->rec, p, h.size);
+        p = r->rec;
+    }
+    *rec = p;
+    *len = h.size;
+    return 1;
 }
 
 uint32_t jp_capture_verdict(const struct jp_capture_reader *r, const char **reason,
