@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A valid record round-trips through a capture file: written by the writer after a RUN_START
  * (the reader checks that a stream begins with one), read back intact. PAD is dropped by the
- * writer by contract. A RUN_START or RUN_STOP may break the stream's order (a second start, a
- * stop whose count is wrong): then the reader must still end with a verdict. */
+ * writer by contract. A second RUN_START makes the stream invalid; a RUN_STOP completes it
+ * exactly when its record_count is 1 (the RUN_START). */
 static const struct jp_rec_run_start first = {
     .h = {JP_REC_RUN_START, sizeof first}, .format_version = JP_FORMAT_VERSION,
     .mode = JP_MODE_CPU, .rate_hz = 100, .limit = 10, .capabilities = JP_CAPS_CPU_REQUIRED,
@@ -52,7 +52,17 @@ static void roundtrip(const uint8_t *rec, uint32_t len, uint16_t type)
             ;
         FUZZ_CHECK(r == 0, "next %d", r);
         uint32_t v = jp_capture_verdict(rd, &reason, &off);
-        FUZZ_CHECK(v != JP_CAPI_NONE && v != JP_CAPI_MISSING, "verdict %u", v);
+        if (type == JP_REC_RUN_START) {
+            FUZZ_CHECK(v == JP_CAPI_INVALID, "a second RUN_START judged %s",
+                       jp_capture_integrity_name(v));
+        } else {
+            /* The stop counts every record before it but PAD and EXCERPT: here, one. */
+            struct jp_rec_run_stop st;
+            memcpy(&st, rec, sizeof st);
+            uint32_t want = st.record_count == 1 ? JP_CAPI_COMPLETE : JP_CAPI_INVALID;
+            FUZZ_CHECK(v == want, "a stop counting %llu of 1 record judged %s",
+                       (unsigned long long)st.record_count, jp_capture_integrity_name(v));
+        }
     } else {
         r = jp_capture_next(rd, &got, &got_len);
         FUZZ_CHECK(r == 1 && got_len == sizeof first && memcmp(got, &first, sizeof first) == 0,
