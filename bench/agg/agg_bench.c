@@ -4,8 +4,9 @@
  * measured in the same run (the same records through jp_rec_validate only: the least any
  * consumer must do). Never asserts timing.
  *
- * Usage: agg_bench [scale [cpu|mem]]   (scale 1 = the default sizes; smaller for a quick look;
- * the second argument runs one half only, e.g. under perf)
+ * Usage: agg_bench [scale [cpu|mem [64|65536]]]   (scale 1 = the default sizes; smaller for a
+ * quick look; the second argument runs one half only, e.g. under perf; the third one lifetime
+ * mix only)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,14 +155,50 @@ static double run_cpu(sink_fn sink, uint64_t samples, uint32_t nnodes)
 
 /* Allocation stream: each allocation is retained for good with probability 1/10; the others
  * join a window of at most `window` freeable live allocations, and once the window is full a
- * random one of them is freed (or, one time in 20, resized first). */
+ * random one of them is freed (or, one time in 20, resized first). Records are generated into
+ * a chunk laid out like the ring (one 32-byte slot each) and only feeding the chunk is timed,
+ * so the generator's own cost (random picks in a 64K window) is not charged to the engine. */
 struct mem_result {
-    double seconds;
+    double seconds, cpu_seconds;
     uint64_t events, live, table_bytes, metadata_bytes, exact;
 };
 
-static struct mem_result run_mem(sink_fn sink, uint64_t allocs, uint32_t window,
-                                 uint64_t budget, uint32_t retain_per_10)
+enum { FEED_EACH, FEED_BATCH, FEED_VALIDATE };
+#define CHUNK_SLOTS 2048u /* 64 KiB: one drain's worth of ring */
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint32_t nrec,
+                        struct mem_result *res)
+{
+    double t0 = now_s(), c0 = cpu_s();
+    const char *why;
+    if (how == FEED_BATCH) {
+#ifdef JP_ENGINE_FEED_BATCH
+        uint32_t consumed = 0;
+        must(jp_engine_feed_batch(e, chunk, nrec * JP_SLOT_SIZE, &consumed, &why), "batch");
+        if (consumed != nrec * JP_SLOT_SIZE)
+            must(-1, "batch consumed");
+#endif
+    } else {
+        for (uint32_t i = 0; i < nrec; i++) {
+            const uint8_t *r = chunk + (size_t)i * JP_SLOT_SIZE;
+            int rc = how == FEED_EACH ? jp_engine_feed(e, r, JP_SLOT_SIZE, &why)
+                                      : jp_rec_validate(r, JP_SLOT_SIZE, &why);
+            must(rc, "feed");
+        }
+    }
+    res->seconds += now_s() - t0;
+    res->cpu_seconds += cpu_s() - c0;
+}
+
+static struct mem_result run_mem(int how, uint64_t allocs, uint32_t window, uint64_t budget,
+                                 uint32_t retain_per_10)
 {
     struct jp_engine *e;
     must(jp_engine_new(&e), "new");
@@ -169,19 +206,27 @@ static struct mem_result run_mem(sink_fn sink, uint64_t allocs, uint32_t window,
     start(e, JP_MODE_MEMORY, budget);
     define_program(e, 64, 256);
     uint64_t *ids = malloc(window * sizeof *ids), *sizes = malloc(window * sizeof *sizes);
-    uint32_t n = 0;
-    uint64_t events = 0;
+    static uint8_t chunk[CHUNK_SLOTS * JP_SLOT_SIZE] __attribute__((aligned(64)));
+    uint32_t n = 0, nrec = 0;
+    struct mem_result res = {0};
     struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}};
     struct jp_rec_free f = {.h = {JP_REC_FREE, sizeof f}};
     struct jp_rec_resize rz = {.h = {JP_REC_RESIZE, sizeof rz}};
-    double t0 = now_s();
+#define PUT(rec)                                                                                  \
+    do {                                                                                          \
+        memcpy(chunk + (size_t)nrec++ * JP_SLOT_SIZE, &(rec), sizeof(rec));                       \
+        res.events++;                                                                             \
+    } while (0)
     for (uint64_t id = 1; id <= allocs; id++) {
+        if (nrec + 3u > CHUNK_SLOTS) {
+            flush_chunk(e, how, chunk, nrec, &res);
+            nrec = 0;
+        }
         uint64_t x = next();
         a.node = 1 + (uint32_t)(x % 256u);
         a.allocation_id = id;
         a.size = 16u + ((x >> 16) & 255u);
-        must(sink(e, &a, sizeof a), "alloc");
-        events++;
+        PUT(a);
         if (((x >> 40) % 10u) < retain_per_10)
             continue; /* retained to the end */
         if (n == window) {
@@ -191,14 +236,12 @@ static struct mem_result run_mem(sink_fn sink, uint64_t allocs, uint32_t window,
                 rz.allocation_id = ids[i];
                 rz.old_size = sizes[i];
                 rz.new_size = sizes[i] * 2u;
-                must(sink(e, &rz, sizeof rz), "resize");
+                PUT(rz);
                 sizes[i] *= 2u;
-                events++;
             }
             f.allocation_id = ids[i];
             f.old_size = sizes[i];
-            must(sink(e, &f, sizeof f), "free");
-            events++;
+            PUT(f);
             ids[i] = id;
             sizes[i] = a.size;
         } else {
@@ -206,7 +249,8 @@ static struct mem_result run_mem(sink_fn sink, uint64_t allocs, uint32_t window,
             sizes[n++] = a.size;
         }
     }
-    struct mem_result res = {.seconds = now_s() - t0, .events = events};
+#undef PUT
+    flush_chunk(e, how, chunk, nrec, &res);
     res.table_bytes = jp_engine_live_table_bytes(e, &res.live);
     res.metadata_bytes = jp_engine_metadata_bytes(e);
     struct jp_engine_summary s;
@@ -227,6 +271,7 @@ int main(int argc, char **argv)
     uint64_t allocs = (uint64_t)(4e6 * scale);
     double te[RUNS], tb[RUNS];
     const char *only = argc > 2 ? argv[2] : "";
+    uint32_t only_window = argc > 3 ? (uint32_t)atoi(argv[3]) : 0;
     double me, mb;
     if (strcmp(only, "mem") == 0)
         goto mem;
@@ -250,33 +295,59 @@ int main(int argc, char **argv)
         return 0;
 mem:;
     /* Two lifetime mixes, both with ~10% of allocations retained to the end: most others die
-     * young (freed at random from the newest 64), or live long (the newest 65536). */
+     * young (freed at random from the newest 64), or live long (the newest 65536). Each run
+     * feeds the same stream record by record (jp_engine_feed), as one batch per chunk
+     * (jp_engine_feed_batch, when the engine has it) and through validation only, in turn,
+     * so the three see the same machine state. Rates are per second of this thread's CPU
+     * time (a shared machine's other load does not count), wall time beside. */
     static const uint32_t windows[] = {64, 65536};
     for (int w = 0; w < 2; w++) {
+        if (only_window && only_window != windows[w])
+            continue;
         struct mem_result last = {0};
+        double tc[RUNS], tw[RUNS], bc[RUNS], bw[RUNS], vc[RUNS];
         for (int i = 0; i < RUNS; i++) {
-            last = run_mem(sink_engine, allocs, windows[w], 64u << 20, 1);
-            te[i] = last.seconds / (double)last.events;
-            struct mem_result b = run_mem(sink_validate, allocs, windows[w], 64u << 20, 1);
-            tb[i] = b.seconds / (double)b.events;
+            last = run_mem(FEED_EACH, allocs, windows[w], 64u << 20, 1);
+            tc[i] = last.cpu_seconds / (double)last.events;
+            tw[i] = last.seconds / (double)last.events;
+#ifdef JP_ENGINE_FEED_BATCH
+            struct mem_result bt = run_mem(FEED_BATCH, allocs, windows[w], 64u << 20, 1);
+            bc[i] = bt.cpu_seconds / (double)bt.events;
+            bw[i] = bt.seconds / (double)bt.events;
+#else
+            bc[i] = bw[i] = 0;
+            (void)bc;
+            (void)bw;
+#endif
+            struct mem_result b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
+            vc[i] = b.cpu_seconds / (double)b.events;
         }
-        me = median(te, RUNS);
-        mb = median(tb, RUNS);
-        printf("allocation events, frees among the newest %u: %.1f M events/s exact live "
-               "tracking (median of %d runs, %llu events, %llu live at end, ~10%% retained); "
-               "validate-only baseline %.1f M rec/s; engine/baseline time %.2fx\n",
-               windows[w], 1.0 / me / 1e6, RUNS, (unsigned long long)last.events,
-               (unsigned long long)last.live, 1.0 / mb / 1e6, me / mb);
+        double mc = median(tc, RUNS), mw = median(tw, RUNS), mv = median(vc, RUNS);
+        printf("allocation events, frees among the newest %u (median of %d runs, %llu events, "
+               "%llu live at end, ~10%% retained):\n",
+               windows[w], RUNS, (unsigned long long)last.events,
+               (unsigned long long)last.live);
+        printf("  jp_engine_feed:       %.1f M events/s CPU time (%.1f M/s wall), exact live "
+               "tracking\n", 1.0 / mc / 1e6, 1.0 / mw / 1e6);
+#ifdef JP_ENGINE_FEED_BATCH
+        double mbc = median(bc, RUNS), mbw = median(bw, RUNS);
+        printf("  jp_engine_feed_batch: %.1f M events/s CPU time (%.1f M/s wall); "
+               "batch/feed time %.2fx\n", 1.0 / mbc / 1e6, 1.0 / mbw / 1e6, mbc / mc);
+#endif
+        printf("  validate-only baseline %.1f M rec/s CPU time; feed/baseline time %.2fx\n",
+               1.0 / mv / 1e6, mc / mv);
         printf("  live metadata: %.2f bytes per live allocation (%llu bytes of live tracking "
                "for %llu live); all engine metadata %llu bytes\n",
                (double)last.table_bytes / (double)last.live,
                (unsigned long long)last.table_bytes, (unsigned long long)last.live,
                (unsigned long long)last.metadata_bytes);
     }
+    if (only_window)
+        return 0;
 
     /* Capacity: how many never-freed allocations the 64 MiB retention budget holds exactly. */
     uint64_t big = (uint64_t)(4.5e6 * (scale < 1 ? scale : 1));
-    struct mem_result cap = run_mem(sink_engine, big, 1, 64u << 20, 10);
+    struct mem_result cap = run_mem(FEED_EACH, big, 1, 64u << 20, 10);
     if (cap.exact)
         printf("retention capacity: all %llu never-freed allocations tracked exactly within "
                "64 MiB, %.2f bytes per live allocation, %llu bytes accounted\n",

@@ -62,6 +62,14 @@ struct lw_ent { uint64_t key; uint32_t lo, hi; };
  * (bounded), and a rare leftover waits in a small stash until the next growth. */
 #define LN_SLOTS 5u
 #define LN_STASH 8u
+/* The narrow table is LN_SHARDS independent cuckoo tables, the shard picked from the id by a
+ * fixed hash. Each grows on its own, so a growth rehashes 1/LN_SHARDS of the live set (it
+ * stays in cache) and briefly holds old + new copies of one shard only: the transient the
+ * budget must cover is about 1/LN_SHARDS of the table instead of the whole table again. */
+#ifndef LN_SHARD_BITS
+#define LN_SHARD_BITS 0u
+#endif
+#define LN_SHARDS (1u << LN_SHARD_BITS)
 struct ln_bucket { struct ln_ent s[LN_SLOTS]; uint32_t pad; };
 struct live_narrow {
     struct ln_bucket *b;
@@ -129,7 +137,7 @@ struct jp_engine {
 
     struct jp_excerpt_ent *excerpts; uint32_t nexcerpts, excerpts_cap;
 
-    struct live_narrow ln;
+    struct live_narrow ln[LN_SHARDS];
     struct live_wide lw;
     bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
     uint32_t (*ring)[2]; uint64_t ring_hi; uint32_t nring; bool ring_off; /* young ids */
@@ -389,7 +397,9 @@ void jp_engine_free(struct jp_engine *e)
     free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
     free(e->nodes); free(e->chains); free(e->chain_tab.slot);
     free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
-    free(e->ln.b); free(e->lw.ent); free(e->ring); free(e->seen_extra.ent);
+    for (unsigned i = 0; i < LN_SHARDS; i++)
+        free(e->ln[i].b);
+    free(e->lw.ent); free(e->ring); free(e->seen_extra.ent);
     free(e->ovf); free(e->seen);
     free(e);
 }
@@ -792,6 +802,16 @@ LIVE_TABLE_FUNCS(lw, struct live_wide, struct lw_ent, uint64_t)
 
 #define LN_MAX_LOAD_PCT 92u
 
+/* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
+ * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can
+ * only crowd one shard, which then grows like an unsharded table. */
+static inline struct live_narrow *ln_shard(struct jp_engine *e, uint32_t key)
+{
+    return &e->ln[LN_SHARD_BITS ? (uint32_t)((key * UINT64_C(0xD6E8FEB86659FD93)) >>
+                                            (63u - LN_SHARD_BITS) >> 1)
+                                : 0];
+}
+
 static inline uint32_t ln_b1(const struct live_narrow *t, uint32_t key)
 {
     uint64_t h = key * UINT64_C(0x9E3779B97F4A7C15);
@@ -809,6 +829,17 @@ static inline uint32_t ln_alt(const struct live_narrow *t, uint32_t key, uint32_
 {
     uint32_t b1 = ln_b1(t, key), b2 = ln_b2(t, key, b1);
     return b == b1 ? b2 : b1;
+}
+
+/* Starts loading the two buckets key may live in (a hint: a growth in between is harmless). */
+static inline void ln_prefetch(struct jp_engine *e, uint32_t key)
+{
+    const struct live_narrow *t = ln_shard(e, key);
+    if (!t->nb)
+        return;
+    uint32_t b1 = ln_b1(t, key);
+    __builtin_prefetch(&t->b[b1], 1);
+    __builtin_prefetch(&t->b[ln_b2(t, key, b1)], 1);
 }
 
 static uint32_t *ln_find(struct live_narrow *t, uint32_t key)
@@ -889,7 +920,9 @@ static void ln_del(struct live_narrow *t, uint32_t *lop)
  * size against the budget; with_orphan re-homes t->orphan too. */
 static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
 {
-    uint64_t nb = t->nb < 16u ? 16u : (uint64_t)t->nb + t->nb / 8u;
+    /* A shard starts at two buckets so a small run does not pay LN_SHARDS cache lines up
+     * front; small shards grow a bucket at a time (their rehash is a few lines). */
+    uint64_t nb = t->nb < 2u ? 2u : (uint64_t)t->nb + (t->nb < 8u ? 1u : t->nb / 8u);
     for (;;) {
         if (nb > UINT32_MAX / LN_SLOTS)
             return -ENOBUFS;
@@ -955,7 +988,7 @@ static int ln_insert(struct jp_engine *e, struct live_narrow *t, uint32_t key, u
 static uint32_t *table_find(struct jp_engine *e, uint64_t id)
 {
     if (id < UINT32_MAX)
-        return ln_find(&e->ln, (uint32_t)(id + 1u));
+        return ln_find(ln_shard(e, (uint32_t)(id + 1u)), (uint32_t)(id + 1u));
     if (id == UINT64_MAX)
         return e->max_id_live ? e->max_id_val : NULL;
     return lw_find(&e->lw, id + 1u);
@@ -964,7 +997,7 @@ static uint32_t *table_find(struct jp_engine *e, uint64_t id)
 static void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     if (id < UINT32_MAX)
-        ln_del(&e->ln, valp);
+        ln_del(ln_shard(e, (uint32_t)(id + 1u)), valp);
     else if (id == UINT64_MAX)
         e->max_id_live = false;
     else
@@ -1019,7 +1052,8 @@ static int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id < UINT32_MAX) {
-        if ((rc = ln_insert(e, &e->ln, (uint32_t)(id + 1u), val)) < 0)
+        uint32_t key = (uint32_t)(id + 1u);
+        if ((rc = ln_insert(e, ln_shard(e, key), key, val)) < 0)
             return rc;
     } else if (id == UINT64_MAX) {
         e->max_id_live = true;
@@ -1100,11 +1134,8 @@ static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
      * start loading the buckets it moves to now, so that move does not wait on memory. */
     uint32_t *nx = e->ring[(id + 1u) & (JP_RING - 1u)];
     uint64_t next_occ = id + 1u - JP_RING;
-    if ((nx[0] != RING_EMPTY || nx[1] != RING_EMPTY) && next_occ < UINT32_MAX && e->ln.nb) {
-        uint32_t key = (uint32_t)(next_occ + 1u), b1 = ln_b1(&e->ln, key);
-        __builtin_prefetch(&e->ln.b[b1], 1);
-        __builtin_prefetch(&e->ln.b[ln_b2(&e->ln, key, b1)], 1);
-    }
+    if ((nx[0] != RING_EMPTY || nx[1] != RING_EMPTY) && next_occ < UINT32_MAX)
+        ln_prefetch(e, (uint32_t)(next_occ + 1u));
     return 0;
 }
 
@@ -1363,12 +1394,8 @@ static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
 
 /* ---- feeding --------------------------------------------------------------------------- */
 
-int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
-    const char *dummy;
-    if (!why)
-        why = &dummy;
-    *why = NULL;
     int rc = jp_rec_validate(rec, len, why);
     if (rc < 0)
         return rc;
@@ -1447,6 +1474,106 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
         *why = "unknown record type";
         return -EPROTO;
     }
+}
+
+int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    return feed_one(e, rec, len, why);
+}
+
+/* How many records ahead the batch feed starts loading what a record will touch: enough to
+ * cover a miss to memory with the work of the records in between, few enough that the lines
+ * are still in cache when their record comes. */
+#define BATCH_LOOKAHEAD 12u
+
+/* Starts loading the live-table lines the record at p will touch, if it is an allocation
+ * event; returns the record's span in the batch (slots), 0 when its header is not sound (the
+ * feed loop then reports it). Reads only the copy the caller owns, and only hints: nothing
+ * here changes state, so a record that turns out invalid costs a wasted prefetch. */
+static inline uint32_t batch_prefetch(struct jp_engine *e, const uint8_t *p, uint32_t avail)
+{
+    struct jp_rec_hdr h;
+    if (avail < JP_SLOT_SIZE)
+        return 0;
+    memcpy(&h, p, sizeof h);
+    if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE)
+        return 0;
+    uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
+    if (!e->live_exact || e->mode != JP_MODE_MEMORY || h.size != JP_SLOT_SIZE)
+        return span;
+    uint64_t id;
+    memcpy(&id, p + 8, sizeof id); /* allocation_id sits at offset 8 in all three */
+    if (h.type == JP_REC_ALLOC) {
+        /* A fresh id evicts its ring slot's survivor into the table: load where it goes. */
+        if (!e->ring || id <= e->ring_hi || id == UINT64_MAX)
+            return span;
+        uint32_t slot = (uint32_t)(id & (JP_RING - 1u));
+        const uint32_t *v = e->ring[slot];
+        if (v[0] == RING_EMPTY && v[1] == RING_EMPTY)
+            return span;
+        uint64_t occ = e->ring_hi - ((e->ring_hi - slot) & (JP_RING - 1u));
+        if (occ < UINT32_MAX)
+            ln_prefetch(e, (uint32_t)(occ + 1u));
+    } else if (h.type == JP_REC_FREE || h.type == JP_REC_RESIZE) {
+        if (e->ring && id <= e->ring_hi && e->ring_hi - id < JP_RING)
+            return span; /* still young: the ring is in cache */
+        if (id < UINT32_MAX)
+            ln_prefetch(e, (uint32_t)(id + 1u));
+    }
+    return span;
+}
+
+int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
+                         uint32_t *consumed, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    uint32_t off = 0, ahead = 0, lead = 0;
+    int rc = 0;
+    while (off < len) {
+        /* Software pipeline: keep the prefetch cursor BATCH_LOOKAHEAD records ahead. */
+        while (lead < BATCH_LOOKAHEAD && ahead < len) {
+            uint32_t span = batch_prefetch(e, recs + ahead, len - ahead);
+            if (!span) {
+                ahead = len;
+                break;
+            }
+            ahead += span;
+            lead++;
+        }
+        struct jp_rec_hdr h;
+        if (len - off < sizeof h)
+            break; /* a partial header: the caller's next batch starts here */
+        memcpy(&h, recs + off, sizeof h);
+        if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE) {
+            *why = h.size < sizeof h ? "record size smaller than its header"
+                                     : "record larger than the largest record type";
+            rc = -EPROTO;
+            break;
+        }
+        if (h.size > len - off)
+            break; /* incomplete record at the end: not consumed */
+        rc = feed_one(e, recs + off, h.size, why);
+        if (rc < 0)
+            break;
+        uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
+        off += span < len - off ? span : len - off;
+        if (lead)
+            lead--;
+        if (ahead < off) { /* the cursor stopped at a bad header the feed skipped past */
+            ahead = off;
+            lead = 0;
+        }
+    }
+    if (consumed)
+        *consumed = off;
+    return rc;
 }
 
 /* ---- views for render/ and callers ----------------------------------------------------- */
@@ -1539,9 +1666,15 @@ uint64_t jp_engine_metadata_bytes(const struct jp_engine *e)
 uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count)
 {
     if (live_count)
-        *live_count = (uint64_t)e->ln.n + e->lw.n + e->nring + (e->max_id_live ? 1u : 0u);
+        *live_count = e->lw.n + e->nring + (e->max_id_live ? 1u : 0u);
+    uint64_t nb = 0;
+    for (unsigned i = 0; i < LN_SHARDS; i++) {
+        nb += e->ln[i].nb;
+        if (live_count)
+            *live_count += e->ln[i].n;
+    }
     return (e->ring ? (uint64_t)JP_RING * sizeof *e->ring : 0) +
-           (uint64_t)e->ln.nb * sizeof(struct ln_bucket) +
+           nb * sizeof(struct ln_bucket) +
            (uint64_t)e->lw.cap * sizeof(struct lw_ent) +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
            (uint64_t)e->seen_cap * sizeof(struct interval) +

@@ -16,8 +16,30 @@ uint64_t t_records_fed(void)
     return fed;
 }
 
+static struct t_tap *tap;
+
+void t_tap_set(struct t_tap *t)
+{
+    tap = t;
+}
+
+static void tap_put(const void *rec, uint32_t len)
+{
+    uint32_t span = jp_rec_slots(len) * JP_SLOT_SIZE;
+    if (tap->len + span > tap->cap) {
+        tap->cap = (tap->len + span) * 2u;
+        tap->buf = realloc(tap->buf, tap->cap);
+        cr_assert(tap->buf != NULL);
+    }
+    memset(tap->buf + tap->len, 0, span);
+    memcpy(tap->buf + tap->len, rec, len);
+    tap->len += span;
+}
+
 int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
+    if (tap)
+        tap_put(rec, len);
     const char *w = NULL;
     int r = jp_engine_feed(e, rec, len, &w);
     if (why)

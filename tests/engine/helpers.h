@@ -9,6 +9,15 @@
 
 #define MiB (UINT64_C(1) << 20)
 
+/* While a tap is set, every record the helpers feed (accepted or not) is also appended to it,
+ * laid out as in the ring (each at a JP_SLOT_SIZE boundary, padding zeroed), so a test can
+ * replay the same stream another way (jp_engine_feed_batch). */
+struct t_tap {
+    uint8_t *buf;
+    uint32_t len, cap;
+};
+void t_tap_set(struct t_tap *tap);
+
 /* Every helper asserts that the engine accepted the record (0). feed_raw returns the code. */
 int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
 void t_start(struct jp_engine *e, uint32_t mode, uint32_t rate, uint32_t thr, uint32_t limit,
