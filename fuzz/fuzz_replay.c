@@ -23,38 +23,11 @@
 #include "daemon/engine/engine.h"
 #include "fuzz_check.h"
 #include "fuzz_crc_fix.h"
+#include "fuzz_report_check.h"
 #include "protocol/capture.h"
 #include "protocol/records.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void check_text(const char *what, const char *s, size_t len)
-{
-    FUZZ_CHECK(s != NULL, "%s output missing", what);
-    FUZZ_CHECK(s[len] == '\0', "%s output not NUL-terminated at its length %zu", what, len);
-    FUZZ_CHECK(strlen(s) == len, "%s output has a NUL at %zu of %zu", what, strlen(s), len);
-}
-
-static void render_checked(struct jp_engine *e, const struct jp_report_opts *o,
-                           struct jp_rendered *out)
-{
-    memset(out, 0, sizeof *out);
-    int r = jp_engine_render(e, o, out);
-    FUZZ_CHECK(r == 0, "render failed: %d", r);
-    FUZZ_CHECK(out->status >= JP_STATUS_COMPLETE && out->status <= JP_STATUS_UNAVAILABLE,
-               "status %u", out->status);
-    FUZZ_CHECK(memchr(out->reason, '\0', sizeof out->reason) != NULL, "reason unterminated");
-    FUZZ_CHECK((out->status == JP_STATUS_COMPLETE) == (out->reason[0] == '\0'),
-               "status %u with reason \"%s\"", out->status, out->reason);
-    if (o->outputs & JP_OUT_HUMAN)
-        check_text("human", out->human, out->human_len);
-    else
-        FUZZ_CHECK(out->human == NULL, "human output not requested but given");
-    if (o->outputs & JP_OUT_TOON)
-        check_text("toon", out->toon, out->toon_len);
-    else
-        FUZZ_CHECK(out->toon == NULL, "toon output not requested but given");
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -107,48 +80,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     jp_capture_close(rd);
     close(fd);
 
-    if (accepted == 0) {
-        /* Nothing began a run (the engine accepts nothing before RUN_START): there is no mode
-         * and no report; the daemon never renders such a stream (offline.c calls it invalid). */
-        struct jp_rendered none;
-        struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                                   .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
-        FUZZ_CHECK(jp_engine_render(e, &o, &none) == -ENODATA, "a report without RUN_START");
-        jp_engine_free(e);
-        return 0;
-    }
-
-    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
-    struct jp_ctl_excerpt_key *keys = NULL;
-    uint32_t nkeys = 0;
-    int r = jp_engine_excerpt_keys(e, &o, &keys, &nkeys);
-    FUZZ_CHECK(r == 0, "excerpt_keys failed: %d", r);
-    FUZZ_CHECK(nkeys == 0 || keys != NULL, "%u keys at NULL", nkeys);
-    free(keys);
-
-    struct jp_engine_summary sum;
-    FUZZ_CHECK(jp_engine_summary(e, ending, &sum) == 0, "summary failed");
-    FUZZ_CHECK(sum.status >= JP_STATUS_COMPLETE && sum.status <= JP_STATUS_UNAVAILABLE,
-               "summary status %u", sum.status);
-
-    struct jp_rendered a, b;
-    render_checked(e, &o, &a);
-    render_checked(e, &o, &b);
-    FUZZ_CHECK(a.status == b.status && strcmp(a.reason, b.reason) == 0 &&
-                   a.human_len == b.human_len && memcmp(a.human, b.human, a.human_len) == 0 &&
-                   a.toon_len == b.toon_len && memcmp(a.toon, b.toon, a.toon_len) == 0,
-               "rendering twice gave different bytes");
-    FUZZ_CHECK(sum.status == a.status, "summary status %u, report status %u", sum.status,
-               a.status);
-    jp_rendered_free(&a);
-    jp_rendered_free(&b);
-
-    /* Everything shown, TOON alone. */
-    struct jp_report_opts all = {.size = sizeof all, .threshold_bp = 0, .limit = 100,
-                                 .ending = ending, .outputs = JP_OUT_TOON};
-    render_checked(e, &all, &a);
-    jp_rendered_free(&a);
-    jp_engine_free(e);
+    fuzz_check_report(e, accepted, ending);
     return 0;
 }

@@ -1,0 +1,90 @@
+/* The checks both engine harnesses make once a stream has been fed: excerpt keys, summary
+ * and the report in both outputs (see the invariants in fuzz_replay.c). */
+#ifndef JETTPROF_FUZZ_REPORT_CHECK_H
+#define JETTPROF_FUZZ_REPORT_CHECK_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/engine/engine.h"
+#include "fuzz_check.h"
+
+static void check_text(const char *what, const char *s, size_t len)
+{
+    FUZZ_CHECK(s != NULL, "%s output missing", what);
+    FUZZ_CHECK(s[len] == '\0', "%s output not NUL-terminated at its length %zu", what, len);
+    FUZZ_CHECK(strlen(s) == len, "%s output has a NUL at %zu of %zu", what, strlen(s), len);
+}
+
+static void render_checked(struct jp_engine *e, const struct jp_report_opts *o,
+                           struct jp_rendered *out)
+{
+    memset(out, 0, sizeof *out);
+    int r = jp_engine_render(e, o, out);
+    FUZZ_CHECK(r == 0, "render failed: %d", r);
+    FUZZ_CHECK(out->status >= JP_STATUS_COMPLETE && out->status <= JP_STATUS_UNAVAILABLE,
+               "status %u", out->status);
+    FUZZ_CHECK(memchr(out->reason, '\0', sizeof out->reason) != NULL, "reason unterminated");
+    FUZZ_CHECK((out->status == JP_STATUS_COMPLETE) == (out->reason[0] == '\0'),
+               "status %u with reason \"%s\"", out->status, out->reason);
+    if (o->outputs & JP_OUT_HUMAN)
+        check_text("human", out->human, out->human_len);
+    else
+        FUZZ_CHECK(out->human == NULL, "human output not requested but given");
+    if (o->outputs & JP_OUT_TOON)
+        check_text("toon", out->toon, out->toon_len);
+    else
+        FUZZ_CHECK(out->toon == NULL, "toon output not requested but given");
+}
+
+/* accepted: records the engine took (0 means no RUN_START: no report exists). Frees e. */
+static void fuzz_check_report(struct jp_engine *e, uint64_t accepted, uint32_t ending)
+{
+    if (accepted == 0) {
+        /* Nothing began a run (the engine accepts nothing before RUN_START): there is no mode
+         * and no report; the daemon never renders such a stream (offline.c calls it invalid). */
+        struct jp_rendered none;
+        struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                                   .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
+        FUZZ_CHECK(jp_engine_render(e, &o, &none) == -ENODATA, "a report without RUN_START");
+        jp_engine_free(e);
+        return;
+    }
+
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
+    struct jp_ctl_excerpt_key *keys = NULL;
+    uint32_t nkeys = 0;
+    int r = jp_engine_excerpt_keys(e, &o, &keys, &nkeys);
+    FUZZ_CHECK(r == 0, "excerpt_keys failed: %d", r);
+    FUZZ_CHECK(nkeys == 0 || keys != NULL, "%u keys at NULL", nkeys);
+    free(keys);
+
+    struct jp_engine_summary sum;
+    FUZZ_CHECK(jp_engine_summary(e, ending, &sum) == 0, "summary failed");
+    FUZZ_CHECK(sum.status >= JP_STATUS_COMPLETE && sum.status <= JP_STATUS_UNAVAILABLE,
+               "summary status %u", sum.status);
+
+    struct jp_rendered a, b;
+    render_checked(e, &o, &a);
+    render_checked(e, &o, &b);
+    FUZZ_CHECK(a.status == b.status && strcmp(a.reason, b.reason) == 0 &&
+                   a.human_len == b.human_len && memcmp(a.human, b.human, a.human_len) == 0 &&
+                   a.toon_len == b.toon_len && memcmp(a.toon, b.toon, a.toon_len) == 0,
+               "rendering twice gave different bytes");
+    FUZZ_CHECK(sum.status == a.status, "summary status %u, report status %u", sum.status,
+               a.status);
+    jp_rendered_free(&a);
+    jp_rendered_free(&b);
+
+    /* Everything shown, TOON alone. */
+    struct jp_report_opts all = {.size = sizeof all, .threshold_bp = 0, .limit = 100,
+                                 .ending = ending, .outputs = JP_OUT_TOON};
+    render_checked(e, &all, &a);
+    jp_rendered_free(&a);
+    jp_engine_free(e);
+}
+
+#endif
