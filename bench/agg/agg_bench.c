@@ -160,7 +160,7 @@ static double run_cpu(sink_fn sink, uint64_t samples, uint32_t nnodes)
  * so the generator's own cost (random picks in a 64K window) is not charged to the engine. */
 struct mem_result {
     double seconds, cpu_seconds;
-    uint64_t events, live, table_bytes, metadata_bytes, exact;
+    uint64_t events, live, table_bytes, metadata_bytes, peak_bytes, exact;
 };
 
 enum { FEED_EACH, FEED_BATCH, FEED_VALIDATE };
@@ -253,6 +253,7 @@ static struct mem_result run_mem(int how, uint64_t allocs, uint32_t window, uint
     flush_chunk(e, how, chunk, nrec, &res);
     res.table_bytes = jp_engine_live_table_bytes(e, &res.live);
     res.metadata_bytes = jp_engine_metadata_bytes(e);
+    res.peak_bytes = jp_engine_metadata_peak_bytes(e);
     struct jp_engine_summary s;
     must(jp_engine_summary(e, JP_END_TRUNCATED, &s), "summary");
     res.exact = s.live_exact;
@@ -350,16 +351,19 @@ mem:;
     struct mem_result cap = run_mem(FEED_EACH, big, 1, 64u << 20, 10);
     if (cap.exact)
         printf("retention capacity: all %llu never-freed allocations tracked exactly within "
-               "64 MiB, %.2f bytes per live allocation, %llu bytes accounted\n",
+               "64 MiB, %.2f bytes per live allocation, %llu bytes accounted, at most %llu "
+               "held at once (growth transients included)\n",
                (unsigned long long)cap.live,
                (double)cap.table_bytes / (double)(cap.live ? cap.live : 1),
-               (unsigned long long)cap.metadata_bytes);
+               (unsigned long long)cap.metadata_bytes, (unsigned long long)cap.peak_bytes);
     else
         printf("retention capacity: exact tracking held %llu never-freed live allocations "
                "within 64 MiB before the budget refused to grow (%.2f bytes per live "
-               "allocation, %llu bytes accounted); the rest of the %llu went partial\n",
+               "allocation, %llu bytes accounted, at most %llu held at once); the rest of the "
+               "%llu went partial\n",
                (unsigned long long)cap.live,
                (double)cap.table_bytes / (double)(cap.live ? cap.live : 1),
-               (unsigned long long)cap.metadata_bytes, (unsigned long long)big);
+               (unsigned long long)cap.metadata_bytes, (unsigned long long)cap.peak_bytes,
+               (unsigned long long)big);
     return 0;
 }

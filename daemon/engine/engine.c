@@ -21,8 +21,11 @@
  * Budgets: every table growth is accounted in `used` against the run's budget before it
  * happens. A refused growth of a definition/detail table stops all detail for the rest of the
  * run (later definitions are counted as defined, so their ids stay valid, but carry no
- * detail); totals go on. A refused growth of the live table ends exact live tracking. During a
- * growth the old array is freed right after rehashing; the budget counts the steady state.
+ * detail); totals go on. A refused growth of the live table ends exact live tracking.
+ * A growth holds the old and the new array at once (a rehash reads one while filling the
+ * other; realloc may copy), so it must fit used + new bytes, not just the steady state after
+ * it: the budget is never exceeded even for an instant (budget_hold). The narrow live table
+ * is sharded so that transient is one shard's copy, not the whole table's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -67,7 +70,7 @@ struct lw_ent { uint64_t key; uint32_t lo, hi; };
  * stays in cache) and briefly holds old + new copies of one shard only: the transient the
  * budget must cover is about 1/LN_SHARDS of the table instead of the whole table again. */
 #ifndef LN_SHARD_BITS
-#define LN_SHARD_BITS 0u
+#define LN_SHARD_BITS 6u
 #endif
 #define LN_SHARDS (1u << LN_SHARD_BITS)
 struct ln_bucket { struct ln_ent s[LN_SLOTS]; uint32_t pad; };
@@ -108,6 +111,7 @@ struct jp_engine {
     struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
     uint32_t mode;
     uint64_t budget, used;
+    uint64_t peak_used; /* the most held at once, growth transients included */
     bool detail_stopped, live_exact;
 
     bool have_stop;
@@ -148,8 +152,20 @@ struct jp_engine {
 
 /* ---- budget ---------------------------------------------------------------------------- */
 
+/* Whether the budget admits holding `extra` bytes on top of what is accounted now (a growth's
+ * new array while the old one is still held); records the high-water mark when it does. */
+static int budget_hold(struct jp_engine *e, uint64_t extra)
+{
+    if (extra > e->budget || e->used > e->budget - extra)
+        return -ENOBUFS;
+    if (e->used + extra > e->peak_used)
+        e->peak_used = e->used + extra;
+    return 0;
+}
+
 /* Grows *p (an array of elem-sized items, capacity *cap) to hold need items, counting the new
- * bytes against the budget first. -ENOBUFS when the budget refuses, -ENOMEM when malloc does. */
+ * bytes against the budget first: realloc may hold old and new at once, so the whole new
+ * array must fit beside the old. -ENOBUFS when the budget refuses, -ENOMEM when malloc does. */
 static int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem)
 {
     if (need <= *cap)
@@ -160,7 +176,7 @@ static int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need,
     if (ncap > UINT32_MAX)
         return -ENOBUFS;
     uint64_t delta = (ncap - *cap) * (uint64_t)elem;
-    if (e->used + delta > e->budget)
+    if (budget_hold(e, ncap * (uint64_t)elem) < 0)
         return -ENOBUFS;
     void *np = realloc(*p, (size_t)ncap * elem);
     if (!np)
@@ -174,7 +190,7 @@ static int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need,
 
 static void *budget_dup(struct jp_engine *e, const void *src, size_t len)
 {
-    if (e->used + len + 1u > e->budget)
+    if (budget_hold(e, len + 1u) < 0)
         return NULL;
     char *d = malloc(len + 1u);
     if (!d)
@@ -241,7 +257,7 @@ static int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
     if (ncap > (UINT32_C(1) << 31))
         return -ENOBUFS;
     uint64_t bytes = ncap * sizeof(uint32_t), old = (uint64_t)t->cap * sizeof(uint32_t);
-    if (e->used - old + bytes > e->budget)
+    if (budget_hold(e, bytes) < 0) /* the old slots are read while the new fill */
         return -ENOBUFS;
     uint32_t *ns = calloc((size_t)ncap, sizeof(uint32_t));
     if (!ns)
@@ -784,7 +800,7 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
         if (ncap > UINT32_MAX / 2u)                                                               \
             return -ENOBUFS;                                                                      \
         uint64_t old = (uint64_t)t->cap * sizeof(E), bytes = ncap * sizeof(E);                    \
-        if (e->used - old + bytes > e->budget)                                                    \
+        if (budget_hold(e, bytes) < 0) /* old and new coexist during the rehash */                \
             return -ENOBUFS;                                                                      \
         T n = {calloc((size_t)ncap, sizeof(E)), (uint32_t)ncap, 0};                               \
         if (!n.ent)                                                                               \
@@ -928,7 +944,7 @@ static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
             return -ENOBUFS;
         uint64_t old = (uint64_t)t->nb * sizeof(struct ln_bucket);
         uint64_t bytes = nb * sizeof(struct ln_bucket);
-        if (e->used - old + bytes > e->budget)
+        if (budget_hold(e, bytes) < 0) /* this shard's old and new copies coexist */
             return -ENOBUFS;
         struct live_narrow n;
         memset(&n, 0, sizeof n);
@@ -1080,7 +1096,7 @@ static bool ring_ready(struct jp_engine *e)
     if (e->ring || e->ring_off)
         return e->ring != NULL;
     uint64_t bytes = JP_RING * sizeof *e->ring;
-    if (e->used + bytes > e->budget || !(e->ring = malloc(bytes))) {
+    if (budget_hold(e, bytes) < 0 || !(e->ring = malloc(bytes))) {
         e->ring_off = true; /* the tables alone still track exactly */
         return false;
     }
@@ -1660,6 +1676,11 @@ void jp_rendered_free(struct jp_rendered *r)
 uint64_t jp_engine_metadata_bytes(const struct jp_engine *e)
 {
     return e->used;
+}
+
+uint64_t jp_engine_metadata_peak_bytes(const struct jp_engine *e)
+{
+    return e->peak_used > e->used ? e->peak_used : e->used;
 }
 
 /* Bytes of the live-allocation table alone, and the allocations it tracks. */

@@ -113,6 +113,10 @@ int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engi
  * cpu budget; memory mode: the retention budget, which covers definitions, sites and the live
  * table). For benches, tests and the runs log. */
 uint64_t jp_engine_metadata_bytes(const struct jp_engine *e);
+/* The most the engine has held against that budget at any instant: a table growth holds the
+ * old and the new array at once, and is refused (detail stops / exact live tracking ends, as
+ * when the budget is exhausted) unless both fit. Never above the budget. */
+uint64_t jp_engine_metadata_peak_bytes(const struct jp_engine *e);
 /* Bytes held by the exact live-allocation tracking alone (table, overflow, id history), and in
  * *live_count the allocations it tracks right now. */
 uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count);
