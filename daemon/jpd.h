@@ -28,6 +28,8 @@
                                          * make us buffer the 16 MiB protocol maximum */
 #define JPD_DRAIN_PERIOD_MS 1u
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
+#define JPD_DRAIN_SLICE_ALONE 262144u /* ... when only one run is live */
+#define JPD_RELEASE_SLOTS 2048u   /* a drain releases the slots it consumed at least this often */
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
 #define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
 #define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
@@ -72,6 +74,7 @@ struct jpd_daemon {
 
     struct jpd_session *sessions; /* doubly linked */
     uint32_t nsessions;
+    uint32_t live_runs;   /* sessions in the live (draining) state */
     uint64_t next_run_id;
 
     int runs_log_fd;      /* -1 when none */

@@ -2,7 +2,9 @@
  * baseline measured in the same run; asserts nothing.
  *
  *   aggregate: records/s summed over concurrent runs on one long-lived daemon (target >= 20M/s)
- *              baseline: the engine alone fed the same records in this process
+ *              baseline: the engine alone fed the same records in this process; and the
+ *              daemon's CPU time per record over all of them (from /proc), which the load of
+ *              the producers and of other processes on the machine disturbs least
  *   replay, three figures on the same captures (one CPU run, one memory run, written here
  *   with the capture writer), each with wall and CPU time, since this 2-core machine is shared:
  *     read:    jp_capture_next over the whole file: reading, checksumming and validating every
@@ -109,6 +111,24 @@ static double loadavg1(void)
         fclose(f);
     }
     return l;
+}
+
+/* CPU seconds (user + system) another process has used so far, from /proc/PID/stat. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 static double cpu_s(void)
@@ -357,6 +377,8 @@ int main(int argc, char **argv)
         long idle0 = jpt_rss_kib(d);
 
         double agg[REPS];
+        uint64_t all = 0;
+        double dcpu0 = proc_cpu_s(d);
         for (int k = 0; k < REPS; k++) {
             struct job jobs[MAX_RUNS];
             pthread_t th[MAX_RUNS];
@@ -373,7 +395,9 @@ int main(int argc, char **argv)
                     fprintf(stderr, "run %d failed: %d\n", i, jobs[i].rc);
             }
             agg[k] = (double)total / (now_s() - t0);
+            all += total;
         }
+        double dcpu = proc_cpu_s(d) - dcpu0;
         nanosleep(&ts, NULL);
         long idle1 = jpt_rss_kib(d);
         kill(d, SIGTERM);
@@ -381,6 +405,9 @@ int main(int argc, char **argv)
         printf("  daemon, summed over runs:    %8.2f M records/s  (%.2fx engine; median of %d; "
                "target >= 20)\n",
                median(agg, REPS) / 1e6, median(agg, REPS) / engine, REPS);
+        printf("  daemon CPU time:             %8.1f ns per record (%.2f M records per CPU "
+               "second; the daemon's own cost, which the shared machine's load disturbs least)\n",
+               dcpu * 1e9 / (double)all, (double)all / dcpu / 1e6);
         printf("  idle RSS before runs:        %8.2f MiB (target <= 4)\n", (double)idle0 / 1024.0);
         printf("  idle RSS after runs:         %8.2f MiB\n", (double)idle1 / 1024.0);
     }
