@@ -251,6 +251,96 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
     }
 }
 
+struct id_pair {
+    uint32_t entry, id;
+};
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const struct id_pair *x = a, *y = b;
+    if (x->entry != y->entry)
+        return x->entry < y->entry ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+struct pair_vec {
+    struct id_pair *p;
+    size_t n, cap;
+};
+
+static int pair_push(struct pair_vec *v, uint32_t entry, uint32_t id)
+{
+    if (id == JP_ID_UNAVAILABLE)
+        return 0;
+    if (v->n == v->cap) {
+        size_t ncap = v->cap ? v->cap * 2u : 64u;
+        struct id_pair *np = realloc(v->p, ncap * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        v->p = np;
+        v->cap = ncap;
+    }
+    v->p[v->n++] = (struct id_pair){entry, id};
+    return 0;
+}
+
+/* Distinct ids per entry: sorted pairs, counted where (entry, id) changes. */
+static void pair_count(struct pair_vec *v, struct jp_report *r, bool threads)
+{
+    if (v->n > 1)
+        qsort(v->p, v->n, sizeof *v->p, pair_cmp);
+    for (size_t i = 0; i < v->n; i++) {
+        if (i && !pair_cmp(&v->p[i - 1u], &v->p[i]))
+            continue;
+        struct jp_entry *en = &r->entries[v->p[i].entry];
+        if (threads)
+            en->threads++;
+        else
+            en->tasks++;
+    }
+}
+
+/* Execution identity per emitted entry: every identity tuple goes to the entries on its key's
+ * path (CPU: each function of the leaf's call chain, i.e. every function the sample counted
+ * for inclusively; memory: the creation site). Recursion repeats a function in a chain; the
+ * distinct count absorbs that. */
+static int exec_counts(const struct jp_engine_view *v, struct jp_report *r)
+{
+    if (!r->emitted || !v->nexec || !v->exec_exact)
+        return 0;
+    int32_t *slot = malloc(v->nfuncs * sizeof *slot);
+    if (!slot)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < v->nfuncs; i++)
+        slot[i] = -1;
+    for (uint32_t i = 0; i < r->emitted; i++)
+        slot[r->entries[i].func] = (int32_t)i;
+    struct pair_vec th = {0}, tk = {0};
+    int rc = 0;
+    for (uint32_t i = 0; i < v->nexec && rc == 0; i++) {
+        const struct jp_exec_tuple *t = &v->exec[i];
+        if (v->mode == JP_MODE_MEMORY) {
+            int32_t s = t->key < v->nfuncs ? slot[t->key] : -1;
+            if (s >= 0 && (rc = pair_push(&th, (uint32_t)s, t->thread)) == 0)
+                rc = pair_push(&tk, (uint32_t)s, t->task);
+            continue;
+        }
+        for (uint32_t c = t->key + 1u; c && rc == 0; c = v->chains[c - 1u].parent) {
+            int32_t s = slot[v->chains[c - 1u].func];
+            if (s >= 0 && (rc = pair_push(&th, (uint32_t)s, t->thread)) == 0)
+                rc = pair_push(&tk, (uint32_t)s, t->task);
+        }
+    }
+    if (rc == 0) {
+        pair_count(&th, r, true);
+        pair_count(&tk, r, false);
+    }
+    free(th.p);
+    free(tk.p);
+    free(slot);
+    return rc;
+}
+
 int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
                     struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys)
 {
@@ -312,6 +402,10 @@ int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts 
     }
     for (uint32_t i = 0; i < r.emitted; i++)
         add_suggestions(v, &r, &r.entries[i]);
+    if ((rc = exec_counts(v, &r)) < 0) {
+        free(r.entries);
+        return rc;
+    }
 
     if (keys) {
         uint32_t n = 0;

@@ -23,6 +23,9 @@ struct jp_entry {
     uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
     uint32_t chain[3], nchains;  /* CPU: indices into view->chains, reported order */
     uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
+    /* distinct runtime threads / tasks behind the entry's samples (CPU) or creation events
+     * (memory); 0 = unavailable (no event carried that identity, or the budget refused) */
+    uint32_t threads, tasks;
 };
 
 struct jp_report {

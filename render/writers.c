@@ -362,6 +362,9 @@ static unsigned totals_items(const struct jp_report *r, struct item *it)
     ADD("eligible_bottlenecks", true, r->eligible);
     ADD("emitted_bottlenecks", true, r->emitted);
     ADD("truncated_bottlenecks", true, r->eligible - r->emitted);
+    /* appended after the contract's fields: distinct runtime threads over the producer's
+     * events (CPU samples; memory allocation events) */
+    ADD("runtime_threads", v->threads_exact && v->runtime_threads, v->runtime_threads);
 #undef ADD
     return n;
 }
@@ -390,6 +393,8 @@ static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct
         sb_puts(s, "suggestions: []\n");
     }
     if (v->mode != JP_MODE_CPU) {
+        kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
+        kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
         free(t.p);
         s->oom |= t.oom;
         return;
@@ -445,6 +450,8 @@ static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct
             sb_put(s, "\n", 1);
         }
     }
+    kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
+    kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
     s->oom |= t.oom;
     free(t.p);
 }
@@ -662,6 +669,16 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
             else
                 sb_puts(&s, "   freed, retained and live at peak unavailable\n");
         }
+        sb_puts(&s, "   runtime threads: ");
+        if (en->threads)
+            sb_printf(&s, "%" PRIu32, en->threads);
+        else
+            sb_puts(&s, "unavailable");
+        sb_puts(&s, ", tasks: ");
+        if (en->tasks)
+            sb_printf(&s, "%" PRIu32 "\n", en->tasks);
+        else
+            sb_puts(&s, "unavailable\n");
         for (uint32_t j = 0; j < en->nsugg; j++) {
             t.len = 0;
             suggestion_text(&t, r, en, en->sugg[j]);

@@ -43,6 +43,7 @@ struct jp_node {
     uint8_t reserved;
     uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
     uint64_t samples;  /* CPU: jett samples whose leaf is this node */
+    uint32_t exec_epoch; /* the EXEC epoch this node's chain last noted (exec_note) */
 };
 
 /* Open-addressing index over an array the caller owns: slots hold index + 1, 0 is empty. */
@@ -109,6 +110,15 @@ struct jp_engine {
     struct jp_rec_run_start start;
     struct jp_rec_counters counters;
     struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
+    /* Counts one per EXEC record, 0 before the first: a node or site that already noted the
+     * current epoch skips the tuple set, so a sample costs one compare while the identity
+     * holds (EXEC records are rare next to samples). */
+    uint32_t exec_epoch, thread_epoch;
+    struct jp_exec_tuple *exec_tuples; uint32_t nexec, exec_cap;
+    struct itab exec_tab;
+    uint32_t *threads; uint32_t nthreads, threads_cap;
+    struct itab thread_tab;
+    bool exec_lost, threads_lost; /* a growth was refused: counts are unavailable */
     uint32_t mode;
     uint64_t budget, used;
     uint64_t peak_used; /* the most held at once, growth transients included */
@@ -369,6 +379,27 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
     return h->func == k->func && h->line == k->line && h->col == k->col;
 }
 
+static uint64_t exec_hash_k(const struct jp_exec_tuple *k)
+{
+    return mix64(((uint64_t)k->key << 32 | k->thread) ^ ((uint64_t)k->task * UINT64_C(0x9E3779B97F4A7C15)));
+}
+static uint64_t exec_hash(const struct jp_engine *e, uint32_t idx)
+{
+    return exec_hash_k(&e->exec_tuples[idx]);
+}
+static bool exec_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    return !memcmp(&e->exec_tuples[idx], key, sizeof(struct jp_exec_tuple));
+}
+static uint64_t thread_hash(const struct jp_engine *e, uint32_t idx)
+{
+    return mix64(e->threads[idx]);
+}
+static bool thread_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    return e->threads[idx] == *(const uint32_t *)key;
+}
+
 /* Stops all further detail; returns 0 so callers can `return stop_detail(e)` on -ENOBUFS. */
 static int stop_detail(struct jp_engine *e)
 {
@@ -413,6 +444,7 @@ void jp_engine_free(struct jp_engine *e)
     free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
     free(e->nodes); free(e->chains); free(e->chain_tab.slot);
     free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
+    free(e->exec_tuples); free(e->exec_tab.slot); free(e->threads); free(e->thread_tab.slot);
     for (unsigned i = 0; i < LN_SHARDS; i++)
         free(e->ln[i].b);
     free(e->lw.ent); free(e->ring); free(e->seen_extra.ent);
@@ -626,7 +658,7 @@ static int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
     }
     e->nodes[r->node_id - 1u] = (struct jp_node){
         r->parent, func, ci, (uint8_t)depth, first,
-        e->funcs[func].kind == JP_FRAME_TRUNCATED, 0, 0, 0};
+        e->funcs[func].kind == JP_FRAME_TRUNCATED, 0, 0, 0, 0};
     e->nnode_stored = e->nnode_defined;
     return 0;
 }
@@ -639,26 +671,92 @@ static int node_ref(const struct jp_engine *e, uint32_t node)
     return node <= e->nnode_stored ? 1 : 0;
 }
 
+/* ---- execution identity ---------------------------------------------------------------- */
+
+/* Notes the current identity against a detail key (see struct jp_exec_tuple). A refused
+ * growth stops detail like any detail table and makes the counts unavailable. */
+static int exec_note(struct jp_engine *e, uint32_t key)
+{
+    if (e->exec_lost || e->detail_stopped)
+        return 0;
+    struct jp_exec_tuple k = {key, e->exec.runtime_thread_id, e->exec.task_id};
+    if (k.thread == JP_ID_UNAVAILABLE && k.task == JP_ID_UNAVAILABLE)
+        return 0;
+    uint64_t h = exec_hash_k(&k);
+    uint32_t slot;
+    if (itab_find(e, &e->exec_tab, h, exec_eq, &k, &slot) != UINT32_MAX)
+        return 0;
+    int rc;
+    if ((rc = vec_grow(e, (void **)&e->exec_tuples, &e->exec_cap, e->nexec + 1u,
+                       sizeof *e->exec_tuples)) < 0 ||
+        (rc = itab_reserve(e, &e->exec_tab, exec_hash)) < 0) {
+        if (rc == -ENOBUFS)
+            e->exec_lost = true;
+        return budget_fail(e, rc);
+    }
+    e->exec_tuples[e->nexec] = k;
+    itab_find(e, &e->exec_tab, h, exec_eq, &k, &slot);
+    e->exec_tab.slot[slot] = ++e->nexec;
+    e->exec_tab.n++;
+    return 0;
+}
+
+/* Notes the current runtime thread among the run's distinct threads (totals). */
+static int thread_note(struct jp_engine *e)
+{
+    if (e->thread_epoch == e->exec_epoch)
+        return 0;
+    e->thread_epoch = e->exec_epoch;
+    uint32_t tid = e->exec.runtime_thread_id;
+    if (tid == JP_ID_UNAVAILABLE || e->threads_lost)
+        return 0;
+    uint64_t h = mix64(tid);
+    uint32_t slot;
+    if (itab_find(e, &e->thread_tab, h, thread_eq, &tid, &slot) != UINT32_MAX)
+        return 0;
+    int rc;
+    if ((rc = vec_grow(e, (void **)&e->threads, &e->threads_cap, e->nthreads + 1u,
+                       sizeof *e->threads)) < 0 ||
+        (rc = itab_reserve(e, &e->thread_tab, thread_hash)) < 0) {
+        if (rc == -ENOBUFS)
+            e->threads_lost = true;
+        return budget_fail(e, rc);
+    }
+    e->threads[e->nthreads] = tid;
+    itab_find(e, &e->thread_tab, h, thread_eq, &tid, &slot);
+    e->thread_tab.slot[slot] = ++e->nthreads;
+    e->thread_tab.n++;
+    return 0;
+}
+
 /* ---- CPU ------------------------------------------------------------------------------- */
 
 static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 {
     if (e->mode != JP_MODE_CPU)
         return violation(e);
+    int rc;
     if (r->state != JP_STATE_JETT) {
         /* reading 8: stacks on non-jett samples are ignored */
         e->state_samples[r->state]++;
         e->producer_records++;
-        return 0;
+        return thread_note(e);
     }
     int ref = node_ref(e, r->node);
     if (ref < 0)
         return violation(e);
     e->state_samples[JP_STATE_JETT]++;
     e->producer_records++;
+    if ((rc = thread_note(e)) < 0)
+        return rc;
     if (ref == 0)
         return 0;
     struct jp_node *leaf = &e->nodes[r->node - 1u];
+    if (leaf->exec_epoch != e->exec_epoch) { /* epoch 0: no EXEC yet, nothing to note */
+        leaf->exec_epoch = e->exec_epoch;
+        if ((rc = exec_note(e, leaf->chain)) < 0)
+            return rc;
+    }
     if (leaf->trunc)
         e->truncated_stacks++;
     e->attributed_stacks++;
@@ -680,7 +778,6 @@ static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     uint64_t h = hot_hash_k(&k);
     uint32_t slot, hi = itab_find(e, &e->hot_tab, h, hot_eq, &k, &slot);
     if (hi == UINT32_MAX) {
-        int rc;
         if ((rc = vec_grow(e, (void **)&e->hots, &e->hots_cap, e->nhots + 1u,
                            sizeof *e->hots)) < 0 ||
             (rc = itab_reserve(e, &e->hot_tab, hot_hash)) < 0)
@@ -1272,7 +1369,14 @@ static int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         f->b++;
         f->a += r->size;
         e->attributed_allocated += r->size;
+        if (f->exec_epoch != e->exec_epoch) { /* creation events carry the identity */
+            f->exec_epoch = e->exec_epoch;
+            if ((rc = exec_note(e, site - 1u)) < 0)
+                return rc;
+        }
     }
+    if ((rc = thread_note(e)) < 0)
+        return rc;
     if (!e->live_exact)
         return 0;
     uint64_t val;
@@ -1321,10 +1425,11 @@ static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         if (creation)
             e->funcs[creation - 1u].freed += r->old_size - r->new_size;
     }
-    if (!e->live_exact)
-        return 0;
+    int rc = thread_note(e);
+    if (rc < 0 || !e->live_exact)
+        return rc;
     uint64_t nval;
-    int rc = live_pack(e, r->new_size, creation, &nval);
+    rc = live_pack(e, r->new_size, creation, &nval);
     if (rc < 0)
         return live_lost(e, rc);
     ovf_release(e, val_get(valp));
@@ -1348,7 +1453,7 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     if (!e->live_exact) {
         /* frees can no longer be matched: freed/live are reported unavailable */
         e->producer_records++;
-        return 0;
+        return thread_note(e);
     }
     uint32_t *valp = live_find(e, r->allocation_id), creation;
     uint64_t size;
@@ -1366,7 +1471,7 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
         e->funcs[creation - 1u].freed += size;
         site_live_add(e, creation, 0, size);
     }
-    return 0;
+    return thread_note(e);
 }
 
 /* ---- excerpts -------------------------------------------------------------------------- */
@@ -1457,9 +1562,18 @@ static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, c
         memcpy(&u.node, p, sizeof u.node);
         return on_node_def(e, &u.node);
     case JP_REC_EXEC:
-        /* Execution identity is run-local metadata: aggregation merges functions across
-         * workers, so nothing here depends on it. */
+        /* Execution identity is run-local: aggregation merges functions across workers;
+         * the report only counts the distinct threads and tasks behind each entry. */
         memcpy(&e->exec, p, sizeof e->exec);
+        e->exec_epoch++;
+        if (e->exec_epoch == 0) { /* after 2^32 switches: forget what was noted, stay exact */
+            e->exec_epoch = 1;
+            for (uint32_t i = 0; i < e->nnode_stored; i++)
+                e->nodes[i].exec_epoch = 0;
+            for (uint32_t i = 0; i < e->nfuncs; i++)
+                e->funcs[i].exec_epoch = 0;
+            e->thread_epoch = 0;
+        }
         return 0;
     case JP_REC_CPU_SAMPLE:
         memcpy(&u.cpu, p, sizeof u.cpu);
@@ -1626,6 +1740,10 @@ void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v)
     v->chains = e->chains; v->nchains = e->nchains;
     v->hots = e->hots; v->nhots = e->nhots;
     v->excerpts = e->excerpts; v->nexcerpts = e->nexcerpts;
+    v->exec = e->exec_tuples; v->nexec = e->nexec;
+    v->exec_exact = !e->exec_lost;
+    v->runtime_threads = e->nthreads;
+    v->threads_exact = !e->threads_lost;
 }
 
 int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out)

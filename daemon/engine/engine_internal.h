@@ -54,6 +54,14 @@ struct jp_func {
     uint64_t resize_count;
     uint64_t freed, live;     /* memory: bytes of allocations created here */
     uint64_t snap, stamp;     /* live-at-peak snapshot, see engine.c */
+    uint32_t exec_epoch;      /* memory: the EXEC epoch this site last noted (engine.c) */
+};
+
+/* One distinct execution identity seen with one detail key: CPU mode, the call chain of a
+ * sample's leaf node (every function on it saw the identity); memory mode, the creation site
+ * (function index) of an allocation. JP_ID_UNAVAILABLE where the EXEC record had none. */
+struct jp_exec_tuple {
+    uint32_t key, thread, task;
 };
 
 struct jp_source {
@@ -111,6 +119,12 @@ struct jp_engine_view {
     const struct jp_chain *chains; uint32_t nchains;
     const struct jp_hot *hots; uint32_t nhots;
     const struct jp_excerpt_ent *excerpts; uint32_t nexcerpts;
+
+    /* execution identity (run-local attribution, reported as counts only) */
+    const struct jp_exec_tuple *exec; uint32_t nexec;
+    bool exec_exact;          /* every identity tuple was kept (no budget refusal) */
+    uint32_t runtime_threads; /* distinct runtime thread ids over the producer's events */
+    bool threads_exact;
 };
 
 void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
