@@ -30,6 +30,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "engine_internal.h"
 
@@ -82,7 +84,7 @@ struct live_narrow {
     struct ln_ent orphan; /* the resident left homeless by a failed insert (-ENOSPC) */
 };
 _Static_assert(sizeof(struct ln_bucket) == 64, "a bucket is one cache line");
-struct live_wide { struct lw_ent *ent; uint32_t cap, n; };
+struct live_wide { struct lw_ent *ent; uint32_t cap, n; uint64_t seed; };
 _Static_assert(sizeof(struct ln_ent) == 12, "a narrow live slot is 12 bytes");
 
 static inline uint64_t val_get(const uint32_t *lo)
@@ -121,6 +123,7 @@ struct jp_engine {
     bool exec_lost, threads_lost; /* a growth was refused: counts are unavailable */
     uint32_t mode;
     uint64_t budget, used;
+    uint64_t seed; /* keys every hash a producer's input can steer (hashing, below) */
     uint64_t peak_used; /* the most held at once, growth transients included */
     bool detail_stopped, live_exact;
 
@@ -223,12 +226,82 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+/* Seeded hashing. Every table a producer's ids and names fill is keyed by the engine's seed,
+ * so no stream can be precomputed to collide (a hostile producer would otherwise make probes
+ * linear and the daemon quadratic). Output never depends on it: the report walks the
+ * definition-ordered arrays and sorts on the contract's keys, tables only find things, and
+ * every table grows on its entry count alone, so budgets run out at the same record whatever
+ * the seed. The narrow live table (engine.c, live table) keeps a fixed hash: its cuckoo
+ * displacement can fail, and a failure grows it, so a seeded layout could move the point
+ * where the retention budget runs out; chosen ids there cost at most a growth each, which
+ * scales every bucket index and breaks the collision.
+ *
+ * Names go through SipHash-2-4 (keyed 64-bit, streamed a byte at a time: definitions are
+ * rare); numeric keys are packed injectively and finished with mix64 around the seed. */
+struct sip {
+    uint64_t v0, v1, v2, v3, m;
+    uint32_t nb, len;
+};
+
+static inline uint64_t rotl64(uint64_t x, unsigned r)
+{
+    return (x << r) | (x >> (64u - r));
+}
+
+static void sip_round(struct sip *h)
+{
+    h->v0 += h->v1; h->v1 = rotl64(h->v1, 13); h->v1 ^= h->v0; h->v0 = rotl64(h->v0, 32);
+    h->v2 += h->v3; h->v3 = rotl64(h->v3, 16); h->v3 ^= h->v2;
+    h->v0 += h->v3; h->v3 = rotl64(h->v3, 21); h->v3 ^= h->v0;
+    h->v2 += h->v1; h->v1 = rotl64(h->v1, 17); h->v1 ^= h->v2; h->v2 = rotl64(h->v2, 32);
+}
+
+static void sip_init(struct sip *h, uint64_t seed)
+{
+    uint64_t k0 = seed, k1 = mix64(seed ^ UINT64_C(0x5bd1e9955bd1e995));
+    h->v0 = k0 ^ UINT64_C(0x736f6d6570736575);
+    h->v1 = k1 ^ UINT64_C(0x646f72616e646f6d);
+    h->v2 = k0 ^ UINT64_C(0x6c7967656e657261);
+    h->v3 = k1 ^ UINT64_C(0x7465646279746573);
+    h->m = 0;
+    h->nb = h->len = 0;
+}
+
+static void sip_word(struct sip *h, uint64_t m)
+{
+    h->v3 ^= m;
+    sip_round(h);
+    sip_round(h);
+    h->v0 ^= m;
+}
+
+static void sip_bytes(struct sip *h, const void *p, size_t n)
 {
     const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ s[i]) * UINT64_C(0x100000001b3);
-    return h;
+    for (size_t i = 0; i < n; i++) {
+        h->m |= (uint64_t)s[i] << (8u * h->nb);
+        h->len++;
+        if (++h->nb == 8u) {
+            sip_word(h, h->m);
+            h->m = 0;
+            h->nb = 0;
+        }
+    }
+}
+
+static uint64_t sip_final(struct sip *h)
+{
+    sip_word(h, h->m | (uint64_t)(h->len & 0xffu) << 56);
+    h->v2 ^= 0xff;
+    for (int i = 0; i < 4; i++)
+        sip_round(h);
+    return h->v0 ^ h->v1 ^ h->v2 ^ h->v3;
+}
+
+/* Two 64-bit words, injective, under the seed. */
+static inline uint64_t hash2(uint64_t seed, uint64_t a, uint64_t b)
+{
+    return mix64(mix64(a ^ seed) ^ b ^ rotl64(seed, 29));
 }
 
 typedef bool (*itab_eq)(const struct jp_engine *e, uint32_t idx, const void *key);
@@ -293,15 +366,19 @@ static int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
 
 struct source_key { uint8_t origin; const char *path; uint16_t len; };
 
-static uint64_t source_hash_k(const struct source_key *k)
+static uint64_t source_hash_k(const struct jp_engine *e, const struct source_key *k)
 {
-    return mix64(hash_bytes(UINT64_C(0xcbf29ce484222325) ^ k->origin, k->path, k->len));
+    struct sip h;
+    sip_init(&h, e->seed);
+    sip_bytes(&h, &k->origin, 1);
+    sip_bytes(&h, k->path, k->len);
+    return sip_final(&h);
 }
 static uint64_t source_hash(const struct jp_engine *e, uint32_t idx)
 {
     const struct jp_source *s = &e->sources[idx];
     struct source_key k = {s->origin, s->path, s->path_len};
-    return source_hash_k(&k);
+    return source_hash_k(e, &k);
 }
 static bool source_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -317,21 +394,23 @@ struct func_key {
     uint8_t kind; uint32_t source, decl_start, decl_end, uniq;
 };
 
-static uint64_t func_hash_k(const struct func_key *k)
+/* Exactly the fields func_eq compares; lengths first, so (ns, fn) splits stay distinct. */
+static uint64_t func_hash_k(const struct jp_engine *e, const struct func_key *k)
 {
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    h = hash_bytes(h, k->ns, k->ns_len);
-    h = hash_bytes(h ^ 0xff, k->fn, k->fn_len);
-    uint32_t nums[4] = {k->source, k->decl_start, k->decl_end, k->uniq};
-    h = hash_bytes(h, nums, sizeof nums);
-    return mix64(h);
+    struct sip h;
+    sip_init(&h, e->seed);
+    uint32_t nums[6] = {k->ns_len, k->fn_len, k->source, k->decl_start, k->decl_end, k->uniq};
+    sip_bytes(&h, nums, sizeof nums);
+    sip_bytes(&h, k->ns, k->ns_len);
+    sip_bytes(&h, k->fn, k->fn_len);
+    return sip_final(&h);
 }
 static uint64_t func_hash(const struct jp_engine *e, uint32_t idx)
 {
     const struct jp_func *f = &e->funcs[idx];
     struct func_key k = {f->ns, f->fn, f->ns_len, f->fn_len, f->kind, f->source,
                          f->decl_start, f->decl_end, f->uniq};
-    return func_hash_k(&k);
+    return func_hash_k(e, &k);
 }
 static bool func_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -346,14 +425,14 @@ static bool func_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 /* ---- chains and hot lines -------------------------------------------------------------- */
 
 struct chain_key { uint32_t parent, func; };
-static uint64_t chain_hash_k(const struct chain_key *k)
+static uint64_t chain_hash_k(const struct jp_engine *e, const struct chain_key *k)
 {
-    return mix64(((uint64_t)k->parent << 32) ^ k->func);
+    return hash2(e->seed, k->parent, k->func);
 }
 static uint64_t chain_hash(const struct jp_engine *e, uint32_t idx)
 {
     struct chain_key k = {e->chains[idx].parent, e->chains[idx].func};
-    return chain_hash_k(&k);
+    return chain_hash_k(e, &k);
 }
 static bool chain_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -362,15 +441,14 @@ static bool chain_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 }
 
 struct hot_key { uint32_t func, line, col; };
-static uint64_t hot_hash_k(const struct hot_key *k)
+static uint64_t hot_hash_k(const struct jp_engine *e, const struct hot_key *k)
 {
-    return mix64(((uint64_t)k->func << 40) ^ ((uint64_t)k->line << 20) ^ k->col ^
-                 ((uint64_t)k->col << 52));
+    return hash2(e->seed, (uint64_t)k->func << 32 | k->line, k->col);
 }
 static uint64_t hot_hash(const struct jp_engine *e, uint32_t idx)
 {
     struct hot_key k = {e->hots[idx].func, e->hots[idx].line, e->hots[idx].col};
-    return hot_hash_k(&k);
+    return hot_hash_k(e, &k);
 }
 static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -379,13 +457,13 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
     return h->func == k->func && h->line == k->line && h->col == k->col;
 }
 
-static uint64_t exec_hash_k(const struct jp_exec_tuple *k)
+static uint64_t exec_hash_k(const struct jp_engine *e, const struct jp_exec_tuple *k)
 {
-    return mix64(((uint64_t)k->key << 32 | k->thread) ^ ((uint64_t)k->task * UINT64_C(0x9E3779B97F4A7C15)));
+    return hash2(e->seed, (uint64_t)k->key << 32 | k->thread, k->task);
 }
 static uint64_t exec_hash(const struct jp_engine *e, uint32_t idx)
 {
-    return exec_hash_k(&e->exec_tuples[idx]);
+    return exec_hash_k(e, &e->exec_tuples[idx]);
 }
 static bool exec_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -393,7 +471,7 @@ static bool exec_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 }
 static uint64_t thread_hash(const struct jp_engine *e, uint32_t idx)
 {
-    return mix64(e->threads[idx]);
+    return hash2(e->seed, e->threads[idx], 0);
 }
 static bool thread_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 {
@@ -417,15 +495,47 @@ static int budget_fail(struct jp_engine *e, int r)
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
+static void set_seed(struct jp_engine *e, uint64_t seed)
+{
+    e->seed = seed;
+    e->lw.seed = mix64(seed ^ UINT64_C(0x1d8e4e27c47d124f));
+    e->seen_extra.seed = mix64(seed ^ UINT64_C(0x2545f4914f6cdd1d));
+}
+
 int jp_engine_new(struct jp_engine **out)
 {
     struct jp_engine *e = calloc(1, sizeof *e);
     if (!e)
         return -ENOMEM;
+    /* A fresh secret per engine; where the kernel has no entropy yet, the clock and the
+     * address still differ per run (the seed only has to be unknown to the producer). */
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        seed = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uintptr_t)e);
+    }
+    set_seed(e, seed);
     e->live_exact = true;
     e->exec.runtime_thread_id = e->exec.task_id = e->exec.actor_id = JP_ID_UNAVAILABLE;
     *out = e;
     return 0;
+}
+
+int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed)
+{
+    if (e->started)
+        return -EBUSY; /* tables may hold entries placed under the old seed */
+    set_seed(e, seed);
+    return 0;
+}
+
+uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func)
+{
+    for (uint32_t i = 0; i < e->func_tab.cap; i++)
+        if (e->func_tab.slot[i] == func + 1u)
+            return i;
+    return UINT32_MAX;
 }
 
 void jp_engine_free(struct jp_engine *e)
@@ -522,7 +632,7 @@ static int on_source_def(struct jp_engine *e, const uint8_t *rec)
         e->nsource_stored = e->nsource_defined;
         return violation(e);
     }
-    uint64_t h = source_hash_k(&k);
+    uint64_t h = source_hash_k(e, &k);
     uint32_t slot, idx = itab_find(e, &e->source_tab, h, source_eq, &k, &slot);
     int rc = vec_grow(e, (void **)&e->source_map, &e->source_map_cap, e->nsource_defined + 1u,
                       sizeof *e->source_map);
@@ -577,7 +687,7 @@ static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
                       sizeof *e->frame_func);
     if (rc < 0)
         return budget_fail(e, rc);
-    uint64_t h = func_hash_k(&k);
+    uint64_t h = func_hash_k(e, &k);
     uint32_t slot, idx = itab_find(e, &e->func_tab, h, func_eq, &k, &slot);
     if (idx == UINT32_MAX) {
         if (e->nfuncs >= SITE_OVERFLOW - 2u)
@@ -643,7 +753,7 @@ static int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
             break;
         }
     struct chain_key k = {r->parent ? e->nodes[r->parent - 1u].chain + 1u : 0, func};
-    uint64_t h = chain_hash_k(&k);
+    uint64_t h = chain_hash_k(e, &k);
     uint32_t slot, ci = itab_find(e, &e->chain_tab, h, chain_eq, &k, &slot);
     if (ci == UINT32_MAX) {
         if ((rc = vec_grow(e, (void **)&e->chains, &e->chains_cap, e->nchains + 1u,
@@ -682,7 +792,7 @@ static int exec_note(struct jp_engine *e, uint32_t key)
     struct jp_exec_tuple k = {key, e->exec.runtime_thread_id, e->exec.task_id};
     if (k.thread == JP_ID_UNAVAILABLE && k.task == JP_ID_UNAVAILABLE)
         return 0;
-    uint64_t h = exec_hash_k(&k);
+    uint64_t h = exec_hash_k(e, &k);
     uint32_t slot;
     if (itab_find(e, &e->exec_tab, h, exec_eq, &k, &slot) != UINT32_MAX)
         return 0;
@@ -710,7 +820,7 @@ static int thread_note(struct jp_engine *e)
     uint32_t tid = e->exec.runtime_thread_id;
     if (tid == JP_ID_UNAVAILABLE || e->threads_lost)
         return 0;
-    uint64_t h = mix64(tid);
+    uint64_t h = hash2(e->seed, tid, 0);
     uint32_t slot;
     if (itab_find(e, &e->thread_tab, h, thread_eq, &tid, &slot) != UINT32_MAX)
         return 0;
@@ -775,7 +885,7 @@ static int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
         }
     }
     struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
-    uint64_t h = hot_hash_k(&k);
+    uint64_t h = hot_hash_k(e, &k);
     uint32_t slot, hi = itab_find(e, &e->hot_tab, h, hot_eq, &k, &slot);
     if (hi == UINT32_MAX) {
         if ((rc = vec_grow(e, (void **)&e->hots, &e->hots_cap, e->nhots + 1u,
@@ -822,9 +932,11 @@ static void cpu_settle(struct jp_engine *e)
 
 /* ---- memory: the live table ------------------------------------------------------------ */
 
-static inline uint32_t home_slot(uint64_t id, uint32_t cap)
+/* The wide tables (ids >= 2^32 - 1, late ids) probe linearly, so their home slots are
+ * seeded: a run of chosen ids cannot pile up on one slot. */
+static inline uint32_t home_slot(uint64_t seed, uint64_t id, uint32_t cap)
 {
-    uint64_t h = id * UINT64_C(0x9E3779B97F4A7C15);
+    uint64_t h = mix64(id ^ seed);
     return (uint32_t)(((h >> 32) * (uint64_t)cap) >> 32);
 }
 
@@ -836,14 +948,14 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
 #define LIVE_TABLE_FUNCS(NAME, T, E, KEY)                                                         \
     static inline uint32_t NAME##_dist(const T *t, KEY key, uint32_t i)                          \
     {                                                                                             \
-        uint32_t h = home_slot(key, t->cap);                                                      \
+        uint32_t h = home_slot(t->seed, key, t->cap);                                              \
         return i >= h ? i - h : i + t->cap - h;                                                   \
     }                                                                                             \
     static uint32_t *NAME##_find(T *t, KEY key)                                                   \
     {                                                                                             \
         if (!t->cap)                                                                              \
             return NULL;                                                                          \
-        for (uint32_t i = home_slot(key, t->cap), d = 0;; d++) {                                  \
+        for (uint32_t i = home_slot(t->seed, key, t->cap), d = 0;; d++) {                          \
             E *s = &t->ent[i];                                                                    \
             if (s->key == key)                                                                    \
                 return &s->lo;                                                                    \
@@ -857,7 +969,7 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
     {                                                                                             \
         E cur = {.key = key};                                                                     \
         val_set(&cur.lo, val);                                                                    \
-        for (uint32_t i = home_slot(key, t->cap), d = 0;; d++) {                                  \
+        for (uint32_t i = home_slot(t->seed, key, t->cap), d = 0;; d++) {                          \
             E *s = &t->ent[i];                                                                    \
             if (!s->key) {                                                                        \
                 *s = cur;                                                                         \
@@ -899,7 +1011,7 @@ static inline uint32_t home_slot(uint64_t id, uint32_t cap)
         uint64_t old = (uint64_t)t->cap * sizeof(E), bytes = ncap * sizeof(E);                    \
         if (budget_hold(e, bytes) < 0) /* old and new coexist during the rehash */                \
             return -ENOBUFS;                                                                      \
-        T n = {calloc((size_t)ncap, sizeof(E)), (uint32_t)ncap, 0};                               \
+        T n = {calloc((size_t)ncap, sizeof(E)), (uint32_t)ncap, 0, t->seed};                               \
         if (!n.ent)                                                                               \
             return -ENOMEM;                                                                       \
         for (uint32_t i = 0; i < t->cap; i++)                                                     \

@@ -16,6 +16,13 @@ struct jp_engine; /* opaque */
 
 int jp_engine_new(struct jp_engine **out);
 void jp_engine_free(struct jp_engine *e);
+/* The engine keys the hashes of every table a producer can fill (names, ids, call chains, hot
+ * lines) with a per-engine secret taken from getrandom at jp_engine_new, so no stream can be
+ * built in advance to make them collide. Output never depends on the seed: reports come from
+ * definition-ordered arrays sorted on the contract's keys, and tables grow on entry counts
+ * alone. This replaces the seed (tests, reproducing a layout); only before the first record:
+ * -EBUSY after it. */
+int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed);
 
 /* Feeds one record, already copied out of untrusted memory. The engine validates it
  * (jp_rec_validate) and its place in the stream. Returns:

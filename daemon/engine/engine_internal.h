@@ -128,6 +128,9 @@ struct jp_engine_view {
 };
 
 void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
+/* The function table slot holding function index func (UINT32_MAX: none), so tests can show
+ * that two seeds lay the tables out differently. */
+uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
 
 /* Live bytes of a site at the global peak (see the epoch scheme in engine.c). */
 static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
