@@ -48,9 +48,10 @@ struct jpd_session {
     struct jpd_session *prev, *next;
     uv_poll_t poll;
     uv_timer_t timer;
+    uv_idle_t again;    /* "drain again on the next loop turn" (see pump) */
     int fd;
     int state;
-    int handles_open;   /* 2 until both close callbacks ran */
+    int handles_open;   /* 3 until all close callbacks ran */
     int closing;
     int poll_events;    /* what poll is started with now */
     int eof;            /* the peer is gone (read EOF, reset, or an unrecoverable write) */
@@ -92,6 +93,7 @@ static void set_state(struct jpd_session *s, int st)
 static void session_close(struct jpd_session *s);
 static void session_update_poll(struct jpd_session *s);
 static void on_timer(uv_timer_t *t);
+static void on_again(uv_idle_t *h);
 static void on_eof(struct jpd_session *s);
 
 /* ---- output ---- */
@@ -362,7 +364,7 @@ static int feed(struct jpd_session *s, const void *rec, uint32_t len, const char
     return 0;
 }
 
-/* Consumes up to `budget` records (PAD not counted). Returns 1 when the budget ran out (more may
+/* Consumes up to `budget` records (PAD included). Returns 1 when the budget ran out (more may
  * be there), 0 when the ring is empty or RUN_STOP is held, -EPROTO with *why on a record that
  * ends the session.
  *
@@ -420,6 +422,7 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
                 break;
             }
             used += slots;
+            budget--; /* PAD too: a producer committing nothing but PADs must not keep us */
             if (h.type == JP_REC_PAD)
                 continue;
             if (h.size > JP_REC_MAX_SIZE) {
@@ -434,7 +437,6 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
             else
                 memcpy(s->rec, p, h.size);
             memcpy(s->rec, &h, sizeof h); /* the header we checked, whatever the slot says now */
-            budget--;
             if (h.type == JP_REC_RUN_STOP) {
                 /* Held back: the excerpts come between the producer's last record and it. */
                 memcpy(s->stop_rec, s->rec, h.size);
@@ -534,8 +536,11 @@ static void pump(struct jpd_session *s)
     if (r == 1 || (!s->eof && !s->finalize_seen && s->last_found > s->ring.slot_count / 2)) {
         /* More is waiting, or the producer filled more than half the ring within one period
          * (it may be waiting for room now, and the timer cannot tick faster than 1 ms): come
-         * back on the next loop turn, after the other sessions had theirs. */
-        uv_timer_start(&s->timer, on_timer, 0, JPD_DRAIN_PERIOD_MS);
+         * back on the next loop turn, after the other sessions and the sockets had theirs.
+         * Not with a 0 ms timer: re-armed from a timer callback, libuv before 1.48 runs it
+         * again in the same pass, so a flooding run would starve all I/O (FINALIZE of other
+         * runs, SIGTERM). An active idle handle makes the next poll not block instead. */
+        uv_idle_start(&s->again, on_again);
         return;
     }
     if (s->eof) {
@@ -548,6 +553,14 @@ static void pump(struct jpd_session *s)
         finish_run(s, JP_END_COLLECTOR_FAILURE, 1);
         return;
     }
+}
+
+static void on_again(uv_idle_t *h)
+{
+    struct jpd_session *s = h->data;
+    uv_idle_stop(h);
+    if (!s->closing && s->state == S_LIVE)
+        pump(s);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -1020,8 +1033,10 @@ static void session_close(struct jpd_session *s)
         set_state(s, S_DONE);
     uv_poll_stop(&s->poll);
     uv_timer_stop(&s->timer);
+    uv_idle_stop(&s->again);
     uv_close((uv_handle_t *)&s->poll, on_closed);
     uv_close((uv_handle_t *)&s->timer, on_closed);
+    uv_close((uv_handle_t *)&s->again, on_closed);
 }
 
 static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer,
@@ -1050,9 +1065,11 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
         return r;
     }
     uv_timer_init(d->loop, &s->timer);
+    uv_idle_init(d->loop, &s->again);
     s->poll.data = s;
     s->timer.data = s;
-    s->handles_open = 2;
+    s->again.data = s;
+    s->handles_open = 3;
     s->next = d->sessions;
     if (d->sessions)
         d->sessions->prev = s;
