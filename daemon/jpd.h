@@ -85,6 +85,9 @@ struct jpd_daemon {
 };
 
 /* session.c */
+/* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
+ * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
+extern uint32_t jpd_excerpt_timeout_ms;
 struct jpd_peer {
     pid_t pid;
     uid_t uid;

@@ -9,6 +9,10 @@
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
  * offending flag or value named on stderr).
+ *
+ * Test knob, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N (1..600000)
+ * replaces the 10 s a session waits for the runtime's EXCERPTS, so a test can watch the
+ * timeout fire. A bad value is a command-line error (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -30,7 +34,11 @@ static int usage(void)
           "       jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
           "                        [--profile-limit N]\n"
           "       jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
-          "                           [--exit-code C] CAPTURE...\n",
+          "                           [--exit-code C] CAPTURE...\n"
+          "test knob (environment, read at start; for tests only):\n"
+          "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
+          "                                       runtime's excerpts before rendering without\n"
+          "                                       them\n",
           stderr);
     return 2;
 }
@@ -130,6 +138,14 @@ static int cmd_show(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    const char *knob = getenv("JETTPROFD_EXCERPT_TIMEOUT_MS");
+    if (knob) {
+        uint64_t ms;
+        if (jpd_parse_u64(knob, 1, 600000, &ms) < 0)
+            return bad(NULL, "JETTPROFD_EXCERPT_TIMEOUT_MS must be an integer 1..600000 "
+                             "(milliseconds), not", knob);
+        jpd_excerpt_timeout_ms = (uint32_t)ms;
+    }
     if (argc < 2)
         return usage();
     const char *cmd = argv[1];

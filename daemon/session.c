@@ -29,6 +29,8 @@
 
 #include "jpd.h"
 
+uint32_t jpd_excerpt_timeout_ms = JPD_EXCERPT_MS;
+
 enum {
     S_HELLO,
     S_RING,
@@ -495,7 +497,7 @@ static void begin_excerpts(struct jpd_session *s)
     /* The stream is consumed up to its RUN_STOP: the ring has nothing more to give. */
     release_ring(s);
     uv_timer_stop(&s->timer);
-    uv_timer_start(&s->timer, on_timer, JPD_EXCERPT_MS, 0);
+    uv_timer_start(&s->timer, on_timer, jpd_excerpt_timeout_ms, 0);
     flush_out(s);
 }
 
@@ -580,7 +582,7 @@ static void on_timer(uv_timer_t *t)
         /* No answer: the profile goes out without excerpts (they render as unavailable). */
         if (!s->d->private_mode)
             jpd_log("run %llu: no excerpts within %u ms", (unsigned long long)s->run_id,
-                    JPD_EXCERPT_MS);
+                    (unsigned)jpd_excerpt_timeout_ms);
         feed_held_stop(s);
         return;
     case S_DONE:

@@ -1,0 +1,286 @@
+/* Drain fairness on one long-lived daemon: while one run floods its ring, another run still
+ * streams, finalizes, answers its excerpts and gets its exact profile promptly. Two floods: an
+ * honest producer that outruns the daemon with real samples, and a hostile one that commits
+ * nothing but PAD records (free to write, and never fed to the engine). A daemon that drained a
+ * run until it ran dry, or whose re-arming starved socket I/O (a 0 ms timer re-armed from its
+ * own callback runs again in the same pass in libuv before 1.48), would never finish the
+ * second run. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+
+struct flood {
+    const char *sock;
+    int stop;           /* set by the test: end the run */
+    uint64_t pushed;    /* records committed so far */
+    uint64_t full;      /* times the ring was found full */
+    int rc;
+    struct jpt_result got;
+};
+
+static void nap_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* The flood: a CPU run whose samples are pre-generated once and then pushed over and over, so
+ * the producer only copies and outruns the daemon (samples are stateless, so repeating them
+ * keeps the stream valid). */
+#define FLOOD_SAMPLES 4096u
+
+static void *flood_run(void *arg)
+{
+    struct flood *f = arg;
+    struct jpt_client c;
+    f->rc = jpt_client_connect(&c, f->sock);
+    if (f->rc < 0)
+        return NULL;
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 77, UINT64_C(1) << 40); /* never ends by itself */
+    struct jp_ring ring;
+    uint64_t id;
+    f->rc = jpt_start_run(&c, &s, 1u << 16, -1, 0, &ring, &id);
+    if (f->rc < 0)
+        return NULL;
+    static uint8_t samples[FLOOD_SAMPLES][JP_SLOT_SIZE];
+    uint32_t nsamples = 0, sample_len = 0;
+    uint8_t buf[JP_REC_MAX_SIZE];
+    while (nsamples < FLOOD_SAMPLES && f->rc == 0) {
+        uint32_t len = jpt_stream_next(&s, buf);
+        struct jp_rec_hdr h;
+        memcpy(&h, buf, sizeof h);
+        if (h.type == JP_REC_CPU_SAMPLE && len <= JP_SLOT_SIZE) {
+            memcpy(samples[nsamples++], buf, len);
+            sample_len = len;
+        } else {
+            f->rc = jpt_push(&ring, buf, len); /* the definitions before the samples */
+        }
+    }
+    uint64_t extra = 0; /* samples pushed beyond what the generator counted */
+    unsigned batch = 0;
+    for (uint32_t i = 0; f->rc == 0 && !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE);
+         i = (i + 1) % FLOOD_SAMPLES) {
+        void *dst;
+        while (!(dst = jp_ring_reserve(&ring, sample_len))) {
+            jp_ring_commit(&ring);
+            batch = 0;
+            __atomic_add_fetch(&f->full, 1, __ATOMIC_RELAXED);
+            sched_yield();
+        }
+        memcpy(dst, samples[i], sample_len);
+        extra++;
+        if (++batch == 256) {
+            jp_ring_commit(&ring);
+            __atomic_add_fetch(&f->pushed, batch, __ATOMIC_RELAXED);
+            batch = 0;
+        }
+    }
+    jp_ring_commit(&ring);
+    s.emitted += extra - nsamples; /* the generator counted each pre-generated sample once */
+    uint32_t len = jpt_stream_stop(&s, buf);
+    if (f->rc == 0)
+        f->rc = jpt_push(&ring, buf, len);
+    jp_ring_close(&ring);
+    if (f->rc == 0) {
+        struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
+        m.u.finalize.termination = JP_TERM_RETURNED;
+        f->rc = jp_ctl_send(c.fd, &m, NULL, 0);
+    }
+    if (f->rc == 0)
+        f->rc = jpt_finish(&c, &f->got, 60000);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    return NULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+
+    static struct flood f;
+    f = (struct flood){.sock = sock};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, flood_run, &f), 0);
+    /* Wait until the flood is real: the daemon has fallen behind many times. */
+    for (int i = 0; i < 2000 && __atomic_load_n(&f.full, __ATOMIC_RELAXED) < 1000; i++)
+        nap_us(5000);
+    cr_assert_geq(__atomic_load_n(&f.full, __ATOMIC_RELAXED), 1000,
+                  "the flooding run never filled its ring (rc %d)", f.rc);
+
+    uint64_t before = __atomic_load_n(&f.pushed, __ATOMIC_RELAXED);
+    double t0 = now_s();
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s, again;
+    jpt_stream_init(&s, JP_MODE_CPU, 31, 50000);
+    again = s;
+    struct jpt_result got;
+    cr_assert_eq(jpt_run(&c, &s, 1u << 12, -1, &got), 0);
+    double took = now_s() - t0;
+    jpt_client_close(&c);
+    uint64_t during = __atomic_load_n(&f.pushed, __ATOMIC_RELAXED) - before;
+
+    /* The other run was flooding the whole time, and was drained meanwhile too. */
+    int flooding = f.rc == 0 && !__atomic_load_n(&f.stop, __ATOMIC_RELAXED);
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+    cr_assert(flooding, "the flooding run ended early (rc %d)", f.rc);
+    cr_assert_gt(during, 0, "the flooding run was not drained while the other ran");
+    cr_assert_eq(got.error_code, 0, "daemon error: %s", got.error);
+    cr_assert_eq(got.status, JP_STATUS_COMPLETE, "%s", got.reason);
+    struct jpt_result want;
+    cr_assert_eq(jpt_expected(&again, &want), 0);
+    cr_assert_str_eq(got.human, want.human);
+    cr_assert_str_eq(got.toon, want.toon);
+    /* Promptly: 50000 records and three control round trips; a starved run would wait for the
+     * flood to end, which it never does by itself. Generous for a loaded 2-core machine. */
+    cr_assert_lt(took, 15.0, "the second run took %.1f s next to the flood", took);
+    jpt_result_free(&want);
+    jpt_result_free(&got);
+
+    cr_assert_eq(f.rc, 0, "the flooding run failed: %d", f.rc);
+    cr_assert_eq(f.got.error_code, 0, "flooding run: daemon error %s", f.got.error);
+    cr_assert_eq(f.got.status, JP_STATUS_COMPLETE, "flooding run: %s", f.got.reason);
+    jpt_result_free(&f.got);
+
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    rmdir(dir);
+    free(dir);
+}
+
+/* The hostile flood: every slot of the ring holds a one-slot PAD record, written once; from
+ * then on the producer only moves head to a full ring whenever the daemon's tail moves, so it
+ * commits a whole ring of records for the price of one store. */
+static void *pad_flood(void *arg)
+{
+    struct flood *f = arg;
+    struct jpt_client c;
+    f->rc = jpt_client_connect(&c, f->sock);
+    if (f->rc < 0)
+        return NULL;
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 78, 1);
+    struct jp_ring ring;
+    uint64_t id;
+    f->rc = jpt_start_run(&c, &s, 1u << 16, -1, 0, &ring, &id);
+    if (f->rc < 0)
+        return NULL;
+    const struct jp_rec_hdr pad = {JP_REC_PAD, sizeof pad};
+    for (uint32_t i = 0; i < ring.slot_count; i++)
+        memcpy(ring.data + (size_t)i * JP_SLOT_SIZE, &pad, sizeof pad);
+    uint64_t last = UINT64_MAX;
+    while (!__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE)) {
+        uint64_t tail = jp_ring__load_acquire(&ring.sh->tail);
+        if (tail == last) {
+            sched_yield();
+            continue;
+        }
+        jp_ring__store_release(&ring.sh->head, tail + ring.slot_count);
+        __atomic_add_fetch(&f->pushed, tail - (last == UINT64_MAX ? tail : last),
+                           __ATOMIC_RELAXED);
+        __atomic_add_fetch(&f->full, 1, __ATOMIC_RELAXED);
+        last = tail;
+    }
+    /* Vanish: the daemon ends this run as a lost producer. */
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    return NULL;
+}
+
+struct second {
+    const char *sock;
+    int done, rc;
+    struct jpt_result got;
+};
+
+static void *second_run(void *arg)
+{
+    struct second *r = arg;
+    struct jpt_client c;
+    r->rc = jpt_client_connect(&c, r->sock);
+    if (r->rc == 0) {
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_MEMORY, 32, 50000);
+        r->rc = jpt_run(&c, &s, 1u << 12, -1, &r->got);
+        jpt_client_close(&c);
+    }
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+
+    static struct flood f;
+    f = (struct flood){.sock = sock};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, pad_flood, &f), 0);
+    for (int i = 0; i < 2000 && __atomic_load_n(&f.pushed, __ATOMIC_RELAXED) < 100000; i++)
+        nap_us(5000);
+    cr_assert_geq(__atomic_load_n(&f.pushed, __ATOMIC_RELAXED), 100000,
+                  "the pad flood did not get going (rc %d)", f.rc);
+
+    /* The second run in a thread, so a starved one fails the test instead of hanging it. */
+    static struct second r;
+    r = (struct second){.sock = sock};
+    pthread_t th2;
+    cr_assert_eq(pthread_create(&th2, NULL, second_run, &r), 0);
+    double t0 = now_s();
+    while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE) && now_s() - t0 < 15.0)
+        nap_us(10000);
+    if (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
+        kill(d, SIGKILL);
+        cr_assert_fail("the second run did not finish within 15 s next to a pad flood");
+    }
+    pthread_join(th2, NULL);
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(th, NULL);
+
+    cr_assert_eq(r.rc, 0, "second run failed: %d", r.rc);
+    cr_assert_eq(r.got.error_code, 0, "daemon error: %s", r.got.error);
+    cr_assert_eq(r.got.status, JP_STATUS_COMPLETE, "%s", r.got.reason);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 32, 50000);
+    struct jpt_result want;
+    cr_assert_eq(jpt_expected(&s, &want), 0);
+    cr_assert_str_eq(r.got.toon, want.toon);
+    jpt_result_free(&want);
+    jpt_result_free(&r.got);
+
+    /* The daemon is still responsive: SIGTERM ends it cleanly. */
+    kill(d, SIGTERM);
+    int st = jpt_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon status %d", st);
+    rmdir(dir);
+    free(dir);
+}
