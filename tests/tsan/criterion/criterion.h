@@ -38,8 +38,8 @@
  *   and its arguments (not type-checked here: Criterion's build checks them).
  *   cr_assert* end the test at once (the test's .fini still runs); cr_expect* record the
  *   failure and let the test go on; the test fails when it ends.
- * Not supported (a compile error, not a silent difference): other options such as .disabled,
- * ParameterizedTest, Theory, report hooks, cr_skip_test, a custom main(), the
+ * Not supported (a build error under --werror, not a silent difference): other options such
+ * as .disabled, ParameterizedTest, Theory, report hooks, cr_skip_test, a custom main(), the
  * cr_assert(eq(...)) "new assertion" API. A cr_assert that fails on a thread other
  * than the test's own ends the child at once without running .fini. Tests run one at a time,
  * in registration order (source order within a file).
