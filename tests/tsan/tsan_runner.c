@@ -155,8 +155,8 @@ static struct eff effective(const struct test *t)
 
 static _Noreturn void run_child(const struct test *t, const struct eff *e)
 {
-    struct itimerval it = {{0, 0}, {(time_t)e->timeout,
-                                    (suseconds_t)((e->timeout - (double)(time_t)e->timeout) * 1e6)}};
+    time_t whole = (time_t)e->timeout;
+    struct itimerval it = {{0, 0}, {whole, (suseconds_t)((e->timeout - (double)whole) * 1e6)}};
     if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
         it.it_value.tv_usec = 1;
     setitimer(ITIMER_REAL, &it, NULL); /* SIGALRM's default action ends the child */

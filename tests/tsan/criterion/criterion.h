@@ -108,7 +108,8 @@ void jp_shim_log(const char *level, const char *fmt, ...) __attribute__((format(
 #define JP_SHIM_B_(K, op, a, b, ...) K((a)op(b), #a " " #op " " #b, __VA_ARGS__)
 #define JP_SHIM_P_(K, test, what, x, ...) K((x)test, #x what, __VA_ARGS__)
 #define JP_SHIM_S_(K, op, a, b, ...) K(strcmp((a), (b)) op 0, #a " " #op " " #b, __VA_ARGS__)
-#define JP_SHIM_M_(K, op, a, b, n, ...) K(memcmp((a), (b), (n)) op 0, #a " " #op " " #b, __VA_ARGS__)
+#define JP_SHIM_M_(K, op, a, b, n, ...)                                                           \
+    K(memcmp((a), (b), (n)) op 0, #a " " #op " " #b, __VA_ARGS__)
 #define JP_SHIM_F_(K, eq, a, b, eps, ...)                                                         \
     K((((a) - (b) <= (eps)) && ((b) - (a) <= (eps))) == (eq), #a " ~ " #b, __VA_ARGS__)
 
