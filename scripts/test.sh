@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: a warnings-as-errors build and every suite, then the suite again under
 # AddressSanitizer + UndefinedBehaviorSanitizer, then the ring, agent and concurrency suites
-# under ThreadSanitizer. Exits non-zero on any failure; ends with one "N passed, N failed" line.
+# under ThreadSanitizer, then the libFuzzer harnesses for a bounded time each (clang). Exits
+# non-zero on any failure; ends with one "N passed, N failed" line.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh || exit 1
@@ -28,6 +29,7 @@ run_tests() { # build dir, extra meson test args...
     return $rc
 }
 
+started=$SECONDS
 run_build build && run_tests build || status=1
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -41,6 +43,9 @@ for s in ring agent tsan; do tsan_suites+=(--suite "$s"); done
 run_build build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized &&
     run_tests build-tsan "${tsan_suites[@]}" || status=1
 
+(export CC=clang; run_build build-fuzz) && run_tests build-fuzz --suite fuzz || status=1
+
+echo "test: all builds and suites ran in $((SECONDS - started)) s"
 python3 - "${results[@]}" <<'PY' || status=1
 import json, sys
 passed = failed = skipped = 0
