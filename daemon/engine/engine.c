@@ -811,11 +811,10 @@ static int exec_note(struct jp_engine *e, uint32_t key)
     return 0;
 }
 
-/* Notes the current runtime thread among the run's distinct threads (totals). */
-static int thread_note(struct jp_engine *e)
+/* Notes the current runtime thread among the run's distinct threads (totals); the slow half
+ * runs once per EXEC record at most. */
+static int thread_note_slow(struct jp_engine *e)
 {
-    if (e->thread_epoch == e->exec_epoch)
-        return 0;
     e->thread_epoch = e->exec_epoch;
     uint32_t tid = e->exec.runtime_thread_id;
     if (tid == JP_ID_UNAVAILABLE || e->threads_lost)
@@ -837,6 +836,11 @@ static int thread_note(struct jp_engine *e)
     e->thread_tab.slot[slot] = ++e->nthreads;
     e->thread_tab.n++;
     return 0;
+}
+
+static inline int thread_note(struct jp_engine *e)
+{
+    return e->thread_epoch == e->exec_epoch ? 0 : thread_note_slow(e);
 }
 
 /* ---- CPU ------------------------------------------------------------------------------- */
