@@ -44,9 +44,10 @@ struct jp_node {
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
     uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
-    uint64_t samples;  /* CPU: jett samples whose leaf is this node */
     uint32_t exec_epoch; /* the EXEC epoch this node's chain last noted (exec_note) */
+    uint64_t samples;  /* CPU: jett samples whose leaf is this node */
 };
+_Static_assert(sizeof(struct jp_node) == 32, "two nodes a cache line: samples hit random nodes");
 
 /* Open-addressing index over an array the caller owns: slots hold index + 1, 0 is empty. */
 struct itab {
