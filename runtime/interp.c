@@ -81,8 +81,8 @@ static inline void prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
     vm->line = line;
     vm->col = col;
 #ifdef JETT_HAVE_AGENT
-    if (vm->track_stmts) /* memory reports use declaration lines only */
-        jettprof_stmt(vm->pt, line, col);
+    if (vm->stmt_pos) /* memory reports use declaration lines only */
+        jettprof_stmt_set(vm->stmt_pos, line, col); /* two plain stores, no call */
 #endif
 }
 

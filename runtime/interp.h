@@ -27,7 +27,7 @@ struct jt_vm {
     /* profiling: both NULL when not profiled */
     struct jettprof_thread *pt;
     const uint32_t *pw;
-    bool track_stmts;           /* CPU mode: hot lines need the current statement */
+    struct jettprof_pos *stmt_pos; /* CPU mode: hot lines need the current statement */
     /* output: written through, or captured for the --agent envelope */
     bool capture;
     struct jt_buf out, err;

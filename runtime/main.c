@@ -190,14 +190,14 @@ static void *runtime_main(void *arg)
         if (R->hook_heap)
             R->vm.heap.pt = (struct jettprof_thread *)t;
         else
-            R->vm.track_stmts = true;
+            R->vm.stmt_pos = jettprof_stmt_pos(t);
     }
 #endif
     R->outcome = jt_vm_run(&R->vm);
 #ifdef JETT_HAVE_AGENT
     if (t) {
         R->vm.heap.pt = NULL;
-        R->vm.track_stmts = false;
+        R->vm.stmt_pos = NULL;
         R->vm.pt = NULL;
         R->vm.pw = NULL;
         jettprof_thread_unregister(t);
