@@ -1799,8 +1799,10 @@ int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
             break; /* a partial header: the caller's next batch starts here */
         memcpy(&h, recs + off, sizeof h);
         if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE) {
-            *why = h.size < sizeof h ? "record size smaller than its header"
-                                     : "record larger than the largest record type";
+            /* The same verdict and reason as feeding this record alone would give. */
+            if (jp_rec_validate(recs + off, len - off, why) == 0 || !*why)
+                *why = h.size < sizeof h ? "record smaller than its fixed part"
+                                         : "record larger than JP_REC_MAX_SIZE";
             rc = -EPROTO;
             break;
         }
