@@ -265,6 +265,13 @@ static int run_command(int argc, char **argv)
     bool agent = argv_has_agent(argc, argv);
     struct jt_cli cli;
     char err[400];
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
+        printf("%s\n\nProfiles the Jett program FILE with jettprofd when --profile or "
+               "--profile-memory is given;\nsee runtime/LANGUAGE.md and runtime/OUTPUT.md.\n",
+               usage);
+        return 0;
+    }
     if (argc < 2 || strcmp(argv[1], "run") != 0) {
         const char *m = argc < 2 ? "expected a command: jett run FILE [options]" : "unknown command: expected 'run'";
         char msg[700];

@@ -164,6 +164,20 @@ Test(cli, a_missing_file_argument_is_a_cli_error)
     jtt_run_free(&r);
 }
 
+Test(cli, help_prints_the_usage_on_stdout_and_succeeds)
+{
+    const char *flags[] = {"--help", "-h", "help"};
+    for (size_t i = 0; i < 3; i++) {
+        const char *argv[] = {flags[i], NULL};
+        struct jt_run r;
+        jtt_run(NULL, argv, &r);
+        cr_expect_eq(r.status, 0, "%s: exit %d", flags[i], r.status);
+        cr_expect(strstr(r.out, "usage: jett run FILE"), "%s: %s", flags[i], r.out);
+        cr_expect_str_eq(r.err, "", "%s", flags[i]);
+        jtt_run_free(&r);
+    }
+}
+
 Test(cli, agent_mode_reports_a_cli_error_in_the_envelope)
 {
     char path[4096];
