@@ -4,9 +4,9 @@
  * measured in the same run (the same records through jp_rec_validate only: the least any
  * consumer must do). Never asserts timing.
  *
- * Usage: agg_bench [scale [cpu|mem [64|65536]]]   (scale 1 = the default sizes; smaller for a
+ * Usage: agg_bench [scale [cpu|mem [64|65536 [runs]]]]   (scale 1 = the default sizes; smaller for a
  * quick look; the second argument runs one half only, e.g. under perf; the third one lifetime
- * mix only)
+ * mix only; the fourth fewer runs than 5, e.g. one under callgrind)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,8 @@
 
 #include "daemon/engine/engine.h"
 
-#define RUNS 5
+#define RUNS_MAX 5
+static int runs = RUNS_MAX; /* argv[4] lowers it, e.g. for one run under callgrind */
 
 static double now_s(void)
 {
@@ -270,27 +271,29 @@ int main(int argc, char **argv)
         scale = 1.0;
     uint64_t samples = (uint64_t)(4e6 * scale);
     uint64_t allocs = (uint64_t)(4e6 * scale);
-    double te[RUNS], tb[RUNS];
+    double te[RUNS_MAX], tb[RUNS_MAX];
+    if (argc > 4 && atoi(argv[4]) >= 1 && atoi(argv[4]) <= RUNS_MAX)
+        runs = atoi(argv[4]);
     const char *only = argc > 2 ? argv[2] : "";
     uint32_t only_window = argc > 3 ? (uint32_t)atoi(argv[3]) : 0;
     double me, mb;
     if (strcmp(only, "mem") == 0)
         goto mem;
 
-    double tr[RUNS];
-    for (int i = 0; i < RUNS; i++) {
+    double tr[RUNS_MAX];
+    for (int i = 0; i < runs; i++) {
         te[i] = run_cpu(sink_engine, samples, 20000);
         tr[i] = last_render_s;
         tb[i] = run_cpu(sink_validate, samples, 20000);
     }
-    me = median(te, RUNS);
-    mb = median(tb, RUNS);
+    me = median(te, runs);
+    mb = median(tb, runs);
     printf("cpu samples: %.1f M samples/s (median of %d runs, %llu samples, 20000-node tree, "
            "depth <= 24); validate-only baseline %.1f M rec/s; engine/baseline time %.2fx\n",
-           (double)samples / me / 1e6, RUNS, (unsigned long long)samples,
+           (double)samples / me / 1e6, runs, (unsigned long long)samples,
            (double)samples / mb / 1e6, me / mb);
     printf("  report of that run (settle inclusive/chains + rank + TOON): %.2f ms median\n",
-           median(tr, RUNS) * 1e3);
+           median(tr, runs) * 1e3);
 
     if (strcmp(only, "cpu") == 0)
         return 0;
@@ -306,8 +309,8 @@ mem:;
         if (only_window && only_window != windows[w])
             continue;
         struct mem_result last = {0};
-        double tc[RUNS], tw[RUNS], bc[RUNS], bw[RUNS], vc[RUNS];
-        for (int i = 0; i < RUNS; i++) {
+        double tc[RUNS_MAX], tw[RUNS_MAX], bc[RUNS_MAX], bw[RUNS_MAX], vc[RUNS_MAX];
+        for (int i = 0; i < runs; i++) {
             last = run_mem(FEED_EACH, allocs, windows[w], 64u << 20, 1);
             tc[i] = last.cpu_seconds / (double)last.events;
             tw[i] = last.seconds / (double)last.events;
@@ -323,15 +326,15 @@ mem:;
             struct mem_result b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
             vc[i] = b.cpu_seconds / (double)b.events;
         }
-        double mc = median(tc, RUNS), mw = median(tw, RUNS), mv = median(vc, RUNS);
+        double mc = median(tc, runs), mw = median(tw, runs), mv = median(vc, runs);
         printf("allocation events, frees among the newest %u (median of %d runs, %llu events, "
                "%llu live at end, ~10%% retained):\n",
-               windows[w], RUNS, (unsigned long long)last.events,
+               windows[w], runs, (unsigned long long)last.events,
                (unsigned long long)last.live);
         printf("  jp_engine_feed:       %.1f M events/s CPU time (%.1f M/s wall), exact live "
                "tracking\n", 1.0 / mc / 1e6, 1.0 / mw / 1e6);
 #ifdef JP_ENGINE_FEED_BATCH
-        double mbc = median(bc, RUNS), mbw = median(bw, RUNS);
+        double mbc = median(bc, runs), mbw = median(bw, runs);
         printf("  jp_engine_feed_batch: %.1f M events/s CPU time (%.1f M/s wall); "
                "batch/feed time %.2fx\n", 1.0 / mbc / 1e6, 1.0 / mbw / 1e6, mbc / mc);
 #endif

@@ -11,7 +11,9 @@
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
- *    (24 bits), and anything that does not fit goes to an exact overflow array.
+ *    (24 bits), and anything that does not fit goes to an exact overflow array. In front of
+ *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
+ *    the many allocations that die young are never hashed (live table, below).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
  *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
  *    before a site's live bytes change, a site whose stamp is older than the current epoch
@@ -65,7 +67,7 @@ struct ln_ent { uint32_t key, lo, hi; };
 struct lw_ent { uint64_t key; uint32_t lo, hi; };
 /* Narrow ids live in a bucketized cuckoo table: every id has two candidate buckets of five
  * slots (one 64-byte cache line each), so a lookup reads at most two lines and the table runs
- * at up to 92% load; an insert that finds both full moves a resident to its other bucket
+ * at up to 97% load; an insert that finds both full moves a resident to its other bucket
  * (bounded), and a rare leftover waits in a small stash until the next growth. */
 #define LN_SLOTS 5u
 #define LN_STASH 8u
@@ -158,7 +160,9 @@ struct jp_engine {
     struct live_narrow ln[LN_SHARDS];
     struct live_wide lw;
     bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
-    uint32_t (*ring)[2]; uint64_t ring_hi; uint32_t nring; bool ring_off; /* young ids */
+    /* young ids: the window (live table), its occupancy bitmap and that bitmap's summary */
+    uint32_t *ring; uint64_t *ring_bits, *ring_sum; uint32_t ring_w, nring;
+    uint64_t ring_hi; bool ring_off;
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
     struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
@@ -1030,7 +1034,18 @@ static inline uint32_t home_slot(uint64_t seed, uint64_t id, uint32_t cap)
 
 LIVE_TABLE_FUNCS(lw, struct live_wide, struct lw_ent, uint64_t)
 
-#define LN_MAX_LOAD_PCT 92u
+/* Growth schedule: a shard grows by 1/LN_GROW_DIV once it is LN_MAX_LOAD_PCT full. The two
+ * trade rehash work (every live entry moves about LN_GROW_DIV + 1 times on the way to its
+ * size) against bytes per live entry (12.8 / load, the load sawing between
+ * LN_MAX_LOAD_PCT / (1 + 1/LN_GROW_DIV) and LN_MAX_LOAD_PCT) and cuckoo kicks near the top.
+ * Most allocations now die in the young window (below), so the table sees few inserts and
+ * can run fuller, which pays for growing in larger steps at the same bytes per entry. */
+#ifndef LN_MAX_LOAD_PCT
+#define LN_MAX_LOAD_PCT 97u
+#endif
+#ifndef LN_GROW_DIV
+#define LN_GROW_DIV 3u
+#endif
 
 /* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
  * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can
@@ -1146,13 +1161,13 @@ static void ln_del(struct live_narrow *t, uint32_t *lop)
     t->n--;
 }
 
-/* Rehashes into a table at least 1/8 larger (more if re-homing fails there), counting the new
+/* Rehashes into a table at least 1/LN_GROW_DIV larger (more if re-homing fails there), counting the new
  * size against the budget; with_orphan re-homes t->orphan too. */
 static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
 {
     /* A shard starts at two buckets so a small run does not pay LN_SHARDS cache lines up
      * front; small shards grow a bucket at a time (their rehash is a few lines). */
-    uint64_t nb = t->nb < 2u ? 2u : (uint64_t)t->nb + (t->nb < 8u ? 1u : t->nb / 8u);
+    uint64_t nb = t->nb < 2u ? 2u : (uint64_t)t->nb + (t->nb < 8u ? 1u : t->nb / LN_GROW_DIV);
     for (;;) {
         if (nb > UINT32_MAX / LN_SLOTS)
             return -ENOBUFS;
@@ -1297,74 +1312,266 @@ static int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 }
 
 /* Young allocations. Most allocations die young, and the agent hands out ids in increasing
- * order, so the newest JP_RING ids live in a direct-mapped ring (id modulo JP_RING, 8 bytes a
- * slot, 32 KiB that stays in cache) and never touch the hashed tables; an allocation still live
- * when its slot is needed by a newer id moves to the tables then. Ids that do not arrive as a
- * new highest go straight to the tables. A slot's occupant is the one id of the window
- * (ring_hi - JP_RING, ring_hi] congruent to it. */
-#define JP_RING 4096u
-#define RING_EMPTY UINT32_MAX
+ * order, so the newest ids live in a direct-mapped window (slot = id mod W) and never touch
+ * the hashed tables; an allocation still live when its slot is needed by a newer id moves to
+ * the tables then. A slot's occupant is the one id of (ring_hi - W, ring_hi] congruent to it.
+ * Ids that do not arrive as a new highest go straight to the tables, as do values the 4-byte
+ * slot cannot hold; so an empty slot says nothing, and a lookup that finds one goes on to the
+ * tables: the window only ever holds a subset, exactly.
+ *
+ * A slot is 4 bytes: 0 empty, else 1 + (site << RING_SIZE_BITS | size) for a size below
+ * 2^RING_SIZE_BITS and a site below RING_SITE_LIMIT. An occupancy bitmap, and a summary bit
+ * per bitmap word, let a jump of the highest id (sparse or huge ids) find the survivors it
+ * displaces in O(W / 4096 + survivors), never O(W).
+ *
+ * The window starts at 2^RING_MIN_BITS slots and doubles (up to 2^RING_MAX_BITS) while at
+ * least 1/RING_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
+ * allocation it holds when it grows, about what the tables would): a run whose allocations mostly die within a few thousand ids, or whose
+ * survivors are few, keeps a small window; one whose allocations live for hundreds of
+ * thousands of ids gets one that lets them die there, so they are never hashed, moved by a
+ * table growth, or displaced by cuckoo kicks. The growth is counted against the budget
+ * (old and new at once) and, refused, just leaves the window as it is: exactness never
+ * depends on it. When it grows depends on the ids alone (never on the seed or the budget),
+ * so a run replayed with a budget that fits what it held does the very same. */
+#ifndef RING_MIN_BITS
+#define RING_MIN_BITS 12u
+#endif
+#ifndef RING_MAX_BITS
+#define RING_MAX_BITS 18u /* 1 MiB of slots: about a core's L2 */
+#endif
+#ifndef RING_GROW_DIV
+#define RING_GROW_DIV 4u
+#endif
+#define RING_SIZE_BITS 20u
+#define RING_SITE_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
+_Static_assert(RING_MIN_BITS >= 12u, "the summary needs a whole word");
+
+static inline uint64_t ring_bytes(uint32_t w)
+{
+    return (uint64_t)w * sizeof(uint32_t) + w / 8u + w / 512u;
+}
+
+/* Allocates a window of w slots (all empty), counting it against the budget on top of what
+ * is held now. */
+static int ring_alloc(struct jp_engine *e, uint32_t w, uint32_t **ring, uint64_t **bits,
+                      uint64_t **sum)
+{
+    uint64_t bytes = ring_bytes(w);
+    if (budget_hold(e, bytes) < 0)
+        return -ENOBUFS;
+    uint32_t *r = calloc(1, (size_t)bytes);
+    if (!r)
+        return -ENOMEM;
+    *ring = r;
+    *bits = (uint64_t *)(void *)(r + w);
+    *sum = *bits + w / 64u;
+    return 0;
+}
 
 static bool ring_ready(struct jp_engine *e)
 {
     if (e->ring || e->ring_off)
         return e->ring != NULL;
-    uint64_t bytes = JP_RING * sizeof *e->ring;
-    if (budget_hold(e, bytes) < 0 || !(e->ring = malloc(bytes))) {
+    uint32_t w = UINT32_C(1) << RING_MIN_BITS;
+    if (ring_alloc(e, w, &e->ring, &e->ring_bits, &e->ring_sum) < 0) {
         e->ring_off = true; /* the tables alone still track exactly */
         return false;
     }
-    memset(e->ring, 0xff, bytes);
-    e->used += bytes;
+    e->ring_w = w;
+    e->used += ring_bytes(w);
     return true;
 }
 
-static uint32_t *live_find(struct jp_engine *e, uint64_t id)
+static inline bool ring_fits(uint64_t val)
 {
-    if (e->ring && id <= e->ring_hi && e->ring_hi - id < JP_RING) {
-        uint32_t *v = e->ring[id & (JP_RING - 1u)];
-        if (v[0] != RING_EMPTY || v[1] != RING_EMPTY)
-            return v;
-    }
-    return table_find(e, id);
+    return (val & SIZE_MASK) < (UINT64_C(1) << RING_SIZE_BITS) &&
+           (val >> SIZE_BITS) < RING_SITE_LIMIT;
+}
+static inline uint32_t ring_enc(uint64_t val)
+{
+    return 1u + (uint32_t)((val >> SIZE_BITS) << RING_SIZE_BITS | (val & SIZE_MASK));
+}
+static inline uint64_t ring_dec(uint32_t v)
+{
+    v--;
+    return (v & ((UINT32_C(1) << RING_SIZE_BITS) - 1u)) |
+           (uint64_t)(v >> RING_SIZE_BITS) << SIZE_BITS;
 }
 
-static void live_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+static inline void ring_mark(struct jp_engine *e, uint32_t s)
 {
-    if (e->ring && valp >= e->ring[0] && valp < e->ring[JP_RING - 1u] + 2) {
-        valp[0] = valp[1] = RING_EMPTY;
-        e->nring--;
-        return;
+    e->ring_bits[s >> 6] |= UINT64_C(1) << (s & 63u);
+    e->ring_sum[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
+}
+static inline void ring_clear(struct jp_engine *e, uint32_t s)
+{
+    e->ring[s] = 0;
+    if (!(e->ring_bits[s >> 6] &= ~(UINT64_C(1) << (s & 63u))))
+        e->ring_sum[s >> 12] &= ~(UINT64_C(1) << ((s >> 6) & 63u));
+    e->nring--;
+}
+
+/* The first occupied slot in [a, b) (b <= W), or b. */
+static uint32_t ring_next(const struct jp_engine *e, uint32_t a, uint32_t b)
+{
+    while (a < b) {
+        uint32_t wi = a >> 6;
+        uint64_t w = e->ring_bits[wi] & (~UINT64_C(0) << (a & 63u));
+        if (w) {
+            uint32_t s = (wi << 6) + (uint32_t)__builtin_ctzll(w);
+            return s < b ? s : b;
+        }
+        /* the next nonzero bitmap word, through the summary */
+        for (wi++;;) {
+            if ((uint64_t)wi << 6 >= b)
+                return b;
+            uint64_t sw = e->ring_sum[wi >> 6] & (~UINT64_C(0) << (wi & 63u));
+            if (sw) {
+                wi = (wi & ~63u) + (uint32_t)__builtin_ctzll(sw);
+                break;
+            }
+            wi = (wi | 63u) + 1u;
+        }
+        a = wi << 6;
     }
-    table_del(e, id, valp);
+    return b;
+}
+
+/* The window slot holding id, or NULL (id outside the window, or not held there). */
+static inline uint32_t *ring_find(struct jp_engine *e, uint64_t id)
+{
+    if (e->ring && id <= e->ring_hi && e->ring_hi - id < e->ring_w) {
+        uint32_t *v = &e->ring[id & (e->ring_w - 1u)];
+        if (*v)
+            return v;
+    }
+    return NULL;
+}
+
+/* Moves the survivors of slots [a, b) to the tables (ring_hi not yet advanced). */
+static int ring_evict(struct jp_engine *e, uint32_t a, uint32_t b)
+{
+    uint32_t m = e->ring_w - 1u;
+    for (uint32_t s = ring_next(e, a, b); s < b; s = ring_next(e, s + 1u, b)) {
+        uint64_t occupant = e->ring_hi - ((e->ring_hi - s) & m);
+        int rc = table_insert(e, occupant, ring_dec(e->ring[s]));
+        if (rc < 0)
+            return rc;
+        ring_clear(e, s);
+    }
+    return 0;
+}
+
+/* Doubles the window, re-placing its survivors (same ids, now mod 2W). Ids of the new half's
+ * range older than the old window are not in it (they are in the tables). */
+static void ring_grow(struct jp_engine *e)
+{
+    uint32_t w = e->ring_w, nw = w * 2u;
+    if (nw > (UINT32_C(1) << RING_MAX_BITS))
+        return;
+    uint32_t *ring, *old = e->ring;
+    uint64_t *bits, *sum;
+    if (ring_alloc(e, nw, &ring, &bits, &sum) < 0)
+        return; /* stays as it is: still exact */
+    e->ring = ring;
+    e->ring_bits = bits;
+    e->ring_sum = sum;
+    e->ring_w = nw;
+    e->nring = 0;
+    for (uint32_t s = 0; s < w; s++) {
+        if (!old[s])
+            continue;
+        uint64_t id = e->ring_hi - ((e->ring_hi - s) & (w - 1u));
+        uint32_t ns = (uint32_t)(id & (nw - 1u));
+        ring[ns] = old[s];
+        ring_mark(e, ns);
+        e->nring++;
+    }
+    free(old);
+    e->used += ring_bytes(nw) - ring_bytes(w);
+}
+
+/* A live allocation's value, wherever it is held. */
+struct live_ref {
+    uint32_t *ring; /* its window slot, or NULL */
+    uint32_t *valp; /* else its table value */
+};
+
+static inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
+{
+    if ((r->ring = ring_find(e, id)) != NULL)
+        return true;
+    return (r->valp = table_find(e, id)) != NULL;
+}
+
+static inline uint64_t live_val(const struct live_ref *r)
+{
+    return r->ring ? ring_dec(*r->ring) : val_get(r->valp);
+}
+
+static void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
+{
+    if (r->ring)
+        ring_clear(e, (uint32_t)(r->ring - e->ring));
+    else
+        table_del(e, id, r->valp);
+}
+
+/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
+static int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
+{
+    if (!r->ring) {
+        val_set(r->valp, val);
+        return 0;
+    }
+    if (ring_fits(val)) {
+        *r->ring = ring_enc(val);
+        return 0;
+    }
+    int rc = table_insert(e, id, val);
+    if (rc < 0)
+        return rc;
+    ring_clear(e, (uint32_t)(r->ring - e->ring));
+    return 0;
 }
 
 static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
-    /* the empty marker is never a packed value: its overflow index would be 2^40-1 */
     if (id <= e->ring_hi || id == UINT64_MAX || !ring_ready(e))
         return table_insert(e, id, val);
-    uint64_t steps = id - e->ring_hi < JP_RING ? id - e->ring_hi : JP_RING;
-    for (uint64_t k = 1; k <= steps; k++) {
-        uint64_t slot = (e->ring_hi + k) & (JP_RING - 1u);
-        uint32_t *v = e->ring[slot];
-        if (v[0] == RING_EMPTY && v[1] == RING_EMPTY)
-            continue;
-        uint64_t occupant = e->ring_hi - ((e->ring_hi - slot) & (JP_RING - 1u));
-        int rc = table_insert(e, occupant, val_get(v));
-        if (rc < 0)
+    if (e->nring >= e->ring_w / RING_GROW_DIV && e->ring_w < (UINT32_C(1) << RING_MAX_BITS))
+        ring_grow(e);
+    uint32_t m = e->ring_w - 1u, slot = (uint32_t)(id & m);
+    int rc;
+    if (id - e->ring_hi == 1u) { /* the agent's counter: one slot to look at */
+        if (e->ring[slot] && (rc = ring_evict(e, slot, slot + 1u)) < 0)
             return rc;
-        v[0] = v[1] = RING_EMPTY;
-        e->nring--;
+    } else if (id - e->ring_hi >= e->ring_w) { /* everything in the window is displaced */
+        if (e->nring && (rc = ring_evict(e, 0, e->ring_w)) < 0)
+            return rc;
+    } else { /* slots ring_hi + 1 .. id, maybe wrapping */
+        uint32_t a = (uint32_t)((e->ring_hi + 1u) & m);
+        if (a <= slot) {
+            if ((rc = ring_evict(e, a, slot + 1u)) < 0)
+                return rc;
+        } else if ((rc = ring_evict(e, a, e->ring_w)) < 0 ||
+                   (rc = ring_evict(e, 0, slot + 1u)) < 0) {
+            return rc;
+        }
     }
-    val_set(e->ring[id & (JP_RING - 1u)], val);
-    e->nring++;
+    if (ring_fits(val)) {
+        e->ring[slot] = ring_enc(val);
+        ring_mark(e, slot);
+        e->nring++;
+    } else if ((rc = table_insert(e, id, val)) < 0) {
+        return rc;
+    }
     e->ring_hi = id;
-    /* The next id will most likely evict the slot after this one: if a survivor sits there,
-     * start loading the buckets it moves to now, so that move does not wait on memory. */
-    uint32_t *nx = e->ring[(id + 1u) & (JP_RING - 1u)];
-    uint64_t next_occ = id + 1u - JP_RING;
-    if ((nx[0] != RING_EMPTY || nx[1] != RING_EMPTY) && next_occ < UINT32_MAX)
+    /* The next id will most likely displace the slot after this one: if a survivor sits
+     * there, start loading the buckets it moves to now, so that move does not wait on
+     * memory. */
+    uint64_t next_occ = id + 1u - e->ring_w;
+    if (e->ring[(id + 1u) & m] && next_occ < UINT32_MAX)
         ln_prefetch(e, (uint32_t)(next_occ + 1u));
     return 0;
 }
@@ -1474,7 +1681,8 @@ static int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
          * counter always takes this path, and it saves a table probe per allocation. */
         const struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
         bool fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
-        if (!fresh && (live_find(e, r->allocation_id) || seen_has(e, r->allocation_id)))
+        struct live_ref ref;
+        if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
     uint32_t site = (uint32_t)event_site(e, r->node);
@@ -1514,14 +1722,13 @@ static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         return violation(e);
     if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
         return violation(e);
-    uint32_t *valp = NULL;
+    struct live_ref ref = {NULL, NULL};
     uint64_t size = r->old_size;
     uint32_t creation = 0;
     if (e->live_exact) {
-        valp = live_find(e, r->allocation_id);
-        if (!valp)
+        if (!live_find(e, r->allocation_id, &ref))
             return violation(e); /* unknown or retired id */
-        live_unpack(e, val_get(valp), &size, &creation);
+        live_unpack(e, live_val(&ref), &size, &creation);
         if (size != r->old_size)
             return violation(e); /* the producer's old size disagrees with ours */
     }
@@ -1549,8 +1756,12 @@ static int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     rc = live_pack(e, r->new_size, creation, &nval);
     if (rc < 0)
         return live_lost(e, rc);
-    ovf_release(e, val_get(valp));
-    val_set(valp, nval);
+    uint64_t oval = live_val(&ref);
+    if ((rc = live_set(e, r->allocation_id, &ref, nval)) < 0) {
+        ovf_release(e, nval);
+        return live_lost(e, rc);
+    }
+    ovf_release(e, oval);
     if (r->new_size >= r->old_size) {
         site_live_add(e, creation, r->new_size - r->old_size, 0);
         total_live_add(e, r->new_size - r->old_size);
@@ -1572,16 +1783,18 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
         e->producer_records++;
         return thread_note(e);
     }
-    uint32_t *valp = live_find(e, r->allocation_id), creation;
+    struct live_ref ref;
+    uint32_t creation;
     uint64_t size;
-    if (!valp)
+    if (!live_find(e, r->allocation_id, &ref))
         return violation(e); /* unknown id, or a double free */
-    live_unpack(e, val_get(valp), &size, &creation);
+    uint64_t val = live_val(&ref);
+    live_unpack(e, val, &size, &creation);
     if (size != r->old_size)
         return violation(e);
     e->producer_records++;
-    ovf_release(e, val_get(valp));
-    live_del(e, r->allocation_id, valp);
+    ovf_release(e, val);
+    live_del(e, r->allocation_id, &ref);
     e->freed_bytes += size;
     e->live_bytes -= size;
     if (creation) {
@@ -1758,16 +1971,17 @@ static inline uint32_t batch_prefetch(struct jp_engine *e, const uint8_t *p, uin
         /* A fresh id evicts its ring slot's survivor into the table: load where it goes. */
         if (!e->ring || id <= e->ring_hi || id == UINT64_MAX)
             return span;
-        uint32_t slot = (uint32_t)(id & (JP_RING - 1u));
-        const uint32_t *v = e->ring[slot];
-        if (v[0] == RING_EMPTY && v[1] == RING_EMPTY)
+        uint32_t slot = (uint32_t)(id & (e->ring_w - 1u));
+        if (!e->ring[slot])
             return span;
-        uint64_t occ = e->ring_hi - ((e->ring_hi - slot) & (JP_RING - 1u));
+        uint64_t occ = e->ring_hi - ((e->ring_hi - slot) & (e->ring_w - 1u));
         if (occ < UINT32_MAX)
             ln_prefetch(e, (uint32_t)(occ + 1u));
     } else if (h.type == JP_REC_FREE || h.type == JP_REC_RESIZE) {
-        if (e->ring && id <= e->ring_hi && e->ring_hi - id < JP_RING)
-            return span; /* still young: the ring is in cache */
+        if (e->ring && id <= e->ring_hi && e->ring_hi - id < e->ring_w) {
+            __builtin_prefetch(&e->ring[id & (e->ring_w - 1u)], 1); /* young: the window */
+            return span;
+        }
         if (id < UINT32_MAX)
             ln_prefetch(e, (uint32_t)(id + 1u));
     }
@@ -1931,7 +2145,7 @@ uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_co
         if (live_count)
             *live_count += e->ln[i].n;
     }
-    return (e->ring ? (uint64_t)JP_RING * sizeof *e->ring : 0) +
+    return (e->ring ? ring_bytes(e->ring_w) : 0) +
            nb * sizeof(struct ln_bucket) +
            (uint64_t)e->lw.cap * sizeof(struct lw_ent) +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +

@@ -1,0 +1,408 @@
+/* The young-id window in front of the live tables: sequential ids with long lifetimes (the
+ * window grows), sparse and huge ids (jumps past the window, the wide table, UINT64_MAX),
+ * values a window slot cannot hold (sizes >= 2^20, sites >= 4095, resizes across that line),
+ * retired-id reuse and double frees wherever the id lives, and budgets that refuse the window
+ * or its growth. Every stream is checked against a naive model of the live set. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+enum { SRC = 1, N_MAIN = 1, N_A = 2, N_B = 3 };
+
+static void define_sites(struct jp_engine *e)
+{
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/win.jett");
+    t_frame(e, 1, SRC, "<root>", "main", 0, 10, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, SRC, "w", "a", 10, 20, 20, JP_FRAME_FUNCTION);
+    t_frame(e, 3, SRC, "w", "b", 20, 30, 30, JP_FRAME_FUNCTION);
+    t_node(e, N_MAIN, 0, 1);
+    t_node(e, N_A, N_MAIN, 2);
+    t_node(e, N_B, N_MAIN, 3);
+}
+
+static uint64_t rng;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* The naive model: the live set as an array, totals beside. */
+struct model {
+    uint64_t *ids, *sizes;
+    uint32_t n, cap;
+    uint64_t *retired; /* some freed ids, to try again */
+    uint32_t nretired;
+    uint64_t allocated, freed, live, peak, nalloc, nresize, violations;
+};
+
+static void m_init(struct model *m, uint32_t cap)
+{
+    memset(m, 0, sizeof *m);
+    m->cap = cap;
+    m->ids = calloc(cap, sizeof *m->ids);
+    m->sizes = calloc(cap, sizeof *m->sizes);
+    m->retired = calloc(4096, sizeof *m->retired);
+    cr_assert(m->ids && m->sizes && m->retired);
+}
+
+static void m_free_all(struct model *m)
+{
+    free(m->ids);
+    free(m->sizes);
+    free(m->retired);
+}
+
+static void m_alloc(struct jp_engine *e, struct model *m, uint64_t id, uint64_t size)
+{
+    cr_assert_lt(m->n, m->cap);
+    uint64_t x = next_rand();
+    t_alloc(e, (x & 3u) == 0 ? JP_ID_NONE : (x & 4u) ? N_A : N_B, id, size);
+    m->ids[m->n] = id;
+    m->sizes[m->n++] = size;
+    m->allocated += size;
+    m->live += size;
+    m->nalloc++;
+    if (m->live > m->peak)
+        m->peak = m->live;
+}
+
+static void m_free(struct jp_engine *e, struct model *m, uint32_t i)
+{
+    t_free(e, 0, m->ids[i], m->sizes[i]);
+    m->freed += m->sizes[i];
+    m->live -= m->sizes[i];
+    m->retired[m->nretired++ % 4096u] = m->ids[i];
+    m->ids[i] = m->ids[m->n - 1u];
+    m->sizes[i] = m->sizes[--m->n];
+}
+
+static void m_resize(struct jp_engine *e, struct model *m, uint32_t i, uint64_t ns)
+{
+    t_resize(e, N_A, m->ids[i], m->sizes[i], ns);
+    if (ns >= m->sizes[i]) {
+        m->allocated += ns - m->sizes[i];
+        m->live += ns - m->sizes[i];
+    } else {
+        m->freed += m->sizes[i] - ns;
+        m->live -= m->sizes[i] - ns;
+    }
+    m->sizes[i] = ns;
+    m->nresize++;
+    if (m->live > m->peak)
+        m->peak = m->live;
+}
+
+/* A reused id (live or retired), a double free and a wrong-size free: each one violation,
+ * nothing else changes. */
+static void m_bad(struct jp_engine *e, struct model *m)
+{
+    if (m->n) {
+        uint32_t i = (uint32_t)(next_rand() % m->n);
+        struct jp_rec_alloc live_again = {{JP_REC_ALLOC, 32}, N_A, m->ids[i], 1, 0};
+        struct jp_rec_free wrong = {{JP_REC_FREE, 32}, 0, m->ids[i], m->sizes[i] + 1u, 0};
+        cr_assert_eq(feed_raw(e, &live_again, 32, NULL), 0);
+        cr_assert_eq(feed_raw(e, &wrong, 32, NULL), 0);
+        m->violations += 2;
+    }
+    if (m->nretired) {
+        uint32_t k = m->nretired < 4096u ? m->nretired : 4096u;
+        uint64_t id = m->retired[next_rand() % k];
+        struct jp_rec_alloc reuse = {{JP_REC_ALLOC, 32}, N_B, id, 1, 0};
+        struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, id, 1, 0};
+        cr_assert_eq(feed_raw(e, &reuse, 32, NULL), 0);
+        cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
+        m->violations += 2;
+    }
+}
+
+static void m_check(struct jp_engine *e, struct model *m)
+{
+    struct jp_engine_summary s;
+    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(s.live_exact, 1);
+    cr_assert_eq(s.violations, m->violations);
+    cr_assert_eq(s.allocation_count, m->nalloc);
+    cr_assert_eq(s.resize_count, m->nresize);
+    cr_assert_eq(s.allocated_bytes, m->allocated);
+    cr_assert_eq(s.freed_bytes, m->freed);
+    cr_assert_eq(s.retained_bytes, m->live);
+    cr_assert_eq(s.peak_live_bytes, m->peak);
+    uint64_t tracked;
+    jp_engine_live_table_bytes(e, &tracked);
+    cr_assert_eq(tracked, m->n);
+}
+
+/* Frees everything still live (each exactly once, wherever it is held) and checks again. */
+static void m_drain(struct jp_engine *e, struct model *m)
+{
+    while (m->n)
+        m_free(e, m, m->n - 1u);
+    m_bad(e, m);
+    m_check(e, m);
+}
+
+static uint64_t small_size(void)
+{
+    return next_rand() % 300u;
+}
+
+/* Ids from the agent's counter, lifetimes up to a few hundred thousand ids: the window grows
+ * to its largest size, survivors still leave it for the tables. */
+Test(window, sequential_ids_long_lifetimes)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, 200000);
+    rng = 0x1234567887654321u;
+    for (uint64_t id = 1; id <= 600000; id++) {
+        m_alloc(e, &m, id, small_size());
+        if (id <= 3500) { /* short-lived first, so no growth lines up with a power of two */
+            m_free(e, &m, m.n - 1u);
+            continue;
+        }
+        uint64_t x = next_rand();
+        if (m.n > 60000 && (x % 10u) != 0)
+            m_free(e, &m, (uint32_t)((x >> 8) % m.n));
+        if ((x >> 40) % 64u == 0 && m.n)
+            m_resize(e, &m, (uint32_t)((x >> 20) % m.n), small_size());
+        if (id % 50000u == 0)
+            m_bad(e, &m);
+    }
+    m_check(e, &m);
+    m_drain(e, &m);
+    m_free_all(&m);
+    jp_engine_free(e);
+}
+
+/* Sparse ids: strides below, at and beyond the window (a jump displaces everything), big
+ * random jumps with survivors spread over the window (the occupancy bitmap finds them), and
+ * ids that arrive below the highest (straight to the tables). */
+Test(window, sparse_and_jumping_ids)
+{
+    static const uint64_t strides[] = {3, 4095, 4096, 4097, 70000, UINT64_C(1) << 20};
+    for (unsigned k = 0; k < sizeof strides / sizeof *strides; k++) {
+        struct jp_engine *e;
+        cr_assert_eq(jp_engine_new(&e), 0);
+        t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+        define_sites(e);
+        struct model m;
+        m_init(&m, 40000);
+        rng = 0x9E3779B97F4A7C15u + k;
+        for (uint64_t i = 1; i <= 30000; i++) {
+            m_alloc(e, &m, i * strides[k], small_size());
+            uint64_t x = next_rand();
+            if (m.n > 3000 && (x % 4u) != 0)
+                m_free(e, &m, (uint32_t)((x >> 8) % m.n));
+        }
+        m_bad(e, &m);
+        m_check(e, &m);
+        m_drain(e, &m);
+        m_free_all(&m);
+        jp_engine_free(e);
+    }
+
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, 100000);
+    rng = 42;
+    /* even ids climb, mostly by 2, sometimes by up to 600000; odd ones count down from just
+     * below where the even ones start, so each arrives below the highest id seen */
+    uint64_t hi = UINT64_C(1) << 62, low = hi + 1u;
+    for (int i = 0; i < 150000; i++) {
+        uint64_t x = next_rand();
+        unsigned kind = (unsigned)(x % 16u);
+        if (kind < 10 || m.n < 100) {
+            hi += kind < 8 ? 2u : 2u * (1u + (x >> 8) % 300000u);
+            m_alloc(e, &m, hi, small_size());
+        } else if (kind == 10) {
+            low -= 2u * (1u + (x >> 8) % 1000u);
+            m_alloc(e, &m, low, small_size());
+        } else {
+            m_free(e, &m, (uint32_t)((x >> 8) % m.n));
+        }
+    }
+    m_bad(e, &m);
+    m_check(e, &m);
+    m_drain(e, &m);
+    m_free_all(&m);
+    jp_engine_free(e);
+}
+
+/* Ids past 2^32 (the wide table when they leave the window), across the narrow/wide line,
+ * and UINT64_MAX (a slot of its own), with the ids around them. */
+Test(window, huge_ids)
+{
+    static const uint64_t bases[] = {UINT32_MAX - 5000u, UINT64_C(1) << 40,
+                                     UINT64_MAX - 20000u};
+    for (unsigned k = 0; k < 3; k++) {
+        struct jp_engine *e;
+        cr_assert_eq(jp_engine_new(&e), 0);
+        t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+        define_sites(e);
+        struct model m;
+        m_init(&m, 30000);
+        rng = 7u + k;
+        uint64_t last = k == 2 ? 20000u : 10000u; /* k == 2 ends at UINT64_MAX itself */
+        for (uint64_t i = 0; i <= last; i++) {
+            m_alloc(e, &m, bases[k] + i, small_size());
+            uint64_t x = next_rand();
+            if (m.n > 5000 && (x % 3u) != 0)
+                m_free(e, &m, (uint32_t)((x >> 8) % m.n));
+        }
+        m_bad(e, &m);
+        m_check(e, &m);
+        m_drain(e, &m);
+        m_free_all(&m);
+        jp_engine_free(e);
+    }
+}
+
+/* Values a 4-byte window slot cannot hold: sizes from 2^20 up (and past 2^40, the overflow
+ * array), no site, resizes that cross 2^20 both ways while the allocation is young or old. */
+Test(window, values_that_do_not_fit_a_slot)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, 70000);
+    rng = 99;
+    static const uint64_t sizes[] = {0, 1, (1u << 20) - 1u, 1u << 20, (1u << 20) + 1u,
+                                     UINT64_C(1) << 40, UINT64_C(1) << 41};
+    for (uint64_t id = 1; id <= 60000; id++) {
+        uint64_t x = next_rand();
+        m_alloc(e, &m, id, sizes[x % 7u]);
+        if ((x >> 8) % 4u == 0 && m.n) /* the newest, or a random one */
+            m_resize(e, &m, (x >> 12) & 1u ? m.n - 1u : (uint32_t)((x >> 16) % m.n),
+                     sizes[(x >> 32) % 7u]);
+        if (m.n > 8000 && (x >> 40) % 2u == 0)
+            m_free(e, &m, (uint32_t)((x >> 44) % m.n));
+    }
+    m_bad(e, &m);
+    m_check(e, &m);
+    m_drain(e, &m);
+    m_free_all(&m);
+    jp_engine_free(e);
+}
+
+/* Sites from 4095 up do not fit a window slot either: their allocations go to the tables and
+ * their live bytes stay exact. */
+Test(window, many_sites)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/many.jett");
+    enum { NF = 4200 };
+    char fn[16];
+    for (uint32_t i = 1; i <= NF; i++) {
+        snprintf(fn, sizeof fn, "f%u", i);
+        t_frame(e, i, SRC, "m", fn, i * 10, i * 10 + 5, i, JP_FRAME_FUNCTION);
+        t_node(e, i, 0, i);
+    }
+    uint64_t live = 0, allocated = 0;
+    for (uint64_t id = 1; id <= 3 * NF; id++) {
+        uint32_t node = (uint32_t)(id % NF) + 1u;
+        t_alloc(e, node, id, node);
+        allocated += node;
+        live += node;
+        if (id > 100 && (id % 3u)) {
+            uint64_t old = id - 100;
+            t_free(e, node, old, (uint32_t)(old % NF) + 1u);
+            live -= (uint32_t)(old % NF) + 1u;
+        }
+    }
+    t_resize(e, NF, 3 * NF - 1, NF, 7); /* node NF: the last site, still live */
+    live -= NF - 7;
+    /* freed when id 3 * NF - 1 came: a second free is caught */
+    struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, 3 * NF - 101, NF - 100, 0};
+    cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
+    struct jp_engine_summary s;
+    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(s.violations, 1);
+    cr_assert_eq(s.retained_bytes, live);
+    cr_assert_eq(s.allocated_bytes, allocated);
+    cr_assert_eq(s.live_exact, 1);
+    jp_engine_free(e);
+}
+
+/* Long-lived sequential allocations under a sweep of budgets: every run stays within its
+ * budget and is either exact (equal to the roomy run) or degraded as an exhausted budget is;
+ * some budget refuses a window growth yet stays exact, and a budget below the first window
+ * tracks exactly through the tables alone. */
+static void budget_stream(struct jp_engine *e, uint64_t budget, uint32_t n)
+{
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, budget);
+    define_sites(e);
+    for (uint64_t id = 1; id <= n; id++) {
+        t_alloc(e, N_A, id, id % 97u);
+        if (id > 10 && (id - 10) % 3u != 0)
+            t_free(e, 0, id - 10, (id - 10) % 97u);
+    }
+}
+
+Test(window, budgets_refusing_the_window)
+{
+    enum { N = 20000 };
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    budget_stream(e, 64 * MiB, N);
+    struct jp_engine_summary roomy;
+    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &roomy), 0);
+    cr_assert_eq(roomy.live_exact, 1);
+    uint64_t peak = jp_engine_metadata_peak_bytes(e);
+    jp_engine_free(e);
+
+    bool exact_below_peak = false, partial_seen = false;
+    for (uint64_t b = 8192; b < peak; b += 2048) {
+        cr_assert_eq(jp_engine_new(&e), 0);
+        budget_stream(e, b, N);
+        struct jp_engine_summary s;
+        cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+        cr_assert_leq(jp_engine_metadata_peak_bytes(e), b, "held more than %llu",
+                      (unsigned long long)b);
+        cr_assert_eq(s.allocation_count, roomy.allocation_count); /* counts go on */
+        cr_assert_eq(s.allocated_bytes, roomy.allocated_bytes);
+        if (s.live_exact) {
+            cr_assert_eq(s.retained_bytes, roomy.retained_bytes);
+            cr_assert_eq(s.freed_bytes, roomy.freed_bytes);
+            cr_assert_eq(s.peak_live_bytes, roomy.peak_live_bytes);
+            cr_assert_eq(s.violations, 0);
+            exact_below_peak = true;
+        } else {
+            partial_seen = true;
+            char *json;
+            t_render(e, JP_END_TRUNCATED, NULL, NULL, &json, NULL);
+            J_EQ(json, "profile.totals.retained_bytes", "unavailable");
+            free(json);
+        }
+        jp_engine_free(e);
+    }
+    cr_assert(exact_below_peak, "no budget below the roomy peak stayed exact");
+    cr_assert(partial_seen, "no budget ran out");
+
+    /* below the first window: the tables alone, still exact */
+    cr_assert_eq(jp_engine_new(&e), 0);
+    budget_stream(e, 16384, 300);
+    struct jp_engine_summary s;
+    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(s.live_exact, 1);
+    cr_assert_leq(jp_engine_metadata_peak_bytes(e), 16384);
+    uint64_t tracked, bytes = jp_engine_live_table_bytes(e, &tracked);
+    cr_assert_lt(bytes, 16384, "no window: %llu bytes", (unsigned long long)bytes);
+    cr_assert_eq(tracked, 300u - (290u - 290u / 3u));
+    jp_engine_free(e);
+}
