@@ -162,6 +162,7 @@ struct jp_engine {
     bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
     /* young ids: the window (live table), its occupancy bitmap and that bitmap's summary */
     uint32_t *ring; uint64_t *ring_bits, *ring_sum; uint32_t ring_w, nring;
+    uint32_t ring_grow_at; /* nring at which the window doubles, UINT32_MAX: never again */
     uint64_t ring_hi; bool ring_off;
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
@@ -1378,6 +1379,7 @@ static bool ring_ready(struct jp_engine *e)
         return false;
     }
     e->ring_w = w;
+    e->ring_grow_at = w / RING_GROW_DIV;
     e->used += ring_bytes(w);
     return true;
 }
@@ -1467,12 +1469,18 @@ static int ring_evict(struct jp_engine *e, uint32_t a, uint32_t b)
 static void ring_grow(struct jp_engine *e)
 {
     uint32_t w = e->ring_w, nw = w * 2u;
-    if (nw > (UINT32_C(1) << RING_MAX_BITS))
+    if (nw > (UINT32_C(1) << RING_MAX_BITS)) {
+        e->ring_grow_at = UINT32_MAX;
         return;
+    }
     uint32_t *ring, *old = e->ring;
     uint64_t *bits, *sum;
-    if (ring_alloc(e, nw, &ring, &bits, &sum) < 0)
-        return; /* stays as it is: still exact */
+    if (ring_alloc(e, nw, &ring, &bits, &sum) < 0) {
+        /* stays as it is, still exact; asks again only once twice as full */
+        e->ring_grow_at = e->ring_grow_at > UINT32_MAX / 2u ? UINT32_MAX : e->ring_grow_at * 2u;
+        return;
+    }
+    e->ring_grow_at = nw / RING_GROW_DIV;
     e->ring = ring;
     e->ring_bits = bits;
     e->ring_sum = sum;
@@ -1539,7 +1547,7 @@ static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     if (id <= e->ring_hi || id == UINT64_MAX || !ring_ready(e))
         return table_insert(e, id, val);
-    if (e->nring >= e->ring_w / RING_GROW_DIV && e->ring_w < (UINT32_C(1) << RING_MAX_BITS))
+    if (e->nring >= e->ring_grow_at)
         ring_grow(e);
     uint32_t m = e->ring_w - 1u, slot = (uint32_t)(id & m);
     int rc;
@@ -1979,7 +1987,8 @@ static inline uint32_t batch_prefetch(struct jp_engine *e, const uint8_t *p, uin
             ln_prefetch(e, (uint32_t)(occ + 1u));
     } else if (h.type == JP_REC_FREE || h.type == JP_REC_RESIZE) {
         if (e->ring && id <= e->ring_hi && e->ring_hi - id < e->ring_w) {
-            __builtin_prefetch(&e->ring[id & (e->ring_w - 1u)], 1); /* young: the window */
+            if (e->ring_hi - id >= 2048u) /* the newest few KiB of the window are in cache */
+                __builtin_prefetch(&e->ring[id & (e->ring_w - 1u)], 1);
             return span;
         }
         if (id < UINT32_MAX)
