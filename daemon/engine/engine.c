@@ -160,8 +160,8 @@ struct jp_engine {
     struct live_narrow ln[LN_SHARDS];
     struct live_wide lw;
     bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
-    /* young ids: the window (live table), its occupancy bitmap and that bitmap's summary */
-    uint32_t *ring; uint64_t *ring_bits, *ring_sum; uint32_t ring_w, nring;
+    /* young ids: the window (live table) and its bit per 64 slots */
+    uint32_t *ring; uint64_t *ring_grp; uint32_t ring_w, nring;
     uint32_t ring_grow_at; /* nring at which the window doubles, UINT32_MAX: never again */
     uint64_t ring_hi; bool ring_off;
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
@@ -1346,9 +1346,9 @@ static int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
  * tables: the window only ever holds a subset, exactly.
  *
  * A slot is 4 bytes: 0 empty, else 1 + (site << RING_SIZE_BITS | size) for a size below
- * 2^RING_SIZE_BITS and a site below RING_SITE_LIMIT. An occupancy bitmap, and a summary bit
- * per bitmap word, let a jump of the highest id (sparse or huge ids) find the survivors it
- * displaces in O(W / 4096 + survivors), never O(W).
+ * 2^RING_SIZE_BITS and a site below RING_SITE_LIMIT. A bit per 64 slots (ring_mark) lets a
+ * jump of the highest id (sparse or huge ids) find the survivors it displaces in O(W / 4096)
+ * words plus the groups that held something, never O(W).
  *
  * The window starts at 2^RING_MIN_BITS slots and doubles (up to 2^RING_MAX_BITS) while at
  * least 1/RING_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
@@ -1374,13 +1374,12 @@ _Static_assert(RING_MIN_BITS >= 12u, "the summary needs a whole word");
 
 static inline uint64_t ring_bytes(uint32_t w)
 {
-    return (uint64_t)w * sizeof(uint32_t) + w / 8u + w / 512u;
+    return (uint64_t)w * sizeof(uint32_t) + w / 512u;
 }
 
 /* Allocates a window of w slots (all empty), counting it against the budget on top of what
  * is held now. */
-static int ring_alloc(struct jp_engine *e, uint32_t w, uint32_t **ring, uint64_t **bits,
-                      uint64_t **sum)
+static int ring_alloc(struct jp_engine *e, uint32_t w, uint32_t **ring, uint64_t **grp)
 {
     uint64_t bytes = ring_bytes(w);
     if (budget_hold(e, bytes) < 0)
@@ -1389,8 +1388,7 @@ static int ring_alloc(struct jp_engine *e, uint32_t w, uint32_t **ring, uint64_t
     if (!r)
         return -ENOMEM;
     *ring = r;
-    *bits = (uint64_t *)(void *)(r + w);
-    *sum = *bits + w / 64u;
+    *grp = (uint64_t *)(void *)(r + w);
     return 0;
 }
 
@@ -1399,7 +1397,7 @@ static bool ring_ready(struct jp_engine *e)
     if (e->ring || e->ring_off)
         return e->ring != NULL;
     uint32_t w = UINT32_C(1) << RING_MIN_BITS;
-    if (ring_alloc(e, w, &e->ring, &e->ring_bits, &e->ring_sum) < 0) {
+    if (ring_alloc(e, w, &e->ring, &e->ring_grp) < 0) {
         e->ring_off = true; /* the tables alone still track exactly */
         return false;
     }
@@ -1425,41 +1423,53 @@ static inline uint64_t ring_dec(uint32_t v)
            (uint64_t)(v >> RING_SIZE_BITS) << SIZE_BITS;
 }
 
+/* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
+ * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
+ * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
 static inline void ring_mark(struct jp_engine *e, uint32_t s)
 {
-    e->ring_bits[s >> 6] |= UINT64_C(1) << (s & 63u);
-    e->ring_sum[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
+    e->ring_grp[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
 }
 static inline void ring_clear(struct jp_engine *e, uint32_t s)
 {
     e->ring[s] = 0;
-    if (!(e->ring_bits[s >> 6] &= ~(UINT64_C(1) << (s & 63u))))
-        e->ring_sum[s >> 12] &= ~(UINT64_C(1) << ((s >> 6) & 63u));
     e->nring--;
 }
 
-/* The first occupied slot in [a, b) (b <= W), or b. */
-static uint32_t ring_next(const struct jp_engine *e, uint32_t a, uint32_t b)
+/* The first occupied slot in [a, b) (b <= W), or b. Skips groups whose bit is clear through
+ * the bit words (64 groups each), so a scan costs O(W / 4096) words plus the set groups. */
+static uint32_t ring_next(struct jp_engine *e, uint32_t a, uint32_t b)
 {
     while (a < b) {
-        uint32_t wi = a >> 6;
-        uint64_t w = e->ring_bits[wi] & (~UINT64_C(0) << (a & 63u));
-        if (w) {
-            uint32_t s = (wi << 6) + (uint32_t)__builtin_ctzll(w);
-            return s < b ? s : b;
+        uint32_t g = a >> 6;
+        uint64_t bit = UINT64_C(1) << (g & 63u);
+        if (e->ring_grp[g >> 6] & bit) {
+            uint32_t end = (g + 1u) << 6 < b ? (g + 1u) << 6 : b;
+            for (uint32_t s = a; s < end; s++)
+                if (e->ring[s])
+                    return s;
+            if (end == (g + 1u) << 6) { /* scanned to the group's end: maybe it is empty */
+                uint32_t s = g << 6;
+                while (s < a && !e->ring[s])
+                    s++;
+                if (s == a)
+                    e->ring_grp[g >> 6] &= ~bit;
+            }
+            a = end;
+            continue;
         }
-        /* the next nonzero bitmap word, through the summary */
-        for (wi++;;) {
-            if ((uint64_t)wi << 6 >= b)
+        /* the next group whose bit is set */
+        for (g++;;) {
+            if ((uint64_t)g << 6 >= b)
                 return b;
-            uint64_t sw = e->ring_sum[wi >> 6] & (~UINT64_C(0) << (wi & 63u));
-            if (sw) {
-                wi = (wi & ~63u) + (uint32_t)__builtin_ctzll(sw);
+            uint64_t gw = e->ring_grp[g >> 6] & (~UINT64_C(0) << (g & 63u));
+            if (gw) {
+                g = (g & ~63u) + (uint32_t)__builtin_ctzll(gw);
                 break;
             }
-            wi = (wi | 63u) + 1u;
+            g = (g | 63u) + 1u;
         }
-        a = wi << 6;
+        a = g << 6 > a ? g << 6 : a;
     }
     return b;
 }
@@ -1499,16 +1509,15 @@ static void ring_grow(struct jp_engine *e)
         return;
     }
     uint32_t *ring, *old = e->ring;
-    uint64_t *bits, *sum;
-    if (ring_alloc(e, nw, &ring, &bits, &sum) < 0) {
+    uint64_t *grp;
+    if (ring_alloc(e, nw, &ring, &grp) < 0) {
         /* stays as it is, still exact; asks again only once twice as full */
         e->ring_grow_at = e->ring_grow_at > UINT32_MAX / 2u ? UINT32_MAX : e->ring_grow_at * 2u;
         return;
     }
     e->ring_grow_at = nw / RING_GROW_DIV;
     e->ring = ring;
-    e->ring_bits = bits;
-    e->ring_sum = sum;
+    e->ring_grp = grp;
     e->ring_w = nw;
     e->nring = 0;
     for (uint32_t s = 0; s < w; s++) {

@@ -406,3 +406,32 @@ Test(window, budgets_refusing_the_window)
     cr_assert_eq(tracked, 300u - (290u - 290u / 3u));
     jp_engine_free(e);
 }
+
+/* A grown window with a few survivors far apart (empty runs of thousands of slots between
+ * them), then jumps of the highest id that displace part of the window and then all of it:
+ * every survivor reaches the tables once, none is skipped. */
+Test(window, jumps_over_a_sparse_grown_window)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, 210000);
+    rng = 5;
+    for (uint64_t id = 1; id <= 200000; id++)
+        m_alloc(e, &m, id, small_size());
+    for (uint32_t i = m.n; i-- > 0;)
+        if (m.ids[i] % 9973u != 0)
+            m_free(e, &m, i);
+    cr_assert_eq(m.n, 200000u / 9973u);
+    m_alloc(e, &m, 200000u + 150000u, 5);       /* displaces part of the window */
+    m_alloc(e, &m, 200000u + 150000u + 3u, 6);  /* a small jump */
+    m_alloc(e, &m, 200000u + 2u * 262144u, 7);  /* displaces all of it */
+    m_alloc(e, &m, 200000u + 2u * 262144u + 1u, 8);
+    m_bad(e, &m);
+    m_check(e, &m);
+    m_drain(e, &m);
+    m_free_all(&m);
+    jp_engine_free(e);
+}
