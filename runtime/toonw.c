@@ -1,4 +1,4 @@
-/* TOON scalars for the run envelope (see /work/shared/design/TOON_NOTES.md). A string is
+/* TOON scalars for the run envelope (the TOON encoding rules). A string is
  * written bare only when the decoder cannot read it as anything else; otherwise it is quoted
  * with the five escapes TOON defines. TOON text is UTF-8: a byte sequence that is not valid
  * UTF-8 (a program may print any bytes) is written as U+FFFD, one per invalid byte. */
