@@ -27,6 +27,7 @@
                                          * 4096 items of <= 160 bytes); a hostile one cannot
                                          * make us buffer the 16 MiB protocol maximum */
 #define JPD_DRAIN_PERIOD_MS 1u
+#define JPD_DRAIN_PERIOD_MAX_MS 16u /* a nearly idle ring (a CPU run at <= 1000 Hz) backs off to this */
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
 #define JPD_DRAIN_SLICE_ALONE 262144u /* ... when only one run is live */
 #define JPD_RELEASE_SLOTS 2048u   /* a drain releases the slots it consumed at least this often */

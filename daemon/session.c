@@ -76,6 +76,7 @@ struct jpd_session {
     struct jpd_out *out_head, *out_tail;
     uint64_t fed;
     uint64_t last_found;  /* slots the last drain found waiting in the ring */
+    uint32_t period_ms;   /* the drain timer's current repeat, JPD_DRAIN_PERIOD_MS.._MAX_MS */
     uint32_t stop_len;
     uint8_t stop_rec[JP_REC_MAX_SIZE];
     uint8_t rec[JP_REC_MAX_SIZE];
@@ -525,6 +526,24 @@ static void pump(struct jpd_session *s)
             fail(s, JP_CTLE_PROTOCOL_VIOLATION, why ? why : "bad record in the ring");
         return;
     }
+    if (!s->eof && !s->finalize_seen) {
+        /* Adapt the poll to the producer: a ring that filled by more than an eighth within one
+         * period is polled every millisecond, one that stays nearly empty (a CPU run makes at
+         * most 1000 samples a second into 65536 slots) backs off to JPD_DRAIN_PERIOD_MAX_MS,
+         * so an idle-ish run does not wake the daemon a thousand times a second. A burst after
+         * a back-off finds room for far more than one long period of samples, and a memory run
+         * that fills the ring makes the producer wait (bounded), never lose events; FINALIZE
+         * and EOF restart the timer at once. */
+        uint32_t p = s->period_ms;
+        if (s->last_found > s->ring.slot_count / 8)
+            p = JPD_DRAIN_PERIOD_MS;
+        else if (s->last_found < s->ring.slot_count / 64 && p < JPD_DRAIN_PERIOD_MAX_MS)
+            p *= 2;
+        if (p != s->period_ms) {
+            s->period_ms = p;
+            uv_timer_set_repeat(&s->timer, p);
+        }
+    }
     if (s->stop_held) {
         if (s->eof) {
             /* The stream is whole; only the client that would take the result is gone. */
@@ -754,6 +773,7 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
         jpd_log("run %llu started: uid %u, mode %s, %u slots", (unsigned long long)s->run_id,
                 (unsigned)s->peer.uid, jp_mode_name(s->mode), (unsigned)s->ring.slot_count);
     uv_timer_stop(&s->timer);
+    s->period_ms = JPD_DRAIN_PERIOD_MS;
     uv_timer_start(&s->timer, on_timer, JPD_DRAIN_PERIOD_MS, JPD_DRAIN_PERIOD_MS);
 }
 
