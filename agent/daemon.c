@@ -34,54 +34,15 @@ extern char **environ;
 static void set_timeouts(int fd)
 {
     /* Each blocking sendmsg returns within a second on a full socket buffer, so jp_send()
-     * can keep its overall deadline. */
+     * (jp_ctl_send_timeout) can keep its overall deadline. */
     struct timeval tv = {1, 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 int jp_send(struct jettprof_run *run, const struct jp_ctl_msg *m, const int *fds, unsigned nfds)
 {
-    /* Like jp_ctl_send (same framing, fds on the first byte, MSG_NOSIGNAL), but with an overall
-     * deadline: jp_ctl_send waits without bound for a peer that stops reading, and a hung
-     * daemon must never hold the program. */
-    uint8_t *buf;
-    size_t len;
-    int r = jp_ctl_encode(m, &buf, &len);
-    if (r < 0)
-        return r;
-    uint64_t deadline = jp_mono_ns() + (uint64_t)JP_FINISH_TIMEOUT_MS * 1000000u;
-    union {
-        struct cmsghdr align;
-        char b[CMSG_SPACE(sizeof(int) * JP_CTL_MAX_FDS)];
-    } ctl;
-    size_t done = 0;
-    while (done < len) {
-        struct iovec iov = {buf + done, len - done};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (done == 0 && nfds) {
-            memset(&ctl, 0, sizeof ctl);
-            msg.msg_control = ctl.b;
-            msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-            memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-        }
-        ssize_t w = sendmsg(run->sock, &msg, MSG_NOSIGNAL);
-        if (w > 0) {
-            done += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && jp_mono_ns() < deadline)
-            continue; /* SO_SNDTIMEO expired: one more second, within the deadline */
-        r = w < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? -errno : -ETIMEDOUT;
-        break;
-    }
-    free(buf);
-    return done == len ? 0 : r;
+    /* With an overall deadline: a hung daemon must never hold the program. */
+    return jp_ctl_send_timeout(run->sock, m, fds, nfds, (int)JP_FINISH_TIMEOUT_MS);
 }
 
 static int attach(struct jettprof_run *run, const char *path)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mpcheck.h"
@@ -644,19 +645,36 @@ int jp_ctl_decoder_next(struct jp_ctl_decoder *d, struct jp_ctl_msg *m, const ch
 
 /* ---- sockets --------------------------------------------------------------------------- */
 
-static int wait_fd(int fd, short events)
+/* Waits until fd is ready for `events`, at most timeout_ms (-1: without bound). 0 when ready,
+ * -ETIMEDOUT, or -errno. */
+static int wait_fd(int fd, short events, int timeout_ms)
 {
     struct pollfd p = {fd, events, 0};
     for (;;) {
-        int r = poll(&p, 1, -1);
-        if (r >= 0)
+        int r = poll(&p, 1, timeout_ms);
+        if (r > 0)
             return 0;
+        if (r == 0)
+            return -ETIMEDOUT;
         if (errno != EINTR)
             return -errno;
     }
 }
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds)
+{
+    return jp_ctl_send_timeout(sock, m, fds, nfds, -1);
+}
+
+int jp_ctl_send_timeout(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds,
+                        int timeout_ms)
 {
     if (nfds > JP_CTL_MAX_FDS || (nfds && !fds))
         return -EINVAL;
@@ -669,6 +687,7 @@ int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned n
         struct cmsghdr align;
         char b[CMSG_SPACE(sizeof(int) * JP_CTL_MAX_FDS)];
     } ctl;
+    const int64_t deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : 0;
     size_t done = 0;
     r = 0;
     while (done < len) {
@@ -691,7 +710,18 @@ int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned n
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                r = wait_fd(sock, POLLOUT);
+                /* A full socket buffer (a non-blocking socket, or SO_SNDTIMEO expiring on a
+                 * blocking one): wait for room, within what is left of the deadline. */
+                int left = -1;
+                if (timeout_ms >= 0) {
+                    int64_t rest = deadline - mono_ms();
+                    if (rest <= 0) {
+                        r = -ETIMEDOUT;
+                        break;
+                    }
+                    left = rest > INT32_MAX ? INT32_MAX : (int)rest;
+                }
+                r = wait_fd(sock, POLLOUT, left);
                 if (r < 0)
                     break;
                 continue;

@@ -147,6 +147,11 @@ size_t jp_ctl_decoder_pending(const struct jp_ctl_decoder *d);
  * on a non-blocking socket), attaches the fds to the first byte sent, and uses MSG_NOSIGNAL so
  * a closed peer is -EPIPE, not SIGPIPE. -EINVAL for nfds > JP_CTL_MAX_FDS or a bad message. */
 int jp_ctl_send(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds);
+/* The same with an overall deadline of timeout_ms (-1: none): -ETIMEDOUT when a peer that stops
+ * reading leaves the frame unsent by then (part of it may have gone; the stream is then
+ * unusable). On a blocking socket set SO_SNDTIMEO too, so one sendmsg cannot outlast it. */
+int jp_ctl_send_timeout(int sock, const struct jp_ctl_msg *m, const int *fds, unsigned nfds,
+                        int timeout_ms);
 
 /* One blocking recvmsg (retried on EINTR) into the decoder; received fds (MSG_CMSG_CLOEXEC) are
  * stored in fds[0..*nfds). Returns the bytes read (> 0), 0 at EOF, or -errno: the decoder's

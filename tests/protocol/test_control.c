@@ -883,6 +883,51 @@ Test(control_socket, large_message_on_a_nonblocking_socket, .timeout = 60)
     big_send(1);
 }
 
+/* A peer that never reads: without a deadline the send would wait forever; with one it gives
+ * up with -ETIMEDOUT, for a non-blocking socket and for a blocking one bounded by SO_SNDTIMEO
+ * (the agent's case). A generous timeout: this asserts the outcome, not how fast it came. */
+static void stuck_peer(int nonblocking)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0, "socketpair");
+    if (nonblocking) {
+        fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+    } else {
+        struct timeval tv = {0, 20000};
+        setsockopt(sv[0], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    size_t big = 4u << 20;
+    char *text = malloc(big);
+    memset(text, 'x', big);
+    struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
+    m.u.result.status = 1;
+    m.u.result.human = text;
+    m.u.result.human_len = big;
+    cr_assert_eq(jp_ctl_send_timeout(sv[0], &m, NULL, 0, 100), -ETIMEDOUT);
+    /* A frame that fits the socket buffer still goes out whole within the same deadline. */
+    struct jp_ctl_msg small = {.type = JP_CTL_FINALIZE};
+    small.u.finalize.termination = 1;
+    int fresh[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fresh), 0);
+    cr_assert_eq(jp_ctl_send_timeout(fresh[0], &small, NULL, 0, 100), 0);
+    close(fresh[0]);
+    close(fresh[1]);
+    close(sv[0]);
+    close(sv[1]);
+    free(text);
+}
+
+Test(control_socket, send_timeout_gives_up_on_a_peer_that_never_reads_nonblocking,
+     .timeout = 30)
+{
+    stuck_peer(1);
+}
+
+Test(control_socket, send_timeout_gives_up_on_a_peer_that_never_reads_blocking, .timeout = 30)
+{
+    stuck_peer(0);
+}
+
 /* The daemon's own recvmsg path: a control buffer too small for what the peer sent truncates
  * the ancillary data (MSG_CTRUNC); jp_ctl_take_fds closes what did arrive and refuses. */
 Test(control_socket, take_fds_refuses_truncated_control_data)
