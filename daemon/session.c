@@ -101,26 +101,41 @@ static void on_eof(struct jpd_session *s);
 
 /* ---- output ---- */
 
+/* One non-blocking recvmsg (retried on EINTR) that also takes the fds sent with the bytes.
+ * Returns the bytes read (0 at EOF) or -errno. The fds are in fds[0..*nfds); *fds_rc < 0 means
+ * the peer attached more than JP_CTL_MAX_FDS and jp_ctl_take_fds closed them all. */
+static ssize_t recv_some(int fd, uint8_t *buf, size_t len, int *fds, unsigned *nfds, int *fds_rc)
+{
+    for (;;) {
+        union {
+            struct cmsghdr align;
+            char space[JP_CTL_CMSG_SPACE];
+        } cm;
+        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
+                            .msg_controllen = sizeof cm.space};
+        ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        *nfds = 0;
+        if (n < 0)
+            return -errno;
+        *fds_rc = jp_ctl_take_fds(&mh, fds, JP_CTL_MAX_FDS, nfds);
+        return n;
+    }
+}
+
 /* Reads and drops whatever the peer has queued right now (closing any fds it carried). */
 static void discard_input(struct jpd_session *s)
 {
     for (int turn = 0; turn < 64; turn++) {
         uint8_t buf[4096];
-        union {
-            struct cmsghdr align;
-            char space[JP_CTL_CMSG_SPACE];
-        } cm;
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
-                            .msg_controllen = sizeof cm.space};
-        ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
+        int got[JP_CTL_MAX_FDS], fds_rc;
+        unsigned k;
+        ssize_t n = recv_some(s->fd, buf, sizeof buf, got, &k, &fds_rc);
         if (n <= 0)
             return;
-        int got[JP_CTL_MAX_FDS];
-        unsigned k = 0;
-        if (jp_ctl_take_fds(&mh, got, JP_CTL_MAX_FDS, &k) == 0)
+        if (fds_rc == 0)
             for (unsigned i = 0; i < k; i++)
                 close(got[i]);
     }
@@ -915,25 +930,16 @@ static void read_input(struct jpd_session *s)
 {
     uint8_t buf[65536];
     for (int turn = 0; turn < 16 && s->state != S_DONE && !s->closing && !s->eof; turn++) {
-        union {
-            struct cmsghdr align;
-            char space[JP_CTL_CMSG_SPACE];
-        } cm;
-        struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.space,
-                            .msg_controllen = sizeof cm.space};
-        ssize_t n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        int got[JP_CTL_MAX_FDS], fds_rc;
+        unsigned k;
+        ssize_t n = recv_some(s->fd, buf, sizeof buf, got, &k, &fds_rc);
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
+            if (n == -EAGAIN || n == -EWOULDBLOCK)
                 return;
             on_eof(s);
             return;
         }
-        int got[JP_CTL_MAX_FDS];
-        unsigned k = 0;
-        if (jp_ctl_take_fds(&mh, got, JP_CTL_MAX_FDS, &k) < 0) {
+        if (fds_rc < 0) {
             fail(s, JP_CTLE_BAD_MESSAGE, "too many file descriptors in one message");
             return;
         }
