@@ -135,8 +135,6 @@ int jpd_cmd_replay(int argc, char **argv);
 int jpd_cmd_summarize(int argc, char **argv);
 
 /* util.c */
-/* "5", "5.2", "5.25" -> basis points (0..10000). -EINVAL for anything else. */
-int jpd_parse_percent_bp(const char *s, uint32_t *bp);
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 /* Appends s as a JSON string literal (quotes included). */

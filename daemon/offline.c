@@ -150,7 +150,7 @@ int jpd_cmd_replay(int argc, char **argv)
                     return usage_error("replay", "--format must be human or toon, not", v);
             } else if (!strcmp(a, "--profile-threshold")) {
                 uint32_t bp;
-                if (jpd_parse_percent_bp(v, &bp) < 0)
+                if (jp_parse_percent_bp(v, &bp) < 0)
                     return usage_error("replay", "--profile-threshold must be a percentage "
                                                  "0..100 with at most two decimals, not", v);
                 threshold = (int32_t)bp;

@@ -1,4 +1,4 @@
-/* Small helpers of the daemon: strict number parsing for the CLI, a growable text buffer with
+/* Small helpers of the daemon: strict integer parsing for the CLI, a growable text buffer with
  * JSON string escaping, whole writes, and the one-line stderr log. */
 #include <errno.h>
 #include <stdarg.h>
@@ -8,43 +8,6 @@
 #include <unistd.h>
 
 #include "jpd.h"
-
-int jpd_parse_percent_bp(const char *s, uint32_t *bp)
-{
-    /* The contract's grammar: digits, optionally '.' and one or two digits; 0..100. No sign,
-     * no exponent, no spaces: anything else is a CLI error, never silently rounded. */
-    uint64_t whole = 0, frac = 0;
-    unsigned nwhole = 0, nfrac = 0;
-    const char *p = s;
-    if (!s || !*s)
-        return -EINVAL;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (++nwhole > 3)
-            return -ERANGE;
-        whole = whole * 10 + (uint64_t)(*p - '0');
-    }
-    if (nwhole == 0)
-        return -EINVAL;
-    if (*p == '.') {
-        p++;
-        for (; *p >= '0' && *p <= '9'; p++) {
-            if (++nfrac > 2)
-                return -EINVAL;
-            frac = frac * 10 + (uint64_t)(*p - '0');
-        }
-        if (nfrac == 0)
-            return -EINVAL;
-        if (nfrac == 1)
-            frac *= 10;
-    }
-    if (*p)
-        return -EINVAL;
-    uint64_t v = whole * 100 + frac;
-    if (v > 10000)
-        return -ERANGE;
-    *bp = (uint32_t)v;
-    return 0;
-}
 
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {

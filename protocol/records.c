@@ -1,4 +1,5 @@
-/* Record type names and structural validation of records copied out of untrusted memory. */
+/* Record type names, structural validation of records copied out of untrusted memory, and the
+ * contract's threshold grammar. */
 #include "records.h"
 
 #include <errno.h>
@@ -202,4 +203,41 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
         /* PAD, NODE_DEF, EXEC, ALLOC, RESIZE, FREE, COUNTERS: size is all there is to check. */
         return 0;
     }
+}
+
+int jp_parse_percent_bp(const char *s, uint32_t *bp)
+{
+    /* The contract's grammar: digits, optionally '.' and one or two digits; 0..100. No sign,
+     * no exponent, no spaces: anything else is a CLI error, never silently rounded. */
+    uint64_t whole = 0, frac = 0;
+    unsigned nwhole = 0, nfrac = 0;
+    const char *p = s;
+    if (!s || !*s)
+        return -EINVAL;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (++nwhole > 3)
+            return -ERANGE;
+        whole = whole * 10 + (uint64_t)(*p - '0');
+    }
+    if (nwhole == 0)
+        return -EINVAL;
+    if (*p == '.') {
+        p++;
+        for (; *p >= '0' && *p <= '9'; p++) {
+            if (++nfrac > 2)
+                return -EINVAL;
+            frac = frac * 10 + (uint64_t)(*p - '0');
+        }
+        if (nfrac == 0)
+            return -EINVAL;
+        if (nfrac == 1)
+            frac *= 10;
+    }
+    if (*p)
+        return -EINVAL;
+    uint64_t v = whole * 100 + frac;
+    if (v > 10000)
+        return -ERANGE;
+    *bp = (uint32_t)v;
+    return 0;
 }

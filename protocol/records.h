@@ -313,6 +313,12 @@ _Static_assert(offsetof(struct jp_rec_alloc, allocation_id) == 8, "8-byte aligne
 _Static_assert(offsetof(struct jp_rec_resize, new_size) == 24, "resize fills one slot");
 _Static_assert(offsetof(struct jp_rec_cpu_sample, requested_tick) == 24, "aligned tick");
 
+/* The contract's --profile-threshold grammar, shared by `jett run` and `jettprofd replay` so
+ * the two cannot accept different spellings: digits, optionally '.' and one or two digits,
+ * 0..100, stored as basis points. No sign, exponent or spaces; never rounded. 0, -EINVAL
+ * (malformed) or -ERANGE (above 100). */
+int jp_parse_percent_bp(const char *s, uint32_t *bp);
+
 /* Structural validation of one record copied out of untrusted memory: the header's type is
  * known, size is within [fixed part, JP_REC_MAX_SIZE], fixed-size records have exactly their
  * size, string lengths are in range and fit inside size, enum fields are in range, and a

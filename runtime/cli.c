@@ -7,41 +7,7 @@
 #include <string.h>
 
 #include "jett.h"
-
-int jt_parse_percent(const char *s, uint32_t *bp)
-{
-    uint32_t whole = 0, frac = 0;
-    size_t i = 0, nd = 0;
-    while (s[i] >= '0' && s[i] <= '9') {
-        if (++nd > 3)
-            return -EINVAL; /* more than 100 anyway; also keeps the arithmetic small */
-        whole = whole * 10 + (uint32_t)(s[i] - '0');
-        i++;
-    }
-    if (nd == 0)
-        return -EINVAL;
-    if (s[i] == '.') {
-        i++;
-        size_t nf = 0;
-        while (s[i] >= '0' && s[i] <= '9') {
-            if (++nf > 2)
-                return -EINVAL; /* at most two fractional digits */
-            frac = frac * 10 + (uint32_t)(s[i] - '0');
-            i++;
-        }
-        if (nf == 0)
-            return -EINVAL; /* "5." is malformed */
-        if (nf == 1)
-            frac *= 10;
-    }
-    if (s[i] != '\0')
-        return -EINVAL;
-    uint32_t v = whole * 100 + frac;
-    if (v > 10000)
-        return -ERANGE;
-    *bp = v;
-    return 0;
-}
+#include "protocol/records.h"
 
 int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 {
@@ -137,7 +103,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         case O_MEMORY: c->mode = JT_MODE_MEMORY; break;
         case O_AGENT: c->agent = true; break;
         case O_THRESHOLD:
-            r = jt_parse_percent(val, &c->threshold_bp);
+            r = jp_parse_percent_bp(val, &c->threshold_bp);
             if (r < 0) {
                 shown(val, v, sizeof v);
                 snprintf(err, errcap,

@@ -42,8 +42,6 @@ struct jt_cli {
  * On error returns -EINVAL and writes one line naming what was wrong to err (no trailing
  * newline). Validation is complete before anything is read or compiled. */
 int jt_cli_parse(int argc, char **argv, struct jt_cli *out, char *err, size_t errcap);
-/* Strict decimal percentage 0..100 with at most two fractional digits -> basis points. */
-int jt_parse_percent(const char *s, uint32_t *bp);
 /* Strict decimal integer in [lo, hi]. */
 int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *v);
 

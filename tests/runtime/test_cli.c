@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "jett.h"
+#include "protocol/records.h"
 #include "support.h"
 
 Test(percent, accepts_zero_to_hundred_with_two_decimals)
@@ -16,7 +17,7 @@ Test(percent, accepts_zero_to_hundred_with_two_decimals)
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         uint32_t bp = 12345;
-        cr_expect_eq(jt_parse_percent(ok[i].s, &bp), 0, "%s", ok[i].s);
+        cr_expect_eq(jp_parse_percent_bp(ok[i].s, &bp), 0, "%s", ok[i].s);
         cr_expect_eq(bp, ok[i].bp, "%s -> %u", ok[i].s, bp);
     }
 }
@@ -29,7 +30,7 @@ Test(percent, rejects_malformed_and_out_of_range)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         uint32_t bp = 7;
-        cr_expect_lt(jt_parse_percent(bad[i], &bp), 0, "'%s' accepted", bad[i]);
+        cr_expect_lt(jp_parse_percent_bp(bad[i], &bp), 0, "'%s' accepted", bad[i]);
         cr_expect_eq(bp, 7, "'%s' wrote a value", bad[i]);
     }
 }
