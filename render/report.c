@@ -164,11 +164,35 @@ uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)
     return (uint64_t)q;
 }
 
-/* Eligibility on exact integers: impact / den >= threshold_bp / 10000. */
+/* Eligibility on exact integers: impact / den >= threshold_bp / 10000 (the contract's
+ * "greater than or equal to", so at threshold 0 a zero impact qualifies: reading 14). A zero
+ * denominator admits nothing. */
 static bool eligible(uint64_t impact, uint64_t den, uint32_t threshold_bp)
 {
     __extension__ typedef unsigned __int128 u128;
-    return den && impact && (u128)impact * 10000u >= (u128)threshold_bp * den;
+    return den && (u128)impact * 10000u >= (u128)threshold_bp * den;
+}
+
+/* Reading 14: an entry is a function (CPU) or creation/resize site (memory) with at least one
+ * attributed observation; a frame that was only defined is none. A site of zero-size
+ * allocations, or one that only shrank allocations, is one. */
+static bool observed(const struct jp_engine_view *v, const struct jp_func *f)
+{
+    return v->mode == JP_MODE_CPU ? f->a > 0 : f->b > 0 || f->resize_count > 0;
+}
+
+uint64_t jp_view_record_mismatch(const struct jp_engine_view *v)
+{
+    if (!v->have_stop)
+        return 0;
+    return v->stop_record_count > v->records_counted ? v->stop_record_count - v->records_counted
+                                                     : v->records_counted - v->stop_record_count;
+}
+
+bool jp_view_live_exact(const struct jp_engine_view *v)
+{
+    return v->mode == JP_MODE_MEMORY && v->live_exact && !v->counters->lost_records &&
+           !jp_view_record_mismatch(v);
 }
 
 static void build_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r)
@@ -188,13 +212,12 @@ static void build_status(const struct jp_engine_view *v, uint32_t ending, struct
     } else if (v->termination == JP_TERM_INTERRUPTED) {
         SET(INTERRUPTED);
     }
-    r->record_mismatch = 0;
-    if (v->have_stop)
-        r->record_mismatch = v->stop_record_count > v->records_counted
-                                 ? v->stop_record_count - v->records_counted
-                                 : v->records_counted - v->stop_record_count;
-    if (c->dropped_ticks || c->lost_records || r->record_mismatch)
+    r->record_mismatch = jp_view_record_mismatch(v);
+    /* Dropped ticks are an ordinary total like coalesced ones (reading 15): an opportunity
+     * not taken, not an account left incomplete. Records that did not arrive are. */
+    if (c->lost_records || r->record_mismatch)
         SET(RECORDS_DROPPED);
+    r->live_exact = jp_view_live_exact(v);
     if (v->mode == JP_MODE_MEMORY && (v->detail_stopped || !v->live_exact))
         SET(RETENTION_METADATA_LIMIT);
     if (v->mode == JP_MODE_CPU && v->detail_stopped)
@@ -234,8 +257,11 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
 {
     const struct jp_func *f = &v->funcs[en->func];
     en->nsugg = 0;
+    /* Reading 12: a source-less entry gets none and says so (`unavailable`); partial data
+     * withholds every rule (an empty list). */
+    en->sugg_unavailable = !f->source;
     if (r->detail_partial || !f->source || r->status == JP_STATUS_UNAVAILABLE)
-        return; /* reading 12: no suggestions on partial data or a source-less entry */
+        return;
     /* Rules are tried in rule-id order, so the (at most two) emitted stay ordered by id. */
     if (v->mode == JP_MODE_CPU) {
         if (f->b * 2u < f->a && en->nchains > 0)
@@ -245,7 +271,7 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
     } else {
         if (f->a > 0)
             en->sugg[en->nsugg++] = JP_RULE_MEM_ALLOCATION_PRESSURE;
-        if (v->live_exact && f->live > 0 && eligible(f->live, v->attributed_allocated,
+        if (r->live_exact && f->live > 0 && eligible(f->live, v->attributed_allocated,
                                                      r->threshold_bp))
             en->sugg[en->nsugg++] = JP_RULE_MEM_RETAINED;
     }
@@ -362,7 +388,7 @@ int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts 
     }
     for (uint32_t i = 0; i < v->nfuncs; i++) {
         const struct jp_func *f = &v->funcs[i];
-        if (!eligible(f->a, r.denominator, r.threshold_bp))
+        if (!observed(v, f) || !eligible(f->a, r.denominator, r.threshold_bp))
             continue;
         r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = f->a, .key2 = f->b};
     }

@@ -23,6 +23,7 @@ struct jp_entry {
     uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
     uint32_t chain[3], nchains;  /* CPU: indices into view->chains, reported order */
     uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
+    bool sugg_unavailable;       /* source unavailable: suggestions render `unavailable` */
     /* distinct runtime threads / tasks behind the entry's samples (CPU) or creation events
      * (memory); 0 = unavailable (no event carried that identity, or the budget refused) */
     uint32_t threads, tasks;
@@ -36,6 +37,7 @@ struct jp_report {
     const char *reason;     /* the highest-priority reason, "" when complete */
     const char *termination;
     bool detail_partial;
+    bool live_exact; /* memory: freed/live/peak/retained are exact (jp_view_live_exact) */
     uint64_t record_mismatch; /* |RUN_STOP.record_count - records received|, 0 without stop */
     uint64_t denominator;
     struct jp_entry *entries; /* eligible, in order; the first `emitted` are reported */

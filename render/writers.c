@@ -344,7 +344,7 @@ static unsigned totals_items(const struct jp_report *r, struct item *it)
         ADD("process_cpu_duration_ns", v->have_stop && v->process_cpu_ns != JP_NS_UNAVAILABLE,
             v->process_cpu_ns);
     } else {
-        bool live = v->live_exact;
+        bool live = r->live_exact;
         ADD("allocation_count", true, v->allocation_count);
         ADD("resize_count", true, v->resize_count);
         ADD("allocated_bytes", true, v->allocated_bytes);
@@ -390,7 +390,7 @@ static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct
         }
     } else {
         indent(s, 3);
-        sb_puts(s, "suggestions: []\n");
+        sb_puts(s, en->sugg_unavailable ? "suggestions: unavailable\n" : "suggestions: []\n");
     }
     if (v->mode != JP_MODE_CPU) {
         kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
@@ -513,7 +513,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
             kv_u64(&s, 3, "self_samples", f->b);
             kv_hundredths(&s, 3, "cpu_percent", true, pct);
         } else {
-            bool live = v->live_exact;
+            bool live = r->live_exact;
             kv_u64(&s, 3, "allocation_count", f->b);
             kv_u64(&s, 3, "allocated_bytes", f->a);
             kv_hundredths(&s, 3, "allocation_percent", true, pct);
@@ -657,7 +657,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
                 sb_puts(&s, "\n");
             }
         } else {
-            bool live = v->live_exact;
+            bool live = r->live_exact;
             sb_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ", f->a,
                       f->b);
             h_pct(&s, pct);
@@ -679,6 +679,8 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
             sb_printf(&s, "%" PRIu32 "\n", en->tasks);
         else
             sb_puts(&s, "unavailable\n");
+        if (en->sugg_unavailable)
+            sb_puts(&s, "   suggestions: unavailable\n");
         for (uint32_t j = 0; j < en->nsugg; j++) {
             t.len = 0;
             suggestion_text(&t, r, en, en->sugg[j]);

@@ -1711,6 +1711,14 @@ static int64_t event_site(struct jp_engine *e, uint32_t node)
     return (int64_t)n->func + 1;
 }
 
+/* A free's stack attributes nothing (reading 9), but a free whose stack was cut still counts
+ * in truncated_stacks and makes the profile partial, like an alloc or resize (reading 17). */
+static void free_stack_note(struct jp_engine *e, uint32_t node)
+{
+    if (node_ref(e, node) == 1 && e->nodes[node - 1u].trunc)
+        e->truncated_stacks++;
+}
+
 static int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
@@ -1823,6 +1831,7 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     if (!e->live_exact) {
         /* frees can no longer be matched: freed/live are reported unavailable */
         e->producer_records++;
+        free_stack_note(e, r->node);
         return thread_note(e);
     }
     struct live_ref ref;
@@ -1835,6 +1844,7 @@ static int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     if (size != r->old_size)
         return violation(e);
     e->producer_records++;
+    free_stack_note(e, r->node);
     ovf_release(e, val);
     live_del(e, r->allocation_id, &ref);
     e->freed_bytes += size;
@@ -1874,13 +1884,19 @@ static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
         x = &e->excerpts[e->nexcerpts++];
         memset(x, 0, sizeof *x);
     }
+    /* A replaced text gives its bytes back to the budget before the new one is counted, so
+     * answering the same line again never costs more than answering it once. */
+    if (x->text) {
+        free(x->text);
+        e->used -= x->text_len + 1u;
+        x->text = NULL;
+    }
     char *text = NULL;
     if (!(r.flags & JP_EXCERPT_UNAVAILABLE)) {
         text = budget_dup(e, rec + sizeof r, r.text_len);
         if (!text)
             r.flags |= JP_EXCERPT_UNAVAILABLE;
     }
-    free(x->text);
     *x = (struct jp_excerpt_ent){src, r.line, r.col, r.flags, text, text ? r.text_len : 0};
     return 0;
 }
@@ -2229,8 +2245,8 @@ int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engi
         out->allocation_count = e->allocation_count;
         out->resize_count = e->resize_count;
         out->allocated_bytes = e->allocated_bytes;
-        out->live_exact = e->live_exact;
-        if (e->live_exact) {
+        out->live_exact = jp_view_live_exact(&v);
+        if (out->live_exact) {
             out->freed_bytes = e->freed_bytes;
             out->peak_live_bytes = e->peak_bytes;
             out->retained_bytes = e->live_bytes;

@@ -139,6 +139,12 @@ static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t ep
 }
 
 /* render/report.c */
+/* |RUN_STOP.record_count - records received|; 0 without RUN_STOP. */
+uint64_t jp_view_record_mismatch(const struct jp_engine_view *v);
+/* Memory mode: whether freed, live, peak, retained and live-at-peak bytes are exact: the live
+ * table held (no retention-budget refusal) and no event was lost on the way (COUNTERS
+ * lost_records, or a RUN_STOP count that differs from what arrived: reading 16). */
+bool jp_view_live_exact(const struct jp_engine_view *v);
 int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
                     struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys);
 

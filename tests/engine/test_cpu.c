@@ -236,7 +236,7 @@ Test(cpu, truncated_stack_takes_self_and_makes_partial)
     J_EQ(json, "profile.bottlenecks.0.line", "unavailable");
     J_EQ(json, "profile.bottlenecks.0.self_samples", "1");
     J_EQ(json, "profile.bottlenecks.1.function", "f001");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    J_EQ(json, "profile.bottlenecks.0.suggestions", "unavailable"); /* no source */
     cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* partial data */
     free(json);
     jp_engine_free(e);
@@ -295,7 +295,7 @@ Test(cpu, equal_identities_merge_but_unknown_symbols_never_do)
     J_EQ(json, "profile.bottlenecks.1.function", "<unavailable-symbol>");
     J_EQ(json, "profile.bottlenecks.1.inclusive_samples", "1");
     J_EQ(json, "profile.bottlenecks.2.inclusive_samples", "1");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* no source */
+    J_EQ(json, "profile.bottlenecks.1.suggestions", "unavailable"); /* no source: reading 12 */
     free(json);
     jp_engine_free(e);
 }
