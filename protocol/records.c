@@ -101,6 +101,54 @@ static const uint8_t rec_is_fixed[JP_REC_TYPE_LIMIT] = {
 #undef JP_X
 };
 
+size_t jp_utf8_seq_len(const void *s, size_t n)
+{
+    const unsigned char *p = s;
+    unsigned c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t need;
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range: it rules out the bad forms */
+    if (c >= 0xc2 && c <= 0xdf) {
+        need = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        need = 3;
+        if (c == 0xe0)
+            lo = 0xa0; /* below: overlong */
+        else if (c == 0xed)
+            hi = 0x9f; /* above: a surrogate */
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        need = 4;
+        if (c == 0xf0)
+            lo = 0x90; /* below: overlong */
+        else if (c == 0xf4)
+            hi = 0x8f; /* above: past U+10FFFF */
+    } else {
+        return 0; /* a continuation byte, 0xc0/0xc1 (always overlong) or 0xf5.. */
+    }
+    if (n < need || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < need; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    return need;
+}
+
+int jp_utf8_validate(const void *s, size_t len, size_t *bad_at)
+{
+    const unsigned char *p = s;
+    for (size_t i = 0; i < len;) {
+        size_t l = jp_utf8_seq_len(p + i, len - i);
+        if (!l) {
+            if (bad_at)
+                *bad_at = i;
+            return -EILSEQ;
+        }
+        i += l;
+    }
+    return 0;
+}
+
 static int fail(const char **why, const char *reason)
 {
     if (why)
@@ -153,6 +201,8 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "source path length out of range");
         if ((uint32_t)sizeof r + r.path_len != h.size)
             return fail(why, "source path does not match record size");
+        if (jp_utf8_validate((const uint8_t *)rec + sizeof r, r.path_len, NULL) < 0)
+            return fail(why, "source path is not valid UTF-8");
         return 0;
     }
     case JP_REC_FRAME_DEF: {
@@ -166,6 +216,12 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "frame function name length out of range");
         if ((uint32_t)sizeof r + r.ns_len + r.fn_len != h.size)
             return fail(why, "frame names do not match record size");
+        /* Checked apart: a sequence split across the two names is two bad names. */
+        const uint8_t *names = (const uint8_t *)rec + sizeof r;
+        if (jp_utf8_validate(names, r.ns_len, NULL) < 0)
+            return fail(why, "frame namespace is not valid UTF-8");
+        if (jp_utf8_validate(names + r.ns_len, r.fn_len, NULL) < 0)
+            return fail(why, "frame function name is not valid UTF-8");
         return 0;
     }
     case JP_REC_CPU_SAMPLE: {
@@ -190,6 +246,8 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "unavailable excerpt with text");
         if ((uint32_t)sizeof r + r.text_len != h.size)
             return fail(why, "excerpt text does not match record size");
+        if (jp_utf8_validate((const uint8_t *)rec + sizeof r, r.text_len, NULL) < 0)
+            return fail(why, "excerpt text is not valid UTF-8");
         return 0;
     }
     case JP_REC_RUN_STOP: {

@@ -529,16 +529,22 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
 
 /* ---- human ----------------------------------------------------------------------------- */
 
-/* Text for a terminal: control characters (and DEL) from names, paths or excerpts are shown
- * as \xHH so nothing in a report can drive the terminal. */
+/* Text for a terminal: control characters from names, paths or excerpts are shown escaped so
+ * nothing in a report can drive the terminal: C0 and DEL as \xHH, the C1 controls U+0080..
+ * U+009F (CSI and friends on some terminals) as \u00HH. Every string here passed
+ * jp_rec_validate, so it is well-formed UTF-8 and 0xc2 always leads a two-byte sequence. */
 static void h_safe(struct sb *s, const char *str, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)str[i];
-        if (c < 0x20 || c == 0x7f)
+        if (c < 0x20 || c == 0x7f) {
             sb_printf(s, "\\x%02x", c);
-        else
+        } else if (c == 0xc2 && i + 1 < n && (unsigned char)str[i + 1] <= 0x9f) {
+            sb_printf(s, "\\u%04x", (unsigned char)str[i + 1]);
+            i++;
+        } else {
             sb_put(s, &str[i], 1);
+        }
     }
 }
 

@@ -253,7 +253,60 @@ Test(stream, hostile_bytes_never_crash)
         struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST,
                                    JP_OUT_TOON | JP_OUT_HUMAN};
         cr_assert_eq(jp_engine_render(e, &o, &out), 0);
+        size_t at = 0;
+        cr_assert_eq(jp_utf8_validate(out.toon, out.toon_len, &at), 0, "TOON byte %zu", at);
+        cr_assert_eq(jp_utf8_validate(out.human, out.human_len, &at), 0, "human byte %zu", at);
         jp_rendered_free(&out);
         jp_engine_free(e);
     }
+}
+
+/* A frame named with bytes that are not UTF-8 ends the stream at the trust boundary, so it
+ * never reaches a report (which must be a valid UTF-8 document). */
+Test(stream, names_that_are_not_utf8_are_protocol_violations)
+{
+    static const char *const bad[] = {"\xff\xfe", "f\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+                                      "ok\xe2\x82"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct jp_engine *e = fresh();
+        simple_cpu(e);
+        uint8_t buf[128];
+        size_t n = strlen(bad[i]);
+        struct jp_rec_frame_def r = {.h = {JP_REC_FRAME_DEF, (uint16_t)(36 + 1 + n)},
+                                     .frame_id = 2, .source_id = 1, .kind = JP_FRAME_FUNCTION,
+                                     .ns_len = 1, .fn_len = (uint16_t)n};
+        memcpy(buf, &r, sizeof r);
+        buf[36] = 'a';
+        memcpy(buf + 37, bad[i], n);
+        const char *why = NULL;
+        cr_assert_eq(feed_raw(e, buf, r.h.size, &why), -EPROTO, "name %zu accepted", i);
+        cr_assert_str_eq(why, "frame function name is not valid UTF-8");
+        jp_engine_free(e);
+    }
+}
+
+/* Control characters are well-formed UTF-8 and allowed in names; the writers escape them:
+ * TOON quotes C0 as \u00xx, the human text shows C0 as \xHH and C1 as \u00HH. */
+Test(stream, control_characters_in_names_are_escaped_by_both_writers)
+{
+    struct jp_engine *e = fresh();
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
+    t_frame(e, 1, 1, "n\x1b[2J", "f\xc2\x9b" "1m", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_sample(e, JP_STATE_JETT, 1, 2, 1);
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
+    char *toon, *human, *json;
+    t_render(e, JP_END_STOP, &toon, &human, &json, NULL); /* decoded strictly: valid UTF-8 */
+    cr_assert_eq(jp_utf8_validate(toon, strlen(toon), NULL), 0);
+    cr_assert_eq(jp_utf8_validate(human, strlen(human), NULL), 0);
+    J_EQ(json, "profile.bottlenecks.0.namespace", "n\x1b[2J");
+    cr_assert(strstr(toon, "namespace: \"n\\u001b[2J\"") != NULL, "%s", toon);
+    cr_assert(strstr(human, "#1 n\\x1b[2J.f\\u009b1m (src/s.jett:1)") != NULL, "%s", human);
+    cr_assert_null(strchr(human, '\x1b'));
+    cr_assert_null(strstr(human, "\xc2\x9b"));
+    free(toon);
+    free(human);
+    free(json);
+    jp_engine_free(e);
 }

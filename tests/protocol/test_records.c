@@ -1,6 +1,7 @@
 /* Record names and jp_rec_validate: each rule at its edge. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "records.h"
@@ -165,6 +166,7 @@ Test(records, validate_fixed_records_and_enums)
 Test(records, validate_strings_fit_their_record)
 {
     uint8_t buf[JP_REC_MAX_SIZE];
+    memset(buf, 0, sizeof buf); /* the longest path below is NULs: well-formed UTF-8 */
     struct jp_rec_source_def sd = {{JP_REC_SOURCE_DEF, 12 + 5}, 1, JP_ORIGIN_PROJECT, 0, 5};
     memcpy(buf, &sd, sizeof sd);
     memcpy(buf + sizeof sd, "a.jet", 5);
@@ -250,4 +252,124 @@ Test(records, validate_reads_unaligned_records)
     s.node = 9;
     memcpy(buf + 1, &s, sizeof s);
     cr_assert_eq(check(buf + 1, sizeof s), 0, "odd address");
+}
+
+/* One of each class of malformed UTF-8, and the well-formed edges beside it. */
+static const struct { const char *bytes; size_t len; size_t bad_at; const char *what; } bad_utf8[] = {
+    {"\xff\xfe", 2, 0, "0xff/0xfe are never UTF-8"},
+    {"ab\x80", 3, 2, "a lone continuation byte"},
+    {"\xc0\xaf", 2, 0, "overlong two-byte form of '/'"},
+    {"\xc1\xbf", 2, 0, "overlong two-byte form (0xc1)"},
+    {"\xe0\x80\xaf", 3, 0, "overlong three-byte form"},
+    {"\xe0\x9f\xbf", 3, 0, "overlong three-byte form of U+07FF"},
+    {"\xf0\x80\x80\xaf", 4, 0, "overlong four-byte form"},
+    {"\xf0\x8f\xbf\xbf", 4, 0, "overlong four-byte form of U+FFFF"},
+    {"\xed\xa0\x80", 3, 0, "a high surrogate U+D800"},
+    {"x\xed\xbf\xbf", 4, 1, "a low surrogate U+DFFF"},
+    {"\xf4\x90\x80\x80", 4, 0, "U+110000, past U+10FFFF"},
+    {"\xf5\x80\x80\x80", 4, 0, "lead byte 0xf5"},
+    {"\xe2\x82", 2, 0, "a three-byte sequence cut by the end"},
+    {"\xf0\x9f\x98", 3, 0, "a four-byte sequence cut by the end"},
+    {"\xe2\x28\xa1", 3, 0, "a bad continuation byte"},
+    {"\xc3", 1, 0, "a two-byte lead at the end"},
+};
+static const struct { const char *bytes; size_t len; const char *what; } good_utf8[] = {
+    {"main", 4, "ASCII"},
+    {"\x00\x01\x1f\x7f", 4, "NUL and other control characters"},
+    {"\xc2\x80\xdf\xbf", 4, "U+0080 and U+07FF"},
+    {"\xe0\xa0\x80\xef\xbf\xbf", 6, "U+0800 and U+FFFF"},
+    {"\xed\x9f\xbf\xee\x80\x80", 6, "U+D7FF and U+E000 beside the surrogates"},
+    {"\xf0\x90\x80\x80\xf4\x8f\xbf\xbf", 8, "U+10000 and U+10FFFF"},
+    {"caf\xc3\xa9", 5, "a precomposed e-acute"},
+};
+
+Test(records, utf8_validator_rejects_each_malformed_class)
+{
+    for (size_t i = 0; i < sizeof bad_utf8 / sizeof bad_utf8[0]; i++) {
+        size_t at = 99;
+        cr_assert_eq(jp_utf8_validate(bad_utf8[i].bytes, bad_utf8[i].len, &at), -EILSEQ, "%s",
+                     bad_utf8[i].what);
+        cr_assert_eq(at, bad_utf8[i].bad_at, "%s: at %zu", bad_utf8[i].what, at);
+    }
+    for (size_t i = 0; i < sizeof good_utf8 / sizeof good_utf8[0]; i++)
+        cr_assert_eq(jp_utf8_validate(good_utf8[i].bytes, good_utf8[i].len, NULL), 0, "%s",
+                     good_utf8[i].what);
+    cr_assert_eq(jp_utf8_seq_len("\xf0\x9f\x98\x80", 4), 4);
+    cr_assert_eq(jp_utf8_seq_len("\xf0\x9f\x98\x80", 3), 0, "cut");
+    cr_assert_eq(jp_utf8_seq_len("\xe2\x82\xac", 3), 3);
+    cr_assert_eq(jp_utf8_validate("", 0, NULL), 0, "empty");
+}
+
+/* Builds a record whose one string is s (the other, for a frame, is "ok") and validates it. */
+static int check_string_record(uint32_t type, int which, const char *s, size_t n)
+{
+    uint8_t buf[JP_REC_MAX_SIZE];
+    memset(buf, 0, sizeof buf);
+    if (type == JP_REC_SOURCE_DEF) {
+        struct jp_rec_source_def r = {{JP_REC_SOURCE_DEF, (uint16_t)(12 + n)}, 1,
+                                      JP_ORIGIN_PROJECT, 0, (uint16_t)n};
+        memcpy(buf, &r, sizeof r);
+        memcpy(buf + sizeof r, s, n);
+        return check(buf, r.h.size);
+    }
+    if (type == JP_REC_EXCERPT) {
+        struct jp_rec_excerpt r = {{JP_REC_EXCERPT, (uint16_t)(20 + n)}, 1, 1, 1, 0, 0,
+                                   (uint16_t)n};
+        memcpy(buf, &r, sizeof r);
+        memcpy(buf + sizeof r, s, n);
+        return check(buf, r.h.size);
+    }
+    struct jp_rec_frame_def r;
+    memset(&r, 0, sizeof r);
+    r.frame_id = 1;
+    r.kind = JP_FRAME_FUNCTION;
+    r.ns_len = (uint16_t)(which == 0 ? n : 2);
+    r.fn_len = (uint16_t)(which == 1 ? n : 2);
+    r.h = (struct jp_rec_hdr){JP_REC_FRAME_DEF, (uint16_t)(36 + r.ns_len + r.fn_len)};
+    memcpy(buf, &r, sizeof r);
+    memcpy(buf + 36, which == 0 ? s : "ok", r.ns_len);
+    memcpy(buf + 36 + r.ns_len, which == 1 ? s : "ok", r.fn_len);
+    return check(buf, r.h.size);
+}
+
+Test(records, validate_rejects_malformed_utf8_in_every_string_field)
+{
+    static const struct { uint32_t type; int which; const char *reason; } fields[] = {
+        {JP_REC_SOURCE_DEF, 0, "source path is not valid UTF-8"},
+        {JP_REC_FRAME_DEF, 0, "frame namespace is not valid UTF-8"},
+        {JP_REC_FRAME_DEF, 1, "frame function name is not valid UTF-8"},
+        {JP_REC_EXCERPT, 0, "excerpt text is not valid UTF-8"},
+    };
+    char s[64];
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        for (size_t i = 0; i < sizeof bad_utf8 / sizeof bad_utf8[0]; i++) {
+            /* inside a longer string too: the check covers every byte, not the first */
+            for (int pos = 0; pos < 2; pos++) {
+                size_t n = 0;
+                if (pos)
+                    n = (size_t)snprintf(s, sizeof s, "src/x");
+                memcpy(s + n, bad_utf8[i].bytes, bad_utf8[i].len);
+                n += bad_utf8[i].len;
+                cr_assert_eq(check_string_record(fields[f].type, fields[f].which, s, n),
+                             -EPROTO, "%s: %s", fields[f].reason, bad_utf8[i].what);
+                cr_assert_str_eq(why, fields[f].reason, "%s", bad_utf8[i].what);
+            }
+        }
+        for (size_t i = 0; i < sizeof good_utf8 / sizeof good_utf8[0]; i++)
+            cr_assert_eq(check_string_record(fields[f].type, fields[f].which, good_utf8[i].bytes,
+                                             good_utf8[i].len),
+                         0, "%s: %s (%s)", fields[f].reason, good_utf8[i].what, why);
+    }
+    /* a sequence split across namespace and function name is two bad names */
+    uint8_t buf[64];
+    struct jp_rec_frame_def r;
+    memset(&r, 0, sizeof r);
+    r.frame_id = 1;
+    r.ns_len = 2;
+    r.fn_len = 2;
+    r.h = (struct jp_rec_hdr){JP_REC_FRAME_DEF, 40};
+    memcpy(buf, &r, sizeof r);
+    memcpy(buf + 36, "a\xe2\x82\xac", 4); /* "a" + the first byte of U+20AC | its other two */
+    cr_assert_eq(check(buf, 40), -EPROTO);
+    cr_assert_str_eq(why, "frame namespace is not valid UTF-8");
 }
