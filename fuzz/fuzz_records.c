@@ -3,8 +3,8 @@
  * Invariants: the answer is 0 or -EPROTO; a failure always names a non-empty reason; a record
  * that validates has a known type, 4 <= size <= len and size <= JP_REC_MAX_SIZE; validation
  * depends only on the record's own bytes (the same bytes, copied to an odd address and cut to
- * exactly size, give the same answer); a valid record is accepted by the capture writer, whose
- * file reads back the same bytes. */
+ * exactly size, give the same answer); every string of a valid record is well-formed UTF-8; a
+ * valid record is accepted by the capture writer, whose file reads back the same bytes. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +84,30 @@ static void roundtrip(const uint8_t *rec, uint32_t len, uint16_t type)
     close(fd);
 }
 
+/* The strings of a record that validated, each checked on its own. */
+static void utf8_strings(const uint8_t *rec, uint16_t type)
+{
+    size_t bad = 0;
+    if (type == JP_REC_SOURCE_DEF) {
+        struct jp_rec_source_def r;
+        memcpy(&r, rec, sizeof r);
+        FUZZ_CHECK(jp_utf8_validate(rec + sizeof r, r.path_len, &bad) == 0,
+                   "a source path with bad UTF-8 at %zu validated", bad);
+    } else if (type == JP_REC_FRAME_DEF) {
+        struct jp_rec_frame_def r;
+        memcpy(&r, rec, sizeof r);
+        FUZZ_CHECK(jp_utf8_validate(rec + sizeof r, r.ns_len, &bad) == 0,
+                   "a namespace with bad UTF-8 at %zu validated", bad);
+        FUZZ_CHECK(jp_utf8_validate(rec + sizeof r + r.ns_len, r.fn_len, &bad) == 0,
+                   "a function name with bad UTF-8 at %zu validated", bad);
+    } else if (type == JP_REC_EXCERPT) {
+        struct jp_rec_excerpt r;
+        memcpy(&r, rec, sizeof r);
+        FUZZ_CHECK(jp_utf8_validate(rec + sizeof r, r.text_len, &bad) == 0,
+                   "an excerpt with bad UTF-8 at %zu validated", bad);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > UINT32_MAX)
@@ -115,6 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* One byte short is never valid: size must then point past the end. */
     FUZZ_CHECK(jp_rec_validate(copy + 1, h.size - 1u, &why) == -EPROTO,
                "a record cut by one byte validated");
+    utf8_strings(copy + 1, h.type);
     roundtrip(copy + 1, h.size, h.type);
     free(copy);
     return 0;

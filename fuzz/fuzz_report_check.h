@@ -16,6 +16,11 @@ static void check_text(const char *what, const char *s, size_t len)
     FUZZ_CHECK(s != NULL, "%s output missing", what);
     FUZZ_CHECK(s[len] == '\0', "%s output not NUL-terminated at its length %zu", what, len);
     FUZZ_CHECK(strlen(s) == len, "%s output has a NUL at %zu of %zu", what, strlen(s), len);
+    /* Both documents are UTF-8 text (TOON requires it; the human text goes to a terminal):
+     * whatever bytes the stream carried, what comes out is well-formed. */
+    size_t bad = 0;
+    FUZZ_CHECK(jp_utf8_validate(s, len, &bad) == 0, "%s output is not valid UTF-8 at byte %zu",
+               what, bad);
 }
 
 static void render_checked(struct jp_engine *e, const struct jp_report_opts *o,

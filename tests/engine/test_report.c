@@ -238,6 +238,19 @@ Test(report, decoder_is_strict_so_these_checks_can_fail)
     free(err);
 }
 
+Test(report, decoder_rejects_bytes_that_are_not_utf8)
+{
+    /* a TOON document is UTF-8 text: the helper must not replace bad bytes and pass */
+    char *err = NULL;
+    char *j = toon_decode("profile:\n  function: \xff\xfe\n", &err);
+    cr_assert_null(j, "decoded to %s", j);
+    cr_assert(err != NULL && strstr(err, "invalid UTF-8") != NULL, "%s", err ? err : "");
+    free(err);
+    j = toon_decode("profile:\n  function: caf\xc3\xa9\n", &err);
+    cr_assert_not_null(j, "well-formed UTF-8 decodes");
+    free(j);
+}
+
 Test(report, cpu_high_self_needs_a_reported_hot_line)
 {
     struct jp_engine *e = fresh();
