@@ -47,6 +47,10 @@ struct jp_report {
 int jp_func_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
 uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den);
 
+/* The writers: *out is malloc'ed and NUL-terminated at *len. 0, or -ENOMEM when an
+ * allocation failed (nothing is left to free). jp_render_build (engine_internal.h) returns
+ * -ENOMEM likewise when building the report runs out of memory, and never for anything else
+ * but -EINVAL (a threshold or limit out of range). */
 int jp_write_toon(const struct jp_report *r, char **out, size_t *len);
 int jp_write_human(const struct jp_report *r, char **out, size_t *len);
 

@@ -129,6 +129,10 @@ struct jp_engine {
     uint64_t seed; /* keys every hash a producer's input can steer (hashing, below) */
     uint64_t peak_used; /* the most held at once, growth transients included */
     bool detail_stopped, live_exact;
+    /* The host ran out of memory while a record was being counted: that record may be only
+     * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
+     * renders is what it had. */
+    bool oom;
 
     bool have_stop;
     uint32_t termination;
@@ -207,17 +211,22 @@ static int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need,
     return 0;
 }
 
-static void *budget_dup(struct jp_engine *e, const void *src, size_t len)
+/* A NUL-terminated copy of src[0..len) in *out, counted against the budget. -ENOBUFS when the
+ * budget refuses (the caller degrades as the contract says), -ENOMEM when malloc does (the
+ * caller passes it up: the host is out of memory, which is not a budget state). */
+static int budget_dup(struct jp_engine *e, const void *src, size_t len, char **out)
 {
+    *out = NULL;
     if (budget_hold(e, len + 1u) < 0)
-        return NULL;
+        return -ENOBUFS;
     char *d = malloc(len + 1u);
     if (!d)
-        return NULL;
+        return -ENOMEM;
     memcpy(d, src, len);
     d[len] = 0;
     e->used += len + 1u;
-    return d;
+    *out = d;
+    return 0;
 }
 
 /* ---- hashing --------------------------------------------------------------------------- */
@@ -651,9 +660,9 @@ static int on_source_def(struct jp_engine *e, const uint8_t *rec)
                            sizeof *e->sources)) < 0 ||
             (rc = itab_reserve(e, &e->source_tab, source_hash)) < 0)
             return budget_fail(e, rc);
-        char *path = budget_dup(e, k.path, k.len);
-        if (!path)
-            return stop_detail(e);
+        char *path;
+        if ((rc = budget_dup(e, k.path, k.len, &path)) < 0)
+            return budget_fail(e, rc);
         idx = e->nsources++;
         e->sources[idx] = (struct jp_source){path, k.len, r.origin, r.source_id};
         itab_find(e, &e->source_tab, h, source_eq, &k, &slot);
@@ -702,14 +711,14 @@ static int on_frame_def(struct jp_engine *e, const uint8_t *rec)
                            sizeof *e->funcs)) < 0 ||
             (rc = itab_reserve(e, &e->func_tab, func_hash)) < 0)
             return budget_fail(e, rc);
-        char *ns = budget_dup(e, k.ns, k.ns_len);
-        char *fn = ns ? budget_dup(e, k.fn, k.fn_len) : NULL;
-        if (!fn) {
+        char *ns, *fn = NULL;
+        if ((rc = budget_dup(e, k.ns, k.ns_len, &ns)) < 0 ||
+            (rc = budget_dup(e, k.fn, k.fn_len, &fn)) < 0) {
             if (ns) {
                 free(ns);
                 e->used -= k.ns_len + 1u;
             }
-            return stop_detail(e);
+            return budget_fail(e, rc);
         }
         idx = e->nfuncs++;
         struct jp_func *f = &e->funcs[idx];
@@ -1392,19 +1401,24 @@ static int ring_alloc(struct jp_engine *e, uint32_t w, uint32_t **ring, uint64_t
     return 0;
 }
 
-static bool ring_ready(struct jp_engine *e)
+/* 1 when the window exists, 0 when the budget refused it (the tables alone still track
+ * exactly), -ENOMEM when malloc did. */
+static int ring_ready(struct jp_engine *e)
 {
     if (e->ring || e->ring_off)
         return e->ring != NULL;
     uint32_t w = UINT32_C(1) << RING_MIN_BITS;
-    if (ring_alloc(e, w, &e->ring, &e->ring_grp) < 0) {
-        e->ring_off = true; /* the tables alone still track exactly */
-        return false;
+    int rc = ring_alloc(e, w, &e->ring, &e->ring_grp);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        e->ring_off = true;
+        return 0;
     }
     e->ring_w = w;
     e->ring_grow_at = w / RING_GROW_DIV;
     e->used += ring_bytes(w);
-    return true;
+    return 1;
 }
 
 static inline bool ring_fits(uint64_t val)
@@ -1500,20 +1514,24 @@ static int ring_evict(struct jp_engine *e, uint32_t a, uint32_t b)
 }
 
 /* Doubles the window, re-placing its survivors (same ids, now mod 2W). Ids of the new half's
- * range older than the old window are not in it (they are in the tables). */
-static void ring_grow(struct jp_engine *e)
+ * range older than the old window are not in it (they are in the tables). 0, or -ENOMEM
+ * (the window is left as it was). */
+static int ring_grow(struct jp_engine *e)
 {
     uint32_t w = e->ring_w, nw = w * 2u;
     if (nw > (UINT32_C(1) << RING_MAX_BITS)) {
         e->ring_grow_at = UINT32_MAX;
-        return;
+        return 0;
     }
     uint32_t *ring, *old = e->ring;
     uint64_t *grp;
-    if (ring_alloc(e, nw, &ring, &grp) < 0) {
+    int rc = ring_alloc(e, nw, &ring, &grp);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
         /* stays as it is, still exact; asks again only once twice as full */
         e->ring_grow_at = e->ring_grow_at > UINT32_MAX / 2u ? UINT32_MAX : e->ring_grow_at * 2u;
-        return;
+        return 0;
     }
     e->ring_grow_at = nw / RING_GROW_DIV;
     e->ring = ring;
@@ -1531,6 +1549,7 @@ static void ring_grow(struct jp_engine *e)
     }
     free(old);
     e->used += ring_bytes(nw) - ring_bytes(w);
+    return 0;
 }
 
 /* A live allocation's value, wherever it is held. */
@@ -1579,12 +1598,14 @@ static int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, 
 
 static int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
-    if (id <= e->ring_hi || id == UINT64_MAX || !ring_ready(e))
-        return table_insert(e, id, val);
-    if (e->nring >= e->ring_grow_at)
-        ring_grow(e);
-    uint32_t m = e->ring_w - 1u, slot = (uint32_t)(id & m);
     int rc;
+    if (id <= e->ring_hi || id == UINT64_MAX)
+        return table_insert(e, id, val);
+    if ((rc = ring_ready(e)) <= 0)
+        return rc < 0 ? rc : table_insert(e, id, val);
+    if (e->nring >= e->ring_grow_at && (rc = ring_grow(e)) < 0)
+        return rc;
+    uint32_t m = e->ring_w - 1u, slot = (uint32_t)(id & m);
     if (id - e->ring_hi == 1u) { /* the agent's counter: one slot to look at */
         if (e->ring[slot] && (rc = ring_evict(e, slot, slot + 1u)) < 0)
             return rc;
@@ -1893,9 +1914,11 @@ static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
     }
     char *text = NULL;
     if (!(r.flags & JP_EXCERPT_UNAVAILABLE)) {
-        text = budget_dup(e, rec + sizeof r, r.text_len);
-        if (!text)
-            r.flags |= JP_EXCERPT_UNAVAILABLE;
+        int rc = budget_dup(e, rec + sizeof r, r.text_len, &text);
+        if (rc == -ENOMEM)
+            return rc; /* the entry stays, its code unavailable: consistent */
+        if (rc < 0)
+            r.flags |= JP_EXCERPT_UNAVAILABLE; /* the budget refused: code unavailable */
     }
     *x = (struct jp_excerpt_ent){src, r.line, r.col, r.flags, text, text ? r.text_len : 0};
     return 0;
@@ -1903,7 +1926,8 @@ static int on_excerpt(struct jp_engine *e, const uint8_t *rec)
 
 /* ---- feeding --------------------------------------------------------------------------- */
 
-static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len,
+                              const char **why)
 {
     int rc = jp_rec_validate(rec, len, why);
     if (rc < 0)
@@ -1994,6 +2018,16 @@ static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, c
     }
 }
 
+static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    if (__builtin_expect(e->oom, 0))
+        return -ENOMEM;
+    int rc = feed_record(e, rec, len, why);
+    if (__builtin_expect(rc == -ENOMEM, 0))
+        e->oom = true;
+    return rc;
+}
+
 int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
     const char *dummy;
@@ -2055,8 +2089,8 @@ int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
         why = &dummy;
     *why = NULL;
     uint32_t off = 0, ahead = 0, lead = 0;
-    int rc = 0;
-    while (off < len) {
+    int rc = e->oom ? -ENOMEM : 0;
+    while (rc == 0 && off < len) {
         /* Software pipeline: keep the prefetch cursor BATCH_LOOKAHEAD records ahead. */
         while (lead < BATCH_LOOKAHEAD && ahead < len) {
             uint32_t span = batch_prefetch(e, recs + ahead, len - ahead);

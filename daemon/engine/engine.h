@@ -14,6 +14,17 @@
 
 struct jp_engine; /* opaque */
 
+/* Out of memory. Every call below that allocates returns -ENOMEM when malloc, calloc,
+ * realloc or aligned_alloc fails, and only then: jp_engine_new, jp_engine_feed,
+ * jp_engine_feed_batch, jp_engine_excerpt_keys, jp_engine_render and jp_engine_summary. A
+ * refusal by the run's metadata budget is never -ENOMEM: it degrades the profile as the
+ * contract says (detail stops, or exact live tracking ends) and the call succeeds. So a
+ * caller that sees -ENOMEM says "out of memory" and gives up (the daemon ends the session,
+ * replay exits non-zero); it never reports the profile as partial for a budget. After a feed
+ * returned -ENOMEM the engine takes no further record (every later feed returns -ENOMEM) but
+ * stays consistent: jp_engine_render, jp_engine_summary and jp_engine_free still work on what
+ * it had. */
+
 int jp_engine_new(struct jp_engine **out);
 void jp_engine_free(struct jp_engine *e);
 /* The engine keys the hashes of every table a producer can fill (names, ids, call chains, hot
@@ -32,7 +43,8 @@ int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed);
  *            second RUN_START, anything after RUN_STOP); *why names it. The caller ends the
  *            session; the engine can still render what it had;
  *   -ENOMEM  the host itself is out of memory (not the run's budget): the engine stays
- *            consistent and can render, but this record may be only partly counted.
+ *            consistent and can render, but this record may be only partly counted, and
+ *            every later record is refused with -ENOMEM too.
  * Never allocates beyond the budgets the RUN_START record set (detail stops; totals go on).
  * Memory mode's budget (retention_budget_bytes) covers the definitions, the per-site table
  * and the exact live-allocation tracking; CPU mode's (cpu_budget_bytes) every definition and
@@ -82,7 +94,7 @@ struct jp_report_opts {
 
 /* The source lines the report will show as hot lines (after threshold and limit), for which
  * the daemon asks the runtime for redacted excerpts. Feed the answers back as JP_REC_EXCERPT
- * records before rendering. *keys is malloc'ed; free() it. */
+ * records before rendering. *keys is malloc'ed; free() it. 0, -EINVAL, -ENODATA, -ENOMEM. */
 int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
                            struct jp_ctl_excerpt_key **keys, uint32_t *count);
 
@@ -97,12 +109,15 @@ struct jp_rendered {
     char *toon; size_t toon_len;   /* the `profile:` TOON object at indent 0 */
 };
 /* Builds the report: thresholds on exact counts, ordering, limit, suggestions, both writers.
- * Deterministic: same records + same opts => same bytes. */
+ * Deterministic: same records + same opts => same bytes. 0; -EINVAL (bad opts), -ENODATA (no
+ * RUN_START), -ENOMEM (out of memory building the report or writing either document: *out
+ * then holds nothing to free). */
 int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out);
 void jp_rendered_free(struct jp_rendered *r);
 
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
- * became unavailable have the matching *_exact flag cleared. */
+ * became unavailable have the matching *_exact flag cleared. 0, -EINVAL, -ENODATA, -ENOMEM
+ * (the status comes from building the report). */
 struct jp_engine_summary {
     uint32_t mode, termination, status;
     uint64_t records;
