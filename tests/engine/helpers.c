@@ -16,6 +16,13 @@ uint64_t t_records_fed(void)
     return fed;
 }
 
+struct jp_engine *t_engine(void)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    return e;
+}
+
 static struct t_tap *tap;
 
 void t_tap_set(struct t_tap *t)
@@ -163,6 +170,49 @@ void t_stop(struct jp_engine *e, uint32_t term, uint64_t wall_ns, uint64_t cpu_n
                                 .wall_ns = wall_ns, .process_cpu_ns = cpu_ns,
                                 .record_count = (uint64_t)((int64_t)fed + count_delta)};
     feed_ok(e, &r, sizeof r);
+}
+
+/* The golden CPU program (source 1):   main -> work -> leaf
+ *                main -> rec -> rec -> leaf   (recursion)
+ *                main -> leaf
+ * Frames 1 main, 2 app.work, 3 app.leaf, 4 app.rec. Nodes:
+ *   1 main, 2 main>work, 3 main>work>leaf, 4 main>rec, 5 main>rec>rec, 6 main>rec>rec>leaf,
+ *   7 main>leaf. */
+void t_golden_cpu_program(struct jp_engine *e)
+{
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/app.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 100, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 1, "app", "work", 100, 200, 10, JP_FRAME_FUNCTION);
+    t_frame(e, 3, 1, "app", "leaf", 200, 300, 20, JP_FRAME_FUNCTION);
+    t_frame(e, 4, 1, "app", "rec", 300, 400, 30, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 2);
+    t_node(e, 3, 2, 3);
+    t_node(e, 4, 1, 4);
+    t_node(e, 5, 4, 4);
+    t_node(e, 6, 5, 3);
+    t_node(e, 7, 1, 3);
+}
+
+/* The golden CPU stream's samples and counters (tests/engine/golden/README.md). */
+void t_golden_cpu_samples(struct jp_engine *e)
+{
+    for (int i = 0; i < 4; i++)
+        t_sample(e, JP_STATE_JETT, 3, 21, 5);
+    for (int i = 0; i < 2; i++)
+        t_sample(e, JP_STATE_JETT, 3, 22, 3);
+    for (int i = 0; i < 3; i++)
+        t_sample(e, JP_STATE_JETT, 2, 11, 1);
+    for (int i = 0; i < 2; i++)
+        t_sample(e, JP_STATE_JETT, 6, 21, 5);
+    t_sample(e, JP_STATE_JETT, 5, 0, 0); /* no statement: self, no hot line (reading 6) */
+    t_sample(e, JP_STATE_JETT, 7, 23, 1);
+    t_sample(e, JP_STATE_RUNTIME, 0, 0, 0);
+    t_sample(e, JP_STATE_RUNTIME, 3, 0, 0); /* reading 8: a stack on a non-jett sample is ignored */
+    t_sample(e, JP_STATE_WAITING, 0, 0, 0);
+    t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
+    t_counters(e, 10, 1, 0, 0, 0, 0);
+    t_counters(e, 30, 5, 0, 2, 1, 0); /* cumulative: this one wins */
 }
 
 /* ---- the official decoder ---------------------------------------------------------------- */

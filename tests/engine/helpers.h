@@ -40,6 +40,13 @@ void t_stop(struct jp_engine *e, uint32_t term, uint64_t wall_ns, uint64_t cpu_n
             int64_t count_delta);
 uint64_t t_records_fed(void);
 
+/* A fresh engine (asserted). */
+struct jp_engine *t_engine(void);
+/* The stream of the golden CPU files (tests/engine/golden/README.md, cpu.*): the program's
+ * definitions (source 1, frames 1-4, nodes 1-7), then its samples and counters. */
+void t_golden_cpu_program(struct jp_engine *e);
+void t_golden_cpu_samples(struct jp_engine *e);
+
 /* Renders with the run's threshold/limit and the given ending; both outputs. The TOON text is
  * checked by the official decoder, *json receives its JSON. Free the three with free(). */
 void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, char **json,

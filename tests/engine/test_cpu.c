@@ -23,47 +23,6 @@ static char *read_golden(const char *name)
     return buf;
 }
 
-/* The program:   main -> work -> leaf
- *                main -> rec -> rec -> leaf   (recursion)
- *                main -> leaf
- * Frames 1 main, 2 app.work, 3 app.leaf, 4 app.rec. Nodes:
- *   1 main, 2 main>work, 3 main>work>leaf, 4 main>rec, 5 main>rec>rec, 6 main>rec>rec>leaf,
- *   7 main>leaf. */
-static void define_program(struct jp_engine *e)
-{
-    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/app.jett");
-    t_frame(e, 1, SRC, "<root>", "main", 0, 100, 1, JP_FRAME_FUNCTION);
-    t_frame(e, 2, SRC, "app", "work", 100, 200, 10, JP_FRAME_FUNCTION);
-    t_frame(e, 3, SRC, "app", "leaf", 200, 300, 20, JP_FRAME_FUNCTION);
-    t_frame(e, 4, SRC, "app", "rec", 300, 400, 30, JP_FRAME_FUNCTION);
-    t_node(e, 1, 0, 1);
-    t_node(e, 2, 1, 2);
-    t_node(e, 3, 2, 3);
-    t_node(e, 4, 1, 4);
-    t_node(e, 5, 4, 4);
-    t_node(e, 6, 5, 3);
-    t_node(e, 7, 1, 3);
-}
-
-static void feed_samples(struct jp_engine *e)
-{
-    for (int i = 0; i < 4; i++)
-        t_sample(e, JP_STATE_JETT, 3, 21, 5);
-    for (int i = 0; i < 2; i++)
-        t_sample(e, JP_STATE_JETT, 3, 22, 3);
-    for (int i = 0; i < 3; i++)
-        t_sample(e, JP_STATE_JETT, 2, 11, 1);
-    for (int i = 0; i < 2; i++)
-        t_sample(e, JP_STATE_JETT, 6, 21, 5);
-    t_sample(e, JP_STATE_JETT, 5, 0, 0); /* no statement: self, no hot line (reading 6) */
-    t_sample(e, JP_STATE_JETT, 7, 23, 1);
-    t_sample(e, JP_STATE_RUNTIME, 0, 0, 0);
-    t_sample(e, JP_STATE_RUNTIME, 3, 0, 0); /* reading 8: a stack on a non-jett sample is ignored */
-    t_sample(e, JP_STATE_WAITING, 0, 0, 0);
-    t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
-    t_counters(e, 10, 1, 0, 0, 0, 0);
-    t_counters(e, 30, 5, 0, 2, 1, 0); /* cumulative: this one wins */
-}
 
 Test(cpu, inclusive_self_recursion_hot_lines_chains)
 {
@@ -71,8 +30,8 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     cr_assert_eq(jp_engine_new(&e), 0);
     /* threshold 24.00%: rec (3 of 13 = 23.08%) is just below, the other three above */
     t_start(e, JP_MODE_CPU, 1000, 2400, 10, 32 * MiB, 64 * MiB);
-    define_program(e);
-    feed_samples(e);
+    t_golden_cpu_program(e);
+    t_golden_cpu_samples(e);
 
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, 0};
     struct jp_ctl_excerpt_key *keys;
@@ -177,7 +136,7 @@ Test(cpu, recursion_counts_once_and_chain_ends_at_root_most_occurrence)
     struct jp_engine *e;
     cr_assert_eq(jp_engine_new(&e), 0);
     t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
-    define_program(e);
+    t_golden_cpu_program(e);
     t_sample(e, JP_STATE_JETT, 6, 21, 5); /* main > rec > rec > leaf */
     t_stop(e, JP_TERM_RETURNED, 1000, JP_NS_UNAVAILABLE, 0);
     char *json;

@@ -120,50 +120,26 @@ static void stream_free(struct stream *s)
     free(s->stop.buf);
 }
 
-/* The golden CPU stream's shape (test_cpu.c) with execution identities: sources, frames,
- * recursion, hot lines, chains, runtime/waiting/unavailable samples, counters, excerpts. */
+/* The golden CPU stream (helpers.c) with execution identities and a stdlib source, a
+ * source-less symbol and enough hot lines to grow their table. */
 static void cpu_stream(struct stream *s)
 {
     memset(s, 0, sizeof *s);
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
+    struct jp_engine *e = t_engine();
     t_tap_set(&s->body);
     t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
-    t_source(e, 1, JP_ORIGIN_PROJECT, "src/app.jett");
+    t_golden_cpu_program(e);
     t_source(e, 2, JP_ORIGIN_STDLIB, "stdlib/list.jett");
-    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
-    t_frame(e, 2, 1, "app", "work", 10, 19, 10, JP_FRAME_FUNCTION);
-    t_frame(e, 3, 1, "app", "leaf", 20, 29, 20, JP_FRAME_FUNCTION);
-    t_frame(e, 4, 1, "app", "rec", 30, 39, 30, JP_FRAME_FUNCTION);
     t_frame(e, 5, 2, "std.list", "push", 0, 50, 3, JP_FRAME_FUNCTION);
     t_frame(e, 6, 0, "<root>", "<unavailable-symbol>", 0, 0, 0, JP_FRAME_UNAVAILABLE_SYMBOL);
-    t_node(e, 1, 0, 1);
-    t_node(e, 2, 1, 2);
-    t_node(e, 3, 2, 3);
-    t_node(e, 4, 1, 4);
-    t_node(e, 5, 4, 4);
-    t_node(e, 6, 5, 3);
-    t_node(e, 7, 1, 3);
     t_node(e, 8, 2, 5);
     t_node(e, 9, 8, 6);
     exec_rec(e, 1, 7);
-    for (int i = 0; i < 4; i++)
-        t_sample(e, JP_STATE_JETT, 3, 21, 5);
-    t_sample(e, JP_STATE_JETT, 3, 22, 3);
+    t_golden_cpu_samples(e);
     exec_rec(e, 2, 8);
-    t_sample(e, JP_STATE_JETT, 3, 22, 3);
-    for (int i = 0; i < 3; i++)
-        t_sample(e, JP_STATE_JETT, 2, 11, 1);
-    t_sample(e, JP_STATE_JETT, 6, 21, 5);
-    t_sample(e, JP_STATE_JETT, 6, 21, 5);
-    t_sample(e, JP_STATE_JETT, 5, 0, 0);
-    t_sample(e, JP_STATE_JETT, 7, 23, 1);
-    for (uint32_t i = 0; i < 40; i++) /* enough hot lines to grow their table */
+    for (uint32_t i = 0; i < 40; i++)
         t_sample(e, JP_STATE_JETT, 8, 4 + i, 1 + i % 3);
     t_sample(e, JP_STATE_JETT, 9, 0, 0);
-    t_sample(e, JP_STATE_RUNTIME, 0, 0, 0);
-    t_sample(e, JP_STATE_WAITING, 0, 0, 0);
-    t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
     t_counters(e, 80, 5, 1, 2, 1, 0);
     t_tap_set(&s->excerpts);
     t_excerpt(e, 1, 21, 5, JP_EXCERPT_REDACTED, "x = <redacted-literal> + y");
@@ -184,8 +160,7 @@ static void cpu_stream(struct stream *s)
 static void memory_stream(struct stream *s)
 {
     memset(s, 0, sizeof *s);
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
+    struct jp_engine *e = t_engine();
     t_tap_set(&s->body);
     t_start(e, JP_MODE_MEMORY, 0, 100, 10, 32 * MiB, 64 * MiB);
     t_source(e, 1, JP_ORIGIN_PROJECT, "src/cache.jett");
@@ -401,8 +376,7 @@ Test(oom, an_engine_out_of_memory_refuses_further_records)
 {
     struct stream s;
     cpu_stream(&s);
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
+    struct jp_engine *e = t_engine();
     /* fail the first allocation a source definition makes */
     const struct t_tap *t = &s.body;
     uint32_t off = 0;

@@ -8,13 +8,6 @@
 
 #include "helpers.h"
 
-static struct jp_engine *fresh(void)
-{
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    return e;
-}
-
 /* Memory stream: big allocates 100 B; zero allocates 0 B; shrink only shrinks big's
  * allocation (100 -> 40); idle is defined with a node but never observed. */
 static void zero_impact_stream(struct jp_engine *e, uint32_t thr)
@@ -35,7 +28,7 @@ static void zero_impact_stream(struct jp_engine *e, uint32_t thr)
 
 Test(rules, zero_impact_sites_are_entries_at_threshold_zero)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     zero_impact_stream(e, 0);
     char *json, *human;
     t_render(e, JP_END_STOP, NULL, &human, &json, NULL);
@@ -57,7 +50,7 @@ Test(rules, zero_impact_sites_are_entries_at_threshold_zero)
     jp_engine_free(e);
 
     /* one basis point above zero: zero impact no longer qualifies */
-    e = fresh();
+    e = t_engine();
     zero_impact_stream(e, 1);
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.totals.eligible_bottlenecks", "1");
@@ -68,7 +61,7 @@ Test(rules, zero_impact_sites_are_entries_at_threshold_zero)
 
 Test(rules, cpu_functions_only_defined_are_not_entries_at_threshold_zero)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
     t_source(e, 1, JP_ORIGIN_PROJECT, "src/c.jett");
     t_frame(e, 1, 1, "c", "hot", 0, 9, 1, JP_FRAME_FUNCTION);
@@ -97,7 +90,7 @@ static void hot_cpu(struct jp_engine *e)
 
 Test(rules, dropped_ticks_alone_leave_the_profile_complete)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     hot_cpu(e);
     t_counters(e, 9, 2, 3, 0, 0, 0);
     t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
@@ -168,19 +161,19 @@ static void check_live_unavailable(struct jp_engine *e)
 
 Test(rules, lost_memory_events_make_live_figures_unavailable)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     lossy_memory(e, 2, 0);
     check_live_unavailable(e);
     jp_engine_free(e);
 
     /* records announced by RUN_STOP that never arrived break exactness the same way */
-    e = fresh();
+    e = t_engine();
     lossy_memory(e, 0, 1);
     check_live_unavailable(e);
     jp_engine_free(e);
 
     /* and with nothing lost the same stream is exact */
-    e = fresh();
+    e = t_engine();
     lossy_memory(e, 0, 0);
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
@@ -207,7 +200,7 @@ static void deep_memory(struct jp_engine *e)
 
 Test(rules, a_truncated_free_counts_and_makes_partial)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     deep_memory(e);
     t_alloc(e, 1, 1, 64);
     t_free(e, 128, 1, 64);
@@ -231,7 +224,7 @@ Test(rules, a_truncated_free_counts_and_makes_partial)
 
 Test(rules, a_whole_free_is_not_counted_as_truncated)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     deep_memory(e);
     t_alloc(e, 1, 1, 64);
     t_free(e, 127, 1, 64); /* 127 frames deep: whole */
@@ -247,7 +240,7 @@ Test(rules, a_whole_free_is_not_counted_as_truncated)
 
 Test(rules, a_source_less_entry_renders_suggestions_unavailable)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
     t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
     t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
@@ -277,7 +270,7 @@ Test(rules, a_source_less_entry_renders_suggestions_unavailable)
     jp_engine_free(e);
 
     /* memory: a site without a source */
-    e = fresh();
+    e = t_engine();
     t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
     t_frame(e, 1, 0, "<root>", "<runtime>", 0, 0, 0, JP_FRAME_RUNTIME_BUCKET);
     t_node(e, 1, 0, 1);
@@ -294,7 +287,7 @@ Test(rules, a_source_less_entry_renders_suggestions_unavailable)
 
 Test(rules, replacing_an_excerpt_returns_its_bytes_to_the_budget)
 {
-    struct jp_engine *e = fresh();
+    struct jp_engine *e = t_engine();
     hot_cpu(e);
     uint64_t before = jp_engine_metadata_bytes(e);
     t_excerpt(e, 1, 2, 1, 0, "let x = compute(y)");
