@@ -23,6 +23,15 @@ struct jp_engine *t_engine(void)
     return e;
 }
 
+void t_simple_cpu(struct jp_engine *e)
+{
+    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_sample(e, JP_STATE_JETT, 1, 2, 1);
+}
+
 static struct t_tap *tap;
 
 void t_tap_set(struct t_tap *t)

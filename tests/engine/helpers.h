@@ -42,6 +42,9 @@ uint64_t t_records_fed(void);
 
 /* A fresh engine (asserted). */
 struct jp_engine *t_engine(void);
+/* A CPU run (threshold 0) with one function, main in src/s.jett, and one jett sample at its
+ * statement 2:1: a hot line, so CPU_HIGH_SELF applies when nothing is partial. No RUN_STOP. */
+void t_simple_cpu(struct jp_engine *e);
 /* The stream of the golden CPU files (tests/engine/golden/README.md, cpu.*): the program's
  * definitions (source 1, frames 1-4, nodes 1-7), then its samples and counters. */
 void t_golden_cpu_program(struct jp_engine *e);

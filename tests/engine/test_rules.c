@@ -78,20 +78,10 @@ Test(rules, cpu_functions_only_defined_are_not_entries_at_threshold_zero)
     jp_engine_free(e);
 }
 
-/* CPU run with a hot line, so CPU_HIGH_SELF applies when nothing is partial. */
-static void hot_cpu(struct jp_engine *e)
-{
-    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
-    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
-    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
-    t_node(e, 1, 0, 1);
-    t_sample(e, JP_STATE_JETT, 1, 2, 1);
-}
-
 Test(rules, dropped_ticks_alone_leave_the_profile_complete)
 {
     struct jp_engine *e = t_engine();
-    hot_cpu(e);
+    t_simple_cpu(e);
     t_counters(e, 9, 2, 3, 0, 0, 0);
     t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
     char *json, *human;
@@ -288,7 +278,7 @@ Test(rules, a_source_less_entry_renders_suggestions_unavailable)
 Test(rules, replacing_an_excerpt_returns_its_bytes_to_the_budget)
 {
     struct jp_engine *e = t_engine();
-    hot_cpu(e);
+    t_simple_cpu(e);
     uint64_t before = jp_engine_metadata_bytes(e);
     t_excerpt(e, 1, 2, 1, 0, "let x = compute(y)");
     uint64_t once = jp_engine_metadata_bytes(e);

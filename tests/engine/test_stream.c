@@ -15,15 +15,6 @@ static struct jp_engine *fresh(void)
     return e;
 }
 
-static void simple_cpu(struct jp_engine *e)
-{
-    t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
-    t_source(e, 1, JP_ORIGIN_PROJECT, "src/s.jett");
-    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
-    t_node(e, 1, 0, 1);
-    t_sample(e, JP_STATE_JETT, 1, 2, 1);
-}
-
 Test(stream, nothing_before_run_start)
 {
     struct jp_engine *e = fresh();
@@ -40,7 +31,7 @@ Test(stream, nothing_before_run_start)
 Test(stream, second_start_and_anything_after_stop_are_refused)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     struct jp_rec_run_start s = {.h = {JP_REC_RUN_START, sizeof s}, .format_version = 1,
                                  .mode = JP_MODE_CPU, .rate_hz = 1, .limit = 1};
     const char *why = NULL;
@@ -61,7 +52,7 @@ Test(stream, second_start_and_anything_after_stop_are_refused)
 Test(stream, structurally_bad_records_end_the_stream_with_a_reason)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     struct jp_rec_cpu_sample c = {.h = {JP_REC_CPU_SAMPLE, 31}};
     const char *why = NULL;
     cr_assert_eq(feed_raw(e, &c, sizeof c, &why), -EPROTO);
@@ -109,7 +100,7 @@ Test(stream, definitions_must_be_dense_and_precede_use)
 Test(stream, record_count_mismatch_says_records_were_lost)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     t_stop(e, JP_TERM_RETURNED, 10, 10, 2); /* the producer sent two more than arrived */
     char *json, *human;
     uint32_t status;
@@ -126,7 +117,7 @@ Test(stream, record_count_mismatch_says_records_were_lost)
 Test(stream, counters_are_cumulative_and_drops_make_partial)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     t_counters(e, 5, 1, 0, 0, 0, 0);
     t_counters(e, 9, 2, 3, 0, 0, 4);
     t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
@@ -147,7 +138,7 @@ static void check_ending(uint32_t ending, const char *status, const char *reason
                          const char *termination)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     char *json;
     t_render(e, ending, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.status", status);
@@ -172,7 +163,7 @@ Test(stream, endings_without_run_stop)
 Test(stream, termination_comes_from_run_stop)
 {
     struct jp_engine *e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     t_stop(e, JP_TERM_RUNTIME_ERROR, 10, 10, 0);
     char *json;
     t_render(e, JP_END_PRODUCER_LOST, NULL, NULL, &json, NULL); /* ending ignored: stream is whole */
@@ -182,7 +173,7 @@ Test(stream, termination_comes_from_run_stop)
     jp_engine_free(e);
 
     e = fresh();
-    simple_cpu(e);
+    t_simple_cpu(e);
     t_stop(e, JP_TERM_INTERRUPTED, 10, 10, 0);
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.status", "partial");
@@ -227,7 +218,7 @@ Test(stream, hostile_bytes_never_crash)
     uint64_t x = 0x9E3779B97F4A7C15u;
     for (int round = 0; round < 200; round++) {
         struct jp_engine *e = fresh();
-        simple_cpu(e);
+        t_simple_cpu(e);
         for (int i = 0; i < 200; i++) {
             uint8_t buf[JP_REC_MAX_SIZE];
             x ^= x << 13;
@@ -269,7 +260,7 @@ Test(stream, names_that_are_not_utf8_are_protocol_violations)
                                       "ok\xe2\x82"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct jp_engine *e = fresh();
-        simple_cpu(e);
+        t_simple_cpu(e);
         uint8_t buf[128];
         size_t n = strlen(bad[i]);
         struct jp_rec_frame_def r = {.h = {JP_REC_FRAME_DEF, (uint16_t)(36 + 1 + n)},
