@@ -71,7 +71,8 @@ int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
 /* Appends one record (it must pass jp_rec_validate with len == its size: else -EINVAL);
  * buffered into blocks of about JP_CAPTURE_BLOCK_TARGET bytes. PAD records are dropped (0).
  * A RUN_STOP record ends the capture: the pending block is written, then RUN_STOP alone in the
- * last block, and any later write is -EINVAL. After a write error (-errno) the writer refuses everything with that error. */
+ * last block, and any later write is -EINVAL. After a write error (-errno) the writer refuses
+ * everything with that error. */
 int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len);
 /* Writes the current block out (if any); a capture ended without a RUN_STOP reads as
  * missing_stop_event. Writes retry on EINTR and partial writes. */
@@ -92,8 +93,8 @@ const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r)
 /* Next record: 1 with *rec and *len pointing into an internal 8-byte aligned buffer (valid until
  * the next call), 0 at the end of the readable stream (then ask for the verdict), -errno on
  * I/O error, -ENOMEM when a block buffer could not grow (out of memory is never a verdict).
- * After a negative return the reader can only be closed. Records come out structurally validated (jp_rec_validate), from verified blocks
- * only. */
+ * After a negative return the reader can only be closed. Records come out structurally
+ * validated (jp_rec_validate), from verified blocks only. */
 int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len);
 /* The verdict once next() returned 0: integrity, a stable reason for INVALID/MISSING_STOP_EVENT
  * ("bad magic", "unsupported version", "block checksum mismatch", "record out of bounds",

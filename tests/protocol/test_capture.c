@@ -244,7 +244,8 @@ Test(capture, one_big_block_then_the_stop_record_alone_by_default)
     cr_assert_eq(f.nbounds, 3, "header, one block of records, then the stop record's block");
     cr_assert_eq(f.recs_before[1], f.nrecs - 1, "every record but the stop in the first block");
     cr_assert_eq(f.bounds[2] - f.bounds[1],
-                 JP_CAPTURE_BLOCK_HEADER_SIZE + f.lens[f.nrecs - 1], "the stop block holds it alone");
+                 JP_CAPTURE_BLOCK_HEADER_SIZE + f.lens[f.nrecs - 1],
+                 "the stop block holds it alone");
     struct outcome o = read_bytes(&f, f.file, f.size);
     cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "complete");
     /* so a file cut short by one byte still gives every record before the stop */
