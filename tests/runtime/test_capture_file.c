@@ -31,6 +31,20 @@ static struct jt_run run_with(const char *dir, const char *const *opts)
     return r;
 }
 
+/* A fresh directory holding PROGRAM as main.jett; project_done removes it. */
+static char *project_with_program(void)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", PROGRAM);
+    return dir;
+}
+
+static void project_done(char *dir)
+{
+    jtt_rmtree(dir);
+    free(dir);
+}
+
 static char *path_in(const char *dir, const char *rel)
 {
     char *p = malloc(strlen(dir) + strlen(rel) + 2);
@@ -73,8 +87,7 @@ static void expect_replayable(const char *path)
 
 Test(capture_file, a_planted_symlink_is_never_followed)
 {
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", PROGRAM);
+    char *dir = project_with_program();
     jtt_write(dir, "victim.txt", "another user's data\n");
     char *victim = path_in(dir, "victim.txt"), *link = path_in(dir, "shared.jpcap");
     cr_assert_eq(symlink(victim, link), 0);
@@ -105,14 +118,12 @@ Test(capture_file, a_planted_symlink_is_never_followed)
     free(link);
     free(absent);
     free(dangling);
-    jtt_rmtree(dir);
-    free(dir);
+    project_done(dir);
 }
 
 Test(capture_file, an_existing_file_is_refused_naming_it)
 {
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", PROGRAM);
+    char *dir = project_with_program();
     jtt_write(dir, "old.jpcap", "yesterday's capture\n");
     char *old = path_in(dir, "old.jpcap");
     const char *opts[] = {"--profile", "--profile-capture", old, NULL};
@@ -124,15 +135,13 @@ Test(capture_file, an_existing_file_is_refused_naming_it)
     cr_expect(strstr(r.err, "--profile-capture-overwrite"), "says how to replace it: %s", r.err);
     expect_content(old, "yesterday's capture\n");
     jtt_run_free(&r);
-    jtt_rmtree(dir);
     free(old);
-    free(dir);
+    project_done(dir);
 }
 
 Test(capture_file, the_overwrite_flag_replaces_an_existing_file)
 {
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", PROGRAM);
+    char *dir = project_with_program();
     /* longer than any capture of this run: the old bytes must not survive past the new end */
     char big[200000];
     memset(big, 'z', sizeof big - 1);
@@ -157,10 +166,9 @@ Test(capture_file, the_overwrite_flag_replaces_an_existing_file)
     cr_expect_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
     expect_replayable(fresh);
     jtt_run_free(&r);
-    jtt_rmtree(dir);
     free(old);
     free(fresh);
-    free(dir);
+    project_done(dir);
 }
 
 Test(capture_file, the_programs_own_sources_are_refused_even_with_overwrite)
@@ -201,14 +209,12 @@ Test(capture_file, the_programs_own_sources_are_refused_even_with_overwrite)
     free(entry);
     free(other);
     free(libpath);
-    jtt_rmtree(dir);
-    free(dir);
+    project_done(dir);
 }
 
 Test(capture_file, a_setup_failure_leaves_no_file_behind)
 {
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", PROGRAM);
+    char *dir = project_with_program();
     char *cap = path_in(dir, "run.jpcap");
     char *saved = strdup(getenv("JETTPROFD") ? getenv("JETTPROFD") : "");
     setenv("JETTPROFD", "/nonexistent/jettprofd", 1);
@@ -229,6 +235,5 @@ Test(capture_file, a_setup_failure_leaves_no_file_behind)
     setenv("JETTPROFD", saved, 1);
     free(saved);
     free(cap);
-    jtt_rmtree(dir);
-    free(dir);
+    project_done(dir);
 }
