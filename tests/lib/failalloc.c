@@ -16,8 +16,10 @@
  * bypass malloc and go uncounted). Each call goes on to the next definition in the lookup
  * order (RTLD_NEXT): glibc's allocator, or a sanitizer's when one is loaded after this library
  * (ASan needs ASAN_OPTIONS=verify_asan_link_order=0 to accept that order), so free() stays
- * the matching one. While dlsym itself looks those up, its allocations come from a small
- * static arena that free() and realloc() recognise. */
+ * the matching one. Until those are found, allocations come from a static arena that free()
+ * and realloc() recognise: before this library's constructor (a sanitizer runtime starts up
+ * first, inside its own dlsym calls, where calling dlsym again would jump through its not yet
+ * initialised interceptor), and while dlsym itself looks them up. */
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <errno.h>
@@ -48,27 +50,40 @@ static void *(*next_memalign)(size_t, size_t);
 static uint64_t counted; /* calls so far, atomic */
 static uint64_t fail_at; /* written once by the constructor */
 static int started;      /* the constructor ran: count from now on */
+static int may_resolve;  /* the constructor began: dlsym can be called */
 static const char *count_file;
 static int trace;
 
-/* Allocations made by dlsym while the next definitions are being looked up. */
-static _Alignas(16) unsigned char arena[16384];
-static size_t arena_used; /* only the resolving thread touches it */
-static __thread int resolving;
+/* Allocations made before the next definitions are known: bump allocated, never freed. */
+static _Alignas(16) unsigned char arena[1u << 20];
+static size_t arena_used; /* atomic */
+/* initial-exec: a library loaded at startup has static TLS, and the general model would call
+ * __tls_get_addr, which a sanitizer intercepts and cannot forward before it is initialised. */
+static __thread int resolving __attribute__((tls_model("initial-exec")));
 
 static int in_arena(const void *p)
 {
     return (const unsigned char *)p >= arena && (const unsigned char *)p < arena + sizeof arena;
 }
 
+/* align: a power of two. Over-allocates by align so any start can be rounded up. */
+static void *arena_alloc_aligned(size_t align, size_t n)
+{
+    if (align < 16)
+        align = 16;
+    if (n > sizeof arena || align > sizeof arena / 4)
+        return NULL;
+    size_t need = ((n + 15) & ~(size_t)15) + align - 16;
+    size_t at = __atomic_fetch_add(&arena_used, need, __ATOMIC_RELAXED);
+    if (at > sizeof arena - need)
+        return NULL;
+    uintptr_t p = ((uintptr_t)(arena + at) + align - 1) & ~(uintptr_t)(align - 1);
+    return (void *)p;
+}
+
 static void *arena_alloc(size_t n)
 {
-    size_t need = (n + 15) & ~(size_t)15;
-    if (need > sizeof arena - arena_used)
-        return NULL;
-    void *p = arena + arena_used;
-    arena_used += need;
-    return p;
+    return arena_alloc_aligned(16, n);
 }
 
 /* dlsym gives an object pointer; POSIX guarantees it converts to a function pointer, which
@@ -79,10 +94,13 @@ static void *arena_alloc(size_t n)
         memcpy(&(var), &sym_, sizeof sym_);                                                       \
     } while (0)
 
-static void resolve(void)
+/* 1 once the next definitions are known; 0 while they cannot be looked up yet. */
+static int resolve(void)
 {
     if (__atomic_load_n(&next_malloc, __ATOMIC_ACQUIRE))
-        return;
+        return 1;
+    if (resolving || !__atomic_load_n(&may_resolve, __ATOMIC_ACQUIRE))
+        return 0;
     resolving = 1;
     LOOKUP(next_calloc, "calloc");
     LOOKUP(next_realloc, "realloc");
@@ -91,8 +109,11 @@ static void resolve(void)
     void *(*m)(size_t);
     LOOKUP(m, "malloc");
     resolving = 0;
+    if (!m || !next_calloc || !next_realloc || !next_free || !next_memalign)
+        return 0;
     __atomic_store_n(&next_malloc, m, __ATOMIC_RELEASE); /* pairs with the acquire above: the
                                                           * others are set before it */
+    return 1;
 }
 
 /* 1 when this call is the one that fails. */
@@ -114,36 +135,34 @@ static int failing(void)
 
 void *malloc(size_t n)
 {
-    if (resolving)
+    if (!resolve())
         return arena_alloc(n);
-    resolve();
     return failing() ? NULL : next_malloc(n);
 }
 
 void *calloc(size_t k, size_t n)
 {
-    if (resolving) {
+    if (!resolve()) {
         if (n && k > SIZE_MAX / n)
             return NULL;
         return arena_alloc(k * n); /* the arena is zero and never reused */
     }
-    resolve();
     return failing() ? NULL : next_calloc(k, n);
 }
 
 void *realloc(void *p, size_t n)
 {
-    if (resolving)
+    int ready = resolve();
+    if (ready && failing())
         return NULL;
-    resolve();
-    if (failing())
-        return NULL;
-    if (in_arena(p)) {
-        /* the arena does not know sizes: copy what can be there */
-        void *q = next_malloc(n);
-        size_t avail = (size_t)(arena + sizeof arena - (unsigned char *)p);
-        if (q)
+    if (!ready || in_arena(p)) {
+        /* Only arena blocks (or none) can exist before the lookup succeeded. The arena does
+         * not know sizes: copy what can be there. */
+        void *q = ready ? next_malloc(n) : arena_alloc(n);
+        if (q && in_arena(p)) {
+            size_t avail = (size_t)(arena + sizeof arena - (unsigned char *)p);
             memcpy(q, p, n < avail ? n : avail);
+        }
         return q;
     }
     return next_realloc(p, n);
@@ -151,17 +170,15 @@ void *realloc(void *p, size_t n)
 
 void free(void *p)
 {
-    if (!p || in_arena(p))
+    if (!p || in_arena(p) || !resolve())
         return;
-    resolve();
     next_free(p);
 }
 
 void *memalign(size_t align, size_t n)
 {
-    if (resolving)
-        return align <= 16 ? arena_alloc(n) : NULL;
-    resolve();
+    if (!resolve())
+        return arena_alloc_aligned(align, n);
     return failing() ? NULL : next_memalign(align, n);
 }
 
@@ -214,6 +231,7 @@ char *strndup(const char *s, size_t max)
 
 __attribute__((constructor)) static void failalloc_start(void)
 {
+    __atomic_store_n(&may_resolve, 1, __ATOMIC_RELEASE);
     resolve();
     const char *at = getenv("FAILALLOC_AT");
     uint64_t v = 0;
