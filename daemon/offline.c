@@ -6,7 +6,11 @@
  *                                  the same threshold and limit; exit 0
  *   missing_stop_event          -> a partial profile of what precedes the truncation on stdout,
  *                                  a caveat naming the reason and byte offset on stderr; exit 0
- *   invalid                     -> an error naming the reason and offset; exit 1, no profile
+ *   invalid after some records  -> the partial profile of every complete block before the
+ *                                  damage on stdout (missing_stop_event ending), a caveat naming
+ *                                  the reason and byte offset on stderr; exit 0
+ *   invalid before any record   -> an error naming the reason and offset; exit 1, no profile
+ *   out of memory               -> "out of memory" on stderr; exit 1, no profile
  *   missing file                -> an error naming the file; exit 1
  *
  * summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -26,6 +30,8 @@
  *      "caveat":null|{"kind":..,"message":..}}
  *   A non-zero exit code means the workload failed: its capture is not read (it may be half
  *   written by a crashed program) and the row says workload_failed.
+ *   Out of memory while reading a capture or building its row is no row state: "out of
+ *   memory" on stderr, exit 1, and no row for that capture or any after it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,6 +50,15 @@ void jpd_loaded_free(struct jpd_loaded *l)
     l->eng = NULL;
 }
 
+/* Verdicts and recovery. The reader hands out the records of verified blocks only, so when it
+ * stops at damage (a flipped byte, a bad length, a cut) every record fed so far is exactly the
+ * stream the run produced up to the start of the damaged block: the engine then holds the
+ * profile of every complete block before the damage, rendered as a truncated stream's ending
+ * (missing_stop_event) unless the stop record itself was among them. Damage before any record
+ * leaves nothing to render. On return 0, l->eng is non-NULL exactly when there is a profile to
+ * render: always for COMPLETE and MISSING_STOP_EVENT, for INVALID only when records were
+ * recovered before the damage. Out of memory anywhere is -ENOMEM, never a verdict: a capture
+ * that could not be read for want of memory says nothing about the capture. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out)
 {
     memset(out, 0, sizeof *out);
@@ -66,6 +81,7 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
         jp_capture_close(rd);
         return r;
     }
+    int stop_fed = 0;
     for (;;) {
         const void *rec;
         uint32_t len;
@@ -78,14 +94,24 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
             return r;
         }
         const char *why = NULL;
-        if (jp_engine_feed(out->eng, rec, len, &why) < 0) {
+        r = jp_engine_feed(out->eng, rec, len, &why);
+        if (r == -EPROTO) {
             /* The file is structurally sound but the stream is not a run: invalid. */
             out->integrity = JP_CAPI_INVALID;
             out->reason = why ? why : "the record stream is not valid";
             out->offset = UINT64_MAX;
             jp_capture_close(rd);
+            jpd_loaded_free(out);
             return 0;
         }
+        if (r < 0) {
+            jp_capture_close(rd);
+            jpd_loaded_free(out);
+            return r;
+        }
+        struct jp_rec_hdr h;
+        memcpy(&h, rec, sizeof h);
+        stop_fed = h.type == JP_REC_RUN_STOP;
         out->records++;
     }
     const char *reason = NULL;
@@ -94,25 +120,24 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
     out->reason = reason ? reason : "";
     out->offset = off;
     jp_capture_close(rd);
-    switch (out->integrity) {
-    case JP_CAPI_COMPLETE:
-        out->ending = JP_END_STOP;
-        break;
-    case JP_CAPI_MISSING_STOP_EVENT:
-        out->ending = JP_END_TRUNCATED;
-        if (out->records == 0) {
-            /* Cut before the run's first record: there is no run to give a partial profile
-             * of, so this is not a truncated run but an invalid capture. */
-            out->integrity = JP_CAPI_INVALID;
+    out->ending = stop_fed ? JP_END_STOP : JP_END_TRUNCATED;
+    if (out->integrity != JP_CAPI_COMPLETE && out->integrity != JP_CAPI_MISSING_STOP_EVENT)
+        out->integrity = JP_CAPI_INVALID;
+    if (out->integrity != JP_CAPI_COMPLETE && out->records == 0) {
+        /* Damaged or cut before the run's first record: there is no run to give a partial
+         * profile of, so the capture is invalid. */
+        if (out->integrity == JP_CAPI_MISSING_STOP_EVENT)
             out->reason = "no record precedes the truncation";
-        }
-        break;
-    default:
-        if (out->integrity != JP_CAPI_MISSING)
-            out->integrity = JP_CAPI_INVALID;
-        break;
+        out->integrity = JP_CAPI_INVALID;
+        jpd_loaded_free(out);
     }
     return 0;
+}
+
+/* The one wording of an error code for the offline commands' messages. */
+static const char *error_text(int r)
+{
+    return r == -ENOMEM ? "out of memory" : strerror(-r);
 }
 
 static void describe(char *buf, size_t cap, const struct jpd_loaded *l)
@@ -175,7 +200,7 @@ int jpd_cmd_replay(int argc, char **argv)
     struct jpd_loaded l;
     int r = jpd_load_capture(file, &l);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot read %s: %s\n", file, strerror(-r));
+        fprintf(stderr, "jettprofd replay: cannot read %s: %s\n", file, error_text(r));
         return 1;
     }
     char why[256];
@@ -184,9 +209,8 @@ int jpd_cmd_replay(int argc, char **argv)
         fprintf(stderr, "jettprofd replay: capture_missing: %s: no such file\n", file);
         return 1;
     }
-    if (l.integrity == JP_CAPI_INVALID) {
+    if (!l.eng) {
         fprintf(stderr, "jettprofd replay: invalid capture %s: %s\n", file, why);
-        jpd_loaded_free(&l);
         return 1;
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = threshold, .limit = limit,
@@ -196,7 +220,7 @@ int jpd_cmd_replay(int argc, char **argv)
     r = jp_engine_render(l.eng, &o, &out);
     jpd_loaded_free(&l);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot render the profile: %s\n", strerror(-r));
+        fprintf(stderr, "jettprofd replay: cannot render the profile: %s\n", error_text(r));
         return 1;
     }
     const char *text = outputs == JP_OUT_TOON ? out.toon : out.human;
@@ -204,12 +228,16 @@ int jpd_cmd_replay(int argc, char **argv)
     r = text ? jpd_write_all(STDOUT_FILENO, text, len) : -EIO;
     jp_rendered_free(&out);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot write the profile: %s\n", strerror(-r));
+        fprintf(stderr, "jettprofd replay: cannot write the profile: %s\n", error_text(r));
         return 1;
     }
     if (l.integrity == JP_CAPI_MISSING_STOP_EVENT)
         fprintf(stderr, "jettprofd replay: caveat: missing_stop_event: %s; the profile is "
                         "partial\n", why);
+    else if (l.integrity == JP_CAPI_INVALID)
+        fprintf(stderr, "jettprofd replay: caveat: invalid capture %s: %s; the profile is of "
+                        "the %llu records before that byte\n", file, why,
+                (unsigned long long)l.records);
     return 0;
 }
 
@@ -245,6 +273,7 @@ static int build_row(struct jpd_buf *b, const char *path, uint64_t index, long l
         return 0;
     }
     if (l.integrity == JP_CAPI_INVALID) {
+        /* a repetition's evidence is the whole run: records recovered before damage are not */
         jpd_loaded_free(&l);
         JPD_PUTS(b, "\"summary_invalid\",\"summary\":null,\"caveat\":");
         caveat_json(b, "invalid_capture", why);
@@ -338,7 +367,7 @@ int jpd_cmd_summarize(int argc, char **argv)
         int r = build_row(&b, a, index, exit_code);
         if (r < 0 || b.failed) {
             fprintf(stderr, "jettprofd summarize: cannot read %s: %s\n", a,
-                    strerror(r < 0 ? -r : ENOMEM));
+                    error_text(r < 0 ? r : -ENOMEM));
             jpd_buf_free(&b);
             rc = 1;
             break;
@@ -361,7 +390,7 @@ int jpd_cmd_summarize(int argc, char **argv)
             close(out_fd);
         jpd_buf_free(&b);
         if (r < 0) {
-            fprintf(stderr, "jettprofd summarize: cannot write the row: %s\n", strerror(-r));
+            fprintf(stderr, "jettprofd summarize: cannot write the row: %s\n", error_text(r));
             rc = 1;
             break;
         }

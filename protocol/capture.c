@@ -278,7 +278,10 @@ int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len)
         return -EINVAL;
     if (h.type == JP_REC_PAD)
         return 0;
-    if (w->used && w->used + len > JP_CAPTURE_BLOCK_TARGET) {
+    /* The stop record always gets a block of its own: a capture whose last write was cut
+     * short loses only that block, and every data record stays in complete, verified blocks
+     * (a small run would otherwise lose everything with one block). */
+    if (w->used && (w->used + len > JP_CAPTURE_BLOCK_TARGET || h.type == JP_REC_RUN_STOP)) {
         int r = jp_capture_flush(w);
         if (r < 0)
             return r;
@@ -332,16 +335,26 @@ static int finish(struct jp_capture_reader *r, uint32_t v, const char *why, uint
     return 0;
 }
 
-static const char *decode_meta(const uint8_t *p, uint32_t len, struct jp_capture_meta *m)
+/* Decodes the metadata map: 0, -ENOMEM when msgpack could not allocate for bytes that passed
+ * the structural check (the host's trouble, not the file's), or -EPROTO with *why. */
+static int decode_meta(const uint8_t *p, uint32_t len, struct jp_capture_meta *m,
+                       const char **why)
 {
-    if (jp__mp_check(p, len, 64))
-        return "bad metadata";
+    if (jp__mp_check(p, len, 64)) {
+        *why = "bad metadata";
+        return -EPROTO;
+    }
     msgpack_unpacked up;
     msgpack_unpacked_init(&up);
     size_t used = 0;
     const char *bad = NULL;
-    if (msgpack_unpack_next(&up, (const char *)p, len, &used) != MSGPACK_UNPACK_SUCCESS ||
-        used != len || up.data.type != MSGPACK_OBJECT_MAP || up.data.via.map.size != 4) {
+    msgpack_unpack_return ur = msgpack_unpack_next(&up, (const char *)p, len, &used);
+    if (ur == MSGPACK_UNPACK_NOMEM_ERROR) {
+        msgpack_unpacked_destroy(&up);
+        return -ENOMEM;
+    }
+    if (ur != MSGPACK_UNPACK_SUCCESS || used != len || up.data.type != MSGPACK_OBJECT_MAP ||
+        up.data.via.map.size != 4) {
         bad = "bad metadata";
     } else {
         static const char *const k[4] = {"format", "mode", "pid", "run_id"};
@@ -376,7 +389,8 @@ static const char *decode_meta(const uint8_t *p, uint32_t len, struct jp_capture
         }
     }
     msgpack_unpacked_destroy(&up);
-    return bad;
+    *why = bad;
+    return bad ? -EPROTO : 0;
 }
 
 /* Reads and checks the file header and metadata; a problem becomes the pending verdict. */
@@ -411,8 +425,10 @@ static int read_header(struct jp_capture_reader *r)
         bad = "truncated metadata";
     else if (jp_crc32c(0, meta, mlen) != get32(h + 16))
         bad = "metadata checksum mismatch";
-    else
-        bad = decode_meta(meta, mlen, &r->meta);
+    else if (decode_meta(meta, mlen, &r->meta, &bad) == -ENOMEM) {
+        free(meta);
+        return -ENOMEM;
+    }
     free(meta);
     if (bad)
         return finish(r, JP_CAPI_INVALID, bad, JP_CAPTURE_HEADER_SIZE);

@@ -12,7 +12,8 @@
  *                  damaged length or count is caught like damaged records;
  *   the first record is JP_REC_RUN_START; the last block ends with the JP_REC_RUN_STOP record,
  *   whose record_count matches (records.h: every record before it except PAD and EXCERPT);
- *   nothing follows it.
+ *   nothing follows it. The writer puts RUN_STOP in a block of its own (a reader accepts it
+ *   anywhere at the end of the last block), so a file cut short keeps every data record.
  *
  * The reader streams: it never allocates from a length read from the file beyond a fixed
  * bound (a block buffer grows only as bytes actually arrive, up to JP_CAPTURE_MAX_BLOCK),
@@ -69,8 +70,9 @@ int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
                           struct jp_capture_writer **out);
 /* Appends one record (it must pass jp_rec_validate with len == its size: else -EINVAL);
  * buffered into blocks of about JP_CAPTURE_BLOCK_TARGET bytes. PAD records are dropped (0).
- * A RUN_STOP record ends the capture: its block is written at once and any later write is
- * -EINVAL. After a write error (-errno) the writer refuses everything with that error. */
+ * A RUN_STOP record ends the capture: the pending block is written, then RUN_STOP alone in the
+ * last block, and any later write is -EINVAL. After a write error (-errno) the writer refuses
+ * everything with that error. */
 int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len);
 /* Writes the current block out (if any); a capture ended without a RUN_STOP reads as
  * missing_stop_event. Writes retry on EINTR and partial writes. */
@@ -80,8 +82,9 @@ void jp_capture_writer_free(struct jp_capture_writer *w); /* flushes */
 struct jp_capture_reader; /* opaque */
 /* Opens from a path or an fd (open_fd does not take ownership of fd; it reads from the fd's
  * current position). -ENOENT from jp_capture_open means integrity MISSING ("capture_missing");
- * other -errno are I/O errors. Any file that could be opened gives a reader, even if its
- * header is damaged: the verdict then says why. */
+ * -ENOMEM is the host out of memory (never a verdict on the file); other -errno are I/O
+ * errors. Any file that could be opened gives a reader, even if its header is damaged: the
+ * verdict then says why. */
 int jp_capture_open(const char *path, struct jp_capture_reader **out);
 int jp_capture_open_fd(int fd, struct jp_capture_reader **out);
 /* Header metadata, or NULL when the header or metadata was unreadable (verdict INVALID or, for
@@ -89,8 +92,9 @@ int jp_capture_open_fd(int fd, struct jp_capture_reader **out);
 const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r);
 /* Next record: 1 with *rec and *len pointing into an internal 8-byte aligned buffer (valid until
  * the next call), 0 at the end of the readable stream (then ask for the verdict), -errno on
- * I/O error. Records come out structurally validated (jp_rec_validate), from verified blocks
- * only. */
+ * I/O error, -ENOMEM when a block buffer could not grow (out of memory is never a verdict).
+ * After a negative return the reader can only be closed. Records come out structurally
+ * validated (jp_rec_validate), from verified blocks only. */
 int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len);
 /* The verdict once next() returned 0: integrity, a stable reason for INVALID/MISSING_STOP_EVENT
  * ("bad magic", "unsupported version", "block checksum mismatch", "record out of bounds",

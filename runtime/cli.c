@@ -26,7 +26,9 @@ int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
     return 0;
 }
 
-enum opt { O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_COUNT };
+enum opt {
+    O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_COUNT
+};
 static const struct {
     const char *name;
     bool takes_value;
@@ -35,15 +37,15 @@ static const struct {
     [O_AGENT] = {"--agent", false},            [O_THRESHOLD] = {"--profile-threshold", true},
     [O_LIMIT] = {"--profile-limit", true},     [O_RATE] = {"--profile-rate", true},
     [O_CAPTURE] = {"--profile-capture", true},
+    [O_OVERWRITE] = {"--profile-capture-overwrite", false},
 };
 
-/* Shows a user-supplied value in a message, shortened and with anything unprintable hidden. */
-static void shown(const char *v, char *out, size_t cap)
+void jt_shown(const char *v, size_t max, char *out, size_t cap)
 {
     size_t n = 0;
-    for (size_t i = 0; v[i] && n + 4 < cap && i < 40; i++)
+    for (size_t i = 0; v[i] && n + 4 < cap && i < max; i++)
         out[n++] = ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) ? '?' : v[i];
-    if (strlen(v) > 40 && n + 4 < cap) {
+    if (strlen(v) > max && n + 4 < cap) {
         memcpy(out + n, "...", 3);
         n += 3;
     }
@@ -62,7 +64,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         const char *a = argv[i];
         if (a[0] != '-' || a[1] == '\0') {
             if (c->file) {
-                shown(a, v, sizeof v);
+                jt_shown(a, 40, v, sizeof v);
                 snprintf(err, errcap, "unexpected extra argument '%s': expected one program file", v);
                 return -EINVAL;
             }
@@ -81,7 +83,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             }
         }
         if (o < 0) {
-            shown(a, v, sizeof v);
+            jt_shown(a, 40, v, sizeof v);
             snprintf(err, errcap, "unknown option '%s'", v);
             return -EINVAL;
         }
@@ -102,10 +104,11 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         case O_PROFILE: c->mode = JT_MODE_CPU; break;
         case O_MEMORY: c->mode = JT_MODE_MEMORY; break;
         case O_AGENT: c->agent = true; break;
+        case O_OVERWRITE: c->capture_overwrite = true; break;
         case O_THRESHOLD:
             r = jp_parse_percent_bp(val, &c->threshold_bp);
             if (r < 0) {
-                shown(val, v, sizeof v);
+                jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap,
                          "--profile-threshold expects a percentage from 0 to 100 with at most two "
                          "fractional digits, got '%s'", v);
@@ -114,14 +117,14 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         case O_LIMIT:
             r = jt_parse_uint(val, 1, 100, &c->limit);
             if (r < 0) {
-                shown(val, v, sizeof v);
+                jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap, "--profile-limit expects an integer from 1 to 100, got '%s'", v);
             }
             break;
         case O_RATE:
             r = jt_parse_uint(val, 1, 1000, &c->rate_hz);
             if (r < 0) {
-                shown(val, v, sizeof v);
+                jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap, "--profile-rate expects an integer from 1 to 1000 (hertz), got '%s'", v);
             }
             break;
@@ -140,6 +143,10 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
     if (seen[O_PROFILE] && seen[O_MEMORY]) {
         snprintf(err, errcap,
                  "--profile and --profile-memory cannot be used together: choose one profiling mode");
+        return -EINVAL;
+    }
+    if (seen[O_OVERWRITE] && !seen[O_CAPTURE]) {
+        snprintf(err, errcap, "--profile-capture-overwrite requires --profile-capture PATH");
         return -EINVAL;
     }
     if (c->mode == JT_MODE_NONE) {

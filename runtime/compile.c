@@ -65,26 +65,26 @@ static long utf8_invalid_at(const unsigned char *s, size_t n)
     return -1;
 }
 
-static int read_file(const char *path, char **text, size_t *len)
+/* Reads a whole regular file; *st is the file that was read (fstat of the open fd). */
+static int read_file(const char *path, char **text, size_t *len, struct stat *st)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
+    if (fstat(fd, st) < 0) {
         int e = -errno;
         close(fd);
         return e;
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st->st_mode)) {
         close(fd);
         return -EISDIR;
     }
-    if (st.st_size > (off_t)JT_MAX_SOURCE_BYTES) {
+    if (st->st_size > (off_t)JT_MAX_SOURCE_BYTES) {
         close(fd);
         return -EFBIG;
     }
-    size_t cap = (size_t)st.st_size + 1, n = 0;
+    size_t cap = (size_t)st->st_size + 1, n = 0;
     char *buf = jt_xmalloc(cap);
     for (;;) {
         if (n + 1 >= cap) {
@@ -264,7 +264,8 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     src->origin = origin;
     src->logical = strdup(logical);
     src->dep_name = dep_name ? strdup(dep_name) : NULL;
-    int r = read_file(canon, &src->text, &src->len);
+    struct stat st;
+    int r = read_file(canon, &src->text, &src->len, &st);
     free(canon);
     if (r < 0) {
         if (from)
@@ -278,6 +279,8 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
         free(src);
         return NULL;
     }
+    src->dev = st.st_dev;
+    src->ino = st.st_ino;
     prog->sources = jt_xrealloc(prog->sources, sizeof *prog->sources * (prog->nsources + 1));
     prog->sources[prog->nsources++] = src;
     long bad = utf8_invalid_at((const unsigned char *)src->text, src->len);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- growable byte buffer (interpreter-internal memory, never a Jett heap event) ---- */
 struct jt_buf {
@@ -37,6 +38,7 @@ struct jt_cli {
     uint32_t limit;        /* default 10 */
     uint32_t rate_hz;      /* default 1000 */
     const char *capture_path; /* NULL unless --profile-capture */
+    bool capture_overwrite;   /* --profile-capture-overwrite: an existing file may be replaced */
 };
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).
  * On error returns -EINVAL and writes one line naming what was wrong to err (no trailing
@@ -44,6 +46,9 @@ struct jt_cli {
 int jt_cli_parse(int argc, char **argv, struct jt_cli *out, char *err, size_t errcap);
 /* Strict decimal integer in [lo, hi]. */
 int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *v);
+/* A user-supplied value as a message may show it: at most max bytes of it (then "..."), every
+ * control or non-ASCII byte as '?'. out holds cap bytes (NUL included). */
+void jt_shown(const char *v, size_t max, char *out, size_t cap);
 
 /* ---- diagnostics ---- */
 struct jt_diags {
@@ -66,6 +71,8 @@ struct jt_source {
     char *text;      /* the loaded bytes (NUL-terminated copy); excerpts come from here */
     size_t len;
     uint32_t prof_id; /* jettprof source id, 0 when not profiled */
+    dev_t dev;        /* the file it was read from (identity, not name: a capture file must */
+    ino_t ino;        /* never be one of the program's own sources) */
     /* byte ranges of maximal secret-typed expressions, sorted by start, non-overlapping */
     struct jt_span *secret_spans;
     uint32_t nsecret, capsecret;

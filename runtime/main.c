@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "interp.h"
@@ -159,7 +160,7 @@ static bool argv_has_agent(int argc, char **argv)
 static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
-    "                     [--profile-capture PATH] [--agent]";
+    "                     [--profile-capture PATH [--profile-capture-overwrite]] [--agent]";
 
 struct runner {
     struct jt_vm vm;
@@ -260,6 +261,84 @@ static int intern_program(jettprof_run *run, struct jt_program *prog)
 }
 #endif
 
+#ifdef JETT_HAVE_AGENT
+/* The capture file of `--profile-capture PATH`, opened so that the run can only ever write a
+ * file that is its own to write: a new file (O_EXCL: whatever already has the name, a planted
+ * symbolic link included, is refused), or, with --profile-capture-overwrite, an existing regular
+ * file that is not a symbolic link (O_NOFOLLOW) and not one of the program's own sources (the
+ * same device and inode as a loaded source, under any name). O_NONBLOCK keeps a FIFO at PATH
+ * from blocking the open; it is cleared once the file is known to be regular. An existing file
+ * is emptied only after every check passed. 0 with *fd and *created (this run made the file),
+ * or -errno with a message naming the path in err. */
+static int open_capture(const struct jt_cli *cli, const struct jt_program *prog, int *fd,
+                        bool *created, char *err, size_t errcap)
+{
+    char shown_path[200];
+    jt_shown(cli->capture_path, 180, shown_path, sizeof shown_path);
+    const int base = O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
+    *created = false;
+    int f = open(cli->capture_path, base | O_CREAT | O_EXCL, 0600);
+    if (f >= 0)
+        *created = true;
+    else if (errno == EEXIST && cli->capture_overwrite)
+        f = open(cli->capture_path, base);
+    if (f < 0) {
+        int e = errno;
+        if (e == EEXIST)
+            snprintf(err, errcap, "profiler: setup failure: the capture file '%s' already exists; "
+                     "pass --profile-capture-overwrite to replace it", shown_path);
+        else if (e == ELOOP)
+            snprintf(err, errcap, "profiler: setup failure: the capture file '%s' is a symbolic "
+                     "link, which is never followed", shown_path);
+        else
+            snprintf(err, errcap, "profiler: setup failure: cannot open the capture file: %s",
+                     strerror(e)); /* the path is not echoed: the name did not lead to a file */
+        return -e;
+    }
+    struct stat st;
+    const char *refused = NULL;
+    int e = 0;
+    if (fstat(f, &st) < 0) {
+        e = errno;
+        snprintf(err, errcap, "profiler: setup failure: cannot inspect the capture file '%s': %s",
+                 shown_path, strerror(e));
+    } else if (!S_ISREG(st.st_mode)) {
+        refused = "is not a regular file";
+    } else {
+        for (uint32_t i = 0; i < prog->nsources && !refused; i++)
+            if (prog->sources[i]->dev == st.st_dev && prog->sources[i]->ino == st.st_ino)
+                refused = "is one of the program's own source files";
+    }
+    if (refused) {
+        e = EEXIST;
+        snprintf(err, errcap, "profiler: setup failure: the capture file '%s' %s; refusing to "
+                 "overwrite it", shown_path, refused);
+    }
+    if (!e && ((!*created && ftruncate(f, 0) < 0) ||
+               fcntl(f, F_SETFL, fcntl(f, F_GETFL) & ~O_NONBLOCK) < 0)) {
+        e = errno;
+        snprintf(err, errcap, "profiler: setup failure: cannot prepare the capture file '%s': %s",
+                 shown_path, strerror(e));
+    }
+    if (e) {
+        close(f);
+        return -e; /* a file we created is a new inode: it never fails the checks above */
+    }
+    *fd = f;
+    return 0;
+}
+
+/* Removes the capture file this run created when the run ends before user code: only if PATH
+ * still names the file we opened (someone may have replaced it meanwhile). */
+static void remove_own_capture(const char *path, int fd)
+{
+    struct stat mine, now;
+    if (fstat(fd, &mine) == 0 && lstat(path, &now) == 0 && mine.st_dev == now.st_dev &&
+        mine.st_ino == now.st_ino)
+        unlink(path);
+}
+#endif
+
 static int run_command(int argc, char **argv)
 {
     bool agent = argv_has_agent(argc, argv);
@@ -305,16 +384,12 @@ static int run_command(int argc, char **argv)
     int code = 0;
 #ifdef JETT_HAVE_AGENT
     int capture_fd = -1;
+    bool capture_created = false, user_code_started = false;
     if (cli.mode != JT_MODE_NONE) {
-        if (cli.capture_path) {
-            capture_fd = open(cli.capture_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-            if (capture_fd < 0) {
-                /* the path is not echoed: it may be absolute */
-                snprintf(err, sizeof err, "profiler: setup failure: cannot open the capture file: %s",
-                         strerror(errno));
-                code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, err);
-                goto out;
-            }
+        if (cli.capture_path &&
+            open_capture(&cli, prog, &capture_fd, &capture_created, err, sizeof err) < 0) {
+            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, err);
+            goto out;
         }
         struct jettprof_config cfg = {
             .size = sizeof cfg,
@@ -392,6 +467,9 @@ static int run_command(int argc, char **argv)
         code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, m);
         goto out;
     }
+#ifdef JETT_HAVE_AGENT
+    user_code_started = true;
+#endif
 
     const char *termination = termination_word[TERM_RETURNED], *error_kind = NULL, *error = NULL;
     switch (R->outcome) {
@@ -466,8 +544,12 @@ static int run_command(int argc, char **argv)
 #endif
 out:
 #ifdef JETT_HAVE_AGENT
-    if (capture_fd >= 0)
+    if (capture_fd >= 0) {
+        /* a setup failure: no run happened, so no capture of it is left behind */
+        if (capture_created && !user_code_started)
+            remove_own_capture(cli.capture_path, capture_fd);
         close(capture_fd);
+    }
 #endif
     jt_vm_fini(&R->vm);
     free(R);

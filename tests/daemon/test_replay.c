@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../protocol/capture.h"
+#include "capfile.h"
 #include "support.h"
 
 static void private_run(struct jpt_stream *s, int cap_fd, struct jpt_result *r)
@@ -139,8 +141,9 @@ static void write_bytes(const char *path, const uint8_t *b, size_t n)
 }
 
 /* Replays a damaged copy: never a signal; exit 0 only with a partial profile and a
- * missing_stop_event caveat (or, for damage the format cannot see, a complete profile), exit 1
- * only with an error naming the invalid capture. Returns 0 partial, 1 invalid, 2 complete. */
+ * missing_stop_event or invalid-capture caveat (the profile of the blocks before the damage),
+ * or, for damage the format cannot see, a complete profile; exit 1 only with an error naming
+ * the invalid capture. Returns 0 partial, 1 invalid, 2 complete. */
 static int replay_damaged(const char *path, size_t at)
 {
     char *out, *err;
@@ -148,7 +151,8 @@ static int replay_damaged(const char *path, size_t at)
     cr_assert(WIFEXITED(st), "replay crashed at offset %zu (signal %d)", at, WTERMSIG(st));
     int code = WEXITSTATUS(st);
     int kind;
-    if (code == 0 && strstr(err, "missing_stop_event")) {
+    if (code == 0 && (strstr(err, "caveat: missing_stop_event") ||
+                      strstr(err, "caveat: invalid capture"))) {
         cr_assert(strstr(out, "partial") != NULL, "offset %zu: partial profile expected", at);
         kind = 0;
     } else if (code == 0) {
@@ -383,4 +387,90 @@ Test(replay, capture_dir_never_writes_through_a_planted_link)
     rmdir(caps);
     rmdir(dir);
     free(dir);
+}
+
+/* ---- recovery: the profile of every complete block before the damage ---- */
+
+/* Replays path in both formats and checks each against the engine's profile of the first
+ * nrecs records of the stream, rendered as a truncated stream's ending; stderr must name the
+ * byte offset and the verdict word. */
+static void expect_recovered(const char *path, uint32_t mode, uint32_t seed, uint64_t events,
+                             uint64_t nrecs, uint64_t offset, const char *verdict)
+{
+    static const char *const formats[] = {"human", "toon"};
+    for (int f = 0; f < 2; f++) {
+        size_t want_len;
+        char *want = jpt_capfile_expected(mode, seed, events, nrecs, JP_END_TRUNCATED,
+                                          f ? JP_OUT_TOON : JP_OUT_HUMAN, &want_len);
+        char *out, *err;
+        size_t len;
+        int st = replay(path, formats[f], &out, &len, &err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s replay: exit %d: %s", formats[f],
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
+        cr_expect_eq(len, want_len, "%s: %zu bytes, the blocks before the damage give %zu",
+                     formats[f], len, want_len);
+        cr_expect(len == want_len && memcmp(out, want, len) == 0,
+                  "%s: not the profile of the complete blocks:\n%.2000s", formats[f], out);
+        cr_expect(strstr(out, "missing_stop_event") != NULL, "not marked as truncated");
+        char at[64];
+        snprintf(at, sizeof at, "at byte %llu", (unsigned long long)offset);
+        cr_expect(strstr(err, at) != NULL, "stderr must say %s: %s", at, err);
+        cr_expect(strstr(err, verdict) != NULL, "stderr must say %s: %s", verdict, err);
+        free(out);
+        free(err);
+        free(want);
+    }
+}
+
+Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
+{
+    char *dir = jpt_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/big.jpcap", dir);
+    const uint64_t events = 1600000;
+    jpt_capfile_write(path, JP_MODE_MEMORY, 61, events);
+    size_t n;
+    uint8_t *b = jpt_capfile_read(path, &n);
+    cr_assert_gt(n, 40u << 20, "a big capture: %zu bytes", n);
+    static struct jpt_capfile_block blk[4096];
+    uint32_t nb = jpt_capfile_blocks(b, n, blk, 4096);
+    cr_assert(nb > 100 && nb <= 4096, "%u blocks", nb);
+    uint32_t mid = nb / 2;
+    uint64_t before = 0;
+    for (uint32_t i = 0; i < mid; i++)
+        before += blk[i].records;
+    /* one byte inside the middle block's payload */
+    b[blk[mid].offset + JP_CAPTURE_BLOCK_HEADER_SIZE + blk[mid].payload_len / 2] ^= 0x20;
+    jpt_capfile_put(path, b, n);
+    free(b);
+    expect_recovered(path, JP_MODE_MEMORY, 61, events, before, blk[mid].offset,
+                     "block checksum mismatch");
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, a_small_capture_cut_by_one_byte_keeps_its_complete_blocks)
+{
+    static const uint32_t modes[] = {JP_MODE_CPU, JP_MODE_MEMORY};
+    for (int m = 0; m < 2; m++) {
+        char *dir = jpt_tmpdir();
+        char path[600];
+        snprintf(path, sizeof path, "%s/small.jpcap", dir);
+        uint64_t nrecs = jpt_capfile_write(path, modes[m], 62, 40);
+        size_t n;
+        uint8_t *b = jpt_capfile_read(path, &n);
+        cr_assert_lt(n, JP_CAPTURE_BLOCK_TARGET, "a small capture");
+        struct jpt_capfile_block blk[8];
+        uint32_t nb = jpt_capfile_blocks(b, n, blk, 8);
+        cr_assert_geq(nb, 1);
+        jpt_capfile_put(path, b, n - 1);
+        free(b);
+        /* every record but the stop record, which the cut took */
+        expect_recovered(path, modes[m], 62, 40, nrecs - 1, blk[nb - 1].offset,
+                         "missing_stop_event");
+        unlink(path);
+        rmdir(dir);
+        free(dir);
+    }
 }

@@ -100,7 +100,18 @@ static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_d
     }
 }
 
-/* Writes the fixture's records, ending a block every `per_block` records. */
+/* The offset after the last complete block the writer has written. */
+static void mark_bound(struct fixture *f, int fd, unsigned recs_before)
+{
+    uint64_t at = (uint64_t)lseek(fd, 0, SEEK_CUR);
+    if (at != f->bounds[f->nbounds - 1]) {
+        f->bounds[f->nbounds] = at;
+        f->recs_before[f->nbounds++] = recs_before;
+    }
+}
+
+/* Writes the fixture's records, ending a block every `per_block` records; the writer itself
+ * ends one before the stop record. */
 static void write_fixture(struct fixture *f, unsigned per_block)
 {
     int fd = memfd_create("capture", MFD_CLOEXEC);
@@ -115,10 +126,18 @@ static void write_fixture(struct fixture *f, unsigned per_block)
         cr_assert_eq(jp_capture_write(w, f->recs[i], f->lens[i]), 0, "write record %u", i);
         struct jp_rec_hdr h;
         memcpy(&h, f->recs[i], sizeof h);
+        if (h.type == JP_REC_RUN_STOP) {
+            /* the stop record is alone in its block: the blocks before it end right before */
+            uint64_t end = (uint64_t)lseek(fd, 0, SEEK_CUR);
+            uint64_t stop_block = JP_CAPTURE_BLOCK_HEADER_SIZE + f->lens[i];
+            if (end - stop_block != f->bounds[f->nbounds - 1]) {
+                f->bounds[f->nbounds] = end - stop_block;
+                f->recs_before[f->nbounds++] = i;
+            }
+        }
         if ((i + 1) % per_block == 0 || h.type == JP_REC_RUN_STOP) {
             cr_assert_eq(jp_capture_flush(w), 0, "flush");
-            f->bounds[f->nbounds] = (uint64_t)lseek(fd, 0, SEEK_CUR);
-            f->recs_before[f->nbounds++] = i + 1;
+            mark_bound(f, fd, i + 1);
         }
     }
     jp_capture_writer_free(w);
@@ -217,14 +236,23 @@ Test(capture, round_trip_is_complete)
     close(fd);
 }
 
-Test(capture, one_big_block_by_default)
+Test(capture, one_big_block_then_the_stop_record_alone_by_default)
 {
     static struct fixture f;
     make_records(&f, 1, 0);
     write_fixture(&f, 1000);
-    cr_assert_eq(f.nbounds, 2, "header, then one block ending with the stop record");
+    cr_assert_eq(f.nbounds, 3, "header, one block of records, then the stop record's block");
+    cr_assert_eq(f.recs_before[1], f.nrecs - 1, "every record but the stop in the first block");
+    cr_assert_eq(f.bounds[2] - f.bounds[1],
+                 JP_CAPTURE_BLOCK_HEADER_SIZE + f.lens[f.nrecs - 1],
+                 "the stop block holds it alone");
     struct outcome o = read_bytes(&f, f.file, f.size);
     cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "complete");
+    /* so a file cut short by one byte still gives every record before the stop */
+    o = read_bytes(&f, f.file, f.size - 1);
+    cr_assert_eq(o.verdict, JP_CAPI_MISSING_STOP_EVENT, "cut");
+    cr_assert_eq(o.records, f.nrecs - 1, "every data record recovered");
+    cr_assert_eq(o.offset, f.bounds[1], "the stop block is where trouble starts");
 }
 
 Test(capture, truncated_at_every_byte_offset)

@@ -635,8 +635,14 @@ Test(capture, the_replay_of_a_capture_is_the_live_profile_byte_for_byte)
                  "live:\n%.*s\nreplay:\n%s", (int)live_len, p, rep.out);
     jtt_run_free(&rep);
     jtt_run_free(&r);
-    /* an existing file is truncated, not appended to */
+    /* an existing file is refused; with --profile-capture-overwrite it is truncated, not
+     * appended to */
     r = run_in(NULL, path, opts);
+    cr_expect_eq(r.status, 4, "an existing capture file was not refused");
+    jtt_run_free(&r);
+    const char *again[] = {"--profile-memory", "--agent", "--profile-capture", cap,
+                           "--profile-capture-overwrite", NULL};
+    r = run_in(NULL, path, again);
     cr_expect_eq(r.status, 0);
     struct stat st2;
     cr_assert_eq(stat(cap, &st2), 0);
