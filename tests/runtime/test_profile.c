@@ -680,8 +680,11 @@ Test(cpu, recursion_past_128_frames_is_truncated_and_partial)
               "%s", json);
     double attributed = jnum(json, "attributed_samples"), truncated = jnum(json, "truncated_stacks");
     cr_expect_gt(attributed, 20, "%s", json);
-    /* every sample was taken 201 frames deep, past the limit */
-    cr_expect_eq(truncated, attributed, "%s", json);
+    /* Every sample taken in the leaf's loop is 201 frames deep, past the limit. A tick may
+     * also land during the descent, before depth 128 is reached: the descent is 200 calls,
+     * over in far less than the 1 ms between ticks, so at most two samples are shallow. */
+    cr_expect_geq(truncated, attributed - 2, "%s", json);
+    cr_expect_leq(truncated, attributed, "%s", json);
     char *b1 = bottleneck(json, 1);
     cr_expect(strstr(b1, "\"function\":\"<truncated-stack>\""), "%s", b1);
     free(b1);
