@@ -34,6 +34,10 @@
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
 #define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
 #define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
+/* The contract's metadata budgets per run: the most a run gets unless the operator of `serve`
+ * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
+#define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
+#define JPD_DEFAULT_RETENTION_BUDGET (64ull << 20)
 
 struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
@@ -42,6 +46,8 @@ struct jpd_config {
     int allow_group;          /* -1: none */
     uint32_t max_runs_per_uid;
     uint64_t max_ring_bytes;
+    uint64_t max_cpu_budget;       /* ceiling on a run's cpu_budget_bytes */
+    uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
 };
 
 struct jpd_kept {

@@ -470,6 +470,15 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
                     r = -EPROTO;
                     break;
                 }
+                /* The budgets are the daemon's: a client may lower them, never raise them.
+                 * The capped record is what both the engine and the capture see, so the
+                 * replay of the capture runs under the same budgets as the live profile. */
+                const struct jpd_config *cfg = s->d->cfg;
+                if (rs.cpu_budget_bytes > cfg->max_cpu_budget)
+                    rs.cpu_budget_bytes = cfg->max_cpu_budget;
+                if (rs.retention_budget_bytes > cfg->max_retention_budget)
+                    rs.retention_budget_bytes = cfg->max_retention_budget;
+                memcpy(s->rec, &rs, sizeof rs);
             }
             r = capturing ? feed(s, s->rec, h.size, why)
                           : jp_engine_feed(s->eng, s->rec, h.size, why);

@@ -122,7 +122,10 @@ struct jettprof_config {
                                two, 64..16777216; each slot is 32 bytes */
     jettprof_excerpt_fn excerpt; /* may be NULL: excerpts unavailable */
     void *excerpt_user;
-    /* Test and embedding knobs; 0 means the contract's default. */
+    /* Test and embedding knobs; 0 means the contract's default. They can only lower the
+     * daemon's budgets: the daemon caps each at its own ceiling (the contract's 32 MiB CPU and
+     * 64 MiB retention unless the operator of `jettprofd serve` set another with
+     * --max-cpu-budget / --max-retention-budget), so asking for more runs at that ceiling. */
     uint64_t cpu_budget_bytes;       /* default 33554432 */
     uint64_t retention_budget_bytes; /* default 67108864 */
 };

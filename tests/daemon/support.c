@@ -41,6 +41,8 @@ void jpt_stream_init(struct jpt_stream *s, uint32_t mode, uint32_t seed, uint64_
     s->with_stop = 1;
     s->threshold_bp = 500;
     s->limit = 10;
+    s->cpu_budget = 33554432u;
+    s->retention_budget = 67108864u;
     s->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed * 0x100000001b3ull) ^ mode;
     if (!s->rng)
         s->rng = 1;
@@ -84,8 +86,8 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             r.limit = s->limit;
             r.capabilities = 0xffu;
             r.pid = 4242;
-            r.cpu_budget_bytes = 33554432u;
-            r.retention_budget_bytes = 67108864u;
+            r.cpu_budget_bytes = s->cpu_budget;
+            r.retention_budget_bytes = s->retention_budget;
             memcpy(buf, &r, sizeof r);
             s->phase = PH_SRC;
             s->i = 0;

@@ -23,6 +23,7 @@ struct jpt_stream {
     uint64_t events;
     int with_stop;
     uint32_t threshold_bp, limit;
+    uint64_t cpu_budget, retention_budget; /* RUN_START's budgets: the contract's by default */
     /* generator state */
     uint32_t phase, i;
     uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */
