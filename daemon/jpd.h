@@ -19,13 +19,18 @@
 #include "engine/engine.h"
 
 #define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
-#define JPD_HANDSHAKE_MS 10000u   /* HELLO + RING must arrive within this */
+#define JPD_HANDSHAKE_MS 3000u    /* HELLO + RING must arrive within this (an agent sends both
+                                   * at once): a silent connection holds a slot no longer */
 #define JPD_FLUSH_MS 5000u        /* a peer that does not read its RESULT is dropped after */
 #define JPD_EXCERPT_MS 10000u     /* a runtime that does not answer EXCERPT_REQUEST: render
                                    * without excerpts after this */
 #define JPD_MAX_CLIENT_FRAME (1u << 21) /* clients send small frames (the largest: EXCERPTS of
                                          * 4096 items of <= 160 bytes); a hostile one cannot
                                          * make us buffer the 16 MiB protocol maximum */
+#define JPD_MAX_SMALL_FRAME 4096u /* every frame but EXCERPTS (HELLO, SHOW, RING, FINALIZE) is
+                                   * a few dozen bytes: the bound until EXCERPT_REQUEST */
+#define JPD_MAX_BUFFERED (64u << 20) /* bytes of unfinished frames over all connections; past
+                                      * it the connection that adds more is closed */
 #define JPD_DRAIN_PERIOD_MS 1u
 #define JPD_DRAIN_PERIOD_MAX_MS 16u /* a nearly idle ring (a CPU run at <= 1000 Hz) backs off to this */
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
@@ -34,6 +39,9 @@
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
 #define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
 #define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
+#define JPD_MAX_PREHELLO 256u     /* connections that have not said HELLO (or SHOW) yet */
+#define JPD_MAX_PREHELLO_PER_UID 32u /* ... of one uid: a user holding silent connections can
+                                      * take neither every slot nor another user's place */
 /* The contract's metadata budgets per run: the most a run gets unless the operator of `serve`
  * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
 #define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
@@ -87,6 +95,8 @@ struct jpd_daemon {
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
 
+    size_t buffered;      /* bytes of unfinished frames in every session's decoder */
+
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
 };
@@ -95,6 +105,9 @@ struct jpd_daemon {
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
  * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_excerpt_timeout_ms;
+/* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
+ * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
+extern uint32_t jpd_handshake_timeout_ms;
 struct jpd_peer {
     pid_t pid;
     uid_t uid;
@@ -108,6 +121,8 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 /* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
 void jpd_session_shutdown(struct jpd_session *s);
 uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid);
+/* Connections still waiting for their first message: of uid in *mine, of everyone returned. */
+uint32_t jpd_prehello_count(const struct jpd_daemon *d, uid_t uid, uint32_t *mine);
 struct jpd_session *jpd_session_next(struct jpd_session *s);
 
 /* server.c */

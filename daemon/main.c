@@ -11,9 +11,10 @@
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
  * offending flag or value named on stderr).
  *
- * Test knob, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N (1..600000)
- * replaces the 10 s a session waits for the runtime's EXCERPTS, so a test can watch the
- * timeout fire. A bad value is a command-line error (exit 2).
+ * Test knobs, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N
+ * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
+ * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
+ * watch each timeout fire. A bad value is a command-line error (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -41,10 +42,13 @@ static int usage(void)
           "                        [--profile-limit N]\n"
           "       jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
           "                           [--exit-code C] CAPTURE...\n"
-          "test knob (environment, read at start; for tests only):\n"
+          "test knobs (environment, read at start; for tests only):\n"
           "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
           "                                       runtime's excerpts before rendering without\n"
-          "                                       them\n",
+          "                                       them\n"
+          "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
+          "                                       hello and ring within N ms (1..600000)\n"
+          "                                       instead of 3000\n",
           stderr);
     return 2;
 }
@@ -157,13 +161,24 @@ static int cmd_show(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    const char *knob = getenv("JETTPROFD_EXCERPT_TIMEOUT_MS");
-    if (knob) {
+    static const struct {
+        const char *name;
+        uint32_t *ms;
+    } knobs[] = {
+        {"JETTPROFD_EXCERPT_TIMEOUT_MS", &jpd_excerpt_timeout_ms},
+        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", &jpd_handshake_timeout_ms},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *knob = getenv(knobs[i].name);
         uint64_t ms;
-        if (jpd_parse_u64(knob, 1, 600000, &ms) < 0)
-            return bad(NULL, "JETTPROFD_EXCERPT_TIMEOUT_MS must be an integer 1..600000 "
-                             "(milliseconds), not", knob);
-        jpd_excerpt_timeout_ms = (uint32_t)ms;
+        if (!knob)
+            continue;
+        if (jpd_parse_u64(knob, 1, 600000, &ms) < 0) {
+            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (milliseconds), not: "
+                            "%s\n", knobs[i].name, knob);
+            return 2;
+        }
+        *knobs[i].ms = (uint32_t)ms;
     }
     if (argc < 2)
         return usage();

@@ -337,6 +337,19 @@ static int peer_allowed(const struct jpd_daemon *d, const struct ucred *uc)
 
 static void on_accept(uv_poll_t *h, int status, int events);
 
+/* Connections that have not said hello are capped per uid and in all, and each lives at most
+ * the handshake time: one user's silent connections cannot hold the slots others need. */
+static int prehello_full(const struct jpd_daemon *d, uid_t uid)
+{
+    uint32_t mine;
+    uint32_t all = jpd_prehello_count(d, uid, &mine);
+    if (all < JPD_MAX_PREHELLO && mine < JPD_MAX_PREHELLO_PER_UID)
+        return 0;
+    jpd_log("refused a connection from uid %u: %u of its and %u in all wait for their hello",
+            (unsigned)uid, (unsigned)mine, (unsigned)all);
+    return 1;
+}
+
 static void on_accept_retry(uv_timer_t *t)
 {
     struct jpd_daemon *d = t->data;
@@ -378,6 +391,9 @@ static void on_accept(uv_poll_t *h, int status, int events)
         } else if (d->nsessions >= JPD_MAX_SESSIONS) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "the daemon serves too many connections");
+        } else if (prehello_full(d, uc.uid)) {
+            r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
+                                   "too many connections waiting for their hello");
         } else {
             r = jpd_session_start(d, fd, &peer);
         }

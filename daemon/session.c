@@ -30,6 +30,7 @@
 #include "jpd.h"
 
 uint32_t jpd_excerpt_timeout_ms = JPD_EXCERPT_MS;
+uint32_t jpd_handshake_timeout_ms = JPD_HANDSHAKE_MS;
 
 enum {
     S_HELLO,
@@ -64,7 +65,8 @@ struct jpd_session {
     int linger;         /* after an ERROR: drop unread input before closing */
     struct jpd_peer peer;
     uint64_t run_id;
-    struct jp_ctl_decoder *dec;
+    struct jp_ctl_decoder *dec; /* NULL once DONE: nothing more is decoded */
+    size_t buffered;            /* this decoder's share of d->buffered */
     int fds[JPD_MAX_PENDING_FDS];
     unsigned nfds;
     uint32_t mode, outputs;
@@ -220,6 +222,11 @@ static void session_done(struct jpd_session *s)
     if (s->closing)
         return;
     set_state(s, S_DONE);
+    /* Nothing is decoded from here on: give back the buffered bytes at once. */
+    s->d->buffered -= s->buffered;
+    s->buffered = 0;
+    jp_ctl_decoder_free(s->dec);
+    s->dec = NULL;
     uv_timer_stop(&s->timer);
     uv_timer_start(&s->timer, on_timer, JPD_FLUSH_MS, 0);
     flush_out(s);
@@ -509,6 +516,8 @@ static void begin_excerpts(struct jpd_session *s)
     }
     if (count > JP_CTL_MAX_EXCERPT_KEYS)
         count = JP_CTL_MAX_EXCERPT_KEYS;
+    /* EXCERPTS is the one large frame a client sends, and only in answer to this request. */
+    (void)jp_ctl_decoder_set_max_frame(s->dec, JPD_MAX_CLIENT_FRAME);
     struct jp_ctl_msg m = {.type = JP_CTL_EXCERPT_REQUEST};
     m.u.excerpt_request.keys = keys;
     m.u.excerpt_request.count = count;
@@ -616,6 +625,9 @@ static void on_timer(uv_timer_t *t)
     switch (s->state) {
     case S_HELLO:
     case S_RING:
+        if (!s->d->private_mode)
+            jpd_log("closing a connection of uid %u: no hello and ring within %u ms",
+                    (unsigned)s->peer.uid, (unsigned)jpd_handshake_timeout_ms);
         fail(s, JP_CTLE_BAD_MESSAGE, "no hello and ring within the handshake time");
         return;
     case S_LIVE:
@@ -935,6 +947,17 @@ static void on_eof(struct jpd_session *s)
     }
 }
 
+/* Brings the daemon's count of buffered frame bytes up to date with this session's decoder.
+ * -ENOBUFS when the total is past JPD_MAX_BUFFERED: a partial frame of each of many
+ * connections must not add up to an unbounded daemon. */
+static int account_buffered(struct jpd_session *s)
+{
+    size_t now = jp_ctl_decoder_pending(s->dec);
+    s->d->buffered = s->d->buffered - s->buffered + now;
+    s->buffered = now;
+    return s->d->buffered > JPD_MAX_BUFFERED ? -ENOBUFS : 0;
+}
+
 static void read_input(struct jpd_session *s)
 {
     uint8_t buf[65536];
@@ -973,8 +996,19 @@ static void read_input(struct jpd_session *s)
         }
         int r = jp_ctl_decoder_feed(s->dec, buf, (size_t)n);
         if (r < 0) {
-            fail(s, JP_CTLE_BAD_MESSAGE, r == -EMSGSIZE ? "control frame larger than allowed"
-                                                        : "control frame cannot be buffered");
+            if (!s->d->private_mode)
+                jpd_log("closing a connection of uid %u: %s", (unsigned)s->peer.uid,
+                        r == -EMSGSIZE ? "control frame larger than allowed"
+                                       : "out of memory buffering a control frame");
+            fail(s, r == -ENOMEM ? JP_CTLE_INTERNAL : JP_CTLE_BAD_MESSAGE,
+                 r == -EMSGSIZE ? "control frame larger than allowed"
+                                : "the daemon is out of memory");
+            return;
+        }
+        if (account_buffered(s) < 0) {
+            jpd_log("closing a connection of uid %u: the daemon holds %zu bytes of unfinished "
+                    "control frames, its limit", (unsigned)s->peer.uid, (size_t)JPD_MAX_BUFFERED);
+            fail(s, JP_CTLE_BAD_MESSAGE, "the daemon holds too many unfinished control frames");
             return;
         }
         for (;;) {
@@ -991,6 +1025,7 @@ static void read_input(struct jpd_session *s)
             if (s->state == S_DONE || s->closing || s->eof)
                 return;
         }
+        (void)account_buffered(s); /* only shrinks here: whole frames were taken */
     }
 }
 
@@ -1057,6 +1092,7 @@ static void on_closed(uv_handle_t *h)
     if (s->next)
         s->next->prev = s->prev;
     d->nsessions--;
+    d->buffered -= s->buffered;
     free(s);
     jpd_daemon_session_gone(d);
 }
@@ -1088,7 +1124,7 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     s->fd = fd;
     s->peer = *peer;
     s->cap_fd[0] = s->cap_fd[1] = -1;
-    int r = jp_ctl_decoder_new(JPD_MAX_CLIENT_FRAME, &s->dec);
+    int r = jp_ctl_decoder_new(JPD_MAX_SMALL_FRAME, &s->dec);
     if (r < 0) {
         close(fd);
         free(s);
@@ -1123,7 +1159,7 @@ int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer)
     if (r < 0)
         return r;
     s->state = S_HELLO;
-    uv_timer_start(&s->timer, on_timer, JPD_HANDSHAKE_MS, 0);
+    uv_timer_start(&s->timer, on_timer, jpd_handshake_timeout_ms, 0);
     session_update_poll(s);
     return 0;
 }
@@ -1176,6 +1212,18 @@ uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid)
         if (s->peer.uid == uid && s->run_id != 0 && !s->run_finished && !s->closing &&
             s->state != S_DONE)
             n++;
+    return n;
+}
+
+uint32_t jpd_prehello_count(const struct jpd_daemon *d, uid_t uid, uint32_t *mine)
+{
+    uint32_t n = 0, m = 0;
+    for (const struct jpd_session *s = d->sessions; s; s = s->next)
+        if (s->state == S_HELLO && !s->closing) {
+            n++;
+            m += s->peer.uid == uid;
+        }
+    *mine = m;
     return n;
 }
 

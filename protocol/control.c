@@ -311,6 +311,14 @@ int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out)
     return 0;
 }
 
+int jp_ctl_decoder_set_max_frame(struct jp_ctl_decoder *d, uint32_t max_frame)
+{
+    if (!d || max_frame == 0 || max_frame > JP_CTL_MAX_FRAME)
+        return -EINVAL;
+    d->max_frame = max_frame;
+    return 0;
+}
+
 static void release_last(struct jp_ctl_decoder *d)
 {
     if (d->up_live)

@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -610,6 +611,13 @@ out:
 }
 
 /* ---- processes ---- */
+
+void jpt_become(uid_t uid, gid_t gid)
+{
+    gid_t only[1] = {gid};
+    if (setgroups(1, only) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        _exit(99);
+}
 
 const char *jpt_daemon_bin(void)
 {

@@ -84,6 +84,9 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
  * must deliver. */
 int jpt_expected(struct jpt_stream *s, struct jpt_result *out);
 
+/* In a forked child: become uid with gid as the primary and only group (exits 99 on failure). */
+void jpt_become(uid_t uid, gid_t gid);
+
 /* Processes. */
 const char *jpt_daemon_bin(void);
 /* Spawns argv with keep_fd inherited (-1: none), stderr into *err_fd when err_fd is not NULL. */

@@ -15,19 +15,12 @@
 
 #define GROUP 4242u
 
-static void become(uid_t uid, gid_t gid)
-{
-    gid_t none[1] = {gid};
-    if (setgroups(1, none) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-        _exit(99);
-}
-
 /* In a child as uid/gid: connect and say hello. Exit 0 on WELCOME, 10 + code on ERROR. */
 static int hello_as(const char *sock, uid_t uid, gid_t gid)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        become(uid, gid);
+        jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -52,7 +45,7 @@ static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
     cr_assert_eq(pipe(p), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        become(uid, gid);
+        jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -83,7 +76,7 @@ static int show_as(const char *sock, uid_t uid, gid_t gid, uint64_t run_id)
     pid_t pid = fork();
     if (pid == 0) {
         if (uid != 0)
-            become(uid, gid);
+            jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -182,7 +175,7 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
     cr_assert_eq(pipe(p), 0);
     pid_t child = fork();
     if (child == 0) {
-        become(4001, GROUP);
+        jpt_become(4001, GROUP);
         struct jpt_client c[3];
         struct jpt_stream s;
         jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
