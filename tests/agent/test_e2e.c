@@ -598,6 +598,60 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
     rmdir(dir);
 }
 
+/* SIGTERM on `jettprofd serve` with this run in flight: the daemon delivers it as a partial
+ * `interrupted` profile before it exits, and the host gets that profile from finish, not a
+ * collector failure. */
+Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted, .timeout = 60)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char sock[128];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
+    pid_t d;
+    cr_assert_eq(posix_spawn(&d, getenv("JETTPROFD"), NULL, NULL, argv, environ), 0);
+    struct stat st;
+    for (int i = 0; i < 200 && stat(sock, &st) != 0; i++)
+        usleep(10000);
+    cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0, "%s", jettprof_last_reason());
+    unsetenv("JETTPROFD_SOCKET");
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &src), 0);
+    cr_assert_eq(jettprof_enter(t, frame(run, src, "app", "build", 3)), 0);
+    for (int i = 0; i < 100; i++) {
+        uint64_t id;
+        cr_assert_eq(jettprof_alloc(t, 64, &id), 0);
+    }
+    /* Give the daemon's drain timer a few turns so the allocations are consumed. */
+    usleep(200000);
+    kill(d, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(d, &status, 0), d);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "daemon exit %d", status);
+    uint64_t id;
+    (void)jettprof_alloc(t, 64, &id); /* after the daemon left: not in the profile */
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.collector_failed, 0, "reason %s", res.reason);
+    cr_assert_eq(res.status, JETTPROF_STATUS_PARTIAL, "status %u reason %s", res.status,
+                 res.reason);
+    cr_assert_str_eq(res.reason, "interrupted");
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), 100, "%s", res.toon);
+    free(j);
+    jettprof_result_release(&res);
+    rmdir(dir);
+}
+
 Test(e2e, a_silent_daemon_times_out_the_handshake, .timeout = 30)
 {
     /* A peer that accepts connections (the kernel's backlog) and never answers. */
