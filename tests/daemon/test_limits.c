@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -162,6 +163,7 @@ Test(limits, silent_connections_of_one_uid_do_not_lock_others_out, .timeout = 12
     cr_assert_eq(pipe(report), 0);
     pid_t attacker = fork();
     if (attacker == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it waiting */
         jpt_become(4001, GROUP);
         static struct jpt_client c[SILENT];
         for (int i = 0; i < SILENT; i++)
