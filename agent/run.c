@@ -511,6 +511,7 @@ static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jet
         out->status = st;
         copy_reason(out->reason, a.u.result.reason, a.u.result.reason_len);
         out->collector_failed = 0;
+        out->capture_errno = (int)a.u.result.capture_errno;
         if (run->cfg.outputs & JETTPROF_OUT_HUMAN) {
             out->human = dup_text(a.u.result.human, a.u.result.human_len);
             out->human_len = out->human ? a.u.result.human_len : 0;

@@ -133,7 +133,9 @@ const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t
 void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
                         uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
                         uint32_t status);
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id);
+/* Creates the run's capture file in the capture dir: its fd, with its name in name[cap]
+ * (for unlinkat on the same dir), or -errno. */
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap);
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);

@@ -120,18 +120,17 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     jpd_buf_free(&b);
 }
 
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id)
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap)
 {
     /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
      * or link is never written through. */
-    char name[96];
     long long now = (long long)time(NULL);
     for (int attempt = 0; attempt < 100; attempt++) {
         if (attempt == 0)
-            snprintf(name, sizeof name, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
+            snprintf(name, cap, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
         else
-            snprintf(name, sizeof name, "run-%lld-%llu-%d.jpcap", now,
-                     (unsigned long long)run_id, attempt);
+            snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
+                     attempt);
         int fd = openat(d->capture_dir_fd, name,
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)

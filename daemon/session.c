@@ -73,8 +73,11 @@ struct jpd_session {
     struct jp_ring ring;
     int ring_mapped;
     struct jp_engine *eng;
-    struct jp_capture_writer *cap[2];
+    struct jp_capture_writer *cap[2]; /* [0] the client's capture fd, [1] the capture dir's */
     int cap_fd[2];
+    int cap_errno;        /* why the client's capture ended early (0: it did not); reported
+                           * in RESULT, the profile itself is unaffected */
+    char cap_name[96];    /* the capture dir's file, removed if its capture fails */
     struct jpd_out *out_head, *out_tail;
     uint64_t fed;
     uint64_t last_found;  /* slots the last drain found waiting in the ring */
@@ -240,12 +243,43 @@ static void release_ring(struct jpd_session *s)
     }
 }
 
+/* A capture could not be written (err < 0): it stops here and the run goes on. The client's
+ * capture is reported to it in RESULT; a capture-dir file is removed rather than left empty
+ * or cut short, and the log says so. */
+static void capture_failed(struct jpd_session *s, int i, int err)
+{
+    if (s->cap[i]) {
+        jp_capture_writer_free(s->cap[i]);
+        s->cap[i] = NULL;
+    }
+    if (s->cap_fd[i] >= 0) {
+        close(s->cap_fd[i]);
+        s->cap_fd[i] = -1;
+    }
+    if (i == 0) {
+        if (!s->cap_errno)
+            s->cap_errno = -err;
+        if (!s->d->private_mode)
+            jpd_log("run %llu: the client's capture failed (%s); profiling goes on",
+                    (unsigned long long)s->run_id, strerror(-err));
+        return;
+    }
+    int gone = unlinkat(s->d->capture_dir_fd, s->cap_name, 0) == 0;
+    jpd_log("run %llu: its capture failed (%s); %s", (unsigned long long)s->run_id,
+            strerror(-err), gone ? "removed the capture file" : "cannot remove the capture file");
+}
+
 static void free_captures(struct jpd_session *s)
 {
     for (int i = 0; i < 2; i++) {
         if (s->cap[i]) {
-            jp_capture_writer_free(s->cap[i]); /* flushes: a stream without RUN_STOP reads as
-                                                * missing_stop_event */
+            /* a stream without RUN_STOP reads as missing_stop_event */
+            int r = jp_capture_flush(s->cap[i]);
+            if (r < 0) {
+                capture_failed(s, i, r);
+                continue;
+            }
+            jp_capture_writer_free(s->cap[i]);
             s->cap[i] = NULL;
         }
         if (s->cap_fd[i] >= 0) {
@@ -320,6 +354,7 @@ static void finish_run(struct jpd_session *s, uint32_t ending, int deliver)
         m.u.result.human_len = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human_len : 0;
         m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
         m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
+        m.u.result.capture_errno = (uint32_t)s->cap_errno;
         r = send_msg(s, &m);
         if (r < 0)
             jpd_log("run %llu: cannot send its result (%s)", (unsigned long long)s->run_id,
@@ -378,13 +413,11 @@ static int feed(struct jpd_session *s, const void *rec, uint32_t len, const char
         return r;
     s->fed++;
     for (int i = 0; i < 2; i++) {
-        if (s->cap[i] && jp_capture_write(s->cap[i], rec, len) < 0) {
-            /* A full disk loses the capture, not the profile. */
-            jpd_log("run %llu: capture write failed; the capture ends here",
-                    (unsigned long long)s->run_id);
-            jp_capture_writer_free(s->cap[i]);
-            s->cap[i] = NULL;
-        }
+        if (!s->cap[i])
+            continue;
+        int w = jp_capture_write(s->cap[i], rec, len);
+        if (w < 0)
+            capture_failed(s, i, w); /* a full disk loses the capture, not the profile */
     }
     return 0;
 }
@@ -773,26 +806,25 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     struct jp_capture_meta meta = {.mode = s->mode, .pid = (uint32_t)s->peer.pid,
                                    .run_id = s->run_id};
     if (cap_fd >= 0) {
+        /* Only a regular file: writing to a pipe, socket or terminal could block the loop.
+         * A capture that cannot be had is reported with the result; the run goes on. */
         int fl = fcntl(cap_fd, F_GETFL);
         if (fstat(cap_fd, &st) < 0 || !S_ISREG(st.st_mode) || fl < 0 ||
             (fl & O_ACCMODE) == O_RDONLY) {
-            fail(s, JP_CTLE_BAD_CAPTURE, "the capture fd is not a writable regular file");
-            return;
-        }
-        if (jp_capture_writer_new(cap_fd, &meta, &s->cap[0]) < 0) {
-            fail(s, JP_CTLE_BAD_CAPTURE, "the capture file cannot be written");
-            return;
+            capture_failed(s, 0, -EINVAL);
+        } else {
+            int w = jp_capture_writer_new(cap_fd, &meta, &s->cap[0]);
+            if (w < 0)
+                capture_failed(s, 0, w);
         }
     }
     if (s->d->capture_dir_fd >= 0) {
-        int fd = jpd_daemon_open_capture(s->d, s->run_id);
+        int fd = jpd_daemon_open_capture(s->d, s->run_id, s->cap_name, sizeof s->cap_name);
         if (fd >= 0) {
             s->cap_fd[1] = fd;
-            if (jp_capture_writer_new(fd, &meta, &s->cap[1]) < 0) {
-                jpd_log("run %llu: cannot start its capture", (unsigned long long)s->run_id);
-                close(fd);
-                s->cap_fd[1] = -1;
-            }
+            int w = jp_capture_writer_new(fd, &meta, &s->cap[1]);
+            if (w < 0)
+                capture_failed(s, 1, w);
         } else {
             jpd_log("run %llu: cannot create its capture file (%s)",
                     (unsigned long long)s->run_id, strerror(-fd));

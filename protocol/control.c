@@ -102,6 +102,7 @@ static const struct field result_fields[] = {
     STR(result, reason),
     STR(result, human),
     STR(result, toon),
+    U32(result, capture_errno, 0, 4095),
 };
 static const struct field show_fields[] = {
     U64(show, run_id),

@@ -111,6 +111,7 @@ struct jp_ctl_msg {
             const char *reason; size_t reason_len; /* "" when complete */
             const char *human; size_t human_len;   /* "" unless requested */
             const char *toon; size_t toon_len;     /* "" unless requested */
+            uint32_t capture_errno; /* 0, or the errno that ended the run's capture early */
         } result;
         struct {
             uint32_t code; /* enum jp_ctl_error */

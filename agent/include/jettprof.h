@@ -259,6 +259,11 @@ struct jettprof_result {
     int collector_failed; /* 1: collection failed after user code started */
     char *human; size_t human_len; /* NUL-terminated, NULL unless requested */
     char *toon; size_t toon_len;   /* the `profile:` TOON object, indent 0 */
+    /* 0, or the positive errno that ended the run's capture (cfg->capture_fd) early: ENOSPC
+     * or EFBIG when a write failed, EINVAL when the fd is not a writable regular file. The
+     * profile is unaffected (still the live one); only the capture file is missing or cut
+     * short, and the caller should tell the user so. */
+    int capture_errno;
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to
