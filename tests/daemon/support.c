@@ -498,6 +498,7 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
             out->human_len = m.u.result.human_len;
             out->toon = dup_n(m.u.result.toon, m.u.result.toon_len);
             out->toon_len = m.u.result.toon_len;
+            out->capture_errno = m.u.result.capture_errno;
             return 0;
         }
         if (m.type == JP_CTL_ERROR) {

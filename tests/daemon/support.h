@@ -50,6 +50,7 @@ struct jpt_result {
     uint32_t error_code; /* set when the daemon answered ERROR */
     char error[256];
     uint64_t run_id;
+    uint32_t capture_errno; /* RESULT's: why the client's capture ended early, 0 if it did not */
 };
 void jpt_result_free(struct jpt_result *r);
 
