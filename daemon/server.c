@@ -85,6 +85,24 @@ const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t
     return NULL;
 }
 
+/* Appends one whole line or nothing: one write() of the line, and on a short write or an
+ * error (a full disk, a file size limit) the file is cut back to where it was, so a reader
+ * never sees half a row or two rows glued together. The daemon is the only writer. */
+static void append_row(int fd, const char *line, size_t len)
+{
+    off_t before = lseek(fd, 0, SEEK_END);
+    ssize_t n;
+    do
+        n = write(fd, line, len);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return;
+    int e = n < 0 ? errno : ENOSPC;
+    int cut = before >= 0 && ftruncate(fd, before) == 0;
+    jpd_log("cannot append to the runs log (%s); %s", strerror(e),
+            cut ? "the row is left out" : "a partial row may remain");
+}
+
 void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
                         uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
                         uint32_t status)
@@ -115,8 +133,10 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     JPD_PUTS(&b, ",\"totals\":");
     jpd_summary_json(&b, sum);
     JPD_PUTS(&b, "}\n");
-    if (!b.failed && jpd_write_all(d->runs_log_fd, b.p, b.len) < 0)
-        jpd_log("cannot append to the runs log");
+    if (b.failed)
+        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+    else
+        append_row(d->runs_log_fd, b.p, b.len);
     jpd_buf_free(&b);
 }
 
@@ -222,6 +242,9 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->capture_dir_fd = -1;
     d->next_run_id = 1;
     d->self_uid = geteuid();
+    /* Past a file size limit a write fails with EFBIG (handled: the runs log and captures
+     * stay whole or go) instead of the signal ending the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     int r = uv_signal_init(loop, &d->sigterm);
     if (r < 0)
         return r;
@@ -270,10 +293,18 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
         }
     }
     if (cfg->capture_dir) {
-        d->capture_dir_fd = open(cfg->capture_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* O_NOFOLLOW: a symlink planted as the directory would send captures elsewhere. */
+        d->capture_dir_fd = open(cfg->capture_dir,
+                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d->capture_dir_fd < 0) {
-            fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n", cfg->capture_dir,
-                    strerror(errno));
+            int e = errno;
+            struct stat st;
+            if (e == ENOTDIR && lstat(cfg->capture_dir, &st) == 0 && S_ISLNK(st.st_mode))
+                fprintf(stderr, "jettprofd: --capture-dir: %s is a symbolic link; name the "
+                                "directory itself\n", cfg->capture_dir);
+            else
+                fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
+                        cfg->capture_dir, strerror(e));
             return -1;
         }
     }
