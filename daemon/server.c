@@ -620,7 +620,9 @@ int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
     m.u.show.outputs = outputs;
     signal(SIGPIPE, SIG_IGN);
     int r = jp_ctl_send(fd, &m, NULL, 0);
-    if (r < 0) {
+    /* A daemon that refuses us answers ERROR and closes, maybe before the request is written:
+     * its answer is still to be read, and says more than the broken pipe. */
+    if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
         fprintf(stderr, "jettprofd: show: cannot send the request: %s\n", strerror(-r));
         close(fd);
         return 1;
@@ -637,8 +639,12 @@ int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            fprintf(stderr, "jettprofd: show: the daemon closed the connection without an "
-                            "answer\n");
+            if (r < 0)
+                fprintf(stderr, "jettprofd: show: cannot send the request: %s\n",
+                        strerror(-r));
+            else
+                fprintf(stderr, "jettprofd: show: the daemon closed the connection without "
+                                "an answer\n");
             break;
         }
         if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {

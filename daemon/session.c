@@ -881,12 +881,10 @@ static void on_show(struct jpd_session *s, const struct jp_ctl_msg *m)
         fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");
         return;
     }
-    if (!k) {
-        fail(s, JP_CTLE_NO_SUCH_RUN, "no finished run with this id is kept");
-        return;
-    }
-    if (s->peer.uid != 0 && s->peer.uid != k->uid) {
-        fail(s, JP_CTLE_PERMISSION_DENIED, "the run belongs to another user");
+    /* One answer for a run that is not kept and one of another user: telling them apart
+     * would tell other users which run ids exist. */
+    if (!k || (s->peer.uid != 0 && s->peer.uid != k->uid)) {
+        fail(s, JP_CTLE_NO_SUCH_RUN, "no such run visible to you");
         return;
     }
     struct jp_ctl_msg r = {.type = JP_CTL_RESULT};

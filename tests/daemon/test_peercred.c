@@ -2,6 +2,7 @@
  * admits a group; `show` shows a run only to its uid or root; per-uid caps on concurrent runs
  * and ring size. The test runs as root and drops to other uids in forked children. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -151,7 +152,8 @@ Test(peercred, an_allowed_group_attaches_and_show_is_for_the_owner_only)
     uint64_t id = run_as(sock, 4001, GROUP);
     cr_assert_gt(id, 0);
     cr_assert_eq(show_as(sock, 4001, GROUP, id), 0);
-    cr_assert_eq(show_as(sock, 4002, GROUP, id), 10 + JP_CTLE_PERMISSION_DENIED);
+    cr_assert_eq(show_as(sock, 4002, GROUP, id), 10 + JP_CTLE_NO_SUCH_RUN,
+                 "another user's run reads as no such run");
     cr_assert_eq(show_as(sock, 0, 0, id), 0);
     cr_assert_eq(show_as(sock, 4001, GROUP, id + 1000), 10 + JP_CTLE_NO_SUCH_RUN);
     /* Not in the group: refused before anything else. */
@@ -212,6 +214,77 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
     cr_assert_eq(a.u.error.code, JP_CTLE_BAD_RING);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+/* `jettprofd show` as uid/gid: its exit status, stderr in *err. */
+static int show_cmd_as(const char *sock, uid_t uid, gid_t gid, const char *id, char **err)
+{
+    int ep[2];
+    cr_assert_eq(pipe(ep), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        jpt_become(uid, gid);
+        dup2(ep[1], STDERR_FILENO);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        char *argv[] = {(char *)jpt_daemon_bin(), (char *)"show", (char *)id,
+                        (char *)"--socket", (char *)sock, NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(ep[1]);
+    *err = jpt_slurp_fd(ep[0]);
+    close(ep[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+Test(peercred, show_refused_prints_the_daemons_reason)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+    cr_assert_eq(chmod(sock, 0666), 0);
+    /* The daemon may close before the request is written (then the send fails with EPIPE):
+     * whichever way each attempt races, the reason must be printed. */
+    for (int i = 0; i < 40; i++) {
+        char *err;
+        cr_assert_eq(show_cmd_as(sock, 4001, 4001, "1", &err), 1);
+        cr_assert(strstr(err, "permission_denied") && strstr(err, "may not attach"),
+                  "attempt %d: stderr: %s", i, err);
+        free(err);
+    }
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t id = run_as(sock, 4001, GROUP);
+    char ids[2][32];
+    snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
+    snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
+    char *foreign, *missing;
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[0], &foreign), 1);
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[1], &missing), 1);
+    cr_assert_str_eq(foreign, missing, "the answers must not tell the two apart");
+    cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
+    free(foreign);
+    free(missing);
     stop(d);
     rmdir(dir);
     free(dir);
