@@ -669,13 +669,11 @@ Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run, .timeout = 60)
 
 /* ---- a long-lived daemon ---- */
 
-Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+/* `jettprofd serve` on dir/d.sock (dir: a mkdtemp template); returns once the socket exists. */
+static pid_t spawn_serve(char *dir, char *sock, size_t cap)
 {
-    need_daemon();
-    char dir[] = "/tmp/jp_agent_serveXXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char sock[128];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(sock, cap, "%s/d.sock", dir);
     char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
     pid_t d;
     cr_assert_eq(posix_spawn(&d, getenv("JETTPROFD"), NULL, NULL, argv, environ), 0);
@@ -683,6 +681,15 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
     for (int i = 0; i < 200 && stat(sock, &st) != 0; i++)
         usleep(10000);
     cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
+    return d;
+}
+
+Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    char sock[128];
+    pid_t d = spawn_serve(dir, sock, sizeof sock);
     setenv("JETTPROFD_SOCKET", sock, 1);
     struct jettprof_result res;
     struct mem_model tot, build, cache;
@@ -708,16 +715,8 @@ Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted, .timeout = 60
 {
     need_daemon();
     char dir[] = "/tmp/jp_agent_serveXXXXXX";
-    cr_assert_not_null(mkdtemp(dir));
     char sock[128];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
-    pid_t d;
-    cr_assert_eq(posix_spawn(&d, getenv("JETTPROFD"), NULL, NULL, argv, environ), 0);
-    struct stat st;
-    for (int i = 0; i < 200 && stat(sock, &st) != 0; i++)
-        usleep(10000);
-    cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
+    pid_t d = spawn_serve(dir, sock, sizeof sock);
     setenv("JETTPROFD_SOCKET", sock, 1);
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
     jettprof_run *run;
