@@ -357,12 +357,48 @@ int jpd_run_private(int fd)
 
 /* ---- long-lived mode ---- */
 
-static int peer_allowed(const struct jpd_daemon *d, const struct ucred *uc)
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux 4.13 */
+#endif
+
+/* 1 when the peer is a member of gid through its supplementary groups (SO_PEERGROUPS: the
+ * groups at connect time, as SO_PEERCRED's ids), 0 when not, -errno when the kernel cannot
+ * say (too old for SO_PEERGROUPS: -ENOPROTOOPT). */
+static int peer_in_group(int fd, gid_t gid)
+{
+    gid_t small[64], *g = small;
+    socklen_t len = sizeof small;
+    int r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    if (r < 0 && errno == ERANGE && len <= 65536u * sizeof(gid_t)) {
+        /* len is now what the kernel needs; NGROUPS_MAX (65536) bounds it */
+        g = malloc(len);
+        if (!g)
+            return -ENOMEM;
+        r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    }
+    int found = r < 0 ? -errno : 0;
+    for (socklen_t i = 0; r == 0 && i < len / sizeof(gid_t); i++)
+        found |= g[i] == gid;
+    if (g != small)
+        free(g);
+    return found;
+}
+
+static int peer_allowed(const struct jpd_daemon *d, int fd, const struct ucred *uc)
 {
     if (uc->uid == 0 || uc->uid == d->self_uid)
         return 1;
-    /* SO_PEERCRED carries the primary group only; that is what --allow-group matches. */
-    return d->cfg->allow_group >= 0 && uc->gid == (gid_t)d->cfg->allow_group;
+    if (d->cfg->allow_group < 0)
+        return 0;
+    gid_t want = (gid_t)d->cfg->allow_group;
+    if (uc->gid == want)
+        return 1;
+    /* A user added to the group the usual way (useradd -G) has it as a supplementary one. */
+    int r = peer_in_group(fd, want);
+    if (r < 0)
+        jpd_log("cannot read the supplementary groups of uid %u (%s): only its primary group "
+                "counts for --allow-group", (unsigned)uc->uid, strerror(-r));
+    return r > 0;
 }
 
 static void on_accept(uv_poll_t *h, int status, int events);
@@ -414,7 +450,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         }
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
-        if (!peer_allowed(d, &uc)) {
+        if (!peer_allowed(d, fd, &uc)) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
                                    "this user may not attach to this daemon");

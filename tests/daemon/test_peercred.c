@@ -289,3 +289,46 @@ Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
     rmdir(dir);
     free(dir);
 }
+
+/* A user in the allowed group as a supplementary group (useradd -G), not its primary one, is
+ * admitted; one in neither is not. */
+Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    cr_assert_eq(chmod(sock, 0666), 0); /* the file mode is not what is tested */
+    static const gid_t sets[2][3] = {{4001, 4300, GROUP}, {4001, 4300, 4301}};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgroups(3, sets[k]) < 0 || setresgid(4001, 4001, 4001) < 0 ||
+                setresuid(4001, 4001, 4001) < 0)
+                _exit(99);
+            struct jpt_client c;
+            if (jpt_client_connect(&c, sock) < 0)
+                _exit(98);
+            struct jpt_stream s;
+            jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+            uint64_t id;
+            struct jpt_result err;
+            memset(&err, 0, sizeof err);
+            int r = jpt_client_hello(&c, &s, JP_OUT_HUMAN, &id, &err);
+            _exit(r == 0 ? 0 : err.error_code ? 10 + (int)err.error_code : 97);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        cr_assert(WIFEXITED(st));
+        if (k == 0)
+            cr_assert_eq(WEXITSTATUS(st), 0, "supplementary member refused: %d",
+                         WEXITSTATUS(st));
+        else
+            cr_assert_eq(WEXITSTATUS(st), 10 + JP_CTLE_PERMISSION_DENIED);
+    }
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
