@@ -478,17 +478,16 @@ static void copy_reason(char dst[40], const char *s, size_t len)
     dst[len] = '\0';
 }
 
-/* FINALIZE, then excerpts on request, then the RESULT. 0 with *out filled, or < 0: the daemon
- * is gone or misbehaved (the caller renders the collector-failure profile). */
-static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
-                             struct jettprof_result *out)
+/* How long to look for a RESULT a closing daemon already queued: it is either there or the
+ * socket reads EOF at once, so this only bounds a pathological case. */
+#define JP_QUEUED_RESULT_MS 200u
+
+/* Excerpts on request, then the RESULT, within timeout_ms. 0 with *out filled, or < 0: the
+ * daemon is gone or misbehaved (the caller renders the collector-failure profile). */
+static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jettprof_result *out)
 {
-    struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
-    m.u.finalize.termination = termination;
-    int r = jp_send(run, &m, NULL, 0);
-    if (r < 0)
-        return r;
-    uint64_t deadline = jp_mono_ns() + (uint64_t)JP_FINISH_TIMEOUT_MS * 1000000u;
+    int r;
+    uint64_t deadline = jp_mono_ns() + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
         uint64_t now = jp_mono_ns();
         if (now >= deadline)
@@ -512,6 +511,7 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
         out->status = st;
         copy_reason(out->reason, a.u.result.reason, a.u.result.reason_len);
         out->collector_failed = 0;
+        out->capture_errno = (int)a.u.result.capture_errno;
         if (run->cfg.outputs & JETTPROF_OUT_HUMAN) {
             out->human = dup_text(a.u.result.human, a.u.result.human_len);
             out->human_len = out->human ? a.u.result.human_len : 0;
@@ -522,6 +522,21 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
         }
         return 0;
     }
+}
+
+/* FINALIZE, then take_result. A daemon told to stop (SIGTERM on `jettprofd serve`) delivers
+ * each run in flight as a partial `interrupted` profile before it closes, unasked: then the
+ * RESULT is already waiting, FINALIZE may find the socket closed, and that RESULT is the
+ * run's profile all the same. */
+static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
+                             struct jettprof_result *out)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
+    m.u.finalize.termination = termination;
+    int r = jp_send(run, &m, NULL, 0);
+    if (r < 0)
+        return take_result(run, JP_QUEUED_RESULT_MS, out) == 0 ? 0 : r;
+    return take_result(run, JP_FINISH_TIMEOUT_MS, out);
 }
 
 /* The profile when collection failed after user code started: rendered here, from the
@@ -576,7 +591,14 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
     end_stream(run, termination, &c);
     int failed = jp_load_relaxed32(&run->failed) != 0;
     if (!jp_daemon_alive(run)) {
-        failed = 1;
+        /* Gone, or it spoke first: only a daemon that stopped sends a RESULT unasked, and
+         * that partial profile of what it consumed is the run's, even if records we pushed
+         * after it stopped were lost. */
+        failed = take_result(run, JP_QUEUED_RESULT_MS, out) < 0;
+        if (failed) {
+            jettprof_result_release(out);
+            out->size = size;
+        }
     } else if (finalize_exchange(run, termination, out) < 0 || failed) {
         /* A daemon that is still there is always finalized, even when collection failed on
          * our side (a lost definition), so it never reports a vanished producer; its profile

@@ -19,13 +19,18 @@
 #include "engine/engine.h"
 
 #define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
-#define JPD_HANDSHAKE_MS 10000u   /* HELLO + RING must arrive within this */
+#define JPD_HANDSHAKE_MS 3000u    /* HELLO + RING must arrive within this (an agent sends both
+                                   * at once): a silent connection holds a slot no longer */
 #define JPD_FLUSH_MS 5000u        /* a peer that does not read its RESULT is dropped after */
 #define JPD_EXCERPT_MS 10000u     /* a runtime that does not answer EXCERPT_REQUEST: render
                                    * without excerpts after this */
 #define JPD_MAX_CLIENT_FRAME (1u << 21) /* clients send small frames (the largest: EXCERPTS of
                                          * 4096 items of <= 160 bytes); a hostile one cannot
                                          * make us buffer the 16 MiB protocol maximum */
+#define JPD_MAX_SMALL_FRAME 4096u /* every frame but EXCERPTS (HELLO, SHOW, RING, FINALIZE) is
+                                   * a few dozen bytes: the bound until EXCERPT_REQUEST */
+#define JPD_MAX_BUFFERED (64u << 20) /* bytes of unfinished frames over all connections; past
+                                      * it the connection that adds more is closed */
 #define JPD_DRAIN_PERIOD_MS 1u
 #define JPD_DRAIN_PERIOD_MAX_MS 16u /* a nearly idle ring (a CPU run at <= 1000 Hz) backs off to this */
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
@@ -34,6 +39,13 @@
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
 #define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
 #define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
+#define JPD_MAX_PREHELLO 256u     /* connections that have not said HELLO (or SHOW) yet */
+#define JPD_MAX_PREHELLO_PER_UID 32u /* ... of one uid: a user holding silent connections can
+                                      * take neither every slot nor another user's place */
+/* The contract's metadata budgets per run: the most a run gets unless the operator of `serve`
+ * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
+#define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
+#define JPD_DEFAULT_RETENTION_BUDGET (64ull << 20)
 
 struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
@@ -42,6 +54,8 @@ struct jpd_config {
     int allow_group;          /* -1: none */
     uint32_t max_runs_per_uid;
     uint64_t max_ring_bytes;
+    uint64_t max_cpu_budget;       /* ceiling on a run's cpu_budget_bytes */
+    uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
 };
 
 struct jpd_kept {
@@ -81,6 +95,8 @@ struct jpd_daemon {
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
 
+    size_t buffered;      /* bytes of unfinished frames in every session's decoder */
+
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
 };
@@ -89,6 +105,9 @@ struct jpd_daemon {
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
  * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_excerpt_timeout_ms;
+/* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
+ * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
+extern uint32_t jpd_handshake_timeout_ms;
 struct jpd_peer {
     pid_t pid;
     uid_t uid;
@@ -102,6 +121,8 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 /* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
 void jpd_session_shutdown(struct jpd_session *s);
 uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid);
+/* Connections still waiting for their first message: of uid in *mine, of everyone returned. */
+uint32_t jpd_prehello_count(const struct jpd_daemon *d, uid_t uid, uint32_t *mine);
 struct jpd_session *jpd_session_next(struct jpd_session *s);
 
 /* server.c */
@@ -112,7 +133,9 @@ const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t
 void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
                         uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
                         uint32_t status);
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id);
+/* Creates the run's capture file in the capture dir: its fd, with its name in name[cap]
+ * (for unlinkat on the same dir), or -errno. */
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap);
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);

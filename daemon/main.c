@@ -3,6 +3,7 @@
  *   jettprofd --session-fd N                  private mode: one run on an inherited socket
  *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]
  *                   [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
+ *                   [--max-cpu-budget B] [--max-retention-budget B]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -10,9 +11,10 @@
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
  * offending flag or value named on stderr).
  *
- * Test knob, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N (1..600000)
- * replaces the 10 s a session waits for the runtime's EXCERPTS, so a test can watch the
- * timeout fire. A bad value is a command-line error (exit 2).
+ * Test knobs, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N
+ * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
+ * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
+ * watch each timeout fire. A bad value is a command-line error (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -30,15 +32,23 @@ static int usage(void)
     fputs("usage: jettprofd --session-fd N\n"
           "       jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
           "                       [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
+          "                       [--max-cpu-budget B] [--max-retention-budget B]\n"
+          "         --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
+          "                                   33554432); a client may ask for less, never more\n"
+          "         --max-retention-budget B  most retention metadata bytes a run may use\n"
+          "                                   (default 67108864); likewise\n"
           "       jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n"
           "       jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
           "                        [--profile-limit N]\n"
           "       jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
           "                           [--exit-code C] CAPTURE...\n"
-          "test knob (environment, read at start; for tests only):\n"
+          "test knobs (environment, read at start; for tests only):\n"
           "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
           "                                       runtime's excerpts before rendering without\n"
-          "                                       them\n",
+          "                                       them\n"
+          "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
+          "                                       hello and ring within N ms (1..600000)\n"
+          "                                       instead of 3000\n",
           stderr);
     return 2;
 }
@@ -53,12 +63,15 @@ static int bad(const char *cmd, const char *what, const char *arg)
 static int cmd_serve(int argc, char **argv)
 {
     struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
-                             .max_ring_bytes = DEFAULT_MAX_RING_BYTES};
+                             .max_ring_bytes = DEFAULT_MAX_RING_BYTES,
+                             .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
+                             .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         static const char *const with_value[] = {"--socket", "--capture-dir", "--runs-log",
                                                  "--allow-group", "--max-runs-per-uid",
-                                                 "--max-ring-bytes"};
+                                                 "--max-ring-bytes", "--max-cpu-budget",
+                                                 "--max-retention-budget"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= !strcmp(a, with_value[k]);
@@ -87,6 +100,16 @@ static int cmd_serve(int argc, char **argv)
             if (jpd_parse_u64(v, 1, 100000, &n) < 0)
                 return bad("serve", "--max-runs-per-uid must be an integer 1..100000, not", v);
             cfg.max_runs_per_uid = (uint32_t)n;
+        } else if (!strcmp(a, "--max-cpu-budget") || !strcmp(a, "--max-retention-budget")) {
+            if (jpd_parse_u64(v, 1, UINT64_MAX, &n) < 0)
+                return bad("serve", !strcmp(a, "--max-cpu-budget")
+                                        ? "--max-cpu-budget must be a positive integer (bytes), not"
+                                        : "--max-retention-budget must be a positive integer "
+                                          "(bytes), not", v);
+            if (!strcmp(a, "--max-cpu-budget"))
+                cfg.max_cpu_budget = n;
+            else
+                cfg.max_retention_budget = n;
         } else {
             uint64_t lo = JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MIN_SLOTS * JP_SLOT_SIZE;
             if (jpd_parse_u64(v, lo, UINT64_MAX, &n) < 0)
@@ -138,13 +161,24 @@ static int cmd_show(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    const char *knob = getenv("JETTPROFD_EXCERPT_TIMEOUT_MS");
-    if (knob) {
+    static const struct {
+        const char *name;
+        uint32_t *ms;
+    } knobs[] = {
+        {"JETTPROFD_EXCERPT_TIMEOUT_MS", &jpd_excerpt_timeout_ms},
+        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", &jpd_handshake_timeout_ms},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
+        const char *knob = getenv(knobs[i].name);
         uint64_t ms;
-        if (jpd_parse_u64(knob, 1, 600000, &ms) < 0)
-            return bad(NULL, "JETTPROFD_EXCERPT_TIMEOUT_MS must be an integer 1..600000 "
-                             "(milliseconds), not", knob);
-        jpd_excerpt_timeout_ms = (uint32_t)ms;
+        if (!knob)
+            continue;
+        if (jpd_parse_u64(knob, 1, 600000, &ms) < 0) {
+            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (milliseconds), not: "
+                            "%s\n", knobs[i].name, knob);
+            return 2;
+        }
+        *knobs[i].ms = (uint32_t)ms;
     }
     if (argc < 2)
         return usage();

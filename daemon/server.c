@@ -85,6 +85,24 @@ const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t
     return NULL;
 }
 
+/* Appends one whole line or nothing: one write() of the line, and on a short write or an
+ * error (a full disk, a file size limit) the file is cut back to where it was, so a reader
+ * never sees half a row or two rows glued together. The daemon is the only writer. */
+static void append_row(int fd, const char *line, size_t len)
+{
+    off_t before = lseek(fd, 0, SEEK_END);
+    ssize_t n;
+    do
+        n = write(fd, line, len);
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)len)
+        return;
+    int e = n < 0 ? errno : ENOSPC;
+    int cut = before >= 0 && ftruncate(fd, before) == 0;
+    jpd_log("cannot append to the runs log (%s); %s", strerror(e),
+            cut ? "the row is left out" : "a partial row may remain");
+}
+
 void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
                         uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
                         uint32_t status)
@@ -115,23 +133,24 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     JPD_PUTS(&b, ",\"totals\":");
     jpd_summary_json(&b, sum);
     JPD_PUTS(&b, "}\n");
-    if (!b.failed && jpd_write_all(d->runs_log_fd, b.p, b.len) < 0)
-        jpd_log("cannot append to the runs log");
+    if (b.failed)
+        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+    else
+        append_row(d->runs_log_fd, b.p, b.len);
     jpd_buf_free(&b);
 }
 
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id)
+int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap)
 {
     /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
      * or link is never written through. */
-    char name[96];
     long long now = (long long)time(NULL);
     for (int attempt = 0; attempt < 100; attempt++) {
         if (attempt == 0)
-            snprintf(name, sizeof name, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
+            snprintf(name, cap, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
         else
-            snprintf(name, sizeof name, "run-%lld-%llu-%d.jpcap", now,
-                     (unsigned long long)run_id, attempt);
+            snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
+                     attempt);
         int fd = openat(d->capture_dir_fd, name,
                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)
@@ -223,6 +242,9 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->capture_dir_fd = -1;
     d->next_run_id = 1;
     d->self_uid = geteuid();
+    /* Past a file size limit a write fails with EFBIG (handled: the runs log and captures
+     * stay whole or go) instead of the signal ending the daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     int r = uv_signal_init(loop, &d->sigterm);
     if (r < 0)
         return r;
@@ -271,10 +293,18 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
         }
     }
     if (cfg->capture_dir) {
-        d->capture_dir_fd = open(cfg->capture_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        /* O_NOFOLLOW: a symlink planted as the directory would send captures elsewhere. */
+        d->capture_dir_fd = open(cfg->capture_dir,
+                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d->capture_dir_fd < 0) {
-            fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n", cfg->capture_dir,
-                    strerror(errno));
+            int e = errno;
+            struct stat st;
+            if (e == ENOTDIR && lstat(cfg->capture_dir, &st) == 0 && S_ISLNK(st.st_mode))
+                fprintf(stderr, "jettprofd: --capture-dir: %s is a symbolic link; name the "
+                                "directory itself\n", cfg->capture_dir);
+            else
+                fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
+                        cfg->capture_dir, strerror(e));
             return -1;
         }
     }
@@ -286,7 +316,9 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
 int jpd_run_private(int fd)
 {
     static const struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = 1,
-                                          .max_ring_bytes = UINT64_MAX};
+                                          .max_ring_bytes = UINT64_MAX,
+                                          .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
+                                          .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET};
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
         fprintf(stderr, "jettprofd: --session-fd: %d is not an open socket\n", fd);
@@ -325,15 +357,64 @@ int jpd_run_private(int fd)
 
 /* ---- long-lived mode ---- */
 
-static int peer_allowed(const struct jpd_daemon *d, const struct ucred *uc)
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux 4.13 */
+#endif
+
+/* 1 when the peer is a member of gid through its supplementary groups (SO_PEERGROUPS: the
+ * groups at connect time, as SO_PEERCRED's ids), 0 when not, -errno when the kernel cannot
+ * say (too old for SO_PEERGROUPS: -ENOPROTOOPT). */
+static int peer_in_group(int fd, gid_t gid)
+{
+    gid_t small[64], *g = small;
+    socklen_t len = sizeof small;
+    int r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    if (r < 0 && errno == ERANGE && len <= 65536u * sizeof(gid_t)) {
+        /* len is now what the kernel needs; NGROUPS_MAX (65536) bounds it */
+        g = malloc(len);
+        if (!g)
+            return -ENOMEM;
+        r = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    }
+    int found = r < 0 ? -errno : 0;
+    for (socklen_t i = 0; r == 0 && i < len / sizeof(gid_t); i++)
+        found |= g[i] == gid;
+    if (g != small)
+        free(g);
+    return found;
+}
+
+static int peer_allowed(const struct jpd_daemon *d, int fd, const struct ucred *uc)
 {
     if (uc->uid == 0 || uc->uid == d->self_uid)
         return 1;
-    /* SO_PEERCRED carries the primary group only; that is what --allow-group matches. */
-    return d->cfg->allow_group >= 0 && uc->gid == (gid_t)d->cfg->allow_group;
+    if (d->cfg->allow_group < 0)
+        return 0;
+    gid_t want = (gid_t)d->cfg->allow_group;
+    if (uc->gid == want)
+        return 1;
+    /* A user added to the group the usual way (useradd -G) has it as a supplementary one. */
+    int r = peer_in_group(fd, want);
+    if (r < 0)
+        jpd_log("cannot read the supplementary groups of uid %u (%s): only its primary group "
+                "counts for --allow-group", (unsigned)uc->uid, strerror(-r));
+    return r > 0;
 }
 
 static void on_accept(uv_poll_t *h, int status, int events);
+
+/* Connections that have not said hello are capped per uid and in all, and each lives at most
+ * the handshake time: one user's silent connections cannot hold the slots others need. */
+static int prehello_full(const struct jpd_daemon *d, uid_t uid)
+{
+    uint32_t mine;
+    uint32_t all = jpd_prehello_count(d, uid, &mine);
+    if (all < JPD_MAX_PREHELLO && mine < JPD_MAX_PREHELLO_PER_UID)
+        return 0;
+    jpd_log("refused a connection from uid %u: %u of its and %u in all wait for their hello",
+            (unsigned)uid, (unsigned)mine, (unsigned)all);
+    return 1;
+}
 
 static void on_accept_retry(uv_timer_t *t)
 {
@@ -369,13 +450,16 @@ static void on_accept(uv_poll_t *h, int status, int events)
         }
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
-        if (!peer_allowed(d, &uc)) {
+        if (!peer_allowed(d, fd, &uc)) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
                                    "this user may not attach to this daemon");
         } else if (d->nsessions >= JPD_MAX_SESSIONS) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "the daemon serves too many connections");
+        } else if (prehello_full(d, uc.uid)) {
+            r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
+                                   "too many connections waiting for their hello");
         } else {
             r = jpd_session_start(d, fd, &peer);
         }
@@ -572,7 +656,9 @@ int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
     m.u.show.outputs = outputs;
     signal(SIGPIPE, SIG_IGN);
     int r = jp_ctl_send(fd, &m, NULL, 0);
-    if (r < 0) {
+    /* A daemon that refuses us answers ERROR and closes, maybe before the request is written:
+     * its answer is still to be read, and says more than the broken pipe. */
+    if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
         fprintf(stderr, "jettprofd: show: cannot send the request: %s\n", strerror(-r));
         close(fd);
         return 1;
@@ -589,8 +675,12 @@ int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            fprintf(stderr, "jettprofd: show: the daemon closed the connection without an "
-                            "answer\n");
+            if (r < 0)
+                fprintf(stderr, "jettprofd: show: cannot send the request: %s\n",
+                        strerror(-r));
+            else
+                fprintf(stderr, "jettprofd: show: the daemon closed the connection without "
+                                "an answer\n");
             break;
         }
         if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {

@@ -30,6 +30,7 @@
 #include "jpd.h"
 
 uint32_t jpd_excerpt_timeout_ms = JPD_EXCERPT_MS;
+uint32_t jpd_handshake_timeout_ms = JPD_HANDSHAKE_MS;
 
 enum {
     S_HELLO,
@@ -64,15 +65,19 @@ struct jpd_session {
     int linger;         /* after an ERROR: drop unread input before closing */
     struct jpd_peer peer;
     uint64_t run_id;
-    struct jp_ctl_decoder *dec;
+    struct jp_ctl_decoder *dec; /* NULL once DONE: nothing more is decoded */
+    size_t buffered;            /* this decoder's share of d->buffered */
     int fds[JPD_MAX_PENDING_FDS];
     unsigned nfds;
     uint32_t mode, outputs;
     struct jp_ring ring;
     int ring_mapped;
     struct jp_engine *eng;
-    struct jp_capture_writer *cap[2];
+    struct jp_capture_writer *cap[2]; /* [0] the client's capture fd, [1] the capture dir's */
     int cap_fd[2];
+    int cap_errno;        /* why the client's capture ended early (0: it did not); reported
+                           * in RESULT, the profile itself is unaffected */
+    char cap_name[96];    /* the capture dir's file, removed if its capture fails */
     struct jpd_out *out_head, *out_tail;
     uint64_t fed;
     uint64_t last_found;  /* slots the last drain found waiting in the ring */
@@ -220,6 +225,11 @@ static void session_done(struct jpd_session *s)
     if (s->closing)
         return;
     set_state(s, S_DONE);
+    /* Nothing is decoded from here on: give back the buffered bytes at once. */
+    s->d->buffered -= s->buffered;
+    s->buffered = 0;
+    jp_ctl_decoder_free(s->dec);
+    s->dec = NULL;
     uv_timer_stop(&s->timer);
     uv_timer_start(&s->timer, on_timer, JPD_FLUSH_MS, 0);
     flush_out(s);
@@ -233,12 +243,43 @@ static void release_ring(struct jpd_session *s)
     }
 }
 
+/* A capture could not be written (err < 0): it stops here and the run goes on. The client's
+ * capture is reported to it in RESULT; a capture-dir file is removed rather than left empty
+ * or cut short, and the log says so. */
+static void capture_failed(struct jpd_session *s, int i, int err)
+{
+    if (s->cap[i]) {
+        jp_capture_writer_free(s->cap[i]);
+        s->cap[i] = NULL;
+    }
+    if (s->cap_fd[i] >= 0) {
+        close(s->cap_fd[i]);
+        s->cap_fd[i] = -1;
+    }
+    if (i == 0) {
+        if (!s->cap_errno)
+            s->cap_errno = -err;
+        if (!s->d->private_mode)
+            jpd_log("run %llu: the client's capture failed (%s); profiling goes on",
+                    (unsigned long long)s->run_id, strerror(-err));
+        return;
+    }
+    int gone = unlinkat(s->d->capture_dir_fd, s->cap_name, 0) == 0;
+    jpd_log("run %llu: its capture failed (%s); %s", (unsigned long long)s->run_id,
+            strerror(-err), gone ? "removed the capture file" : "cannot remove the capture file");
+}
+
 static void free_captures(struct jpd_session *s)
 {
     for (int i = 0; i < 2; i++) {
         if (s->cap[i]) {
-            jp_capture_writer_free(s->cap[i]); /* flushes: a stream without RUN_STOP reads as
-                                                * missing_stop_event */
+            /* a stream without RUN_STOP reads as missing_stop_event */
+            int r = jp_capture_flush(s->cap[i]);
+            if (r < 0) {
+                capture_failed(s, i, r);
+                continue;
+            }
+            jp_capture_writer_free(s->cap[i]);
             s->cap[i] = NULL;
         }
         if (s->cap_fd[i] >= 0) {
@@ -313,6 +354,7 @@ static void finish_run(struct jpd_session *s, uint32_t ending, int deliver)
         m.u.result.human_len = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human_len : 0;
         m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
         m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
+        m.u.result.capture_errno = (uint32_t)s->cap_errno;
         r = send_msg(s, &m);
         if (r < 0)
             jpd_log("run %llu: cannot send its result (%s)", (unsigned long long)s->run_id,
@@ -371,13 +413,11 @@ static int feed(struct jpd_session *s, const void *rec, uint32_t len, const char
         return r;
     s->fed++;
     for (int i = 0; i < 2; i++) {
-        if (s->cap[i] && jp_capture_write(s->cap[i], rec, len) < 0) {
-            /* A full disk loses the capture, not the profile. */
-            jpd_log("run %llu: capture write failed; the capture ends here",
-                    (unsigned long long)s->run_id);
-            jp_capture_writer_free(s->cap[i]);
-            s->cap[i] = NULL;
-        }
+        if (!s->cap[i])
+            continue;
+        int w = jp_capture_write(s->cap[i], rec, len);
+        if (w < 0)
+            capture_failed(s, i, w); /* a full disk loses the capture, not the profile */
     }
     return 0;
 }
@@ -470,6 +510,15 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
                     r = -EPROTO;
                     break;
                 }
+                /* The budgets are the daemon's: a client may lower them, never raise them.
+                 * The capped record is what both the engine and the capture see, so the
+                 * replay of the capture runs under the same budgets as the live profile. */
+                const struct jpd_config *cfg = s->d->cfg;
+                if (rs.cpu_budget_bytes > cfg->max_cpu_budget)
+                    rs.cpu_budget_bytes = cfg->max_cpu_budget;
+                if (rs.retention_budget_bytes > cfg->max_retention_budget)
+                    rs.retention_budget_bytes = cfg->max_retention_budget;
+                memcpy(s->rec, &rs, sizeof rs);
             }
             r = capturing ? feed(s, s->rec, h.size, why)
                           : jp_engine_feed(s->eng, s->rec, h.size, why);
@@ -500,6 +549,8 @@ static void begin_excerpts(struct jpd_session *s)
     }
     if (count > JP_CTL_MAX_EXCERPT_KEYS)
         count = JP_CTL_MAX_EXCERPT_KEYS;
+    /* EXCERPTS is the one large frame a client sends, and only in answer to this request. */
+    (void)jp_ctl_decoder_set_max_frame(s->dec, JPD_MAX_CLIENT_FRAME);
     struct jp_ctl_msg m = {.type = JP_CTL_EXCERPT_REQUEST};
     m.u.excerpt_request.keys = keys;
     m.u.excerpt_request.count = count;
@@ -607,6 +658,9 @@ static void on_timer(uv_timer_t *t)
     switch (s->state) {
     case S_HELLO:
     case S_RING:
+        if (!s->d->private_mode)
+            jpd_log("closing a connection of uid %u: no hello and ring within %u ms",
+                    (unsigned)s->peer.uid, (unsigned)jpd_handshake_timeout_ms);
         fail(s, JP_CTLE_BAD_MESSAGE, "no hello and ring within the handshake time");
         return;
     case S_LIVE:
@@ -752,26 +806,25 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     struct jp_capture_meta meta = {.mode = s->mode, .pid = (uint32_t)s->peer.pid,
                                    .run_id = s->run_id};
     if (cap_fd >= 0) {
+        /* Only a regular file: writing to a pipe, socket or terminal could block the loop.
+         * A capture that cannot be had is reported with the result; the run goes on. */
         int fl = fcntl(cap_fd, F_GETFL);
         if (fstat(cap_fd, &st) < 0 || !S_ISREG(st.st_mode) || fl < 0 ||
             (fl & O_ACCMODE) == O_RDONLY) {
-            fail(s, JP_CTLE_BAD_CAPTURE, "the capture fd is not a writable regular file");
-            return;
-        }
-        if (jp_capture_writer_new(cap_fd, &meta, &s->cap[0]) < 0) {
-            fail(s, JP_CTLE_BAD_CAPTURE, "the capture file cannot be written");
-            return;
+            capture_failed(s, 0, -EINVAL);
+        } else {
+            int w = jp_capture_writer_new(cap_fd, &meta, &s->cap[0]);
+            if (w < 0)
+                capture_failed(s, 0, w);
         }
     }
     if (s->d->capture_dir_fd >= 0) {
-        int fd = jpd_daemon_open_capture(s->d, s->run_id);
+        int fd = jpd_daemon_open_capture(s->d, s->run_id, s->cap_name, sizeof s->cap_name);
         if (fd >= 0) {
             s->cap_fd[1] = fd;
-            if (jp_capture_writer_new(fd, &meta, &s->cap[1]) < 0) {
-                jpd_log("run %llu: cannot start its capture", (unsigned long long)s->run_id);
-                close(fd);
-                s->cap_fd[1] = -1;
-            }
+            int w = jp_capture_writer_new(fd, &meta, &s->cap[1]);
+            if (w < 0)
+                capture_failed(s, 1, w);
         } else {
             jpd_log("run %llu: cannot create its capture file (%s)",
                     (unsigned long long)s->run_id, strerror(-fd));
@@ -828,12 +881,10 @@ static void on_show(struct jpd_session *s, const struct jp_ctl_msg *m)
         fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");
         return;
     }
-    if (!k) {
-        fail(s, JP_CTLE_NO_SUCH_RUN, "no finished run with this id is kept");
-        return;
-    }
-    if (s->peer.uid != 0 && s->peer.uid != k->uid) {
-        fail(s, JP_CTLE_PERMISSION_DENIED, "the run belongs to another user");
+    /* One answer for a run that is not kept and one of another user: telling them apart
+     * would tell other users which run ids exist. */
+    if (!k || (s->peer.uid != 0 && s->peer.uid != k->uid)) {
+        fail(s, JP_CTLE_NO_SUCH_RUN, "no such run visible to you");
         return;
     }
     struct jp_ctl_msg r = {.type = JP_CTL_RESULT};
@@ -926,6 +977,17 @@ static void on_eof(struct jpd_session *s)
     }
 }
 
+/* Brings the daemon's count of buffered frame bytes up to date with this session's decoder.
+ * -ENOBUFS when the total is past JPD_MAX_BUFFERED: a partial frame of each of many
+ * connections must not add up to an unbounded daemon. */
+static int account_buffered(struct jpd_session *s)
+{
+    size_t now = jp_ctl_decoder_pending(s->dec);
+    s->d->buffered = s->d->buffered - s->buffered + now;
+    s->buffered = now;
+    return s->d->buffered > JPD_MAX_BUFFERED ? -ENOBUFS : 0;
+}
+
 static void read_input(struct jpd_session *s)
 {
     uint8_t buf[65536];
@@ -964,8 +1026,19 @@ static void read_input(struct jpd_session *s)
         }
         int r = jp_ctl_decoder_feed(s->dec, buf, (size_t)n);
         if (r < 0) {
-            fail(s, JP_CTLE_BAD_MESSAGE, r == -EMSGSIZE ? "control frame larger than allowed"
-                                                        : "control frame cannot be buffered");
+            if (!s->d->private_mode)
+                jpd_log("closing a connection of uid %u: %s", (unsigned)s->peer.uid,
+                        r == -EMSGSIZE ? "control frame larger than allowed"
+                                       : "out of memory buffering a control frame");
+            fail(s, r == -ENOMEM ? JP_CTLE_INTERNAL : JP_CTLE_BAD_MESSAGE,
+                 r == -EMSGSIZE ? "control frame larger than allowed"
+                                : "the daemon is out of memory");
+            return;
+        }
+        if (account_buffered(s) < 0) {
+            jpd_log("closing a connection of uid %u: the daemon holds %zu bytes of unfinished "
+                    "control frames, its limit", (unsigned)s->peer.uid, (size_t)JPD_MAX_BUFFERED);
+            fail(s, JP_CTLE_BAD_MESSAGE, "the daemon holds too many unfinished control frames");
             return;
         }
         for (;;) {
@@ -982,6 +1055,7 @@ static void read_input(struct jpd_session *s)
             if (s->state == S_DONE || s->closing || s->eof)
                 return;
         }
+        (void)account_buffered(s); /* only shrinks here: whole frames were taken */
     }
 }
 
@@ -1048,6 +1122,7 @@ static void on_closed(uv_handle_t *h)
     if (s->next)
         s->next->prev = s->prev;
     d->nsessions--;
+    d->buffered -= s->buffered;
     free(s);
     jpd_daemon_session_gone(d);
 }
@@ -1079,7 +1154,7 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     s->fd = fd;
     s->peer = *peer;
     s->cap_fd[0] = s->cap_fd[1] = -1;
-    int r = jp_ctl_decoder_new(JPD_MAX_CLIENT_FRAME, &s->dec);
+    int r = jp_ctl_decoder_new(JPD_MAX_SMALL_FRAME, &s->dec);
     if (r < 0) {
         close(fd);
         free(s);
@@ -1114,7 +1189,7 @@ int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer)
     if (r < 0)
         return r;
     s->state = S_HELLO;
-    uv_timer_start(&s->timer, on_timer, JPD_HANDSHAKE_MS, 0);
+    uv_timer_start(&s->timer, on_timer, jpd_handshake_timeout_ms, 0);
     session_update_poll(s);
     return 0;
 }
@@ -1167,6 +1242,18 @@ uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid)
         if (s->peer.uid == uid && s->run_id != 0 && !s->run_finished && !s->closing &&
             s->state != S_DONE)
             n++;
+    return n;
+}
+
+uint32_t jpd_prehello_count(const struct jpd_daemon *d, uid_t uid, uint32_t *mine)
+{
+    uint32_t n = 0, m = 0;
+    for (const struct jpd_session *s = d->sessions; s; s = s->next)
+        if (s->state == S_HELLO && !s->closing) {
+            n++;
+            m += s->peer.uid == uid;
+        }
+    *mine = m;
     return n;
 }
 

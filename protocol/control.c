@@ -102,6 +102,7 @@ static const struct field result_fields[] = {
     STR(result, reason),
     STR(result, human),
     STR(result, toon),
+    U32(result, capture_errno, 0, 4095),
 };
 static const struct field show_fields[] = {
     U64(show, run_id),
@@ -308,6 +309,14 @@ int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out)
         return -ENOMEM;
     d->max_frame = max_frame;
     *out = d;
+    return 0;
+}
+
+int jp_ctl_decoder_set_max_frame(struct jp_ctl_decoder *d, uint32_t max_frame)
+{
+    if (!d || max_frame == 0 || max_frame > JP_CTL_MAX_FRAME)
+        return -EINVAL;
+    d->max_frame = max_frame;
     return 0;
 }
 

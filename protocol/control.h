@@ -111,6 +111,7 @@ struct jp_ctl_msg {
             const char *reason; size_t reason_len; /* "" when complete */
             const char *human; size_t human_len;   /* "" unless requested */
             const char *toon; size_t toon_len;     /* "" unless requested */
+            uint32_t capture_errno; /* 0, or the errno that ended the run's capture early */
         } result;
         struct {
             uint32_t code; /* enum jp_ctl_error */
@@ -126,6 +127,10 @@ int jp_ctl_encode(const struct jp_ctl_msg *m, uint8_t **out, size_t *out_len);
 struct jp_ctl_decoder; /* opaque */
 int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out);
 void jp_ctl_decoder_free(struct jp_ctl_decoder *d);
+/* Changes the largest frame accepted (1..JP_CTL_MAX_FRAME, else -EINVAL): every frame not yet
+ * returned is checked against the new bound. A reader lets a peer send large frames only where
+ * the protocol expects them. Once -EMSGSIZE was returned it stays. */
+int jp_ctl_decoder_set_max_frame(struct jp_ctl_decoder *d, uint32_t max_frame);
 /* Appends received bytes. -EMSGSIZE as soon as a frame header announces more than max_frame. */
 int jp_ctl_decoder_feed(struct jp_ctl_decoder *d, const uint8_t *bytes, size_t len);
 /* Takes the next complete message: 1 and *m filled, 0 when more bytes are needed, or -EPROTO

@@ -123,17 +123,27 @@ static int header_valid(const struct jp_ring_shared *h, uint64_t real_size)
            all_zero(h->reserved3, sizeof h->reserved3);
 }
 
+/* The seals every ring fd must carry before its size means anything: without SHRINK the peer
+ * can truncate the file under our mapping (SIGBUS on the next read), without GROW the size we
+ * checked is not the size that stays, and without SEAL it could still change either. */
+#define RING_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
 int jp_ring_map(int fd, struct jp_ring *out)
 {
     if (!out || fd < 0)
         return -EINVAL;
+    /* Seals first, size second: a size read before the seals were confirmed may already be
+     * stale (the peer shrinks the file, then seals it). Once all three seals are set the size
+     * can never change again, so the fstat below reads the size we map. */
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0)
+        return errno == EBADF ? -EBADF : -EPROTO; /* EINVAL: a file that cannot be sealed */
+    if ((seals & RING_SEALS) != RING_SEALS)
+        return -EPROTO;
     struct stat st;
     if (fstat(fd, &st) < 0)
         return -errno;
     if (!S_ISREG(st.st_mode) || st.st_size < (off_t)JP_RING_HEADER_SIZE)
-        return -EPROTO;
-    int seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK))
         return -EPROTO;
     uint64_t real_size = (uint64_t)st.st_size;
     if (real_size > JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MAX_SLOTS * JP_SLOT_SIZE)

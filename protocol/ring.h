@@ -69,9 +69,10 @@ struct jp_ring {
  * [JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS]. 0 or -errno (-EINVAL for a bad slot_count). */
 int jp_ring_create(uint32_t slot_count, struct jp_ring *out);
 /* Maps a ring from an fd received from an untrusted peer: validates magic, version,
- * header_size, slot_size, power-of-two slot_count within limits, data_size, that the fd's
- * real size (fstat) equals header + data, that it is sealed against shrinking (else the peer
- * could truncate it under us and turn our next read into SIGBUS), that closed is 0 or 1, that
+ * header_size, slot_size, power-of-two slot_count within limits, data_size, that the fd is
+ * sealed with F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL (checked before the size is read: else
+ * the peer could truncate it under us and turn our next read into SIGBUS), that its real size
+ * (fstat, read after the seals) equals header + data, that closed is 0 or 1, that
  * head - tail <= slot_count and that the reserved bytes are zero. -EPROTO (bad field) / -errno.
  * Takes ownership of fd only on success. */
 int jp_ring_map(int fd, struct jp_ring *out);

@@ -122,7 +122,10 @@ struct jettprof_config {
                                two, 64..16777216; each slot is 32 bytes */
     jettprof_excerpt_fn excerpt; /* may be NULL: excerpts unavailable */
     void *excerpt_user;
-    /* Test and embedding knobs; 0 means the contract's default. */
+    /* Test and embedding knobs; 0 means the contract's default. They can only lower the
+     * daemon's budgets: the daemon caps each at its own ceiling (the contract's 32 MiB CPU and
+     * 64 MiB retention unless the operator of `jettprofd serve` set another with
+     * --max-cpu-budget / --max-retention-budget), so asking for more runs at that ceiling. */
     uint64_t cpu_budget_bytes;       /* default 33554432 */
     uint64_t retention_budget_bytes; /* default 67108864 */
 };
@@ -256,6 +259,11 @@ struct jettprof_result {
     int collector_failed; /* 1: collection failed after user code started */
     char *human; size_t human_len; /* NUL-terminated, NULL unless requested */
     char *toon; size_t toon_len;   /* the `profile:` TOON object, indent 0 */
+    /* 0, or the positive errno that ended the run's capture (cfg->capture_fd) early: ENOSPC
+     * or EFBIG when a write failed, EINVAL when the fd is not a writable regular file. The
+     * profile is unaffected (still the live one); only the capture file is missing or cut
+     * short, and the caller should tell the user so. */
+    int capture_errno;
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -549,6 +550,108 @@ Test(e2e, capture_fd_receives_the_stream, .timeout = 60)
     close(fd);
 }
 
+/* The TOON profile without its wall_duration_ns line: the one figure two runs of the same
+ * host never share. */
+static char *timeless(const char *toon)
+{
+    char *out = malloc(strlen(toon) + 1), *o = out;
+    cr_assert_not_null(out);
+    for (const char *p = toon; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+        const char *w = strstr(p, "wall_duration_ns:");
+        if (!w || w >= p + n) {
+            memcpy(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = '\0';
+    return out;
+}
+
+static void same_profile(const struct jettprof_result *a, const struct jettprof_result *b)
+{
+    char *x = timeless(a->toon), *y = timeless(b->toon);
+    cr_assert(strstr(a->toon, "wall_duration_ns:") && strlen(x) < strlen(a->toon));
+    cr_assert_str_eq(x, y);
+    free(x);
+    free(y);
+}
+
+/* A small deterministic memory run with the given capture fd; the result in *res. The
+ * soft RLIMIT_FSIZE in force at start is the private daemon's (it inherits it). */
+static void capture_run(int capture_fd, rlim_t fsize, struct jettprof_result *res)
+{
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    c.capture_fd = capture_fd;
+    c.ring_slots = 4096; /* 128 KiB: the ring's memfd must fit under the file size limit */
+    struct rlimit old, lim;
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = fsize < old.rlim_max ? fsize : old.rlim_max; /* the soft limit only */
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit fails with EFBIG instead */
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    cr_assert_eq(r, 0, "%s", jettprof_last_reason());
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &src), 0);
+    for (uint32_t f = 0; f < 50; f++) {
+        char fn[16];
+        snprintf(fn, sizeof fn, "f%u", f);
+        cr_assert_eq(jettprof_enter(t, frame(run, src, "app", fn, 10 + f)), 0);
+        for (uint64_t i = 0; i < 400; i++) {
+            uint64_t id;
+            cr_assert_eq(jettprof_alloc(t, 16 + (f * 7 + i) % 300, &id), 0);
+            if (i % 3 == 0)
+                cr_assert_eq(jettprof_free(t, id, 16 + (f * 7 + i) % 300), 0);
+        }
+        jettprof_leave(t);
+    }
+    jettprof_thread_unregister(t);
+    res->size = sizeof *res;
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, res), 0);
+}
+
+/* A capture that cannot be written loses the capture, never the profile: the run's profile is
+ * the one it gets without a capture, and the result says why the capture failed. */
+Test(e2e, a_failed_capture_keeps_the_live_profile_and_reports_its_errno, .timeout = 60)
+{
+    need_daemon();
+    struct jettprof_result plain, full, big;
+    capture_run(-1, RLIM_INFINITY, &plain);
+    cr_assert_eq(plain.status, JETTPROF_STATUS_COMPLETE, "reason %s", plain.reason);
+    cr_assert_eq(plain.capture_errno, 0);
+
+    int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    cr_assert_geq(fd, 0);
+    capture_run(fd, RLIM_INFINITY, &full);
+    close(fd);
+    cr_assert_eq(full.collector_failed, 0, "reason %s", full.reason);
+    cr_assert_eq(full.status, JETTPROF_STATUS_COMPLETE, "reason %s", full.reason);
+    cr_assert_eq(full.capture_errno, EINVAL, "not a regular file: %d", full.capture_errno);
+    same_profile(&full, &plain);
+
+    /* A regular file whose writes fail part way (the daemon's file size limit): EFBIG. */
+    char path[] = "/tmp/jp_agent_captureXXXXXX";
+    fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    unlink(path);
+    capture_run(fd, 256 * 1024, &big); /* the capture of 20000 events is ~650 KB */
+    close(fd);
+    cr_assert_eq(big.collector_failed, 0, "reason %s", big.reason);
+    cr_assert_eq(big.status, JETTPROF_STATUS_COMPLETE, "reason %s", big.reason);
+    cr_assert_eq(big.capture_errno, EFBIG, "capture errno %d", big.capture_errno);
+    same_profile(&big, &plain);
+    jettprof_result_release(&plain);
+    jettprof_result_release(&full);
+    jettprof_result_release(&big);
+}
+
 Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run, .timeout = 60)
 {
     need_daemon();
@@ -566,13 +669,11 @@ Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run, .timeout = 60)
 
 /* ---- a long-lived daemon ---- */
 
-Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+/* `jettprofd serve` on dir/d.sock (dir: a mkdtemp template); returns once the socket exists. */
+static pid_t spawn_serve(char *dir, char *sock, size_t cap)
 {
-    need_daemon();
-    char dir[] = "/tmp/jp_agent_serveXXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    char sock[128];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(sock, cap, "%s/d.sock", dir);
     char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
     pid_t d;
     cr_assert_eq(posix_spawn(&d, getenv("JETTPROFD"), NULL, NULL, argv, environ), 0);
@@ -580,6 +681,15 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
     for (int i = 0; i < 200 && stat(sock, &st) != 0; i++)
         usleep(10000);
     cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
+    return d;
+}
+
+Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    char sock[128];
+    pid_t d = spawn_serve(dir, sock, sizeof sock);
     setenv("JETTPROFD_SOCKET", sock, 1);
     struct jettprof_result res;
     struct mem_model tot, build, cache;
@@ -595,6 +705,52 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
     int status;
     cr_assert_eq(waitpid(d, &status, 0), d);
     unlink(sock);
+    rmdir(dir);
+}
+
+/* SIGTERM on `jettprofd serve` with this run in flight: the daemon delivers it as a partial
+ * `interrupted` profile before it exits, and the host gets that profile from finish, not a
+ * collector failure. */
+Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted, .timeout = 60)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    char sock[128];
+    pid_t d = spawn_serve(dir, sock, sizeof sock);
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0, "%s", jettprof_last_reason());
+    unsetenv("JETTPROFD_SOCKET");
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &src), 0);
+    cr_assert_eq(jettprof_enter(t, frame(run, src, "app", "build", 3)), 0);
+    for (int i = 0; i < 100; i++) {
+        uint64_t id;
+        cr_assert_eq(jettprof_alloc(t, 64, &id), 0);
+    }
+    /* Give the daemon's drain timer a few turns so the allocations are consumed. */
+    usleep(200000);
+    kill(d, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(d, &status, 0), d);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "daemon exit %d", status);
+    uint64_t id;
+    (void)jettprof_alloc(t, 64, &id); /* after the daemon left: not in the profile */
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.collector_failed, 0, "reason %s", res.reason);
+    cr_assert_eq(res.status, JETTPROF_STATUS_PARTIAL, "status %u reason %s", res.status,
+                 res.reason);
+    cr_assert_str_eq(res.reason, "interrupted");
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), 100, "%s", res.toon);
+    free(j);
+    jettprof_result_release(&res);
     rmdir(dir);
 }
 

@@ -2,6 +2,7 @@
 #include "support.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -41,6 +42,8 @@ void jpt_stream_init(struct jpt_stream *s, uint32_t mode, uint32_t seed, uint64_
     s->with_stop = 1;
     s->threshold_bp = 500;
     s->limit = 10;
+    s->cpu_budget = 33554432u;
+    s->retention_budget = 67108864u;
     s->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed * 0x100000001b3ull) ^ mode;
     if (!s->rng)
         s->rng = 1;
@@ -84,8 +87,8 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             r.limit = s->limit;
             r.capabilities = 0xffu;
             r.pid = 4242;
-            r.cpu_budget_bytes = 33554432u;
-            r.retention_budget_bytes = 67108864u;
+            r.cpu_budget_bytes = s->cpu_budget;
+            r.retention_budget_bytes = s->retention_budget;
             memcpy(buf, &r, sizeof r);
             s->phase = PH_SRC;
             s->i = 0;
@@ -495,6 +498,7 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
             out->human_len = m.u.result.human_len;
             out->toon = dup_n(m.u.result.toon, m.u.result.toon_len);
             out->toon_len = m.u.result.toon_len;
+            out->capture_errno = m.u.result.capture_errno;
             return 0;
         }
         if (m.type == JP_CTL_ERROR) {
@@ -608,6 +612,13 @@ out:
 }
 
 /* ---- processes ---- */
+
+void jpt_become(uid_t uid, gid_t gid)
+{
+    gid_t only[1] = {gid};
+    if (setgroups(1, only) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+        _exit(99);
+}
 
 const char *jpt_daemon_bin(void)
 {

@@ -23,6 +23,7 @@ struct jpt_stream {
     uint64_t events;
     int with_stop;
     uint32_t threshold_bp, limit;
+    uint64_t cpu_budget, retention_budget; /* RUN_START's budgets: the contract's by default */
     /* generator state */
     uint32_t phase, i;
     uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */
@@ -49,6 +50,7 @@ struct jpt_result {
     uint32_t error_code; /* set when the daemon answered ERROR */
     char error[256];
     uint64_t run_id;
+    uint32_t capture_errno; /* RESULT's: why the client's capture ended early, 0 if it did not */
 };
 void jpt_result_free(struct jpt_result *r);
 
@@ -82,6 +84,9 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
 /* The profile the engine gives for the same stream, with the same excerpts: what the daemon
  * must deliver. */
 int jpt_expected(struct jpt_stream *s, struct jpt_result *out);
+
+/* In a forked child: become uid with gid as the primary and only group (exits 99 on failure). */
+void jpt_become(uid_t uid, gid_t gid);
 
 /* Processes. */
 const char *jpt_daemon_bin(void);

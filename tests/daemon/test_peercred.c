@@ -2,6 +2,7 @@
  * admits a group; `show` shows a run only to its uid or root; per-uid caps on concurrent runs
  * and ring size. The test runs as root and drops to other uids in forked children. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,19 +16,12 @@
 
 #define GROUP 4242u
 
-static void become(uid_t uid, gid_t gid)
-{
-    gid_t none[1] = {gid};
-    if (setgroups(1, none) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-        _exit(99);
-}
-
 /* In a child as uid/gid: connect and say hello. Exit 0 on WELCOME, 10 + code on ERROR. */
 static int hello_as(const char *sock, uid_t uid, gid_t gid)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        become(uid, gid);
+        jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -52,7 +46,7 @@ static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
     cr_assert_eq(pipe(p), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        become(uid, gid);
+        jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -83,7 +77,7 @@ static int show_as(const char *sock, uid_t uid, gid_t gid, uint64_t run_id)
     pid_t pid = fork();
     if (pid == 0) {
         if (uid != 0)
-            become(uid, gid);
+            jpt_become(uid, gid);
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -158,7 +152,8 @@ Test(peercred, an_allowed_group_attaches_and_show_is_for_the_owner_only)
     uint64_t id = run_as(sock, 4001, GROUP);
     cr_assert_gt(id, 0);
     cr_assert_eq(show_as(sock, 4001, GROUP, id), 0);
-    cr_assert_eq(show_as(sock, 4002, GROUP, id), 10 + JP_CTLE_PERMISSION_DENIED);
+    cr_assert_eq(show_as(sock, 4002, GROUP, id), 10 + JP_CTLE_NO_SUCH_RUN,
+                 "another user's run reads as no such run");
     cr_assert_eq(show_as(sock, 0, 0, id), 0);
     cr_assert_eq(show_as(sock, 4001, GROUP, id + 1000), 10 + JP_CTLE_NO_SUCH_RUN);
     /* Not in the group: refused before anything else. */
@@ -182,7 +177,7 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
     cr_assert_eq(pipe(p), 0);
     pid_t child = fork();
     if (child == 0) {
-        become(4001, GROUP);
+        jpt_become(4001, GROUP);
         struct jpt_client c[3];
         struct jpt_stream s;
         jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
@@ -219,6 +214,120 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
     cr_assert_eq(a.u.error.code, JP_CTLE_BAD_RING);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+/* `jettprofd show` as uid/gid: its exit status, stderr in *err. */
+static int show_cmd_as(const char *sock, uid_t uid, gid_t gid, const char *id, char **err)
+{
+    int ep[2];
+    cr_assert_eq(pipe(ep), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        jpt_become(uid, gid);
+        dup2(ep[1], STDERR_FILENO);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        char *argv[] = {(char *)jpt_daemon_bin(), (char *)"show", (char *)id,
+                        (char *)"--socket", (char *)sock, NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(ep[1]);
+    *err = jpt_slurp_fd(ep[0]);
+    close(ep[0]);
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+Test(peercred, show_refused_prints_the_daemons_reason)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+    cr_assert_eq(chmod(sock, 0666), 0);
+    /* The daemon may close before the request is written (then the send fails with EPIPE):
+     * whichever way each attempt races, the reason must be printed. */
+    for (int i = 0; i < 40; i++) {
+        char *err;
+        cr_assert_eq(show_cmd_as(sock, 4001, 4001, "1", &err), 1);
+        cr_assert(strstr(err, "permission_denied") && strstr(err, "may not attach"),
+                  "attempt %d: stderr: %s", i, err);
+        free(err);
+    }
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t id = run_as(sock, 4001, GROUP);
+    char ids[2][32];
+    snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
+    snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
+    char *foreign, *missing;
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[0], &foreign), 1);
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[1], &missing), 1);
+    cr_assert_str_eq(foreign, missing, "the answers must not tell the two apart");
+    cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
+    free(foreign);
+    free(missing);
+    stop(d);
+    rmdir(dir);
+    free(dir);
+}
+
+/* A user in the allowed group as a supplementary group (useradd -G), not its primary one, is
+ * admitted; one in neither is not. */
+Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    cr_assert_eq(chmod(sock, 0666), 0); /* the file mode is not what is tested */
+    static const gid_t sets[2][3] = {{4001, 4300, GROUP}, {4001, 4300, 4301}};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (setgroups(3, sets[k]) < 0 || setresgid(4001, 4001, 4001) < 0 ||
+                setresuid(4001, 4001, 4001) < 0)
+                _exit(99);
+            struct jpt_client c;
+            if (jpt_client_connect(&c, sock) < 0)
+                _exit(98);
+            struct jpt_stream s;
+            jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
+            uint64_t id;
+            struct jpt_result err;
+            memset(&err, 0, sizeof err);
+            int r = jpt_client_hello(&c, &s, JP_OUT_HUMAN, &id, &err);
+            _exit(r == 0 ? 0 : err.error_code ? 10 + (int)err.error_code : 97);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        cr_assert(WIFEXITED(st));
+        if (k == 0)
+            cr_assert_eq(WEXITSTATUS(st), 0, "supplementary member refused: %d",
+                         WEXITSTATUS(st));
+        else
+            cr_assert_eq(WEXITSTATUS(st), 10 + JP_CTLE_PERMISSION_DENIED);
+    }
     stop(d);
     rmdir(dir);
     free(dir);

@@ -529,6 +529,21 @@ Test(control_strict, deep_nesting_is_a_protocol_error_not_out_of_memory)
     }
 }
 
+Test(control_strict, a_raised_frame_bound_admits_larger_frames_from_then_on)
+{
+    struct jp_ctl_decoder *d;
+    cr_assert_eq(jp_ctl_decoder_new(16, &d), 0, "decoder");
+    static const uint8_t hdr[4] = {100, 0, 0, 0};
+    cr_assert_eq(jp_ctl_decoder_set_max_frame(d, 0), -EINVAL, "bound 0");
+    cr_assert_eq(jp_ctl_decoder_set_max_frame(d, JP_CTL_MAX_FRAME + 1), -EINVAL, "above the cap");
+    cr_assert_eq(jp_ctl_decoder_set_max_frame(d, 100), 0, "raise");
+    cr_assert_eq(jp_ctl_decoder_feed(d, hdr, sizeof hdr), 0, "100 bytes now fit");
+    cr_assert_eq(jp_ctl_decoder_set_max_frame(d, 99), 0, "lower");
+    static const uint8_t more[1] = {0};
+    cr_assert_eq(jp_ctl_decoder_feed(d, more, 1), -EMSGSIZE, "the buffered header is rechecked");
+    jp_ctl_decoder_free(d);
+}
+
 Test(control_strict, oversize_frame_is_refused_before_buffering)
 {
     struct jp_ctl_decoder *d;

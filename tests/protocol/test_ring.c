@@ -338,7 +338,8 @@ static int make_memfd(uint64_t size, int seal)
     cr_assert_geq(fd, 0, "memfd");
     cr_assert_eq(ftruncate(fd, (off_t)size), 0, "ftruncate");
     if (seal)
-        cr_assert_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0, "seal");
+        cr_assert_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), 0,
+                     "seal");
     return fd;
 }
 
@@ -392,6 +393,24 @@ Test(ring_map, checks_the_real_size_and_seals)
 
     cr_assert_eq(jp_ring_map(-1, &cons), -EINVAL, "no fd");
     cr_assert_eq(jp_ring_map(12345, &cons), -EBADF, "closed fd");
+}
+
+/* Every seal the protocol requires, each one missing in turn: a file that can still grow, or
+ * whose seals can still change, is refused like one that can shrink. */
+Test(ring_map, refuses_a_memfd_missing_a_seal)
+{
+    static const int partial[] = {0, F_SEAL_SHRINK, F_SEAL_SHRINK | F_SEAL_GROW,
+                                  F_SEAL_SHRINK | F_SEAL_SEAL, F_SEAL_GROW | F_SEAL_SEAL};
+    uint64_t good = JP_RING_HEADER_SIZE + 128u * JP_SLOT_SIZE;
+    for (size_t i = 0; i < sizeof partial / sizeof partial[0]; i++) {
+        struct jp_ring cons;
+        int fd = make_memfd(good, 0);
+        write_header(fd, 128);
+        if (partial[i])
+            cr_assert_eq(fcntl(fd, F_ADD_SEALS, partial[i]), 0, "seal");
+        cr_assert_eq(jp_ring_map(fd, &cons), -EPROTO, "seals 0x%x refused", partial[i]);
+        close(fd);
+    }
 }
 
 Test(ring_consumer, survives_a_producer_rewriting_head)

@@ -6,11 +6,14 @@
  * many times in a small ring. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -192,4 +195,97 @@ Test(ring_stress, two_threads_move_records_in_order, .timeout = 120)
     cr_assert_eq(c.sum, a.sum, "checksums agree");
     cr_assert_gt(c.pads, 0, "PAD records occurred");
     jp_ring_unmap(&prod); /* cons shares the mapping */
+}
+
+/* The seal race: a hostile peer hands over an unsealed memfd of the right size and, while the
+ * consumer is mapping it, shrinks it to one page and then seals it. A consumer that read the
+ * size before confirming the seals would map the old size and take SIGBUS on the first slot past
+ * the new end. Tried for a bounded number of rounds and at most a few seconds: every round must
+ * be refused (a shrunk or unsealed file is never a ring) and nothing may fault. */
+#define RACE_SLOTS 1024u /* 32 KiB of slots: many pages past the one the file shrinks to */
+#define RACE_ROUNDS 200000u
+#define RACE_SECONDS 3
+
+struct race {
+    int fd;          /* the round's memfd; -1 while none is offered */
+    uint32_t round;  /* the round the consumer has finished */
+    uint32_t stop;
+};
+
+static void *race_attacker(void *p)
+{
+    struct race *rc = p;
+    uint64_t map_size = JP_RING_HEADER_SIZE + (uint64_t)RACE_SLOTS * JP_SLOT_SIZE;
+    uint32_t x = 2463534242u;
+    for (uint32_t round = 1; !__atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE); round++) {
+        int fd = memfd_create("race-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0 || ftruncate(fd, (off_t)map_size) < 0)
+            abort();
+        struct jp_ring_shared h;
+        memset(&h, 0, sizeof h);
+        h.magic = JP_RING_MAGIC;
+        h.version = JP_RING_VERSION;
+        h.header_size = JP_RING_HEADER_SIZE;
+        h.slot_size = JP_SLOT_SIZE;
+        h.slot_count = RACE_SLOTS;
+        h.data_size = (uint64_t)RACE_SLOTS * JP_SLOT_SIZE;
+        if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+            abort();
+        /* Release: the header written above is in the file before the consumer sees the fd. */
+        __atomic_store_n(&rc->fd, fd, __ATOMIC_RELEASE);
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        for (volatile uint32_t spin = x % 4096u; spin; spin--)
+            ;
+        if (ftruncate(fd, 4096) < 0 ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+            abort();
+        /* Acquire: pairs with the consumer's release of `round` once it is done with fd. */
+        while (__atomic_load_n(&rc->round, __ATOMIC_ACQUIRE) != round &&
+               !__atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE))
+            sched_yield();
+        close(fd);
+    }
+    return NULL;
+}
+
+Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size, .timeout = 60)
+{
+    struct race rc = {-1, 0, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, race_attacker, &rc), 0, "thread");
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    uint32_t mapped = 0, rounds = 0;
+    for (uint32_t round = 1; round <= RACE_ROUNDS; round++) {
+        int fd;
+        while ((fd = __atomic_exchange_n(&rc.fd, -1, __ATOMIC_ACQUIRE)) < 0)
+            ;
+        struct jp_ring cons;
+        int mine = dup(fd);
+        cr_assert_geq(mine, 0, "dup");
+        int r = jp_ring_map(mine, &cons);
+        if (r == 0) {
+            /* Read every slot: past the shrunk end this is where SIGBUS would strike. */
+            volatile const uint8_t *p = cons.data;
+            uint32_t sum = 0;
+            for (uint64_t i = 0; i < (uint64_t)RACE_SLOTS * JP_SLOT_SIZE; i += JP_SLOT_SIZE)
+                sum += p[i];
+            (void)sum;
+            jp_ring_unmap(&cons);
+            mapped++;
+        } else {
+            close(mine); /* the map takes the fd only on success */
+            cr_assert_eq(r, -EPROTO, "round %u: refused as a protocol error, got %d", round, r);
+        }
+        rounds = round;
+        __atomic_store_n(&rc.round, round, __ATOMIC_RELEASE);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec >= RACE_SECONDS)
+            break;
+    }
+    __atomic_store_n(&rc.stop, 1u, __ATOMIC_RELEASE);
+    cr_assert_eq(pthread_join(t, NULL), 0, "join");
+    cr_log_info("%u rounds", rounds);
+    cr_assert_eq(mapped, 0, "%u of %u rounds mapped a file that was shrunk or unsealed", mapped,
+                 rounds);
 }
