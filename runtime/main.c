@@ -491,6 +491,7 @@ static int run_command(int argc, char **argv)
     char *profile = NULL;
     size_t profile_len = 0;
     bool collector_failed = false;
+    int capture_errno = 0;
 #ifdef JETT_HAVE_AGENT
     struct jettprof_result res = {.size = sizeof res};
     bool have_res = false;
@@ -502,6 +503,7 @@ static int run_command(int argc, char **argv)
         R->run = NULL;
         have_res = true;
         collector_failed = res.collector_failed != 0 || r < 0;
+        capture_errno = res.capture_errno;
         if (agent && res.toon) {
             profile = res.toon;
             profile_len = res.toon_len;
@@ -536,6 +538,14 @@ static int run_command(int argc, char **argv)
         }
         if (collector_failed && R->outcome == JT_OUT_RETURNED)
             fputs("profiler: collector failure\n", stderr);
+        fflush(stderr);
+    }
+    /* The capture is an extra the user asked for, not part of the run's result: its failure
+     * changes neither the profile (still the live one) nor the exit status, but is never
+     * silent. Written to stderr in both modes, after the envelope or the report. */
+    if (capture_errno) {
+        fprintf(stderr, "profiler: capture failed: %s; the capture file holds only what was "
+                "written before the failure, the profile is unaffected\n", strerror(capture_errno));
         fflush(stderr);
     }
 #ifdef JETT_HAVE_AGENT

@@ -237,3 +237,53 @@ Test(capture_file, a_setup_failure_leaves_no_file_behind)
     free(cap);
     project_done(dir);
 }
+
+/* A capture that cannot be written whole never costs the run its profile or its exit status,
+ * and is never silent: stderr says the capture failed and why. The daemon writes the capture,
+ * so the fault is put there: a long-lived daemon started under `ulimit -f 8` (4 KiB; it ignores
+ * SIGXFSZ, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC) and the
+ * run attached to it through JETTPROFD_SOCKET. The same run without the limit prints no such
+ * line. */
+static struct jt_run run_beside_daemon(const char *dir, const char *cap, const char *limit)
+{
+    char script[8192];
+    snprintf(script, sizeof script,
+             "(%s exec \"$JETTPROFD\" serve --socket d.sock) & d=$!\n"
+             "i=0; while [ ! -S d.sock ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n"
+             "JETTPROFD_SOCKET=\"$PWD/d.sock\" \"%s\" run main.jett --profile "
+             "--profile-capture \"%s\"\n"
+             "rc=$?; kill $d; wait $d; exit $rc\n",
+             limit, jtt_jett(), cap);
+    const char *argv[] = {"-c", script, NULL};
+    struct jt_run r;
+    jtt_run_exe("/bin/sh", dir, argv, &r);
+    return r;
+}
+
+Test(capture_file, a_capture_that_fails_midway_is_reported_and_the_run_goes_on)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett",
+              "fn main() {\n"
+              "  var x = 0\n"
+              "  for i in 0..3000000 { x = (x + i) % 7 }\n"
+              "  print(\"user code ran\")\n"
+              "}\n");
+    char *cap = path_in(dir, "run.jpcap");
+    struct jt_run r = run_beside_daemon(dir, cap, "ulimit -f 8;");
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "user code ran"), "%s", r.out);
+    cr_expect(strstr(r.err, "CPU profile"), "the live profile is printed: %s", r.err);
+    cr_expect(strstr(r.err, "profiler: capture failed: File too large"), "%s", r.err);
+    cr_expect(!strstr(r.err, "collector failure"), "%s", r.err);
+    jtt_run_free(&r);
+
+    unlink(cap);
+    r = run_beside_daemon(dir, cap, "");
+    cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    cr_expect(strstr(r.err, "CPU profile"), "%s", r.err);
+    cr_expect(!strstr(r.err, "capture failed"), "%s", r.err);
+    jtt_run_free(&r);
+    free(cap);
+    project_done(dir);
+}
