@@ -218,7 +218,7 @@ static void memory_host(struct jettprof_result *res, struct mem_model *tot,
     cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, res), 0);
 }
 
-Test(e2e, memory_totals_and_sites_are_exact, .timeout = 60)
+Test(e2e, memory_totals_and_sites_are_exact)
 {
     need_daemon();
     struct jettprof_result res;
@@ -279,7 +279,7 @@ static void work(jettprof_thread *t, const uint32_t *pw, uint32_t line, uint64_t
     }
 }
 
-Test(e2e, cpu_share_of_a_known_hot_function, .timeout = 60)
+Test(e2e, cpu_share_of_a_known_hot_function)
 {
     need_daemon();
     struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
@@ -366,7 +366,7 @@ static int excerpt_cb(void *user, uint32_t source_id, uint32_t line, uint32_t co
     return -ENOENT; /* no safe excerpt for other lines */
 }
 
-Test(e2e, hot_line_excerpts_come_from_the_runtime, .timeout = 60)
+Test(e2e, hot_line_excerpts_come_from_the_runtime)
 {
     need_daemon();
     struct jettprof_config c = cfg(JETTPROF_MODE_CPU);
@@ -412,7 +412,7 @@ static pid_t only_child(void)
     return (pid_t)pid;
 }
 
-Test(e2e, daemon_killed_mid_run_gives_collector_failure, .timeout = 60)
+Test(e2e, daemon_killed_mid_run_gives_collector_failure)
 {
     need_daemon();
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
@@ -496,7 +496,7 @@ Test(e2e, unreachable_socket_is_a_setup_error)
     cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: cannot connect to jettprofd");
 }
 
-Test(e2e, absolute_source_path_is_rejected, .timeout = 60)
+Test(e2e, absolute_source_path_is_rejected)
 {
     need_daemon();
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
@@ -524,7 +524,7 @@ Test(e2e, absolute_source_path_is_rejected, .timeout = 60)
     jettprof_result_release(&res);
 }
 
-Test(e2e, capture_fd_receives_the_stream, .timeout = 60)
+Test(e2e, capture_fd_receives_the_stream)
 {
     need_daemon();
     char path[] = "/tmp/jp_agent_captureXXXXXX";
@@ -619,7 +619,7 @@ static void capture_run(int capture_fd, rlim_t fsize, struct jettprof_result *re
 
 /* A capture that cannot be written loses the capture, never the profile: the run's profile is
  * the one it gets without a capture, and the result says why the capture failed. */
-Test(e2e, a_failed_capture_keeps_the_live_profile_and_reports_its_errno, .timeout = 60)
+Test(e2e, a_failed_capture_keeps_the_live_profile_and_reports_its_errno)
 {
     need_daemon();
     struct jettprof_result plain, full, big;
@@ -652,7 +652,7 @@ Test(e2e, a_failed_capture_keeps_the_live_profile_and_reports_its_errno, .timeou
     jettprof_result_release(&big);
 }
 
-Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run, .timeout = 60)
+Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run)
 {
     need_daemon();
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
@@ -684,7 +684,7 @@ static pid_t spawn_serve(char *dir, char *sock, size_t cap)
     return d;
 }
 
-Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
+Test(e2e, attaches_to_a_long_lived_daemon)
 {
     need_daemon();
     char dir[] = "/tmp/jp_agent_serveXXXXXX";
@@ -711,7 +711,7 @@ Test(e2e, attaches_to_a_long_lived_daemon, .timeout = 60)
 /* SIGTERM on `jettprofd serve` with this run in flight: the daemon delivers it as a partial
  * `interrupted` profile before it exits, and the host gets that profile from finish, not a
  * collector failure. */
-Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted, .timeout = 60)
+Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted)
 {
     need_daemon();
     char dir[] = "/tmp/jp_agent_serveXXXXXX";
@@ -754,7 +754,7 @@ Test(e2e, sigterm_on_serve_delivers_the_run_in_flight_interrupted, .timeout = 60
     rmdir(dir);
 }
 
-Test(e2e, a_silent_daemon_times_out_the_handshake, .timeout = 30)
+Test(e2e, a_silent_daemon_times_out_the_handshake)
 {
     /* A peer that accepts connections (the kernel's backlog) and never answers. */
     char dir[] = "/tmp/jp_agent_silentXXXXXX";
@@ -855,7 +855,7 @@ static void peer_stop(struct peer *p)
     unlink(p->path);
 }
 
-Test(e2e, a_refusing_daemon_is_a_setup_error, .timeout = 30)
+Test(e2e, a_refusing_daemon_is_a_setup_error)
 {
     struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
     m.u.error.code = JP_CTLE_TOO_MANY_RUNS;
@@ -875,7 +875,7 @@ Test(e2e, a_refusing_daemon_is_a_setup_error, .timeout = 30)
     cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd refused the run");
 }
 
-Test(e2e, a_garbling_daemon_is_a_setup_error, .timeout = 30)
+Test(e2e, a_garbling_daemon_is_a_setup_error)
 {
     static const uint8_t junk[] = {0x00, 0x00, 0x00, 0x05, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
     struct peer p;
@@ -888,7 +888,7 @@ Test(e2e, a_garbling_daemon_is_a_setup_error, .timeout = 30)
     cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd handshake failed");
 }
 
-Test(e2e, an_oversized_frame_is_refused_before_allocation, .timeout = 30)
+Test(e2e, an_oversized_frame_is_refused_before_allocation)
 {
     /* A length prefix of 4 GiB - 1: refused on the header alone. */
     static const uint8_t huge[] = {0xff, 0xff, 0xff, 0xff};
@@ -901,7 +901,7 @@ Test(e2e, an_oversized_frame_is_refused_before_allocation, .timeout = 30)
     cr_assert_eq(r, -EPROTO);
 }
 
-Test(e2e, a_daemon_error_mid_run_is_a_collector_failure, .timeout = 30)
+Test(e2e, a_daemon_error_mid_run_is_a_collector_failure)
 {
     struct jp_ctl_msg w = {.type = JP_CTL_WELCOME};
     w.u.welcome.run_id = 7;

@@ -755,7 +755,7 @@ Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
     stream_free(&s);
 }
 
-Test(memory, full_ring_waits_a_bounded_total_then_drops, .timeout = 20)
+Test(memory, full_ring_waits_a_bounded_total_then_drops)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 64;
@@ -788,7 +788,7 @@ Test(memory, full_ring_waits_a_bounded_total_then_drops, .timeout = 20)
     stream_free(&s);
 }
 
-Test(memory, a_lost_definition_fails_the_collector, .timeout = 20)
+Test(memory, a_lost_definition_fails_the_collector)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 64;

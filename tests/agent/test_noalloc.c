@@ -146,7 +146,7 @@ Test(noalloc, the_counter_sees_other_threads_allocations, .init = setup)
     cr_assert_geq(n, 1, "the interposed counter missed an allocation: the test would be blind");
 }
 
-Test(noalloc, timer_ticks_allocate_nothing, .init = setup, .timeout = 30)
+Test(noalloc, timer_ticks_allocate_nothing, .init = setup)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
     c.ring_slots = 1u << 16;

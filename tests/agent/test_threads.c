@@ -77,7 +77,7 @@ static void *produce(void *arg)
     return NULL;
 }
 
-Test(producers, several_threads_share_one_ring, .timeout = 120)
+Test(producers, several_threads_share_one_ring)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 14;
@@ -163,7 +163,7 @@ static void *owner_loop(void *arg)
     return NULL;
 }
 
-Test(producers, foreign_interning_while_the_owner_runs, .timeout = 120)
+Test(producers, foreign_interning_while_the_owner_runs)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 14;
@@ -231,7 +231,7 @@ static void check_ticks_accounted(struct stream *s, uint64_t *samples_out)
         *samples_out = samples;
 }
 
-Test(timer, every_requested_tick_is_accounted_for, .timeout = 60)
+Test(timer, every_requested_tick_is_accounted_for)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
     jettprof_run *run;
@@ -290,7 +290,7 @@ static void *churn_loop(void *arg)
     return NULL;
 }
 
-Test(timer, registration_churn_under_the_timer, .timeout = 60)
+Test(timer, registration_churn_under_the_timer)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
     c.ring_slots = 1u << 14;

@@ -161,7 +161,7 @@ static int run_as_other(const char *sock)
 /* One uid opens more silent connections than the daemon has slots. Only a few of them get a
  * slot (the pre-hello cap per uid), the rest are refused at once; another uid still gets its
  * run through; and the silent ones are closed at the handshake deadline. */
-Test(limits, silent_connections_of_one_uid_do_not_lock_others_out, .timeout = 120)
+Test(limits, silent_connections_of_one_uid_do_not_lock_others_out)
 {
     raise_fd_limit(4 * SILENT);
     char *dir, *sock = sock_in(&dir);
@@ -246,7 +246,7 @@ static void send_partial(int fd, uint32_t announce, size_t body)
 /* Before hello a frame is a few bytes: a connection that announces a large one is closed at
  * once, so 200 connections each sending 1 MiB of an unfinished frame cost the daemon nothing
  * lasting, and it still serves a run. */
-Test(limits, large_partial_frames_before_hello_are_not_buffered, .timeout = 120)
+Test(limits, large_partial_frames_before_hello_are_not_buffered)
 {
     raise_fd_limit(4096);
     char *dir, *sock = sock_in(&dir);
@@ -280,7 +280,7 @@ Test(limits, large_partial_frames_before_hello_are_not_buffered, .timeout = 120)
  * are bounded: 120 runs each sending 1.9 MiB of an unfinished EXCERPTS frame do not take the
  * daemon past that bound (64 MiB) by much; the connections past it are closed with an ERROR,
  * and the daemon still serves a run. */
-Test(limits, unfinished_frames_of_all_connections_are_bounded_together, .timeout = 180)
+Test(limits, unfinished_frames_of_all_connections_are_bounded_together)
 {
     raise_fd_limit(4096);
     char *dir, *sock = sock_in(&dir);

@@ -888,12 +888,12 @@ static void big_send(int nonblocking)
     free(text);
 }
 
-Test(control_socket, large_message_survives_partial_writes_and_signals, .timeout = 60)
+Test(control_socket, large_message_survives_partial_writes_and_signals)
 {
     big_send(0);
 }
 
-Test(control_socket, large_message_on_a_nonblocking_socket, .timeout = 60)
+Test(control_socket, large_message_on_a_nonblocking_socket)
 {
     big_send(1);
 }

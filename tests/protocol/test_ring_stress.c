@@ -130,7 +130,7 @@ static struct consumed consume(struct jp_ring *r)
 
 #define PROCESS_RECORDS 10000000ull
 
-Test(ring_stress, two_processes_move_10m_records_in_order, .timeout = 120)
+Test(ring_stress, two_processes_move_10m_records_in_order)
 {
     struct jp_ring prod, cons;
     cr_assert_eq(jp_ring_create(STRESS_SLOTS, &prod), 0, "create");
@@ -177,7 +177,7 @@ static void *producer_thread(void *p)
     return NULL;
 }
 
-Test(ring_stress, two_threads_move_records_in_order, .timeout = 120)
+Test(ring_stress, two_threads_move_records_in_order)
 {
     struct jp_ring prod, cons;
     cr_assert_eq(jp_ring_create(64, &prod), 0, "smallest ring: wraps constantly");
@@ -248,7 +248,7 @@ static void *race_attacker(void *p)
     return NULL;
 }
 
-Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size, .timeout = 60)
+Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size)
 {
     struct race rc = {-1, 0, 0};
     pthread_t t;
