@@ -17,7 +17,7 @@
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
  *    (24 bits), and anything that does not fit goes to an exact overflow array. In front of
  *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
- *    the many allocations that die young are never hashed (live table, below).
+ *    the many allocations that die young are never hashed (window.c, live_table.c).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
  *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
  *    before a site's live bytes change, a site whose stamp is older than the current epoch
@@ -151,7 +151,7 @@ struct jp_engine {
     bool exec_lost, threads_lost; /* a growth was refused: counts are unavailable */
     uint32_t mode;
     uint64_t budget, used;
-    uint64_t seed; /* keys every hash a producer's input can steer (hashing, below) */
+    uint64_t seed; /* keys every hash a producer's input can steer (hash.c) */
     uint64_t peak_used; /* the most held at once, growth transients included */
     bool detail_stopped, live_exact;
     /* The host ran out of memory while a record was being counted: that record may be only

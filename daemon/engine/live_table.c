@@ -106,7 +106,7 @@ int lw_reserve(struct jp_engine *e, struct live_wide *t)
  * trade rehash work (every live entry moves about LN_GROW_DIV + 1 times on the way to its
  * size) against bytes per live entry (12.8 / load, the load sawing between
  * LN_MAX_LOAD_PCT / (1 + 1/LN_GROW_DIV) and LN_MAX_LOAD_PCT) and cuckoo kicks near the top.
- * Most allocations now die in the young window (below), so the table sees few inserts and
+ * Most allocations now die in the young window (window.c), so the table sees few inserts and
  * can run fuller, which pays for growing in larger steps at the same bytes per entry. */
 #define LN_MAX_LOAD_PCT 97u /* two 5-slot buckets per key still place nearly every insert */
 #define LN_GROW_DIV 3u       /* grows by a third: each entry moves about 4 times on the way */
