@@ -178,7 +178,8 @@ static bool eligible(uint64_t impact, uint64_t den, uint32_t threshold_bp)
  * allocations, or one that only shrank allocations, is one. */
 static bool observed(const struct jp_engine_view *v, const struct jp_func *f)
 {
-    return v->mode == JP_MODE_CPU ? f->a > 0 : f->b > 0 || f->resize_count > 0;
+    return v->mode == JP_MODE_CPU ? f->cpu.inclusive > 0
+                                  : f->mem.count > 0 || f->resize_count > 0;
 }
 
 uint64_t jp_view_record_mismatch(const struct jp_engine_view *v)
@@ -264,12 +265,12 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
         return;
     /* Rules are tried in rule-id order, so the (at most two) emitted stay ordered by id. */
     if (v->mode == JP_MODE_CPU) {
-        if (f->b * 2u < f->a && en->nchains > 0)
+        if (f->cpu.self * 2u < f->cpu.inclusive && en->nchains > 0)
             en->sugg[en->nsugg++] = JP_RULE_CPU_CALLEE_DOMINATED;
-        if (f->b * 2u >= f->a && en->nhot > 0)
+        if (f->cpu.self * 2u >= f->cpu.inclusive && en->nhot > 0)
             en->sugg[en->nsugg++] = JP_RULE_CPU_HIGH_SELF;
     } else {
-        if (f->a > 0)
+        if (f->mem.allocated > 0)
             en->sugg[en->nsugg++] = JP_RULE_MEM_ALLOCATION_PRESSURE;
         if (r->live_exact && f->live > 0 && eligible(f->live, v->attributed_allocated,
                                                      r->threshold_bp))
@@ -388,9 +389,14 @@ int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts 
     }
     for (uint32_t i = 0; i < v->nfuncs; i++) {
         const struct jp_func *f = &v->funcs[i];
-        if (!observed(v, f) || !eligible(f->a, r.denominator, r.threshold_bp))
+        /* The ranking keys by mode: CPU inclusive then self samples; memory allocated bytes
+         * then allocation count. */
+        bool cpu = v->mode == JP_MODE_CPU;
+        uint64_t impact = cpu ? f->cpu.inclusive : f->mem.allocated;
+        uint64_t key2 = cpu ? f->cpu.self : f->mem.count;
+        if (!observed(v, f) || !eligible(impact, r.denominator, r.threshold_bp))
             continue;
-        r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = f->a, .key2 = f->b};
+        r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = impact, .key2 = key2};
     }
     if (r.eligible > 1) {
         struct jp_entry *tmp = malloc((size_t)r.eligible * sizeof *tmp);

@@ -293,7 +293,7 @@ static void suggestion_text(struct sb *s, const struct jp_report *r, const struc
         sb_puts(s, " at ");
         sb_put(s, src->path, src->path_len);
         sb_printf(s, ":%" PRIu32 "; it allocated %" PRIu64 " bytes in %" PRIu64 " allocations.",
-                  f->decl_line, f->a, f->b);
+                  f->decl_line, f->mem.allocated, f->mem.count);
         break;
     case JP_RULE_MEM_RETAINED:
         sb_puts(s, "Review the lifetime of allocations from ");
@@ -509,13 +509,13 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
         kv_opt(&s, 3, "line", src != NULL, f->decl_line);
         uint64_t pct = jp_percent_hundredths(en->impact, r->denominator);
         if (cpu) {
-            kv_u64(&s, 3, "inclusive_samples", f->a);
-            kv_u64(&s, 3, "self_samples", f->b);
+            kv_u64(&s, 3, "inclusive_samples", f->cpu.inclusive);
+            kv_u64(&s, 3, "self_samples", f->cpu.self);
             kv_hundredths(&s, 3, "cpu_percent", true, pct);
         } else {
             bool live = r->live_exact;
-            kv_u64(&s, 3, "allocation_count", f->b);
-            kv_u64(&s, 3, "allocated_bytes", f->a);
+            kv_u64(&s, 3, "allocation_count", f->mem.count);
+            kv_u64(&s, 3, "allocated_bytes", f->mem.allocated);
             kv_hundredths(&s, 3, "allocation_percent", true, pct);
             kv_opt(&s, 3, "freed_bytes", live, f->freed);
             kv_opt(&s, 3, "retained_bytes", live, f->live);
@@ -626,7 +626,8 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
         }
         uint64_t pct = jp_percent_hundredths(en->impact, r->denominator);
         if (cpu) {
-            sb_printf(&s, "   inclusive %" PRIu64 ", self %" PRIu64 ", ", f->a, f->b);
+            sb_printf(&s, "   inclusive %" PRIu64 ", self %" PRIu64 ", ",
+                      f->cpu.inclusive, f->cpu.self);
             h_pct(&s, pct);
             sb_puts(&s, " of jett samples\n");
             for (uint32_t j = 0; j < en->nhot; j++) {
@@ -664,8 +665,8 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
             }
         } else {
             bool live = r->live_exact;
-            sb_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ", f->a,
-                      f->b);
+            sb_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ",
+                      f->mem.allocated, f->mem.count);
             h_pct(&s, pct);
             sb_printf(&s, " of attributed bytes, %" PRIu64 " resizes\n", f->resize_count);
             if (live)

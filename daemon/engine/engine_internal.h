@@ -1,151 +1,415 @@
-/* What the engine's aggregation (daemon/engine/engine.c) hands the report builder and writers
- * (render/). Private to engine_dep: nothing outside the engine and render/ includes this.
+/* Private to daemon/engine/: what the engine's files share (the engine's state, its tables'
+ * layouts and the calls one file makes into another). Nothing outside this folder includes it;
+ * the report and the writers read the engine through view.h only.
  *
- * Ownership: every table below belongs to struct jp_engine and is accounted against the run's
- * metadata budget (CPU mode: cpu_budget_bytes; memory mode: retention_budget_bytes, which
- * covers the definitions, the per-site table and the live-allocation table alike). The report
- * builder only reads them.
+ * Online aggregation of one run's record stream (see engine.h for the feeding contract).
+ *
+ * Shape of the data:
+ *  - definitions are dense ids announced before use: sources, frames, calling-context nodes.
+ *    Each frame maps to one function identity (CONTRACT_READINGS 1), interned on definition.
+ *    Each node precomputes what a sample needs: its function, its call chain (the function
+ *    sequence root..node, interned), whether it is the root-most occurrence of its function on
+ *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
+ *    sample bumps its leaf node's count and its self/hot-line counters; inclusive and chain
+ *    counts are settled from the node counts when a view is taken (cpu_settle).
+ *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
+ *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
+ *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
+ *    (24 bits), and anything that does not fit goes to an exact overflow array. In front of
+ *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
+ *    the many allocations that die young are never hashed (window.c, live_table.c).
+ *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
+ *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
+ *    before a site's live bytes change, a site whose stamp is older than the current epoch
+ *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
+ *    current stamp. A site untouched since the latest peak still holds its peak value live.
+ *
+ * Budgets: every table growth is accounted in `used` against the run's budget before it
+ * happens. A refused growth of a definition/detail table stops all detail for the rest of the
+ * run (later definitions are counted as defined, so their ids stay valid, but carry no
+ * detail); totals go on. A refused growth of the live table ends exact live tracking.
+ * A growth holds the old and the new array at once (a rehash reads one while filling the
+ * other; realloc may copy), so it must fit used + new bytes, not just the steady state after
+ * it: the budget is never exceeded even for an instant (budget_hold). The narrow live table
+ * is sharded so that transient is one shard's copy, not the whole table's.
+ *
+ * Files, one job each:
+ *   budget.c      accounting against the run's metadata budget (budget_hold, vec_grow, ...)
+ *   hash.c        the seeded name hash (SipHash-2-4); the numeric mixers are inline below
+ *   intern.c      the open-addressing index (itab) and the one interning sequence
+ *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
+ *   exec.c        execution identity: identity tuples and distinct runtime threads
+ *   cpu.c         CPU samples, hot lines, and settling inclusive/chain counts (cpu_settle)
+ *   memory.c      alloc/resize/free accounting, the id history, the live-at-peak snapshot
+ *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
+ *                 the overflow array for values that do not pack
+ *   window.c      the young window in front of the live tables, and the live_* calls that
+ *                 find an allocation wherever it is held
+ *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
+ *   feed.c        life cycle, record dispatch, and the prefetching batch feed
+ *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
  */
 #ifndef JETTPROF_ENGINE_INTERNAL_H
 #define JETTPROF_ENGINE_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine.h"
+#include "view.h"
 
-/* Partial/unavailable reasons, one list, in the documented priority order: when several apply,
- * the first one here is the profile's one stable reason; the human report lists them all.
- * X(NAME, "word") */
-#define JP_REASONS(X)                                                                             \
-    X(COLLECTOR_FAILURE, "collector_failure")                                                     \
-    X(PRODUCER_LOST, "producer_lost")                                                             \
-    X(INTERRUPTED, "interrupted")                                                                 \
-    X(MISSING_STOP_EVENT, "missing_stop_event")                                                   \
-    X(RECORDS_DROPPED, "records_dropped")                                                         \
-    X(RETENTION_METADATA_LIMIT, "retention_metadata_limit")                                       \
-    X(CPU_METADATA_LIMIT, "cpu_metadata_limit")                                                   \
-    X(STACK_CAPTURE_LIMIT, "stack_capture_limit")
-enum {
-#define JP_X(n, s) JP_REASON_BIT_##n,
-    JP_REASONS(JP_X)
-#undef JP_X
-    JP_REASON_COUNT
-};
-const char *jp_reason_name(unsigned bit);
+#include <time.h>
 
-/* Suggestion rule ids, sorted by id (the order they are emitted in). X(NAME) */
-#define JP_RULES(X) X(CPU_CALLEE_DOMINATED) X(CPU_HIGH_SELF) X(MEM_ALLOCATION_PRESSURE) X(MEM_RETAINED)
+#include "engine_internal.h"
 
-#define JP_FUNC_NONE UINT32_MAX
-
-/* One function identity (CONTRACT_READINGS 1), also the memory "site". */
-struct jp_func {
-    const char *ns, *fn;
-    uint16_t ns_len, fn_len;
-    uint8_t kind;      /* JP_FRAME_* */
-    uint8_t origin;    /* JP_ORIGIN_*, JP_ORIGIN_NONE: source unavailable */
-    uint32_t source;   /* canonical source index, 0 = unavailable */
-    uint32_t decl_start, decl_end, decl_line;
-    uint32_t uniq;     /* unavailable-symbol frames: their frame id, so two never merge */
-    /* CPU mode: a = inclusive samples, b = self samples.
-     * Memory mode: a = allocated bytes (initial + growth charged here), b = allocation count. */
-    uint64_t a, b;
-    uint64_t resize_count;
-    uint64_t freed, live;     /* memory: bytes of allocations created here */
-    uint64_t snap, stamp;     /* live-at-peak snapshot, see engine.c */
-    uint32_t exec_epoch;      /* memory: the EXEC epoch this site last noted (engine.c) */
-};
-
-/* One distinct execution identity seen with one detail key: CPU mode, the call chain of a
- * sample's leaf node (every function on it saw the identity); memory mode, the creation site
- * (function index) of an allocation. JP_ID_UNAVAILABLE where the EXEC record had none. */
-struct jp_exec_tuple {
-    uint32_t key, thread, task;
-};
-
-struct jp_source {
-    const char *path;
-    uint16_t path_len;
-    uint8_t origin;
-    uint32_t first_id; /* the first source id defined with this identity (excerpt keys) */
-};
-
-/* A call chain: the function sequence root..func, interned as (parent chain, func). */
-struct jp_chain {
-    uint32_t parent; /* chain index + 1, 0 for a root */
+struct jp_node {
+    uint32_t parent; /* node id, 0 for a root */
     uint32_t func;
-    uint32_t depth;
-    uint32_t reserved;
-    uint64_t samples;
+    uint32_t chain;  /* chain index */
+    uint8_t depth;
+    uint8_t first;   /* root-most occurrence of func on this path */
+    uint8_t trunc;   /* this node is a <truncated-stack> frame */
+    uint8_t reserved;
+    uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
+    uint32_t exec_epoch; /* the EXEC epoch this node's chain last noted (exec_note) */
+    uint64_t samples;  /* CPU: jett samples whose leaf is this node */
+};
+_Static_assert(sizeof(struct jp_node) == 32, "two nodes a cache line: samples hit random nodes");
+
+/* Open-addressing index over an array the caller owns: slots hold index + 1, 0 is empty. */
+struct itab {
+    uint32_t *slot;
+    uint32_t cap; /* power of two */
+    uint32_t n;
 };
 
-struct jp_hot {
-    uint32_t func, line, col, reserved;
-    uint64_t samples;
+/* The live tables: keys are id + 1 (0 empty) in both tables (UINT64_MAX is kept in its own
+ * slot). Capacity is any size >= 64; home slots come from the high 32 bits of a
+ * multiplicative hash scaled to the capacity. A slot keeps key and value side by side (one
+ * cache line per probe); the 64-bit value is split in two 32-bit halves so a narrow slot is
+ * 12 bytes with 4-byte alignment. A value is handled through a pointer to its `lo` half. */
+struct ln_ent { uint32_t key, lo, hi; };
+struct lw_ent { uint64_t key; uint32_t lo, hi; };
+/* Narrow ids live in a bucketized cuckoo table: every id has two candidate buckets of five
+ * slots (one 64-byte cache line each), so a lookup reads at most two lines and the table runs
+ * at up to 97% load; an insert that finds both full moves a resident to its other bucket
+ * (bounded), and a rare leftover waits in a small stash until the next growth. */
+#define LN_SLOTS 5u
+#define LN_STASH 8u
+/* The narrow table is LN_SHARDS independent cuckoo tables, the shard picked from the id by a
+ * fixed hash. Each grows on its own, so a growth rehashes 1/LN_SHARDS of the live set (it
+ * stays in cache) and briefly holds old + new copies of one shard only: the transient the
+ * budget must cover is about 1/LN_SHARDS of the table instead of the whole table again. */
+#define LN_SHARD_BITS 6u /* 64 shards: a growth's transient is 1/64 of the table */
+#define LN_SHARDS (1u << LN_SHARD_BITS)
+struct ln_bucket { struct ln_ent s[LN_SLOTS]; uint32_t pad; };
+struct live_narrow {
+    struct ln_bucket *b;
+    uint32_t nb, n, nstash, kick;
+    struct ln_ent stash[LN_STASH];
+    struct ln_ent orphan; /* the resident left homeless by a failed insert (-ENOSPC) */
 };
+_Static_assert(sizeof(struct ln_bucket) == 64, "a bucket is one cache line");
+struct live_wide { struct lw_ent *ent; uint32_t cap, n; uint64_t seed; };
+_Static_assert(sizeof(struct ln_ent) == 12, "a narrow live slot is 12 bytes");
 
-struct jp_excerpt_ent {
-    uint32_t source, line, col, flags; /* source: canonical index */
-    char *text;
-    uint32_t text_len;
-};
-
-struct jp_engine_view {
-    uint32_t mode;
-    const struct jp_rec_run_start *start;
-    bool have_stop;
-    uint32_t termination;
-    uint64_t wall_ns, process_cpu_ns;
-    uint64_t stop_record_count, records_counted;
-    const struct jp_rec_counters *counters;
-    uint64_t violations;
-    uint64_t producer_records; /* samples and allocation events accepted */
-    bool detail_stopped;       /* a definition/detail table growth was refused */
-    bool live_exact;           /* memory: exact live tracking still holds */
-    uint64_t truncated_stacks;
-
-    /* CPU */
-    uint64_t state_samples[JP_STATE_LIMIT];
-    uint64_t attributed_stacks; /* jett samples whose stack reached function detail */
-
-    /* memory */
-    uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
-    uint64_t attributed_allocated; /* denominator: bytes charged to a site */
-    uint64_t peak_epoch;
-
-    const struct jp_func *funcs; uint32_t nfuncs;
-    const struct jp_source *sources; uint32_t nsources; /* index 0 unused */
-    const struct jp_chain *chains; uint32_t nchains;
-    const struct jp_hot *hots; uint32_t nhots;
-    const struct jp_excerpt_ent *excerpts; uint32_t nexcerpts;
-
-    /* execution identity (run-local attribution, reported as counts only) */
-    const struct jp_exec_tuple *exec; uint32_t nexec;
-    bool exec_exact;          /* every identity tuple was kept (no budget refusal) */
-    uint32_t runtime_threads; /* distinct runtime thread ids over the producer's events */
-    bool threads_exact;
-};
-
-void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
-/* The function table slot holding function index func (UINT32_MAX: none), so tests can show
- * that two seeds lay the tables out differently. */
-uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
-
-/* Live bytes of a site at the global peak (see the epoch scheme in engine.c). */
-static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
+static inline uint64_t val_get(const uint32_t *lo)
 {
-    return f->stamp == epoch ? f->snap : f->live;
+    return lo[0] | ((uint64_t)lo[1] << 32);
+}
+static inline void val_set(uint32_t *lo, uint64_t v)
+{
+    lo[0] = (uint32_t)v;
+    lo[1] = (uint32_t)(v >> 32);
 }
 
-/* render/report.c */
-/* |RUN_STOP.record_count - records received|; 0 without RUN_STOP. */
-uint64_t jp_view_record_mismatch(const struct jp_engine_view *v);
-/* Memory mode: whether freed, live, peak, retained and live-at-peak bytes are exact: the live
- * table held (no retention-budget refusal) and no event was lost on the way (COUNTERS
- * lost_records, or a RUN_STOP count that differs from what arrived: reading 16). */
-bool jp_view_live_exact(const struct jp_engine_view *v);
-int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
-                    struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys);
+struct overflow_ent { uint64_t size; uint32_t site; uint32_t next_free; };
+
+struct interval { uint64_t lo, hi; };
+
+#define SIZE_BITS 40u
+#define SIZE_MASK ((UINT64_C(1) << SIZE_BITS) - 1u)
+#define SITE_OVERFLOW 0xFFFFFFu /* site field value marking an overflow entry */
+#define LIVE_MAX_LOAD_NUM 9u   /* wide table: grow past 90% load */
+#define LIVE_MAX_LOAD_DEN 10u
+
+struct jp_engine {
+    bool started, stopped;
+    struct jp_rec_run_start start;
+    struct jp_rec_counters counters;
+    struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
+    /* Counts one per EXEC record, 0 before the first: a node or site that already noted the
+     * current epoch skips the tuple set, so a sample costs one compare while the identity
+     * holds (EXEC records are rare next to samples). */
+    uint32_t exec_epoch, thread_epoch;
+    struct jp_exec_tuple *exec_tuples; uint32_t nexec, exec_cap;
+    struct itab exec_tab;
+    uint32_t *threads; uint32_t nthreads, threads_cap;
+    struct itab thread_tab;
+    bool exec_lost, threads_lost; /* a growth was refused: counts are unavailable */
+    uint32_t mode;
+    uint64_t budget, used;
+    uint64_t seed; /* keys every hash a producer's input can steer (hash.c) */
+    uint64_t peak_used; /* the most held at once, growth transients included */
+    bool detail_stopped, live_exact;
+    /* The host ran out of memory while a record was being counted: that record may be only
+     * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
+     * renders is what it had. */
+    bool oom;
+
+    bool have_stop;
+    uint32_t termination;
+    uint64_t wall_ns, process_cpu_ns, stop_record_count, records_counted;
+    uint64_t violations, producer_records, truncated_stacks;
+
+    uint64_t state_samples[JP_STATE_LIMIT], attributed_stacks;
+    bool cpu_dirty; /* leaf counts changed since cpu_settle */
+
+    uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t attributed_allocated, peak_epoch;
+
+    struct jp_source *sources; uint32_t nsources, sources_cap; /* index 0 unused */
+    struct itab source_tab;
+    uint32_t *source_map; uint32_t nsource_defined, nsource_stored, source_map_cap;
+
+    uint32_t *frame_func; uint32_t nframe_defined, nframe_stored, frame_cap;
+    struct jp_func *funcs; uint32_t nfuncs, funcs_cap;
+    struct itab func_tab;
+
+    struct jp_node *nodes; uint32_t nnode_defined, nnode_stored, node_cap; /* index = id - 1 */
+    struct jp_chain *chains; uint32_t nchains, chains_cap;
+    struct itab chain_tab;
+    struct jp_hot *hots; uint32_t nhots, hots_cap;
+    struct itab hot_tab;
+
+    struct jp_excerpt_ent *excerpts; uint32_t nexcerpts, excerpts_cap;
+
+    struct live_narrow ln[LN_SHARDS];
+    struct live_wide lw;
+    bool max_id_live; uint32_t max_id_val[2]; /* allocation id UINT64_MAX */
+    /* young ids: the window (live table) and its bit per 64 slots */
+    uint32_t *win; uint64_t *win_grp; uint32_t win_w, nwin;
+    uint32_t win_grow_at; /* nwin at which the window doubles, UINT32_MAX: never again */
+    uint64_t win_hi; bool win_off;
+    struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
+    struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
+    struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
+};
+
+
+/* ---- budget.c ----------------------------------------------------------------------------- */
+
+int budget_hold(struct jp_engine *e, uint64_t extra);
+int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem);
+int budget_dup(struct jp_engine *e, const void *src, size_t len, char **out);
+int stop_detail(struct jp_engine *e);
+int budget_fail(struct jp_engine *e, int r);
+
+/* Counts a semantic violation the contract says to count and exclude; 0 so a handler can
+ * `return violation(e)`. */
+static inline int violation(struct jp_engine *e)
+{
+    e->violations++;
+    return 0;
+}
+
+/* ---- hashing (hash.c) --------------------------------------------------------------------- */
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t rotl64(uint64_t x, unsigned r)
+{
+    return (x << r) | (x >> (64u - r));
+}
+
+/* Two 64-bit words, injective, under the seed. */
+static inline uint64_t hash2(uint64_t seed, uint64_t a, uint64_t b)
+{
+    return mix64(mix64(a ^ seed) ^ b ^ rotl64(seed, 29));
+}
+
+/* SipHash-2-4 streamed a byte at a time (names: definitions are rare). */
+struct sip {
+    uint64_t v0, v1, v2, v3, m;
+    uint32_t nb, len;
+};
+void sip_init(struct sip *h, uint64_t seed);
+void sip_bytes(struct sip *h, const void *p, size_t n);
+uint64_t sip_final(struct sip *h);
+
+/* ---- interning (intern.c) ------------------------------------------------------------------ */
+
+typedef bool (*itab_eq)(const struct jp_engine *e, uint32_t idx, const void *key);
+typedef uint64_t (*itab_hash)(const struct jp_engine *e, uint32_t idx);
+
+/* Makes room for one more entry (load <= 1/2), rehashing with hf. 0, -ENOBUFS, -ENOMEM. */
+int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
+/* Inserts idx under h: the caller knows the key is absent and room is reserved. */
+void intern_put(struct itab *t, uint64_t h, uint32_t idx);
+
+/* The index of the entry equal to key under hash h, or UINT32_MAX. */
+static inline uint32_t itab_find(const struct jp_engine *e, const struct itab *t, uint64_t h,
+                                 itab_eq eq, const void *key)
+{
+    if (!t->cap)
+        return UINT32_MAX;
+    uint32_t mask = t->cap - 1u;
+    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1u) & mask) {
+        uint32_t s = t->slot[i];
+        if (!s)
+            return UINT32_MAX;
+        if (eq(e, s - 1u, key))
+            return s - 1u;
+    }
+}
+
+/* One interned table: entries in a definition-ordered array (*arr, n used of *cap, elem bytes
+ * each) found through the index t by hash and eq; max bounds n. */
+struct intern {
+    struct itab *t;
+    itab_hash hash;
+    itab_eq eq;
+    void **arr;
+    uint32_t *cap;
+    uint32_t n, max;
+    size_t elem;
+};
+
+/* The interning sequence of every definition and detail table: find key; when absent, grow the
+ * entry array to n + 1 and then reserve the index, in that order (so the budget sees the same
+ * growths at the same records whatever the table). Returns 0 when found (*idx its index); 1
+ * when absent with room made (*idx = n: the caller fills entry n, counts it, and publishes it
+ * with intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
+ * budget (or max) refuses, -ENOMEM when malloc does. */
+static inline int intern_find(struct jp_engine *e, const struct intern *in, uint64_t h,
+                              const void *key, uint32_t *idx)
+{
+    *idx = itab_find(e, in->t, h, in->eq, key);
+    if (*idx != UINT32_MAX)
+        return 0;
+    if (in->n >= in->max)
+        return -ENOBUFS;
+    int rc;
+    if ((rc = vec_grow(e, in->arr, in->cap, in->n + 1u, in->elem)) < 0 ||
+        (rc = itab_reserve(e, in->t, in->hash)) < 0)
+        return rc;
+    *idx = in->n;
+    return 1;
+}
+
+/* ---- defs.c ------------------------------------------------------------------------------- */
+
+int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why);
+int on_source_def(struct jp_engine *e, const uint8_t *rec);
+int on_frame_def(struct jp_engine *e, const uint8_t *rec);
+int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r);
+
+/* Classifies a node reference: -1 undefined (violation), 0 defined without detail, 1 stored. */
+static inline int node_ref(const struct jp_engine *e, uint32_t node)
+{
+    if (node == JP_ID_NONE || node > e->nnode_defined)
+        return -1;
+    return node <= e->nnode_stored ? 1 : 0;
+}
+
+/* ---- exec.c ------------------------------------------------------------------------------- */
+
+int exec_note(struct jp_engine *e, uint32_t key);
+int thread_note_slow(struct jp_engine *e);
+
+/* Notes the current runtime thread among the run's distinct threads: one compare while the
+ * identity holds, the slow half once per EXEC record at most. */
+static inline int thread_note(struct jp_engine *e)
+{
+    return e->thread_epoch == e->exec_epoch ? 0 : thread_note_slow(e);
+}
+
+/* ---- cpu.c -------------------------------------------------------------------------------- */
+
+int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
+void cpu_settle(struct jp_engine *e);
+
+/* ---- memory.c ----------------------------------------------------------------------------- */
+
+int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r);
+int on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
+int on_free(struct jp_engine *e, const struct jp_rec_free *r);
+
+/* ---- live_table.c ------------------------------------------------------------------------- */
+
+uint32_t *lw_find(struct live_wide *t, uint64_t key);
+void lw_put(struct live_wide *t, uint64_t key, uint64_t val);
+int lw_reserve(struct jp_engine *e, struct live_wide *t);
+uint32_t *table_find(struct jp_engine *e, uint64_t id);
+void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+int table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+void ovf_release(struct jp_engine *e, uint64_t val);
+int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out);
+void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site);
+
+/* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
+ * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can
+ * only crowd one shard, which then grows like an unsharded table. */
+static inline struct live_narrow *ln_shard(struct jp_engine *e, uint32_t key)
+{
+    return &e->ln[(uint32_t)((key * UINT64_C(0xD6E8FEB86659FD93)) >> (63u - LN_SHARD_BITS) >> 1)];
+}
+
+static inline uint32_t ln_b1(const struct live_narrow *t, uint32_t key)
+{
+    uint64_t h = key * UINT64_C(0x9E3779B97F4A7C15);
+    return (uint32_t)(((h >> 32) * (uint64_t)t->nb) >> 32);
+}
+
+static inline uint32_t ln_b2(const struct live_narrow *t, uint32_t key, uint32_t b1)
+{
+    uint64_t h = (key ^ (key >> 16)) * UINT64_C(0xC2B2AE3D27D4EB4F);
+    uint32_t b = (uint32_t)(((h >> 32) * (uint64_t)t->nb) >> 32);
+    return b != b1 ? b : (b1 + 1u == t->nb ? 0 : b1 + 1u);
+}
+
+/* Starts loading the two buckets key may live in (a hint: a growth in between is harmless). */
+static inline void ln_prefetch(struct jp_engine *e, uint32_t key)
+{
+    const struct live_narrow *t = ln_shard(e, key);
+    if (!t->nb)
+        return;
+    uint32_t b1 = ln_b1(t, key);
+    __builtin_prefetch(&t->b[b1], 1);
+    __builtin_prefetch(&t->b[ln_b2(t, key, b1)], 1);
+}
+
+/* ---- window.c ----------------------------------------------------------------------------- */
+
+/* A live allocation's value, wherever it is held. */
+struct live_ref {
+    uint32_t *win;  /* its window slot, or NULL */
+    uint32_t *valp; /* else its table value */
+};
+bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r);
+uint64_t live_val(const struct live_ref *r);
+void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r);
+int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val);
+int live_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+
+/* Bytes a window of w slots holds: the slots and a bit per 64 of them. */
+static inline uint64_t win_bytes(uint32_t w)
+{
+    return (uint64_t)w * sizeof(uint32_t) + w / 512u;
+}
+
+/* ---- excerpt.c ---------------------------------------------------------------------------- */
+
+int on_excerpt(struct jp_engine *e, const uint8_t *rec);
 
 #endif

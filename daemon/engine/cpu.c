@@ -1,0 +1,112 @@
+/* CPU mode: samples, hot lines, and settling inclusive and chain counts from the per-node
+ * leaf counts when a view is taken.
+ */
+#include <errno.h>
+
+#include "engine_internal.h"
+
+struct hot_key { uint32_t func, line, col; };
+static uint64_t hot_hash_k(const struct jp_engine *e, const struct hot_key *k)
+{
+    return hash2(e->seed, (uint64_t)k->func << 32 | k->line, k->col);
+}
+static uint64_t hot_hash(const struct jp_engine *e, uint32_t idx)
+{
+    struct hot_key k = {e->hots[idx].func, e->hots[idx].line, e->hots[idx].col};
+    return hot_hash_k(e, &k);
+}
+static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
+{
+    const struct hot_key *k = key;
+    const struct jp_hot *h = &e->hots[idx];
+    return h->func == k->func && h->line == k->line && h->col == k->col;
+}
+
+/* ---- CPU ------------------------------------------------------------------------------- */
+
+int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+{
+    if (e->mode != JP_MODE_CPU)
+        return violation(e);
+    int rc;
+    if (r->state != JP_STATE_JETT) {
+        /* reading 8: stacks on non-jett samples are ignored */
+        e->state_samples[r->state]++;
+        e->producer_records++;
+        return thread_note(e);
+    }
+    int ref = node_ref(e, r->node);
+    if (ref < 0)
+        return violation(e);
+    e->state_samples[JP_STATE_JETT]++;
+    e->producer_records++;
+    if ((rc = thread_note(e)) < 0)
+        return rc;
+    if (ref == 0)
+        return 0;
+    struct jp_node *leaf = &e->nodes[r->node - 1u];
+    if (leaf->exec_epoch != e->exec_epoch) { /* epoch 0: no EXEC yet, nothing to note */
+        leaf->exec_epoch = e->exec_epoch;
+        if ((rc = exec_note(e, leaf->chain)) < 0)
+            return rc;
+    }
+    if (leaf->trunc)
+        e->truncated_stacks++;
+    e->attributed_stacks++;
+    /* Inclusive and chain counts are settled per node when a report is built (cpu_settle):
+     * a sample costs one counter on its leaf node, not a walk to the root. */
+    leaf->samples++;
+    e->cpu_dirty = true;
+    e->funcs[leaf->func].cpu.self++;
+    if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
+        return 0; /* reading 6: self still counted, no hot line */
+    if (leaf->last_hot) {
+        struct jp_hot *h = &e->hots[leaf->last_hot - 1u];
+        if (h->line == r->stmt_line && h->col == r->stmt_col) {
+            h->samples++; /* same statement as this node's previous sample */
+            return 0;
+        }
+    }
+    struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
+    uint64_t h = hot_hash_k(e, &k);
+    struct intern in = {&e->hot_tab, hot_hash, hot_eq, (void **)&e->hots, &e->hots_cap,
+                        e->nhots, UINT32_MAX, sizeof *e->hots};
+    uint32_t hi;
+    if ((rc = intern_find(e, &in, h, &k, &hi)) < 0)
+        return budget_fail(e, rc);
+    if (rc) {
+        e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
+        e->nhots++;
+        intern_put(&e->hot_tab, h, hi);
+    }
+    e->hots[hi].samples++;
+    leaf->last_hot = hi + 1u;
+    return 0;
+}
+
+/* Turns per-node leaf counts into inclusive samples per function and samples per call chain:
+ * each node's count goes to every function whose root-most occurrence is on its path (reading
+ * 4) and to that occurrence's chain. Cost: nodes x depth, once per report, not per sample. */
+void cpu_settle(struct jp_engine *e)
+{
+    if (e->mode != JP_MODE_CPU || !e->cpu_dirty)
+        return;
+    for (uint32_t i = 0; i < e->nfuncs; i++)
+        e->funcs[i].cpu.inclusive = 0;
+    for (uint32_t i = 0; i < e->nchains; i++)
+        e->chains[i].samples = 0;
+    for (uint32_t i = 0; i < e->nnode_stored; i++) {
+        uint64_t c = e->nodes[i].samples;
+        if (!c)
+            continue;
+        for (const struct jp_node *n = &e->nodes[i];; n = &e->nodes[n->parent - 1u]) {
+            if (n->first) {
+                e->funcs[n->func].cpu.inclusive += c;
+                e->chains[n->chain].samples += c;
+            }
+            if (!n->parent)
+                break;
+        }
+    }
+    e->cpu_dirty = false;
+}

@@ -1,0 +1,287 @@
+/* The engine's life cycle, record dispatch (validation and place in the stream) and the
+ * batch feed that prefetches the live-table lines of allocation events ahead.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "engine_internal.h"
+
+/* ---- life cycle ------------------------------------------------------------------------ */
+
+static void set_seed(struct jp_engine *e, uint64_t seed)
+{
+    e->seed = seed;
+    e->lw.seed = mix64(seed ^ UINT64_C(0x1d8e4e27c47d124f));
+    e->seen_extra.seed = mix64(seed ^ UINT64_C(0x2545f4914f6cdd1d));
+}
+
+int jp_engine_new(struct jp_engine **out)
+{
+    struct jp_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    /* A fresh secret per engine; where the kernel has no entropy yet, the clock and the
+     * address still differ per run (the seed only has to be unknown to the producer). */
+    uint64_t seed;
+    if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        seed = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (uintptr_t)e);
+    }
+    set_seed(e, seed);
+    e->live_exact = true;
+    e->exec.runtime_thread_id = e->exec.task_id = e->exec.actor_id = JP_ID_UNAVAILABLE;
+    *out = e;
+    return 0;
+}
+
+int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed)
+{
+    if (e->started)
+        return -EBUSY; /* tables may hold entries placed under the old seed */
+    set_seed(e, seed);
+    return 0;
+}
+
+uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func)
+{
+    for (uint32_t i = 0; i < e->func_tab.cap; i++)
+        if (e->func_tab.slot[i] == func + 1u)
+            return i;
+    return UINT32_MAX;
+}
+
+void jp_engine_free(struct jp_engine *e)
+{
+    if (!e)
+        return;
+    for (uint32_t i = 1; i < e->nsources; i++)
+        free((void *)e->sources[i].path);
+    for (uint32_t i = 0; i < e->nfuncs; i++) {
+        free((void *)e->funcs[i].ns);
+        free((void *)e->funcs[i].fn);
+    }
+    for (uint32_t i = 0; i < e->nexcerpts; i++)
+        free(e->excerpts[i].text);
+    free(e->sources); free(e->source_tab.slot); free(e->source_map);
+    free(e->frame_func); free(e->funcs); free(e->func_tab.slot);
+    free(e->nodes); free(e->chains); free(e->chain_tab.slot);
+    free(e->hots); free(e->hot_tab.slot); free(e->excerpts);
+    free(e->exec_tuples); free(e->exec_tab.slot); free(e->threads); free(e->thread_tab.slot);
+    for (unsigned i = 0; i < LN_SHARDS; i++)
+        free(e->ln[i].b);
+    free(e->lw.ent); free(e->win); free(e->seen_extra.ent);
+    free(e->ovf); free(e->seen);
+    free(e);
+}
+
+/* ---- feeding --------------------------------------------------------------------------- */
+
+static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len,
+                              const char **why)
+{
+    int rc = jp_rec_validate(rec, len, why);
+    if (rc < 0)
+        return rc;
+    struct jp_rec_hdr h;
+    memcpy(&h, rec, sizeof h);
+    if (e->stopped) {
+        *why = "record after RUN_STOP";
+        return -EPROTO;
+    }
+    if (!e->started && h.type != JP_REC_RUN_START) {
+        *why = "record before RUN_START";
+        return -EPROTO;
+    }
+    if (e->started && h.type == JP_REC_RUN_START) {
+        *why = "second RUN_START";
+        return -EPROTO;
+    }
+    if (h.type != JP_REC_PAD && h.type != JP_REC_EXCERPT && h.type != JP_REC_RUN_STOP)
+        e->records_counted++;
+    const uint8_t *p = rec;
+    union {
+        struct jp_rec_run_start start;
+        struct jp_rec_node_def node;
+        struct jp_rec_exec exec;
+        struct jp_rec_cpu_sample cpu;
+        struct jp_rec_alloc alloc;
+        struct jp_rec_resize resize;
+        struct jp_rec_free free;
+        struct jp_rec_counters counters;
+        struct jp_rec_run_stop stop;
+    } u;
+    switch (h.type) {
+    case JP_REC_PAD:
+        return 0;
+    case JP_REC_RUN_START:
+        memcpy(&u.start, p, sizeof u.start);
+        return on_run_start(e, &u.start, why);
+    case JP_REC_SOURCE_DEF:
+        return on_source_def(e, p);
+    case JP_REC_FRAME_DEF:
+        return on_frame_def(e, p);
+    case JP_REC_NODE_DEF:
+        memcpy(&u.node, p, sizeof u.node);
+        return on_node_def(e, &u.node);
+    case JP_REC_EXEC:
+        /* Execution identity is run-local: aggregation merges functions across workers;
+         * the report only counts the distinct threads and tasks behind each entry. */
+        memcpy(&e->exec, p, sizeof e->exec);
+        e->exec_epoch++;
+        if (e->exec_epoch == 0) { /* after 2^32 switches: forget what was noted, stay exact */
+            e->exec_epoch = 1;
+            for (uint32_t i = 0; i < e->nnode_stored; i++)
+                e->nodes[i].exec_epoch = 0;
+            for (uint32_t i = 0; i < e->nfuncs; i++)
+                e->funcs[i].exec_epoch = 0;
+            e->thread_epoch = 0;
+        }
+        return 0;
+    case JP_REC_CPU_SAMPLE:
+        memcpy(&u.cpu, p, sizeof u.cpu);
+        return on_cpu_sample(e, &u.cpu);
+    case JP_REC_ALLOC:
+        memcpy(&u.alloc, p, sizeof u.alloc);
+        return on_alloc(e, &u.alloc);
+    case JP_REC_RESIZE:
+        memcpy(&u.resize, p, sizeof u.resize);
+        return on_resize(e, &u.resize);
+    case JP_REC_FREE:
+        memcpy(&u.free, p, sizeof u.free);
+        return on_free(e, &u.free);
+    case JP_REC_COUNTERS:
+        memcpy(&e->counters, p, sizeof e->counters); /* cumulative: the last one wins */
+        return 0;
+    case JP_REC_EXCERPT:
+        return on_excerpt(e, p);
+    case JP_REC_RUN_STOP:
+        memcpy(&u.stop, p, sizeof u.stop);
+        e->stopped = e->have_stop = true;
+        e->termination = u.stop.termination;
+        e->wall_ns = u.stop.wall_ns;
+        e->process_cpu_ns = u.stop.process_cpu_ns;
+        e->stop_record_count = u.stop.record_count;
+        return 0;
+    default:
+        *why = "unknown record type";
+        return -EPROTO;
+    }
+}
+
+static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    if (__builtin_expect(e->oom, 0))
+        return -ENOMEM;
+    int rc = feed_record(e, rec, len, why);
+    if (__builtin_expect(rc == -ENOMEM, 0))
+        e->oom = true;
+    return rc;
+}
+
+int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    return feed_one(e, rec, len, why);
+}
+
+/* How many records ahead the batch feed starts loading what a record will touch: enough to
+ * cover a miss to memory with the work of the records in between, few enough that the lines
+ * are still in cache when their record comes. */
+#define BATCH_LOOKAHEAD 12u
+
+/* Starts loading the live-table lines the record at p will touch, if it is an allocation
+ * event; returns the record's span in the batch (slots), 0 when its header is not sound (the
+ * feed loop then reports it). Reads only the copy the caller owns, and only hints: nothing
+ * here changes state, so a record that turns out invalid costs a wasted prefetch. */
+static inline uint32_t batch_prefetch(struct jp_engine *e, const uint8_t *p, uint32_t avail)
+{
+    struct jp_rec_hdr h;
+    if (avail < JP_SLOT_SIZE)
+        return 0;
+    memcpy(&h, p, sizeof h);
+    if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE)
+        return 0;
+    uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
+    if (!e->live_exact || e->mode != JP_MODE_MEMORY || h.size != JP_SLOT_SIZE)
+        return span;
+    uint64_t id;
+    memcpy(&id, p + 8, sizeof id); /* allocation_id sits at offset 8 in all three */
+    if (h.type == JP_REC_ALLOC) {
+        /* A fresh id evicts its window slot's survivor into the table: load where it goes. */
+        if (!e->win || id <= e->win_hi || id == UINT64_MAX)
+            return span;
+        uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
+        if (!e->win[slot])
+            return span;
+        uint64_t occ = e->win_hi - ((e->win_hi - slot) & (e->win_w - 1u));
+        if (occ < UINT32_MAX)
+            ln_prefetch(e, (uint32_t)(occ + 1u));
+    } else if (h.type == JP_REC_FREE || h.type == JP_REC_RESIZE) {
+        if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
+            if (e->win_hi - id >= 2048u) /* the newest few KiB of the window are in cache */
+                __builtin_prefetch(&e->win[id & (e->win_w - 1u)], 1);
+            return span;
+        }
+        if (id < UINT32_MAX)
+            ln_prefetch(e, (uint32_t)(id + 1u));
+    }
+    return span;
+}
+
+int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
+                         uint32_t *consumed, const char **why)
+{
+    const char *dummy;
+    if (!why)
+        why = &dummy;
+    *why = NULL;
+    uint32_t off = 0, ahead = 0, lead = 0;
+    int rc = e->oom ? -ENOMEM : 0;
+    while (rc == 0 && off < len) {
+        /* Software pipeline: keep the prefetch cursor BATCH_LOOKAHEAD records ahead. */
+        while (lead < BATCH_LOOKAHEAD && ahead < len) {
+            uint32_t span = batch_prefetch(e, recs + ahead, len - ahead);
+            if (!span) {
+                ahead = len;
+                break;
+            }
+            ahead += span;
+            lead++;
+        }
+        struct jp_rec_hdr h;
+        if (len - off < sizeof h)
+            break; /* a partial header: the caller's next batch starts here */
+        memcpy(&h, recs + off, sizeof h);
+        if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE) {
+            /* The same verdict and reason as feeding this record alone would give. */
+            if (jp_rec_validate(recs + off, len - off, why) == 0 || !*why)
+                *why = h.size < sizeof h ? "record smaller than its fixed part"
+                                         : "record larger than JP_REC_MAX_SIZE";
+            rc = -EPROTO;
+            break;
+        }
+        if (h.size > len - off)
+            break; /* incomplete record at the end: not consumed */
+        rc = feed_one(e, recs + off, h.size, why);
+        if (rc < 0)
+            break;
+        uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
+        off += span < len - off ? span : len - off;
+        if (lead)
+            lead--;
+        if (ahead < off) { /* the cursor stopped at a bad header the feed skipped past */
+            ahead = off;
+            lead = 0;
+        }
+    }
+    if (consumed)
+        *consumed = off;
+    return rc;
+}

@@ -1,0 +1,122 @@
+/* The engine's read-only view of one run: what the report builder (render/report.c) reads.
+ * The engine fills it (daemon/engine/view.c) and never calls the report; the report never
+ * sees the engine's state (engine_internal.h is private to daemon/engine/).
+ *
+ * Ownership: every array below belongs to the engine and is accounted against the run's
+ * metadata budget (CPU mode: cpu_budget_bytes; memory mode: retention_budget_bytes, which
+ * covers the definitions, the per-site table and the live-allocation table alike). A view is
+ * valid until the next record is fed or the engine is freed; readers only read it.
+ */
+#ifndef JETTPROF_ENGINE_VIEW_H
+#define JETTPROF_ENGINE_VIEW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+
+#define JP_FUNC_NONE UINT32_MAX
+
+/* One function identity (CONTRACT_READINGS 1), also the memory "site". */
+struct jp_func {
+    const char *ns, *fn;
+    uint16_t ns_len, fn_len;
+    uint8_t kind;      /* JP_FRAME_* */
+    uint8_t origin;    /* JP_ORIGIN_*, JP_ORIGIN_NONE: source unavailable */
+    uint32_t source;   /* canonical source index, 0 = unavailable */
+    uint32_t decl_start, decl_end, decl_line;
+    uint32_t uniq;     /* unavailable-symbol frames: their frame id, so two never merge */
+    /* The two counters whose meaning is the run's mode: read the member the mode names. */
+    union {
+        struct { uint64_t inclusive, self; } cpu;   /* CPU: samples */
+        struct { uint64_t allocated, count; } mem;  /* memory: bytes (initial + growth
+                                                     * charged here), allocations */
+    };
+    uint64_t resize_count;
+    uint64_t freed, live;     /* memory: bytes of allocations created here */
+    uint64_t snap, stamp;     /* live-at-peak snapshot, see memory.c */
+    uint32_t exec_epoch;      /* memory: the EXEC epoch this site last noted (memory.c) */
+};
+
+/* One distinct execution identity seen with one detail key: CPU mode, the call chain of a
+ * sample's leaf node (every function on it saw the identity); memory mode, the creation site
+ * (function index) of an allocation. JP_ID_UNAVAILABLE where the EXEC record had none. */
+struct jp_exec_tuple {
+    uint32_t key, thread, task;
+};
+
+struct jp_source {
+    const char *path;
+    uint16_t path_len;
+    uint8_t origin;
+    uint32_t first_id; /* the first source id defined with this identity (excerpt keys) */
+};
+
+/* A call chain: the function sequence root..func, interned as (parent chain, func). */
+struct jp_chain {
+    uint32_t parent; /* chain index + 1, 0 for a root */
+    uint32_t func;
+    uint32_t depth;
+    uint32_t reserved;
+    uint64_t samples;
+};
+
+struct jp_hot {
+    uint32_t func, line, col, reserved;
+    uint64_t samples;
+};
+
+struct jp_excerpt_ent {
+    uint32_t source, line, col, flags; /* source: canonical index */
+    char *text;
+    uint32_t text_len;
+};
+
+struct jp_engine_view {
+    uint32_t mode;
+    const struct jp_rec_run_start *start;
+    bool have_stop;
+    uint32_t termination;
+    uint64_t wall_ns, process_cpu_ns;
+    uint64_t stop_record_count, records_counted;
+    const struct jp_rec_counters *counters;
+    uint64_t violations;
+    uint64_t producer_records; /* samples and allocation events accepted */
+    bool detail_stopped;       /* a definition/detail table growth was refused */
+    bool live_exact;           /* memory: exact live tracking still holds */
+    uint64_t truncated_stacks;
+
+    /* CPU */
+    uint64_t state_samples[JP_STATE_LIMIT];
+    uint64_t attributed_stacks; /* jett samples whose stack reached function detail */
+
+    /* memory */
+    uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t attributed_allocated; /* denominator: bytes charged to a site */
+    uint64_t peak_epoch;
+
+    const struct jp_func *funcs; uint32_t nfuncs;
+    const struct jp_source *sources; uint32_t nsources; /* index 0 unused */
+    const struct jp_chain *chains; uint32_t nchains;
+    const struct jp_hot *hots; uint32_t nhots;
+    const struct jp_excerpt_ent *excerpts; uint32_t nexcerpts;
+
+    /* execution identity (run-local attribution, reported as counts only) */
+    const struct jp_exec_tuple *exec; uint32_t nexec;
+    bool exec_exact;          /* every identity tuple was kept (no budget refusal) */
+    uint32_t runtime_threads; /* distinct runtime thread ids over the producer's events */
+    bool threads_exact;
+};
+
+void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
+/* The function table slot holding function index func (UINT32_MAX: none), so tests can show
+ * that two seeds lay the tables out differently. */
+uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
+
+/* Live bytes of a site at the global peak (see the epoch scheme in engine_internal.h). */
+static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
+{
+    return f->stamp == epoch ? f->snap : f->live;
+}
+
+#endif

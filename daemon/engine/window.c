@@ -1,0 +1,290 @@
+/* The young window: a direct-mapped window of the newest allocation ids in front of the live
+ * tables (live_table.c), and the live_* calls that find, change and drop an allocation
+ * wherever it is held.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "engine_internal.h"
+
+/* Young allocations. Most allocations die young, and the agent hands out ids in increasing
+ * order, so the newest ids live in a direct-mapped window (slot = id mod W) and never touch
+ * the hashed tables; an allocation still live when its slot is needed by a newer id moves to
+ * the tables then. A slot's occupant is the one id of (win_hi - W, win_hi] congruent to it.
+ * Ids that do not arrive as a new highest go straight to the tables, as do values the 4-byte
+ * slot cannot hold; so an empty slot says nothing, and a lookup that finds one goes on to the
+ * tables: the window only ever holds a subset, exactly.
+ *
+ * A slot is 4 bytes: 0 empty, else 1 + (site << WIN_SIZE_BITS | size) for a size below
+ * 2^WIN_SIZE_BITS and a site below WIN_SITE_LIMIT. A bit per 64 slots (win_mark) lets a
+ * jump of the highest id (sparse or huge ids) find the survivors it displaces in O(W / 4096)
+ * words plus the groups that held something, never O(W).
+ *
+ * The window starts at 2^WIN_MIN_BITS slots and doubles (up to 2^WIN_MAX_BITS) while at
+ * least 1/WIN_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
+ * allocation it holds when it grows, about what the tables would): a run whose allocations
+ * mostly die within a few thousand ids, or whose survivors are few, keeps a small window; one whose allocations live for hundreds of
+ * thousands of ids gets one that lets them die there, so they are never hashed, moved by a
+ * table growth, or displaced by cuckoo kicks. The growth is counted against the budget
+ * (old and new at once) and, refused, just leaves the window as it is: exactness never
+ * depends on it. When it grows depends on the ids alone (never on the seed or the budget),
+ * so a run replayed with a budget that fits what it held does the very same. */
+/* 4096 slots (16 KiB) to start: one summary word covers them, and a run that frees young
+ * never needs more. */
+#define WIN_MIN_BITS 12u
+/* 2^18 slots, 1 MiB: about a core's L2; a larger window would miss the cache on every slot
+ * and cost what the tables do. */
+#define WIN_MAX_BITS 18u
+/* Doubles at 1/4 full: 16 bytes of window per allocation it holds, about a table slot's cost
+ * at the tables' load. */
+#define WIN_GROW_DIV 4u
+#define WIN_SIZE_BITS 20u
+#define WIN_SITE_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
+_Static_assert(WIN_MIN_BITS >= 12u, "the summary needs a whole word");
+
+/* Allocates a window of w slots (all empty), counting it against the budget on top of what
+ * is held now. */
+static int win_alloc(struct jp_engine *e, uint32_t w, uint32_t **slots, uint64_t **grp)
+{
+    uint64_t bytes = win_bytes(w);
+    if (budget_hold(e, bytes) < 0)
+        return -ENOBUFS;
+    uint32_t *r = calloc(1, (size_t)bytes);
+    if (!r)
+        return -ENOMEM;
+    *slots = r;
+    *grp = (uint64_t *)(void *)(r + w);
+    return 0;
+}
+
+/* 1 when the window exists, 0 when the budget refused it (the tables alone still track
+ * exactly), -ENOMEM when malloc did. */
+static int win_ready(struct jp_engine *e)
+{
+    if (e->win || e->win_off)
+        return e->win != NULL;
+    uint32_t w = UINT32_C(1) << WIN_MIN_BITS;
+    int rc = win_alloc(e, w, &e->win, &e->win_grp);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        e->win_off = true;
+        return 0;
+    }
+    e->win_w = w;
+    e->win_grow_at = w / WIN_GROW_DIV;
+    e->used += win_bytes(w);
+    return 1;
+}
+
+static inline bool win_fits(uint64_t val)
+{
+    return (val & SIZE_MASK) < (UINT64_C(1) << WIN_SIZE_BITS) &&
+           (val >> SIZE_BITS) < WIN_SITE_LIMIT;
+}
+static inline uint32_t win_enc(uint64_t val)
+{
+    return 1u + (uint32_t)((val >> SIZE_BITS) << WIN_SIZE_BITS | (val & SIZE_MASK));
+}
+static inline uint64_t win_dec(uint32_t v)
+{
+    v--;
+    return (v & ((UINT32_C(1) << WIN_SIZE_BITS) - 1u)) |
+           (uint64_t)(v >> WIN_SIZE_BITS) << SIZE_BITS;
+}
+
+/* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
+ * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
+ * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
+static inline void win_mark(struct jp_engine *e, uint32_t s)
+{
+    e->win_grp[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
+}
+static inline void win_clear(struct jp_engine *e, uint32_t s)
+{
+    e->win[s] = 0;
+    e->nwin--;
+}
+
+/* The first occupied slot in [a, b) (b <= W), or b. Skips groups whose bit is clear through
+ * the bit words (64 groups each), so a scan costs O(W / 4096) words plus the set groups. */
+static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
+{
+    while (a < b) {
+        uint32_t g = a >> 6;
+        uint64_t bit = UINT64_C(1) << (g & 63u);
+        if (e->win_grp[g >> 6] & bit) {
+            uint32_t end = (g + 1u) << 6 < b ? (g + 1u) << 6 : b;
+            for (uint32_t s = a; s < end; s++)
+                if (e->win[s])
+                    return s;
+            if (end == (g + 1u) << 6) { /* scanned to the group's end: maybe it is empty */
+                uint32_t s = g << 6;
+                while (s < a && !e->win[s])
+                    s++;
+                if (s == a)
+                    e->win_grp[g >> 6] &= ~bit;
+            }
+            a = end;
+            continue;
+        }
+        /* the next group whose bit is set */
+        for (g++;;) {
+            if ((uint64_t)g << 6 >= b)
+                return b;
+            uint64_t gw = e->win_grp[g >> 6] & (~UINT64_C(0) << (g & 63u));
+            if (gw) {
+                g = (g & ~63u) + (uint32_t)__builtin_ctzll(gw);
+                break;
+            }
+            g = (g | 63u) + 1u;
+        }
+        a = g << 6 > a ? g << 6 : a;
+    }
+    return b;
+}
+
+/* The window slot holding id, or NULL (id outside the window, or not held there). */
+static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
+{
+    if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
+        uint32_t *v = &e->win[id & (e->win_w - 1u)];
+        if (*v)
+            return v;
+    }
+    return NULL;
+}
+
+/* Moves the survivors of slots [a, b) to the tables (win_hi not yet advanced). */
+static int win_evict(struct jp_engine *e, uint32_t a, uint32_t b)
+{
+    uint32_t m = e->win_w - 1u;
+    for (uint32_t s = win_next(e, a, b); s < b; s = win_next(e, s + 1u, b)) {
+        uint64_t occupant = e->win_hi - ((e->win_hi - s) & m);
+        int rc = table_insert(e, occupant, win_dec(e->win[s]));
+        if (rc < 0)
+            return rc;
+        win_clear(e, s);
+    }
+    return 0;
+}
+
+/* Doubles the window, re-placing its survivors (same ids, now mod 2W). Ids of the new half's
+ * range older than the old window are not in it (they are in the tables). 0, or -ENOMEM
+ * (the window is left as it was). */
+static int win_grow(struct jp_engine *e)
+{
+    uint32_t w = e->win_w, nw = w * 2u;
+    if (nw > (UINT32_C(1) << WIN_MAX_BITS)) {
+        e->win_grow_at = UINT32_MAX;
+        return 0;
+    }
+    uint32_t *slots, *old = e->win;
+    uint64_t *grp;
+    int rc = win_alloc(e, nw, &slots, &grp);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0) {
+        /* stays as it is, still exact; asks again only once twice as full */
+        e->win_grow_at = e->win_grow_at > UINT32_MAX / 2u ? UINT32_MAX : e->win_grow_at * 2u;
+        return 0;
+    }
+    e->win_grow_at = nw / WIN_GROW_DIV;
+    e->win = slots;
+    e->win_grp = grp;
+    e->win_w = nw;
+    e->nwin = 0;
+    for (uint32_t s = 0; s < w; s++) {
+        if (!old[s])
+            continue;
+        uint64_t id = e->win_hi - ((e->win_hi - s) & (w - 1u));
+        uint32_t ns = (uint32_t)(id & (nw - 1u));
+        slots[ns] = old[s];
+        win_mark(e, ns);
+        e->nwin++;
+    }
+    free(old);
+    e->used += win_bytes(nw) - win_bytes(w);
+    return 0;
+}
+
+bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
+{
+    if ((r->win = win_find(e, id)) != NULL)
+        return true;
+    return (r->valp = table_find(e, id)) != NULL;
+}
+
+uint64_t live_val(const struct live_ref *r)
+{
+    return r->win ? win_dec(*r->win) : val_get(r->valp);
+}
+
+void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
+{
+    if (r->win)
+        win_clear(e, (uint32_t)(r->win - e->win));
+    else
+        table_del(e, id, r->valp);
+}
+
+/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
+int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
+{
+    if (!r->win) {
+        val_set(r->valp, val);
+        return 0;
+    }
+    if (win_fits(val)) {
+        *r->win = win_enc(val);
+        return 0;
+    }
+    int rc = table_insert(e, id, val);
+    if (rc < 0)
+        return rc;
+    win_clear(e, (uint32_t)(r->win - e->win));
+    return 0;
+}
+
+int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+{
+    int rc;
+    if (id <= e->win_hi || id == UINT64_MAX)
+        return table_insert(e, id, val);
+    if ((rc = win_ready(e)) <= 0)
+        return rc < 0 ? rc : table_insert(e, id, val);
+    if (e->nwin >= e->win_grow_at && (rc = win_grow(e)) < 0)
+        return rc;
+    uint32_t m = e->win_w - 1u, slot = (uint32_t)(id & m);
+    if (id - e->win_hi == 1u) { /* the agent's counter: one slot to look at */
+        if (e->win[slot] && (rc = win_evict(e, slot, slot + 1u)) < 0)
+            return rc;
+    } else if (id - e->win_hi >= e->win_w) { /* everything in the window is displaced */
+        if (e->nwin && (rc = win_evict(e, 0, e->win_w)) < 0)
+            return rc;
+    } else { /* slots win_hi + 1 .. id, maybe wrapping */
+        uint32_t a = (uint32_t)((e->win_hi + 1u) & m);
+        if (a <= slot) {
+            if ((rc = win_evict(e, a, slot + 1u)) < 0)
+                return rc;
+        } else if ((rc = win_evict(e, a, e->win_w)) < 0 ||
+                   (rc = win_evict(e, 0, slot + 1u)) < 0) {
+            return rc;
+        }
+    }
+    if (win_fits(val)) {
+        e->win[slot] = win_enc(val);
+        win_mark(e, slot);
+        e->nwin++;
+    } else if ((rc = table_insert(e, id, val)) < 0) {
+        return rc;
+    }
+    e->win_hi = id;
+    /* The next id will most likely displace the slot after this one: if a survivor sits
+     * there, start loading the buckets it moves to now, so that move does not wait on
+     * memory. */
+    uint64_t next_occ = id + 1u - e->win_w;
+    if (e->win[(id + 1u) & m] && next_occ < UINT32_MAX)
+        ln_prefetch(e, (uint32_t)(next_occ + 1u));
+    return 0;
+}
