@@ -417,8 +417,12 @@ static int run_command(int argc, char **argv)
             }
         }
         if (r < 0) {
-            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE,
-                                    jettprof_strerror(r));
+            /* The stable message first, then its cause (the paths tried, the socket, the
+             * daemon's reason), so the user can act on it. */
+            const char *why = jettprof_last_reason();
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s%s%s", jettprof_strerror(r), *why ? ": " : "", why);
+            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, msg);
             goto out;
         }
         R->hook_heap = cli.mode == JT_MODE_MEMORY;
