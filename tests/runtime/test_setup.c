@@ -79,46 +79,46 @@ Test(setup, failed_start_names_every_path_tried, .timeout = 120)
     jtt_rmtree(dir);
 }
 
-Test(setup, failed_start_names_JETTPROFD, .timeout = 120)
+/* Runs hello.jett in `mode` with env=value: a setup failure (exit 4, no user code) whose
+ * message holds each of want[]. */
+static void expect_setup_failure(const char *env, const char *value, const char *mode,
+                                 const char *const *want)
 {
     no_daemon_env();
-    setenv("JETTPROFD", "/nonexistent-jett-test-dir/jettprofd", 1);
-    const char *argv[] = {"run", hello_jett(), "--profile", NULL};
+    setenv(env, value, 1);
+    const char *argv[] = {"run", hello_jett(), mode, NULL};
     struct jt_run r;
     jtt_run(NULL, argv, &r);
     cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
-    cr_expect(strstr(r.err, "cannot start jettprofd: tried JETTPROFD=/nonexistent-jett-test-dir/"
-                            "jettprofd (ENOENT: No such file or directory)"), "%s", r.err);
+    for (size_t i = 0; want[i]; i++)
+        cr_expect(strstr(r.err, want[i]), "no '%s' in: %s", want[i], r.err);
+    cr_expect(!strstr(r.out, "user code ran"), "user code ran: %s", r.out);
     jtt_run_free(&r);
 }
 
+Test(setup, failed_start_names_JETTPROFD, .timeout = 120)
+{
+    expect_setup_failure("JETTPROFD", "/nonexistent-jett-test-dir/jettprofd", "--profile",
+                         (const char *[]){"cannot start jettprofd: tried JETTPROFD=/nonexistent-"
+                                          "jett-test-dir/jettprofd (ENOENT: No such file or "
+                                          "directory)", NULL});
+}
+
+/* The hello may meet a closed socket or the close may come as the answer: either way the
+ * daemon's exit status is named. */
 Test(setup, handshake_failure_says_the_daemon_exited, .timeout = 120)
 {
-    no_daemon_env();
-    setenv("JETTPROFD", "/bin/false", 1);
-    const char *argv[] = {"run", hello_jett(), "--profile-memory", NULL};
-    struct jt_run r;
-    jtt_run(NULL, argv, &r);
-    cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
-    cr_expect(strstr(r.err, "profiler: setup failure: jettprofd handshake failed: "), "%s", r.err);
-    /* The hello may meet a closed socket or the close may come as the answer: either way the
-     * daemon's exit status is named. */
-    cr_expect(strstr(r.err, "jettprofd exited with status 1"), "%s", r.err);
-    jtt_run_free(&r);
+    expect_setup_failure("JETTPROFD", "/bin/false", "--profile-memory",
+                         (const char *[]){"profiler: setup failure: jettprofd handshake failed: ",
+                                          "jettprofd exited with status 1", NULL});
 }
 
 Test(setup, unreachable_socket_names_path_and_errno, .timeout = 120)
 {
-    no_daemon_env();
-    setenv("JETTPROFD_SOCKET", "/nonexistent-jett-test-dir/d.sock", 1);
-    const char *argv[] = {"run", hello_jett(), "--profile", NULL};
-    struct jt_run r;
-    jtt_run(NULL, argv, &r);
-    cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
-    cr_expect(strstr(r.err, "profiler: setup failure: cannot connect to jettprofd: "
-                            "JETTPROFD_SOCKET=/nonexistent-jett-test-dir/d.sock: ENOENT"),
-              "%s", r.err);
-    jtt_run_free(&r);
+    expect_setup_failure("JETTPROFD_SOCKET", "/nonexistent-jett-test-dir/d.sock", "--profile",
+                         (const char *[]){"profiler: setup failure: cannot connect to jettprofd: "
+                                          "JETTPROFD_SOCKET=/nonexistent-jett-test-dir/d.sock: "
+                                          "ENOENT", NULL});
 }
 
 /* A long-lived daemon stand-in that answers the first hello with a refusal. */
