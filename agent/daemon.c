@@ -2,6 +2,13 @@
  * $JETTPROFD_SOCKET, or spawn a private one over a socket pair; the HELLO/WELCOME handshake and
  * the ring handoff; bounded receives; reaping.
  *
+ * Where a private daemon comes from, in order: $JETTPROFD alone when it is set; else next to
+ * the host's executable (/proc/self/exe): DIR/../libexec/jettprofd and DIR/jettprofd (an
+ * installed prefix), DIR/../daemon/jettprofd (this project's build tree, where jett lives in
+ * runtime/); else the configured install path; else each PATH directory. A setup failure
+ * leaves its whole cause in jettprof_last_reason(): every path tried with its errno, the socket
+ * path and errno, what the handshake lacked, the daemon's own words for a refusal.
+ *
  * The agent is a guest in the host process: it never changes signal dispositions (sends use
  * MSG_NOSIGNAL), never waits for a child other than its own daemon's pid,
  * leaks no descriptor into the daemon but its own end of the pair, and bounds every wait.
@@ -13,6 +20,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +38,39 @@ extern char **environ;
 
 /* The fd number the private daemon finds its end of the pair at. */
 #define SESSION_FD 3
+
+/* The text jettprof_last_reason() returns after a connection-stage failure: it names paths and
+ * errno values, so it cannot be a static string. One per thread, like the reason pointer. */
+static _Thread_local char tls_detail[1024];
+
+/* Appends to tls_detail (cleared when `fresh`), cutting with "..." when it is full, and makes it
+ * the thread's reason. */
+__attribute__((format(printf, 2, 3))) static void detail(int fresh, const char *fmt, ...)
+{
+    size_t n = fresh ? 0 : strnlen(tls_detail, sizeof tls_detail);
+    if (fresh)
+        tls_detail[0] = '\0';
+    if (n + 4 < sizeof tls_detail) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(tls_detail + n, sizeof tls_detail - n, fmt, ap);
+        va_end(ap);
+        if (w >= 0 && (size_t)w >= sizeof tls_detail - n)
+            memcpy(tls_detail + sizeof tls_detail - 4, "...", 4);
+    }
+    jp_set_reason(tls_detail);
+}
+
+/* "ENOENT: No such file or directory". strerror() may share a buffer between threads; the GNU
+ * strerror_r returns the text. */
+static const char *errtext(int e, char *buf, size_t cap)
+{
+    char text[96];
+    const char *name = strerrorname_np(e);
+    snprintf(buf, cap, "%s%s%s", name ? name : "", name ? ": " : "",
+             strerror_r(e, text, sizeof text));
+    return buf;
+}
 
 static void set_timeouts(int fd)
 {
@@ -50,22 +91,25 @@ static int attach(struct jettprof_run *run, const char *path)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     size_t n = strlen(path);
     if (n >= sizeof sa.sun_path) {
-        jp_set_reason("JETTPROFD_SOCKET names a path too long for a unix socket");
+        detail(1, "JETTPROFD_SOCKET=%.200s%s is too long for a unix socket (at most %zu bytes)",
+               path, n > 200 ? "..." : "", sizeof sa.sun_path - 1);
         return -ECONNREFUSED;
     }
     memcpy(sa.sun_path, path, n);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char eb[128];
     if (fd < 0) {
-        jp_set_reason("cannot create a unix socket");
-        return -ECONNREFUSED;
+        detail(1, "cannot create a unix socket: %s", errtext(errno, eb, sizeof eb));
+        return errno == ENOMEM || errno == ENOBUFS ? -ENOMEM : -ECONNREFUSED;
     }
     int r;
     do
         r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
     while (r < 0 && errno == EINTR);
     if (r < 0) {
+        int e = errno;
         close(fd);
-        jp_set_reason("cannot connect to the jettprofd named by JETTPROFD_SOCKET");
+        detail(1, "JETTPROFD_SOCKET=%s: %s", path, errtext(e, eb, sizeof eb));
         return -ECONNREFUSED;
     }
     set_timeouts(fd);
@@ -73,14 +117,70 @@ static int attach(struct jettprof_run *run, const char *path)
     return 0;
 }
 
+/* Tries one candidate: 0 (spawned, *pid set), or a positive errno after noting the path and
+ * the error in the reason. */
+static int try_spawn(const char *label, const char *exe, posix_spawn_file_actions_t *fa,
+                     posix_spawnattr_t *at, char **argv, pid_t *pid)
+{
+    /* A path already in the list (PATH repeats an entry, or names the install path) failed
+     * already: once is enough, for the run and for the message. */
+    size_t n = strlen(exe);
+    for (const char *h = tls_detail; (h = strstr(h, exe)) != NULL; h += n)
+        if (h > tls_detail && (h[-1] == ' ' || h[-1] == '=') && strncmp(h + n, " (", 2) == 0)
+            return ENOENT;
+    int r = posix_spawn(pid, exe, fa, at, argv, environ); /* no shell, no PATH search */
+    if (r != 0) {
+        char eb[128];
+        detail(0, "%s%s%s (%s)", tls_detail[0] ? ", " : "tried ", label, exe,
+               errtext(r, eb, sizeof eb));
+    }
+    return r;
+}
+
+/* The candidates after $JETTPROFD, in order (file comment). Returns 0 when one started. */
+static int spawn_search(posix_spawn_file_actions_t *fa, posix_spawnattr_t *at, char **argv,
+                        pid_t *pid)
+{
+    char self[4096], cand[4096 + 32];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = n > 0 ? memrchr(self, '/', (size_t)n) : NULL;
+    if (slash) {
+        *slash = '\0';
+        static const char *const rel[] = {"/../libexec/jettprofd", "/jettprofd",
+                                          "/../daemon/jettprofd"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(cand, sizeof cand, "%s%s", self, rel[i]);
+            if (try_spawn("", cand, fa, at, argv, pid) == 0)
+                return 0;
+        }
+    } else {
+        detail(0, "%s/proc/self/exe (unreadable)", tls_detail[0] ? ", " : "tried ");
+    }
+    if (try_spawn("", JETTPROF_DAEMON_PATH, fa, at, argv, pid) == 0)
+        return 0;
+    /* PATH, but only absolute entries: an empty or relative one would run whatever the
+     * current directory holds. */
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len && p[0] == '/' && len < 4096) {
+            snprintf(cand, sizeof cand, "%.*s/jettprofd", (int)len, p);
+            if (try_spawn("PATH: ", cand, fa, at, argv, pid) == 0)
+                return 0;
+        }
+        p += len + (end != NULL);
+    }
+    return -ENOENT;
+}
+
 static int spawn(struct jettprof_run *run)
 {
-    const char *exe = getenv("JETTPROFD");
-    if (!exe || !*exe)
-        exe = JETTPROF_DAEMON_PATH;
+    detail(1, "%s", "");
     int sv[2];
+    char eb[128];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-        jp_set_reason("cannot create a socket pair for jettprofd");
+        detail(1, "cannot create a socket pair for jettprofd: %s", errtext(errno, eb, sizeof eb));
         return -ENOEXEC;
     }
     /* Move the child's end above the stdio and SESSION_FD numbers so the dup2 below always
@@ -88,8 +188,8 @@ static int spawn(struct jettprof_run *run)
     int child = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
     close(sv[1]);
     if (child < 0) {
+        detail(1, "cannot create a socket pair for jettprofd: %s", errtext(errno, eb, sizeof eb));
         close(sv[0]);
-        jp_set_reason("cannot create a socket pair for jettprofd");
         return -ENOEXEC;
     }
 
@@ -134,8 +234,15 @@ static int spawn(struct jettprof_run *run)
     snprintf(fdarg, sizeof fdarg, "%d", SESSION_FD);
     char *argv[] = {(char *)"jettprofd", (char *)"--session-fd", fdarg, NULL};
     pid_t pid = -1;
-    if (!r)
-        r = posix_spawn(&pid, exe, &fa, &at, argv, environ); /* no shell, no PATH search */
+    if (r) {
+        detail(1, "cannot prepare to start jettprofd: %s", errtext(r, eb, sizeof eb));
+    } else {
+        const char *exe = getenv("JETTPROFD");
+        if (exe && *exe)
+            r = try_spawn("JETTPROFD=", exe, &fa, &at, argv, &pid);
+        else
+            r = spawn_search(&fa, &at, argv, &pid);
+    }
     if (fa_ok)
         posix_spawn_file_actions_destroy(&fa);
     if (at_ok)
@@ -143,9 +250,10 @@ static int spawn(struct jettprof_run *run)
     close(child);
     if (r != 0) {
         close(sv[0]);
-        jp_set_reason("cannot start jettprofd");
-        return -ENOEXEC;
+        return r == ENOMEM ? -ENOMEM : -ENOEXEC;
     }
+    /* A started daemon clears the list of what was tried before it. */
+    detail(1, "%s", "");
     set_timeouts(sv[0]);
     run->sock = sv[0];
     run->daemon_pid = pid;
@@ -205,6 +313,45 @@ int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *
     }
 }
 
+/* After the daemon hung up during the handshake: how a private daemon ended, if it has within
+ * a short bound (it is reaped here then), appended to the reason. */
+static void note_daemon_exit(struct jettprof_run *run)
+{
+    if (run->daemon_pid <= 0)
+        return;
+    uint64_t deadline = jp_mono_ns() + 1000000000ull;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(run->daemon_pid, &st, WNOHANG);
+        if (w == run->daemon_pid)
+            break;
+        if ((w < 0 && errno != EINTR) || jp_mono_ns() >= deadline)
+            return; /* still running (reaped later), or reaped by a host handler */
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    run->daemon_pid = 0;
+    if (WIFEXITED(st))
+        detail(0, "; jettprofd exited with status %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+        detail(0, "; jettprofd was killed by signal %d", WTERMSIG(st));
+}
+
+/* The daemon's refusal text, as printable ASCII: it is shown to the user. */
+static void note_refusal(const struct jp_ctl_msg *a)
+{
+    char msg[201];
+    size_t n = a->u.error.message_len < sizeof msg - 1 ? a->u.error.message_len : sizeof msg - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)a->u.error.message[i];
+        msg[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
+    }
+    msg[n] = '\0';
+    const char *code = jp_ctl_error_name(a->u.error.code);
+    detail(1, "jettprofd said: %s%s (%s)", n ? msg : "no reason given",
+           a->u.error.message_len > n ? "..." : "", code ? code : "unknown code");
+}
+
 int jp_daemon_handshake(struct jettprof_run *run)
 {
     struct jp_ctl_msg m = {.type = JP_CTL_HELLO};
@@ -216,28 +363,37 @@ int jp_daemon_handshake(struct jettprof_run *run)
     m.u.hello.limit = run->cfg.limit;
     m.u.hello.outputs = run->cfg.outputs;
     m.u.hello.capabilities = run->caps;
+    char eb[128];
     int r = jp_send(run, &m, NULL, 0);
     if (r < 0) {
-        jp_set_reason("jettprofd went away before the handshake");
+        detail(1, "cannot send the hello: %s", errtext(-r, eb, sizeof eb));
+        note_daemon_exit(run);
         return -EPROTO;
     }
     const char *why;
     struct jp_ctl_msg a;
     r = jp_daemon_recv(run, JP_HANDSHAKE_TIMEOUT_MS, &a, &why);
     if (r == -ETIMEDOUT) {
-        jp_set_reason("jettprofd did not answer the handshake in time");
+        detail(1, "no answer to the hello within %d ms", JP_HANDSHAKE_TIMEOUT_MS);
         return -ETIMEDOUT;
     }
+    if (r == -EPIPE) {
+        detail(1, "jettprofd closed the connection before answering the hello");
+        note_daemon_exit(run);
+        return -EPROTO;
+    }
     if (r < 0) {
-        jp_set_reason("jettprofd closed or garbled the handshake");
+        detail(1, "bad answer to the hello: %s", why && *why ? why : errtext(-r, eb, sizeof eb));
         return -EPROTO;
     }
     if (a.type == JP_CTL_ERROR) {
-        jp_set_reason("jettprofd refused the run");
+        note_refusal(&a);
         return -ECONNABORTED;
     }
     if (a.type != JP_CTL_WELCOME) {
-        jp_set_reason("jettprofd answered the handshake with an unexpected message");
+        const char *t = jp_ctl_type_name(a.type);
+        detail(1, "jettprofd answered the hello with a %s message, not welcome",
+               t ? t : "unknown");
         return -EPROTO;
     }
     return 0;

@@ -7,6 +7,7 @@
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
+ *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
  * offending flag or value named on stderr).
@@ -27,30 +28,97 @@
 #define DEFAULT_MAX_RUNS 16u
 #define DEFAULT_MAX_RING_BYTES ((uint64_t)JP_RING_HEADER_SIZE + (64ull << 20))
 
+#ifndef JETTPROF_VERSION
+#define JETTPROF_VERSION "unknown"
+#endif
+
+/* One entry per subcommand: its synopsis and its option descriptions, printed by
+ * `jettprofd help CMD`, `jettprofd CMD --help` (stdout, exit 0) and after a usage error
+ * (stderr, exit 2). */
+static const struct command {
+    const char *name;
+    const char *synopsis;
+    const char *options;
+} commands[] = {
+    {"serve",
+     "jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
+     "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
+     "                [--max-cpu-budget B] [--max-retention-budget B]\n",
+     "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
+     "  --socket PATH             where to listen, unless systemd handed over a socket\n"
+     "                            (default: $JETTPROFD_SOCKET, else\n"
+     "                            $XDG_RUNTIME_DIR/jettprofd.sock when not root, else\n"
+     "                            /run/jettprofd.sock)\n"
+     "  --capture-dir DIR         keep a capture of every run in DIR\n"
+     "  --runs-log FILE           append one line per finished run to FILE\n"
+     "  --allow-group G           also admit members of group G (name or gid)\n"
+     "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
+     "  --max-ring-bytes B        largest ring a run may hand over\n"
+     "  --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
+     "                            33554432); a client may ask for less, never more\n"
+     "  --max-retention-budget B  most retention metadata bytes a run may use\n"
+     "                            (default 67108864); likewise\n"},
+    {"show",
+     "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
+     "Prints the profile of a finished run of the daemon serving on PATH.\n"},
+    {"replay",
+     "jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
+     "                 [--profile-limit N]\n",
+     "Rebuilds a run's profile from its capture, byte-identical to the live one; a damaged\n"
+     "capture gives the profile of every complete block before the damage and a caveat.\n"},
+    {"summarize",
+     "jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
+     "                    [--exit-code C] CAPTURE...\n",
+     "Writes one JSON repetition row per capture (integrity and totals), to stdout or\n"
+     "appended to OUT.jsonl.\n"},
+};
+
+static const char usage_tail[] =
+    "       jettprofd --session-fd N   (private mode, started by the agent)\n"
+    "       jettprofd help [COMMAND] | --help | --version\n"
+    "test knobs (environment, read at start; for tests only):\n"
+    "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
+    "                                       runtime's excerpts before rendering without\n"
+    "                                       them\n"
+    "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
+    "                                       hello and ring within N ms (1..600000)\n"
+    "                                       instead of 3000\n";
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
+/* The whole usage on f; 0 on stdout (asked for), 2 on stderr (a usage error). */
+static int usage_to(FILE *f)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "%s%s", i ? "       " : "usage: ", commands[i].synopsis);
+    fputs(usage_tail, f);
+    return f == stdout ? 0 : 2;
+}
+
 static int usage(void)
 {
-    fputs("usage: jettprofd --session-fd N\n"
-          "       jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
-          "                       [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
-          "                       [--max-cpu-budget B] [--max-retention-budget B]\n"
-          "         --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
-          "                                   33554432); a client may ask for less, never more\n"
-          "         --max-retention-budget B  most retention metadata bytes a run may use\n"
-          "                                   (default 67108864); likewise\n"
-          "       jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n"
-          "       jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
-          "                        [--profile-limit N]\n"
-          "       jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
-          "                           [--exit-code C] CAPTURE...\n"
-          "test knobs (environment, read at start; for tests only):\n"
-          "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
-          "                                       runtime's excerpts before rendering without\n"
-          "                                       them\n"
-          "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
-          "                                       hello and ring within N ms (1..600000)\n"
-          "                                       instead of 3000\n",
-          stderr);
-    return 2;
+    return usage_to(stderr);
+}
+
+static int command_help(const struct command *c)
+{
+    printf("usage: %s\n%s", c->synopsis, c->options);
+    return 0;
+}
+
+/* `--help` (or -h) anywhere among a subcommand's arguments asks for its help. */
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
 }
 
 static int bad(const char *cmd, const char *what, const char *arg)
@@ -183,6 +251,22 @@ int main(int argc, char **argv)
     if (argc < 2)
         return usage();
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
+        printf("jettprofd %s\n", JETTPROF_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || (!strcmp(cmd, "help") && argc == 2))
+        return usage_to(stdout);
+    if (!strcmp(cmd, "help")) {
+        const struct command *c = argc == 3 ? find_command(argv[2]) : NULL;
+        if (!c)
+            return argc == 3 ? bad("help", "no such command", argv[2])
+                             : bad("help", "expected one COMMAND", NULL);
+        return command_help(c);
+    }
+    const struct command *sub = find_command(cmd);
+    if (sub && wants_help(argc - 2, argv + 2))
+        return command_help(sub);
     if (!strcmp(cmd, "--session-fd")) {
         uint64_t fd;
         if (argc != 3)
@@ -200,10 +284,6 @@ int main(int argc, char **argv)
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))
         return jpd_cmd_summarize(argc - 2, argv + 2);
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        usage();
-        return 0;
-    }
     fprintf(stderr, "jettprofd: unknown command or option: %s\n", cmd);
     return usage();
 }

@@ -26,6 +26,9 @@
 #include "jettprof.h"
 #endif
 
+#ifndef JETTPROF_VERSION
+#define JETTPROF_VERSION "unknown"
+#endif
 #ifndef JETT_STDLIB_DIR
 #define JETT_STDLIB_DIR ""
 #endif
@@ -161,6 +164,22 @@ static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
     "                     [--profile-capture PATH [--profile-capture-overwrite]] [--agent]";
+
+static const char usage_text[] =
+    "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
+    "jettprofd, and the report follows the program's output on stderr (with --agent, one TOON\n"
+    "run envelope on stdout instead).\n"
+    "  --profile                      sample CPU time\n"
+    "  --profile-rate HZ              samples per second, 1..1000 (default 1000)\n"
+    "  --profile-memory               account Jett heap allocations\n"
+    "  --profile-threshold PERCENT    report entries at or above PERCENT (default 5)\n"
+    "  --profile-limit COUNT          at most COUNT entries, 1..100 (default 10)\n"
+    "  --profile-capture PATH         keep the record stream in a new file for `jettprofd\n"
+    "                                 replay`\n"
+    "  --profile-capture-overwrite    replace an existing capture file\n"
+    "  --agent                        one TOON run envelope on stdout\n"
+    "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
+    "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
 
 struct runner {
     struct jt_vm vm;
@@ -344,11 +363,19 @@ static int run_command(int argc, char **argv)
     bool agent = argv_has_agent(argc, argv);
     struct jt_cli cli;
     char err[400];
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-                      strcmp(argv[1], "help") == 0)) {
-        printf("%s\n\nProfiles the Jett program FILE with jettprofd when --profile or "
-               "--profile-memory is given;\nsee runtime/LANGUAGE.md and runtime/OUTPUT.md.\n",
-               usage);
+    if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        printf("jett %s\n", JETTPROF_VERSION);
+        return 0;
+    }
+    /* Help on stdout with exit 0: `jett --help`, `jett help [run]`, and `jett run --help`
+     * wherever --help stands among run's arguments. */
+    bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    help |= argc >= 2 && strcmp(argv[1], "help") == 0 &&
+            (argc == 2 || (argc == 3 && strcmp(argv[2], "run") == 0));
+    for (int i = 2; argc >= 2 && strcmp(argv[1], "run") == 0 && i < argc; i++)
+        help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+    if (help) {
+        printf("%s\n       jett help [run] | --help | --version\n\n%s", usage, usage_text);
         return 0;
     }
     if (argc < 2 || strcmp(argv[1], "run") != 0) {
@@ -417,8 +444,12 @@ static int run_command(int argc, char **argv)
             }
         }
         if (r < 0) {
-            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE,
-                                    jettprof_strerror(r));
+            /* The stable message first, then its cause (the paths tried, the socket, the
+             * daemon's reason), so the user can act on it. */
+            const char *why = jettprof_last_reason();
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s%s%s", jettprof_strerror(r), *why ? ": " : "", why);
+            code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, msg);
             goto out;
         }
         R->hook_heap = cli.mode == JT_MODE_MEMORY;

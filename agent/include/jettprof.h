@@ -132,17 +132,24 @@ struct jettprof_config {
 
 /* Starts a profiled run before user code runs: checks the mode's required capabilities
  * (-ENOTSUP), validates the config (-EINVAL), attaches to the daemon named by
- * $JETTPROFD_SOCKET or spawns a private one ($JETTPROFD, else the installed jettprofd) over a
- * socket pair, hands it the ring, and starts the CPU timer thread in CPU mode. On failure no
- * run exists and the caller must not run user code as profiled; jettprof_strerror() gives the
- * stable profiler setup message. Setup failures by stage:
+ * $JETTPROFD_SOCKET or spawns a private one over a socket pair, hands it the ring, and starts
+ * the CPU timer thread in CPU mode. The private daemon is $JETTPROFD when that is set (nothing
+ * else is tried then); else, with DIR the directory of the host's executable (/proc/self/exe),
+ * DIR/../libexec/jettprofd, DIR/jettprofd, DIR/../daemon/jettprofd (the build tree), then the
+ * path configured at build time (PREFIX/bin/jettprofd), then jettprofd in each absolute PATH
+ * directory. On failure no run exists and the caller must not run user code as profiled;
+ * jettprof_strerror() gives the stable profiler setup message and jettprof_last_reason() its
+ * cause. Setup failures by stage, with what the reason names:
  *   -ENOTSUP       the mode's required capabilities are missing
  *   -EINVAL        a configuration field is out of range (jettprof_last_reason() names it)
- *   -ENOEXEC       the private jettprofd could not be started
- *   -ECONNREFUSED  $JETTPROFD_SOCKET could not be connected to
- *   -EPROTO        the daemon closed or garbled the handshake
+ *   -ENOEXEC       the private jettprofd could not be started: every path tried, each with
+ *                  its error ("tried JETTPROFD=/x (No such file or directory)")
+ *   -ECONNREFUSED  $JETTPROFD_SOCKET could not be connected to: the path and the errno
+ *   -EPROTO        the daemon closed or garbled the handshake: what was missing or wrong, and
+ *                  how a private daemon exited if it did ("...; jettprofd exited with status 1")
  *   -ETIMEDOUT     the daemon did not answer the handshake within 5 s
- *   -ECONNABORTED  the daemon refused the run (permissions, limits)
+ *   -ECONNABORTED  the daemon refused the run (permissions, limits): the daemon's own reason
+ *   -ENOMEM        out of memory
  * Several runs may exist at once in one process (each with its own daemon session). */
 JETTPROF_API int jettprof_start(const struct jettprof_config *cfg, jettprof_run **out);
 
@@ -150,8 +157,10 @@ JETTPROF_API int jettprof_start(const struct jettprof_config *cfg, jettprof_run 
  * "profiler: backend unsupported", "profiler: setup failure: cannot start jettprofd". */
 JETTPROF_API const char *jettprof_strerror(int err);
 
-/* A stable, static description of why the last failing call on the calling thread failed,
- * e.g. "source path is absolute"; "" when there is none. Never contains user data. */
+/* Why the last failing call on the calling thread failed, e.g. "source path is absolute"; ""
+ * when there is none. Never contains program data. After a jettprof_start() failure at the
+ * daemon stage (see there) it names file system paths and errno values, is thread-local, and
+ * stays valid until the next failing call on this thread; otherwise it is a static string. */
 JETTPROF_API const char *jettprof_last_reason(void);
 
 /* Interns a source by origin and logical path (relative, '/'-separated, no "." or ".."

@@ -204,3 +204,120 @@ Test(cli, agent_mode_reports_a_cli_error_in_the_envelope)
     free(json);
     jtt_run_free(&r);
 }
+
+/* Runs exe with argv; expects exit 0, `want` on stdout and nothing on stderr. */
+static void expect_help(const char *exe, const char *const *argv, const char *want)
+{
+    struct jt_run r;
+    jtt_run_exe(exe, NULL, argv, &r);
+    char shown[200] = "";
+    for (size_t i = 0; argv[i]; i++)
+        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), " %s", argv[i]);
+    cr_expect_eq(r.status, 0, "%s%s: exit %d: %s", exe, shown, r.status, r.err);
+    cr_expect(strstr(r.out, want), "%s%s: no '%s' on stdout: %s", exe, shown, want, r.out);
+    cr_expect_str_eq(r.err, "", "%s%s wrote on stderr", exe, shown);
+    jtt_run_free(&r);
+}
+
+static const char *jettprofd(void)
+{
+    const char *d = getenv("JETTPROFD");
+    cr_assert(d && *d, "JETTPROFD must name the built jettprofd (run through meson test)");
+    return d;
+}
+
+Test(cli, every_help_form_prints_usage_on_stdout_and_exits_0)
+{
+    static const char *const jett_forms[][4] = {
+        {"help", NULL}, {"help", "run", NULL}, {"run", "--help", NULL},
+        {"run", "x.jett", "--help", NULL}, {"run", "-h", NULL},
+    };
+    for (size_t i = 0; i < sizeof jett_forms / sizeof jett_forms[0]; i++)
+        expect_help(jtt_jett(), jett_forms[i], "usage: jett run FILE");
+    expect_help(jtt_jett(), (const char *[]){"run", "--help", NULL}, "--profile-capture PATH");
+
+    static const struct {
+        const char *argv[3];
+        const char *want;
+    } d_forms[] = {
+        {{"--help", NULL}, "usage: jettprofd serve"},
+        {{"-h", NULL}, "jettprofd summarize"},
+        {{"help", NULL}, "jettprofd replay FILE"},
+        {{"serve", "--help", NULL}, "--max-retention-budget B"},
+        {{"show", "--help", NULL}, "usage: jettprofd show RUN_ID"},
+        {{"replay", "--help", NULL}, "usage: jettprofd replay FILE"},
+        {{"summarize", "--help", NULL}, "usage: jettprofd summarize"},
+        {{"help", "replay", NULL}, "usage: jettprofd replay FILE"},
+        {{"help", "serve", NULL}, "usage: jettprofd serve"},
+    };
+    for (size_t i = 0; i < sizeof d_forms / sizeof d_forms[0]; i++)
+        expect_help(jettprofd(), d_forms[i].argv, d_forms[i].want);
+}
+
+Test(cli, usage_errors_stay_on_stderr_with_exit_2)
+{
+    static const char *const forms[][3] = {
+        {"bogus", NULL}, {"serve", "--bogus", NULL}, {"replay", NULL}, {"help", "bogus", NULL},
+        {"summarize", "--bogus", NULL}, {"show", NULL},
+    };
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        struct jt_run r;
+        jtt_run_exe(jettprofd(), NULL, forms[i], &r);
+        cr_expect_eq(r.status, 2, "jettprofd %s: exit %d", forms[i][0], r.status);
+        cr_expect_str_eq(r.out, "", "jettprofd %s wrote on stdout", forms[i][0]);
+        cr_expect_neq(r.err_len, 0, "jettprofd %s said nothing", forms[i][0]);
+        jtt_run_free(&r);
+    }
+    const char *argv[] = {"run", "--bogus", NULL};
+    struct jt_run r;
+    jtt_run(NULL, argv, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect_str_eq(r.out, "");
+    cr_expect(strstr(r.err, "unknown option '--bogus'"), "%s", r.err);
+    jtt_run_free(&r);
+}
+
+Test(cli, version_prints_the_project_version)
+{
+    /* JETTPROF_VERSION is meson's project version, defined for every file of the project. */
+    cr_assert_str_neq(JETTPROF_VERSION, "");
+    const char *const forms[][2] = {{"--version", NULL}, {"-V", NULL}};
+    for (size_t i = 0; i < 2; i++) {
+        struct jt_run r;
+        jtt_run_exe(jtt_jett(), NULL, forms[i], &r);
+        cr_expect_eq(r.status, 0);
+        cr_expect_str_eq(r.out, "jett " JETTPROF_VERSION "\n");
+        cr_expect_str_eq(r.err, "");
+        jtt_run_free(&r);
+        jtt_run_exe(jettprofd(), NULL, forms[i], &r);
+        cr_expect_eq(r.status, 0);
+        cr_expect_str_eq(r.out, "jettprofd " JETTPROF_VERSION "\n");
+        cr_expect_str_eq(r.err, "");
+        jtt_run_free(&r);
+    }
+}
+
+/* Each installed man page renders without a single groff warning (-ww: all of them). */
+Test(cli, man_pages_render_without_warnings)
+{
+    const char *groff = getenv("JETT_TEST_GROFF");
+    cr_assert(groff && *groff, "groff is a test dependency (groff-base, scripts/deps.sh)");
+    static const char *const pages[] = {"jett.1", "jettprofd.8", "libjettprof-agent.3"};
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/man/%s", jtt_build_root(), pages[i]);
+        const char *argv[] = {"-man", "-Tutf8", "-ww", "-z", path, NULL};
+        struct jt_run r;
+        jtt_run_exe(groff, NULL, argv, &r);
+        cr_expect_eq(r.status, 0, "%s: exit %d", pages[i], r.status);
+        cr_expect_str_eq(r.err, "", "%s: %s", pages[i], r.err);
+        jtt_run_free(&r);
+        /* and it is the real page, with its version filled in */
+        FILE *f = fopen(path, "r");
+        cr_assert(f, "%s not configured", path);
+        char head[200] = "";
+        cr_assert(fgets(head, sizeof head, f));
+        fclose(f);
+        cr_expect(strstr(head, ".TH ") && strstr(head, "jettprofd " JETTPROF_VERSION), "%s", head);
+    }
+}
