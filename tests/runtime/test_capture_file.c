@@ -240,10 +240,10 @@ Test(capture_file, a_setup_failure_leaves_no_file_behind)
 
 /* A capture that cannot be written whole never costs the run its profile or its exit status,
  * and is never silent: stderr says the capture failed and why. The daemon writes the capture,
- * so the fault is put there: a long-lived daemon started under `ulimit -f 8` (4 KiB; it ignores
- * SIGXFSZ, so a write past the limit fails with EFBIG as a full disk fails with ENOSPC) and the
- * run attached to it through JETTPROFD_SOCKET. The same run without the limit prints no such
- * line. */
+ * so the fault is put there: a long-lived daemon started under `ulimit -f 1` (512 bytes, less
+ * than any capture of this run; the daemon ignores SIGXFSZ, so a write past the limit fails
+ * with EFBIG as a full disk fails with ENOSPC), the run attached to it through
+ * JETTPROFD_SOCKET. The same run without the limit prints no such line. */
 static struct jt_run run_beside_daemon(const char *dir, const char *cap, const char *limit)
 {
     char script[8192];
@@ -270,7 +270,7 @@ Test(capture_file, a_capture_that_fails_midway_is_reported_and_the_run_goes_on)
               "  print(\"user code ran\")\n"
               "}\n");
     char *cap = path_in(dir, "run.jpcap");
-    struct jt_run r = run_beside_daemon(dir, cap, "ulimit -f 8;");
+    struct jt_run r = run_beside_daemon(dir, cap, "ulimit -f 1;");
     cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "user code ran"), "%s", r.out);
     cr_expect(strstr(r.err, "CPU profile"), "the live profile is printed: %s", r.err);

@@ -33,7 +33,7 @@ static void no_daemon_env(void)
     unsetenv("JETTPROFD_SOCKET");
 }
 
-Test(setup, build_tree_jett_finds_build_tree_daemon, .timeout = 120)
+Test(setup, build_tree_jett_finds_build_tree_daemon)
 {
     no_daemon_env();
     setenv("PATH", "/nonexistent-jett-test-dir", 1); /* not found through PATH either */
@@ -48,7 +48,7 @@ Test(setup, build_tree_jett_finds_build_tree_daemon, .timeout = 120)
 }
 
 /* A copy of jett elsewhere has no daemon next to it: the message lists each place. */
-Test(setup, failed_start_names_every_path_tried, .timeout = 120)
+Test(setup, failed_start_names_every_path_tried)
 {
     no_daemon_env();
     char *dir = jtt_tmpdir();
@@ -96,7 +96,7 @@ static void expect_setup_failure(const char *env, const char *value, const char 
     jtt_run_free(&r);
 }
 
-Test(setup, failed_start_names_JETTPROFD, .timeout = 120)
+Test(setup, failed_start_names_JETTPROFD)
 {
     expect_setup_failure("JETTPROFD", "/nonexistent-jett-test-dir/jettprofd", "--profile",
                          (const char *[]){"cannot start jettprofd: tried JETTPROFD=/nonexistent-"
@@ -106,14 +106,14 @@ Test(setup, failed_start_names_JETTPROFD, .timeout = 120)
 
 /* The hello may meet a closed socket or the close may come as the answer: either way the
  * daemon's exit status is named. */
-Test(setup, handshake_failure_says_the_daemon_exited, .timeout = 120)
+Test(setup, handshake_failure_says_the_daemon_exited)
 {
     expect_setup_failure("JETTPROFD", "/bin/false", "--profile-memory",
                          (const char *[]){"profiler: setup failure: jettprofd handshake failed: ",
                                           "jettprofd exited with status 1", NULL});
 }
 
-Test(setup, unreachable_socket_names_path_and_errno, .timeout = 120)
+Test(setup, unreachable_socket_names_path_and_errno)
 {
     expect_setup_failure("JETTPROFD_SOCKET", "/nonexistent-jett-test-dir/d.sock", "--profile",
                          (const char *[]){"profiler: setup failure: cannot connect to jettprofd: "
@@ -145,7 +145,7 @@ static void *refuser_main(void *arg)
     return NULL;
 }
 
-Test(setup, refusal_carries_the_daemons_reason, .timeout = 120)
+Test(setup, refusal_carries_the_daemons_reason)
 {
     no_daemon_env();
     char *dir = jtt_tmpdir();
