@@ -451,9 +451,8 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
             return 0;
         }
         if (first_step) {
-            /* peek's count stops at the ring's end; the timer policy wants the fill level:
-             * the head peek just loaded (its consumer-side cache) minus our tail. */
-            s->last_found = s->ring.c_head_cache - s->ring.c_tail;
+            /* peek's count stops at the ring's end; the timer policy wants the fill level. */
+            s->last_found = jp_ring_fill(&s->ring);
             first_step = 0;
         }
         if (budget == 0)
