@@ -36,7 +36,7 @@ static void kept_clear(struct jpd_kept *k)
     memset(k, 0, sizeof *k);
 }
 
-void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
                      const struct jp_rendered *r)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
@@ -77,7 +77,7 @@ void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
 }
 
-const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t run_id)
+static const struct jpd_kept *find_kept(const struct jpd_daemon *d, uint64_t run_id)
 {
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         if (d->kept[i].run_id == run_id && run_id != 0)
@@ -103,9 +103,8 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status)
+static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
 {
     if (d->runs_log_fd < 0)
         return;
@@ -140,8 +139,10 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     jpd_buf_free(&b);
 }
 
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap)
+static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
 {
+    if (d->capture_dir_fd < 0)
+        return 0;
     /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
      * or link is never written through. */
     long long now = (long long)time(NULL);
@@ -151,14 +152,19 @@ int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, s
         else
             snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
                      attempt);
-        int fd = openat(d->capture_dir_fd, name,
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            return fd;
+        *fd = openat(d->capture_dir_fd, name,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (*fd >= 0)
+            return 1;
         if (errno != EEXIST)
             return -errno;
     }
     return -EEXIST;
+}
+
+static int remove_capture(struct jpd_daemon *d, const char *name)
+{
+    return unlinkat(d->capture_dir_fd, name, 0) == 0 ? 0 : -errno;
 }
 
 /* ---- loop plumbing ---- */
@@ -196,7 +202,7 @@ static void stop_signals(struct jpd_daemon *d)
     }
 }
 
-void jpd_daemon_session_gone(struct jpd_daemon *d)
+static void session_gone(struct jpd_daemon *d)
 {
     /* Private mode serves exactly one run; long-lived mode ends when it was told to and the
      * last in-flight run is delivered. With no handle left, uv_run returns. */
@@ -221,7 +227,7 @@ static void begin_shutdown(struct jpd_daemon *d)
         it = next;
     }
     if (d->nsessions == 0)
-        jpd_daemon_session_gone(d);
+        session_gone(d);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -230,12 +236,22 @@ static void on_signal(uv_signal_t *h, int signum)
     begin_shutdown(h->data);
 }
 
+static const struct jpd_session_ops session_ops = {
+    .log_run = log_run,
+    .keep = keep_run,
+    .find_kept = find_kept,
+    .open_capture = open_capture,
+    .remove_capture = remove_capture,
+    .session_gone = session_gone,
+};
+
 static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
                        int private_mode)
 {
     memset(d, 0, sizeof *d);
     d->loop = loop;
     d->cfg = cfg;
+    d->ops = &session_ops;
     d->private_mode = private_mode;
     d->listen_fd = -1;
     d->runs_log_fd = -1;
@@ -403,19 +419,6 @@ static int peer_allowed(const struct jpd_daemon *d, int fd, const struct ucred *
 
 static void on_accept(uv_poll_t *h, int status, int events);
 
-/* Connections that have not said hello are capped per uid and in all, and each lives at most
- * the handshake time: one user's silent connections cannot hold the slots others need. */
-static int prehello_full(const struct jpd_daemon *d, uid_t uid)
-{
-    uint32_t mine;
-    uint32_t all = jpd_prehello_count(d, uid, &mine);
-    if (all < JPD_MAX_PREHELLO && mine < JPD_MAX_PREHELLO_PER_UID)
-        return 0;
-    jpd_log("refused a connection from uid %u: %u of its and %u in all wait for their hello",
-            (unsigned)uid, (unsigned)mine, (unsigned)all);
-    return 1;
-}
-
 static void on_accept_retry(uv_timer_t *t)
 {
     struct jpd_daemon *d = t->data;
@@ -457,7 +460,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         } else if (d->nsessions >= JPD_MAX_SESSIONS) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "the daemon serves too many connections");
-        } else if (prehello_full(d, uc.uid)) {
+        } else if (jpd_prehello_full(d, uc.uid)) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "too many connections waiting for their hello");
         } else {
@@ -602,7 +605,8 @@ int jpd_run_serve(const struct jpd_config *cfg)
             goto fail;
     } else {
         char buf[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
-        const char *path = cfg->socket_path ? cfg->socket_path : jpd_default_socket(buf, sizeof buf);
+        const char *path = cfg->socket_path ? cfg->socket_path
+                                            : jpd_default_socket(buf, sizeof buf);
         fd = bind_socket(&d, path);
         if (fd < 0)
             goto fail;
