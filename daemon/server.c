@@ -264,7 +264,8 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     int r = uv_signal_init(loop, &d->sigterm);
     if (r < 0)
         return r;
-    uv_signal_init(loop, &d->sigint);
+    /* Cannot fail: the first init made the loop's signal pipe, the one thing that can. */
+    (void)uv_signal_init(loop, &d->sigint);
     d->sigterm.data = d;
     d->sigint.data = d;
     d->signals_active = 1;
@@ -278,6 +279,22 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
         uv_signal_start(&d->sigint, on_signal, SIGINT);
     }
     return 0;
+}
+
+/* The loop and the daemon on it. 0, or -errno with the reason logged (and nothing left to
+ * free). */
+static int start_loop(uv_loop_t *loop, struct jpd_daemon *d, const struct jpd_config *cfg,
+                      int private_mode)
+{
+    int r = uv_loop_init(loop);
+    if (r == 0) {
+        r = daemon_init(d, loop, cfg, private_mode);
+        if (r < 0)
+            (void)uv_loop_close(loop); /* nothing was registered on it */
+    }
+    if (r < 0)
+        jpd_log("cannot start the event loop: %s", uv_strerror(r));
+    return r;
 }
 
 static int daemon_run(struct jpd_daemon *d)
@@ -297,15 +314,18 @@ static int daemon_run(struct jpd_daemon *d)
     return d->exit_code;
 }
 
+/* Opens --runs-log and --capture-dir. 0 or -errno, with the command-line error (naming the
+ * option and its path) on stderr. */
 static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
 {
     if (cfg->runs_log) {
         d->runs_log_fd = open(cfg->runs_log,
                               O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (d->runs_log_fd < 0) {
+            int e = errno;
             fprintf(stderr, "jettprofd: --runs-log: cannot open %s: %s\n", cfg->runs_log,
-                    strerror(errno));
-            return -1;
+                    strerror(e));
+            return -e;
         }
     }
     if (cfg->capture_dir) {
@@ -321,7 +341,7 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
             else
                 fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
                         cfg->capture_dir, strerror(e));
-            return -1;
+            return -e;
         }
     }
     return 0;
@@ -355,16 +375,15 @@ int jpd_run_private(int fd)
         peer.gid = uc.gid;
     }
     uv_loop_t loop;
-    int r = uv_loop_init(&loop);
+    struct jpd_daemon d;
+    int r = start_loop(&loop, &d, &cfg, 1);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
+        close(fd);
         return 1;
     }
-    struct jpd_daemon d;
-    daemon_init(&d, &loop, &cfg, 1);
     r = jpd_session_start(&d, fd, &peer);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot serve the session: %s\n", strerror(-r));
+        jpd_log("cannot serve the session: %s", strerror(-r));
         stop_signals(&d);
         d.exit_code = 1;
     }
@@ -484,7 +503,7 @@ const char *jpd_default_socket(char *buf, size_t cap)
     return "/run/jettprofd.sock";
 }
 
-/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -1 when there is none. */
+/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -ENOENT when there is none. */
 static int inherited_socket(void)
 {
     const char *pid = getenv("LISTEN_PID");
@@ -492,7 +511,7 @@ static int inherited_socket(void)
     uint64_t p, k;
     if (!pid || !n || jpd_parse_u64(pid, 1, UINT32_MAX, &p) < 0 ||
         jpd_parse_u64(n, 1, 64, &k) < 0 || (pid_t)p != getpid())
-        return -1;
+        return -ENOENT;
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");
@@ -522,25 +541,28 @@ static int check_listener(int fd)
     return 0;
 }
 
+/* Binds and listens on path (--socket or the default). The fd, or -errno with the
+ * command-line error (naming the option and the path) on stderr. */
 static int bind_socket(struct jpd_daemon *d, const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
         fprintf(stderr, "jettprofd: --socket: path is too long for a unix socket\n");
-        return -1;
+        return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        fprintf(stderr, "jettprofd: cannot create a socket: %s\n", strerror(errno));
-        return -1;
+        int e = errno;
+        jpd_log("cannot create a socket: %s", strerror(e));
+        return -e;
     }
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             fprintf(stderr, "jettprofd: --socket: %s exists and is not a socket\n", path);
             close(fd);
-            return -1;
+            return -EEXIST;
         }
         /* A socket nobody listens on is what a crashed daemon leaves; a live one is not ours. */
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -550,7 +572,7 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
         if (live) {
             fprintf(stderr, "jettprofd: --socket: another daemon listens on %s\n", path);
             close(fd);
-            return -1;
+            return -EADDRINUSE;
         }
         unlink(path);
     }
@@ -558,51 +580,54 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
     mode_t mode = d->cfg->allow_group >= 0 ? 0660 : 0600;
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    int e = errno;
     umask(old);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(e));
         close(fd);
-        return -1;
+        return -e;
     }
     if (d->cfg->allow_group >= 0 && chown(path, (uid_t)-1, (gid_t)d->cfg->allow_group) < 0) {
+        e = errno;
         fprintf(stderr, "jettprofd: --allow-group: cannot give the socket to group %d: %s\n",
-                d->cfg->allow_group, strerror(errno));
+                d->cfg->allow_group, strerror(e));
         unlink(path);
         close(fd);
-        return -1;
+        return -e;
     }
     if (chmod(path, mode) < 0 || listen(fd, 128) < 0) {
-        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(errno));
+        e = errno;
+        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(e));
         unlink(path);
         close(fd);
-        return -1;
+        return -e;
     }
     d->created_socket = strdup(path);
+    if (!d->created_socket) {
+        jpd_log("out of memory");
+        unlink(path);
+        close(fd);
+        return -ENOMEM;
+    }
     return fd;
 }
 
 int jpd_run_serve(const struct jpd_config *cfg)
 {
     uv_loop_t loop;
-    int r = uv_loop_init(&loop);
-    if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
-        return 1;
-    }
     struct jpd_daemon d;
-    daemon_init(&d, &loop, cfg, 0);
+    int r = start_loop(&loop, &d, cfg, 0);
+    if (r < 0)
+        return 1;
     signal(SIGPIPE, SIG_IGN);
     int fd = inherited_socket();
     if (fd >= 0) {
         r = check_listener(fd);
         if (r < 0) {
-            fprintf(stderr, "jettprofd: the socket systemd passed is not a listening unix "
-                            "stream socket\n");
+            jpd_log("the socket systemd passed is not a listening unix stream socket");
             close(fd);
-            fd = -1;
-        }
-        if (fd < 0)
             goto fail;
+        }
     } else {
         char buf[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
         const char *path = cfg->socket_path ? cfg->socket_path
@@ -617,7 +642,13 @@ int jpd_run_serve(const struct jpd_config *cfg)
         d.listen_fd = -1;
         goto fail;
     }
-    uv_poll_init(&loop, &d.listen, fd);
+    r = uv_poll_init(&loop, &d.listen, fd);
+    if (r < 0) {
+        jpd_log("cannot watch the listening socket: %s", uv_strerror(r));
+        close(fd);
+        d.listen_fd = -1;
+        goto fail;
+    }
     d.listen.data = &d;
     d.listen_active = 1;
     uv_timer_init(&loop, &d.accept_retry);
