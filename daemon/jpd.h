@@ -200,6 +200,9 @@ int jpd_write_all(int fd, const void *buf, size_t len);
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
 const char *jpd_ending_word(uint32_t ending);
+/* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
+ * has no profile): the runs log and the stderr lines use the same words. */
+const char *jpd_status_word(uint32_t status);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
 void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s);
 

@@ -7,16 +7,6 @@
 
 #include "session.h"
 
-static const char *status_word(uint32_t st)
-{
-    switch (st) {
-    case JP_STATUS_COMPLETE: return "complete";
-    case JP_STATUS_PARTIAL: return "partial";
-    case JP_STATUS_UNAVAILABLE: return "unavailable";
-    default: return "error";
-    }
-}
-
 /* Without a client to deliver to, the profile goes to the place the contract promises a lost
  * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
  * long-lived mode. */
@@ -55,8 +45,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     /* Private mode's stderr is the user's terminal: run bookkeeping stays out of it. */
     if (!s->d->private_mode)
         jpd_log("run %llu finished: %s%s%s, %llu records, ending %s",
-                (unsigned long long)s->run_id, status_word(out.status), out.reason[0] ? " " : "",
-                out.reason, (unsigned long long)s->fed, jpd_ending_word(ending));
+                (unsigned long long)s->run_id, jpd_status_word(out.status),
+                out.reason[0] ? " " : "", out.reason, (unsigned long long)s->fed,
+                jpd_ending_word(ending));
     ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, out.reason,
                  out.status);
     if (!s->d->private_mode)

@@ -124,9 +124,8 @@ static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
         jpd_buf_json_str(&b, term);
     else
         JPD_PUTS(&b, "null");
-    static const char *const statuses[] = {"error", "complete", "partial", "unavailable"};
     JPD_PUTS(&b, ",\"status\":");
-    jpd_buf_json_str(&b, status < 4 ? statuses[status] : "error");
+    jpd_buf_json_str(&b, jpd_status_word(status));
     JPD_PUTS(&b, ",\"reason\":");
     jpd_buf_json_str(&b, reason ? reason : "");
     JPD_PUTS(&b, ",\"totals\":");
