@@ -161,8 +161,10 @@ int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
 /* server.c */
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
-int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 const char *jpd_default_socket(char *buf, size_t cap);
+
+/* show.c */
+int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 
 /* offline.c */
 struct jpd_loaded {
