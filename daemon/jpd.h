@@ -32,7 +32,8 @@
 #define JPD_MAX_BUFFERED (64u << 20) /* bytes of unfinished frames over all connections; past
                                       * it the connection that adds more is closed */
 #define JPD_DRAIN_PERIOD_MS 1u
-#define JPD_DRAIN_PERIOD_MAX_MS 16u /* a nearly idle ring (a CPU run at <= 1000 Hz) backs off to this */
+#define JPD_DRAIN_PERIOD_MAX_MS 16u /* a nearly idle ring (a CPU run at <= 1000 Hz) backs off
+                                    * to this */
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
 #define JPD_DRAIN_SLICE_ALONE 262144u /* ... when only one run is live */
 #define JPD_RELEASE_SLOTS 2048u   /* a drain releases the slots it consumed at least this often */
@@ -68,10 +69,12 @@ struct jpd_kept {
 };
 
 struct jpd_session;
+struct jpd_session_ops;
 
 struct jpd_daemon {
     uv_loop_t *loop;
     const struct jpd_config *cfg;
+    const struct jpd_session_ops *ops; /* what sessions may ask of the daemon (server.c) */
     int private_mode;
     int shutting_down;
     int exit_code;
@@ -87,18 +90,46 @@ struct jpd_daemon {
     uv_signal_t sigterm, sigint;
     int signals_active;
 
+    /* Kept by the session side (a session links itself in at start and out in its close
+     * callback, and counts itself); the server only reads them. */
     struct jpd_session *sessions; /* doubly linked */
     uint32_t nsessions;
     uint32_t live_runs;   /* sessions in the live (draining) state */
-    uint64_t next_run_id;
+    uint64_t next_run_id; /* the run id the next HELLO gets */
+    size_t buffered;      /* bytes of unfinished frames in every session's decoder */
 
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
 
-    size_t buffered;      /* bytes of unfinished frames in every session's decoder */
-
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
+};
+
+/* What a session asks of the daemon that holds it. The two sides and what each owns:
+ *   the server (server.c) owns the daemon object, the listener, the signals, the runs log, the
+ *     store of kept runs for `show` and the capture directory, and implements these calls;
+ *   a session (session.c and the files session.h names) owns its socket, ring, engine and
+ *     capture writers, and the session list and counters noted in struct jpd_daemon.
+ * A session never calls into server.c: only through d->ops. The server calls sessions through
+ * the jpd_session_* functions below. Each call is made on the loop's thread and returns before
+ * the session goes on; none of them calls back into the session. */
+struct jpd_session_ops {
+    /* One row in the runs log for a finished run (nothing without a runs log). */
+    void (*log_run)(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                    uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                    uint32_t status);
+    /* Keeps a copy of a finished run's rendered profile for `show` (long-lived mode). */
+    void (*keep)(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
+    /* A kept run, or NULL; valid until the next keep. */
+    const struct jpd_kept *(*find_kept)(const struct jpd_daemon *d, uint64_t run_id);
+    /* Creates the run's capture file in the capture directory: 1 with its fd in *fd (the
+     * session's now) and its name in name[cap], 0 when the daemon keeps no capture directory,
+     * or -errno. */
+    int (*open_capture)(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap);
+    /* Removes a capture file open_capture made (by its name). 0 or -errno. */
+    int (*remove_capture)(struct jpd_daemon *d, const char *name);
+    /* The session's memory is freed: the daemon may be done (private mode, shutdown). */
+    void (*session_gone)(struct jpd_daemon *d);
 };
 
 /* session.c */
@@ -120,26 +151,20 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
                        const char *message);
 /* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
 void jpd_session_shutdown(struct jpd_session *s);
-uint32_t jpd_live_runs_of(const struct jpd_daemon *d, uid_t uid);
-/* Connections still waiting for their first message: of uid in *mine, of everyone returned. */
-uint32_t jpd_prehello_count(const struct jpd_daemon *d, uid_t uid, uint32_t *mine);
 struct jpd_session *jpd_session_next(struct jpd_session *s);
 
+/* conn.c */
+/* 1 (and a log line) when a new connection of uid must be refused because too many
+ * connections, of uid or in all, have not said HELLO yet; else 0. */
+int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
+
 /* server.c */
-void jpd_daemon_session_gone(struct jpd_daemon *d);
-void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
-                     const struct jp_rendered *r);
-const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t run_id);
-void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status);
-/* Creates the run's capture file in the capture dir: its fd, with its name in name[cap]
- * (for unlinkat on the same dir), or -errno. */
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap);
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
-int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 const char *jpd_default_socket(char *buf, size_t cap);
+
+/* show.c */
+int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 
 /* offline.c */
 struct jpd_loaded {
@@ -177,6 +202,9 @@ int jpd_write_all(int fd, const void *buf, size_t len);
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
 const char *jpd_ending_word(uint32_t ending);
+/* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
+ * has no profile): the runs log and the stderr lines use the same words. */
+const char *jpd_status_word(uint32_t status);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
 void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s);
 

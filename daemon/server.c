@@ -1,6 +1,6 @@
 /* The daemon object: private mode (one run on an inherited socket), long-lived mode (a
  * listening unix socket, created or handed over by systemd), signals, the runs log, the
- * `show` store, the capture directory, and the `show` client.
+ * `show` store and the capture directory.
  *
  * Runs log (long-lived mode, --runs-log FILE): one JSON object per line and per finished run,
  * written with a single write() on an O_APPEND file:
@@ -36,7 +36,7 @@ static void kept_clear(struct jpd_kept *k)
     memset(k, 0, sizeof *k);
 }
 
-void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
                      const struct jp_rendered *r)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
@@ -77,7 +77,7 @@ void jpd_daemon_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
 }
 
-const struct jpd_kept *jpd_daemon_find_kept(const struct jpd_daemon *d, uint64_t run_id)
+static const struct jpd_kept *find_kept(const struct jpd_daemon *d, uint64_t run_id)
 {
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         if (d->kept[i].run_id == run_id && run_id != 0)
@@ -103,9 +103,8 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status)
+static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
 {
     if (d->runs_log_fd < 0)
         return;
@@ -125,9 +124,8 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
         jpd_buf_json_str(&b, term);
     else
         JPD_PUTS(&b, "null");
-    static const char *const statuses[] = {"error", "complete", "partial", "unavailable"};
     JPD_PUTS(&b, ",\"status\":");
-    jpd_buf_json_str(&b, status < 4 ? statuses[status] : "error");
+    jpd_buf_json_str(&b, jpd_status_word(status));
     JPD_PUTS(&b, ",\"reason\":");
     jpd_buf_json_str(&b, reason ? reason : "");
     JPD_PUTS(&b, ",\"totals\":");
@@ -140,8 +138,10 @@ void jpd_daemon_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t 
     jpd_buf_free(&b);
 }
 
-int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, size_t cap)
+static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
 {
+    if (d->capture_dir_fd < 0)
+        return 0;
     /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
      * or link is never written through. */
     long long now = (long long)time(NULL);
@@ -151,14 +151,19 @@ int jpd_daemon_open_capture(struct jpd_daemon *d, uint64_t run_id, char *name, s
         else
             snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
                      attempt);
-        int fd = openat(d->capture_dir_fd, name,
-                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0)
-            return fd;
+        *fd = openat(d->capture_dir_fd, name,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (*fd >= 0)
+            return 1;
         if (errno != EEXIST)
             return -errno;
     }
     return -EEXIST;
+}
+
+static int remove_capture(struct jpd_daemon *d, const char *name)
+{
+    return unlinkat(d->capture_dir_fd, name, 0) == 0 ? 0 : -errno;
 }
 
 /* ---- loop plumbing ---- */
@@ -196,7 +201,7 @@ static void stop_signals(struct jpd_daemon *d)
     }
 }
 
-void jpd_daemon_session_gone(struct jpd_daemon *d)
+static void session_gone(struct jpd_daemon *d)
 {
     /* Private mode serves exactly one run; long-lived mode ends when it was told to and the
      * last in-flight run is delivered. With no handle left, uv_run returns. */
@@ -221,7 +226,7 @@ static void begin_shutdown(struct jpd_daemon *d)
         it = next;
     }
     if (d->nsessions == 0)
-        jpd_daemon_session_gone(d);
+        session_gone(d);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -230,12 +235,22 @@ static void on_signal(uv_signal_t *h, int signum)
     begin_shutdown(h->data);
 }
 
+static const struct jpd_session_ops session_ops = {
+    .log_run = log_run,
+    .keep = keep_run,
+    .find_kept = find_kept,
+    .open_capture = open_capture,
+    .remove_capture = remove_capture,
+    .session_gone = session_gone,
+};
+
 static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
                        int private_mode)
 {
     memset(d, 0, sizeof *d);
     d->loop = loop;
     d->cfg = cfg;
+    d->ops = &session_ops;
     d->private_mode = private_mode;
     d->listen_fd = -1;
     d->runs_log_fd = -1;
@@ -248,7 +263,8 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     int r = uv_signal_init(loop, &d->sigterm);
     if (r < 0)
         return r;
-    uv_signal_init(loop, &d->sigint);
+    /* Cannot fail: the first init made the loop's signal pipe, the one thing that can. */
+    (void)uv_signal_init(loop, &d->sigint);
     d->sigterm.data = d;
     d->sigint.data = d;
     d->signals_active = 1;
@@ -262,6 +278,22 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
         uv_signal_start(&d->sigint, on_signal, SIGINT);
     }
     return 0;
+}
+
+/* The loop and the daemon on it. 0, or -errno with the reason logged (and nothing left to
+ * free). */
+static int start_loop(uv_loop_t *loop, struct jpd_daemon *d, const struct jpd_config *cfg,
+                      int private_mode)
+{
+    int r = uv_loop_init(loop);
+    if (r == 0) {
+        r = daemon_init(d, loop, cfg, private_mode);
+        if (r < 0)
+            (void)uv_loop_close(loop); /* nothing was registered on it */
+    }
+    if (r < 0)
+        jpd_log("cannot start the event loop: %s", uv_strerror(r));
+    return r;
 }
 
 static int daemon_run(struct jpd_daemon *d)
@@ -281,15 +313,18 @@ static int daemon_run(struct jpd_daemon *d)
     return d->exit_code;
 }
 
+/* Opens --runs-log and --capture-dir. 0 or -errno, with the command-line error (naming the
+ * option and its path) on stderr. */
 static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
 {
     if (cfg->runs_log) {
         d->runs_log_fd = open(cfg->runs_log,
                               O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (d->runs_log_fd < 0) {
+            int e = errno;
             fprintf(stderr, "jettprofd: --runs-log: cannot open %s: %s\n", cfg->runs_log,
-                    strerror(errno));
-            return -1;
+                    strerror(e));
+            return -e;
         }
     }
     if (cfg->capture_dir) {
@@ -305,7 +340,7 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
             else
                 fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
                         cfg->capture_dir, strerror(e));
-            return -1;
+            return -e;
         }
     }
     return 0;
@@ -339,16 +374,15 @@ int jpd_run_private(int fd)
         peer.gid = uc.gid;
     }
     uv_loop_t loop;
-    int r = uv_loop_init(&loop);
+    struct jpd_daemon d;
+    int r = start_loop(&loop, &d, &cfg, 1);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
+        close(fd);
         return 1;
     }
-    struct jpd_daemon d;
-    daemon_init(&d, &loop, &cfg, 1);
     r = jpd_session_start(&d, fd, &peer);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot serve the session: %s\n", strerror(-r));
+        jpd_log("cannot serve the session: %s", strerror(-r));
         stop_signals(&d);
         d.exit_code = 1;
     }
@@ -403,19 +437,6 @@ static int peer_allowed(const struct jpd_daemon *d, int fd, const struct ucred *
 
 static void on_accept(uv_poll_t *h, int status, int events);
 
-/* Connections that have not said hello are capped per uid and in all, and each lives at most
- * the handshake time: one user's silent connections cannot hold the slots others need. */
-static int prehello_full(const struct jpd_daemon *d, uid_t uid)
-{
-    uint32_t mine;
-    uint32_t all = jpd_prehello_count(d, uid, &mine);
-    if (all < JPD_MAX_PREHELLO && mine < JPD_MAX_PREHELLO_PER_UID)
-        return 0;
-    jpd_log("refused a connection from uid %u: %u of its and %u in all wait for their hello",
-            (unsigned)uid, (unsigned)mine, (unsigned)all);
-    return 1;
-}
-
 static void on_accept_retry(uv_timer_t *t)
 {
     struct jpd_daemon *d = t->data;
@@ -457,7 +478,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         } else if (d->nsessions >= JPD_MAX_SESSIONS) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "the daemon serves too many connections");
-        } else if (prehello_full(d, uc.uid)) {
+        } else if (jpd_prehello_full(d, uc.uid)) {
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "too many connections waiting for their hello");
         } else {
@@ -481,7 +502,7 @@ const char *jpd_default_socket(char *buf, size_t cap)
     return "/run/jettprofd.sock";
 }
 
-/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -1 when there is none. */
+/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -ENOENT when there is none. */
 static int inherited_socket(void)
 {
     const char *pid = getenv("LISTEN_PID");
@@ -489,7 +510,7 @@ static int inherited_socket(void)
     uint64_t p, k;
     if (!pid || !n || jpd_parse_u64(pid, 1, UINT32_MAX, &p) < 0 ||
         jpd_parse_u64(n, 1, 64, &k) < 0 || (pid_t)p != getpid())
-        return -1;
+        return -ENOENT;
     unsetenv("LISTEN_PID");
     unsetenv("LISTEN_FDS");
     unsetenv("LISTEN_FDNAMES");
@@ -519,25 +540,28 @@ static int check_listener(int fd)
     return 0;
 }
 
+/* Binds and listens on path (--socket or the default). The fd, or -errno with the
+ * command-line error (naming the option and the path) on stderr. */
 static int bind_socket(struct jpd_daemon *d, const char *path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
         fprintf(stderr, "jettprofd: --socket: path is too long for a unix socket\n");
-        return -1;
+        return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        fprintf(stderr, "jettprofd: cannot create a socket: %s\n", strerror(errno));
-        return -1;
+        int e = errno;
+        jpd_log("cannot create a socket: %s", strerror(e));
+        return -e;
     }
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             fprintf(stderr, "jettprofd: --socket: %s exists and is not a socket\n", path);
             close(fd);
-            return -1;
+            return -EEXIST;
         }
         /* A socket nobody listens on is what a crashed daemon leaves; a live one is not ours. */
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -547,7 +571,7 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
         if (live) {
             fprintf(stderr, "jettprofd: --socket: another daemon listens on %s\n", path);
             close(fd);
-            return -1;
+            return -EADDRINUSE;
         }
         unlink(path);
     }
@@ -555,54 +579,58 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
     mode_t mode = d->cfg->allow_group >= 0 ? 0660 : 0600;
     mode_t old = umask(0177);
     int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+    int e = errno;
     umask(old);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(e));
         close(fd);
-        return -1;
+        return -e;
     }
     if (d->cfg->allow_group >= 0 && chown(path, (uid_t)-1, (gid_t)d->cfg->allow_group) < 0) {
+        e = errno;
         fprintf(stderr, "jettprofd: --allow-group: cannot give the socket to group %d: %s\n",
-                d->cfg->allow_group, strerror(errno));
+                d->cfg->allow_group, strerror(e));
         unlink(path);
         close(fd);
-        return -1;
+        return -e;
     }
     if (chmod(path, mode) < 0 || listen(fd, 128) < 0) {
-        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(errno));
+        e = errno;
+        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(e));
         unlink(path);
         close(fd);
-        return -1;
+        return -e;
     }
     d->created_socket = strdup(path);
+    if (!d->created_socket) {
+        jpd_log("out of memory");
+        unlink(path);
+        close(fd);
+        return -ENOMEM;
+    }
     return fd;
 }
 
 int jpd_run_serve(const struct jpd_config *cfg)
 {
     uv_loop_t loop;
-    int r = uv_loop_init(&loop);
-    if (r < 0) {
-        fprintf(stderr, "jettprofd: cannot start the event loop: %s\n", uv_strerror(r));
-        return 1;
-    }
     struct jpd_daemon d;
-    daemon_init(&d, &loop, cfg, 0);
+    int r = start_loop(&loop, &d, cfg, 0);
+    if (r < 0)
+        return 1;
     signal(SIGPIPE, SIG_IGN);
     int fd = inherited_socket();
     if (fd >= 0) {
         r = check_listener(fd);
         if (r < 0) {
-            fprintf(stderr, "jettprofd: the socket systemd passed is not a listening unix "
-                            "stream socket\n");
+            jpd_log("the socket systemd passed is not a listening unix stream socket");
             close(fd);
-            fd = -1;
-        }
-        if (fd < 0)
             goto fail;
+        }
     } else {
         char buf[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
-        const char *path = cfg->socket_path ? cfg->socket_path : jpd_default_socket(buf, sizeof buf);
+        const char *path = cfg->socket_path ? cfg->socket_path
+                                            : jpd_default_socket(buf, sizeof buf);
         fd = bind_socket(&d, path);
         if (fd < 0)
             goto fail;
@@ -613,7 +641,13 @@ int jpd_run_serve(const struct jpd_config *cfg)
         d.listen_fd = -1;
         goto fail;
     }
-    uv_poll_init(&loop, &d.listen, fd);
+    r = uv_poll_init(&loop, &d.listen, fd);
+    if (r < 0) {
+        jpd_log("cannot watch the listening socket: %s", uv_strerror(r));
+        close(fd);
+        d.listen_fd = -1;
+        goto fail;
+    }
     d.listen.data = &d;
     d.listen_active = 1;
     uv_timer_init(&loop, &d.accept_retry);
@@ -631,85 +665,4 @@ fail:
     stop_signals(&d);
     d.exit_code = 1;
     return daemon_run(&d);
-}
-
-/* ---- the show client ---- */
-
-int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(socket_path) >= sizeof sa.sun_path) {
-        fprintf(stderr, "jettprofd: show: --socket path is too long\n");
-        return 2;
-    }
-    strcpy(sa.sun_path, socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        fprintf(stderr, "jettprofd: show: cannot reach the daemon at %s: %s\n", socket_path,
-                strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return 1;
-    }
-    struct jp_ctl_msg m = {.type = JP_CTL_SHOW};
-    m.u.show.run_id = run_id;
-    m.u.show.outputs = outputs;
-    signal(SIGPIPE, SIG_IGN);
-    int r = jp_ctl_send(fd, &m, NULL, 0);
-    /* A daemon that refuses us answers ERROR and closes, maybe before the request is written:
-     * its answer is still to be read, and says more than the broken pipe. */
-    if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
-        fprintf(stderr, "jettprofd: show: cannot send the request: %s\n", strerror(-r));
-        close(fd);
-        return 1;
-    }
-    struct jp_ctl_decoder *dec;
-    if (jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &dec) < 0) {
-        close(fd);
-        return 1;
-    }
-    int rc = 1;
-    for (;;) {
-        uint8_t buf[65536];
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            if (r < 0)
-                fprintf(stderr, "jettprofd: show: cannot send the request: %s\n",
-                        strerror(-r));
-            else
-                fprintf(stderr, "jettprofd: show: the daemon closed the connection without "
-                                "an answer\n");
-            break;
-        }
-        if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {
-            fprintf(stderr, "jettprofd: show: the daemon's answer is too large\n");
-            break;
-        }
-        struct jp_ctl_msg a;
-        const char *why = NULL;
-        r = jp_ctl_decoder_next(dec, &a, &why);
-        if (r == 0)
-            continue;
-        if (r < 0) {
-            fprintf(stderr, "jettprofd: show: malformed answer: %s\n", why ? why : "?");
-            break;
-        }
-        if (a.type == JP_CTL_RESULT) {
-            const char *text = outputs == JP_OUT_TOON ? a.u.result.toon : a.u.result.human;
-            size_t len = outputs == JP_OUT_TOON ? a.u.result.toon_len : a.u.result.human_len;
-            rc = jpd_write_all(STDOUT_FILENO, text, len) < 0 ? 1 : 0;
-        } else if (a.type == JP_CTL_ERROR) {
-            fprintf(stderr, "jettprofd: show: %s: %.*s\n", jp_ctl_error_name(a.u.error.code),
-                    (int)a.u.error.message_len, a.u.error.message);
-        } else {
-            fprintf(stderr, "jettprofd: show: unexpected %s message\n",
-                    jp_ctl_type_name(a.type));
-        }
-        break;
-    }
-    jp_ctl_decoder_free(dec);
-    close(fd);
-    return rc;
 }

@@ -181,3 +181,13 @@ const char *jpd_ending_word(uint32_t ending)
     }
     return lower[ending];
 }
+
+const char *jpd_status_word(uint32_t status)
+{
+    switch (status) {
+    case JP_STATUS_COMPLETE: return "complete";
+    case JP_STATUS_PARTIAL: return "partial";
+    case JP_STATUS_UNAVAILABLE: return "unavailable";
+    default: return "error";
+    }
+}

@@ -10,7 +10,7 @@
  *   B      producer  load-acquire tail (room check)  D           the consumer has finished
  *                                                                 reading slots it released at D
  *                                                                 before the producer reuses them
- *   C      consumer  load-acquire head (peek)        A
+ *   C      consumer  load-acquire head (peek, fill)  A
  *   D      consumer  store-release tail (release)    B
  *   E      producer  store-release closed (close)    F           the final head (A, program
  *                                                                 order before E) is visible to
@@ -222,6 +222,14 @@ int jp_ring_check(struct jp_ring *r)
         jp_ring__load_acquire(&r->sh->head) - r->c_tail > r->slot_count) /* C: pairs with A */
         r->c_corrupt = 1;
     return r->c_corrupt ? -EPROTO : 0;
+}
+
+uint64_t jp_ring_fill(const struct jp_ring *r)
+{
+    if (r->c_corrupt)
+        return 0;
+    uint64_t fill = jp_ring__load_acquire(&r->sh->head) - r->c_tail; /* C: pairs with A */
+    return fill > r->slot_count ? 0 : fill;
 }
 
 int jp_ring_drained(struct jp_ring *r)

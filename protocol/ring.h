@@ -82,7 +82,7 @@ void jp_ring_unmap(struct jp_ring *r);
 /* Memory ordering of the ring (the full table is at the top of ring.c):
  *   A  producer: store-release head (commit)          pairs with C
  *   B  producer: load-acquire tail (room check)        pairs with D
- *   C  consumer: load-acquire head (peek)              pairs with A
+ *   C  consumer: load-acquire head (peek, fill)        pairs with A
  *   D  consumer: store-release tail (release)          pairs with B
  *   E  producer: store-release closed (close)          pairs with F
  *   F  consumer: load-acquire closed (drained)         pairs with E
@@ -154,6 +154,16 @@ void jp_ring_release(struct jp_ring *r, uint64_t slots);
 int jp_ring_drained(struct jp_ring *r);
 /* 0, or -EPROTO when the producer's head is (or was once seen) out of bounds. */
 int jp_ring_check(struct jp_ring *r);
+/* Consumer. The fill level: slots committed by the producer and not yet released by this
+ * consumer (head - tail as free-running indices), counted across the end of the ring (peek's
+ * count stops there), PAD slots included. Changes nothing, latches nothing: a head out of
+ * bounds (or a ring already latched corrupt) reads as 0, as peek does, and jp_ring_check() is
+ * what reports it. For policy (how soon to drain again), never for reading slots: that is
+ * peek's job.
+ * Ordering: head is loaded with acquire (C, pairs with A), the same load as peek's, so a count
+ * this thread acts on never runs ahead of the slots it covers: each one counted is complete for
+ * this thread. The tail is the consumer's own copy (c_tail, published by D), read plainly. */
+uint64_t jp_ring_fill(const struct jp_ring *r);
 
 /* Test hook: start a fresh ring's free-running indices at `index` (both sides), e.g. just below
  * 2^32 or 2^64 - n, to prove wrap-around is handled. Writes the shared header too, so a view

@@ -246,6 +246,65 @@ Test(ring, release_is_clamped_to_what_was_peeked)
     jp_ring_unmap(&r);
 }
 
+/* The fill level counts committed slots only, across the ring's end (where peek's count stops)
+ * and across the free-running indices' wrap, PAD slots included, and shrinks only on release. */
+static void fill_across(uint64_t start)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0, "create");
+    jp_ring_set_start_index(&r, start);
+    cr_assert_eq(jp_ring_fill(&r), 0, "empty");
+    for (uint64_t i = 0; i < 50; i++)
+        cr_assert(push(&r, 32, i), "push %llu", (unsigned long long)i);
+    cr_assert_eq(jp_ring_fill(&r), 0, "reserved, not committed");
+    jp_ring_commit(&r);
+    cr_assert_eq(jp_ring_fill(&r), 50, "committed");
+    for (uint64_t i = 0; i < 40; i++)
+        cr_assert_eq(pop(&r, i), 32, "pop %llu", (unsigned long long)i);
+    cr_assert_eq(jp_ring_fill(&r), 10, "released slots are not counted");
+    /* Four 3-slot records end at slot 62; the fifth needs a 2-slot PAD before it. */
+    for (uint64_t i = 0; i < 5; i++)
+        cr_assert(push(&r, 3 * JP_SLOT_SIZE, 100 + i), "push %llu", (unsigned long long)i);
+    jp_ring_commit(&r);
+    cr_assert_eq(jp_ring_fill(&r), 10 + 4 * 3 + 2 + 3, "PAD slots and the wrap counted");
+    /* peek still hands out the 10 slots of the head it cached; fill loads the head anew */
+    cr_assert_eq(jp_ring_peek(&r, NULL), 10, "peek's cached head");
+    cr_assert_eq(jp_ring_fill(&r), 27, "peek changes nothing");
+    for (uint64_t i = 40; i < 50; i++)
+        cr_assert_eq(pop(&r, i), 32, "pop %llu", (unsigned long long)i);
+    cr_assert_eq(jp_ring_peek(&r, NULL), 4 * 3 + 2, "peek stops at the end");
+    cr_assert_eq(jp_ring_fill(&r), 4 * 3 + 2 + 3, "fill does not");
+    jp_ring_unmap(&r);
+}
+
+Test(ring, fill_counts_committed_unreleased_slots)
+{
+    fill_across(0);
+}
+
+Test(ring, fill_counts_across_u64_max)
+{
+    fill_across(UINT64_MAX - 63u); /* slot 0, and the indices wrap */
+}
+
+Test(ring_consumer, fill_reads_a_bad_head_as_empty)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "create");
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "map");
+    cr_assert(push(&prod, 32, 1), "push");
+    jp_ring_commit(&prod);
+    cr_assert_eq(jp_ring_fill(&cons), 1, "honest head");
+    prod.sh->head = 65;
+    cr_assert_eq(jp_ring_fill(&cons), 0, "65 slots in a 64-slot ring is no count");
+    cr_assert_eq(cons.c_corrupt, 0, "fill latches nothing");
+    cr_assert_eq(jp_ring_check(&cons), -EPROTO, "check reports it");
+    prod.sh->head = 1;
+    cr_assert_eq(jp_ring_fill(&cons), 0, "latched corrupt stays empty");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
 /* Header validation: each field tampered in a fresh ring's fd must be refused with -EPROTO, and
  * the fd stays the caller's. */
 typedef void (*tamper_fn)(struct jp_ring_shared *h);

@@ -1,0 +1,109 @@
+/* The end of a run and what a session answers with: the profile rendered once, the run
+ * logged, kept for `show` and delivered to whoever can still take it; and SHOW, answered from
+ * the runs the daemon kept.
+ */
+#include <string.h>
+#include <unistd.h>
+
+#include "session.h"
+
+/* Without a client to deliver to, the profile goes to the place the contract promises a lost
+ * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
+ * long-lived mode. */
+void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
+{
+    struct jp_report_opts o = {
+        .size = sizeof o, .threshold_bp = -1, .limit = -1, .ending = ending,
+        .outputs = JP_OUT_HUMAN | JP_OUT_TOON,
+    };
+    struct jp_rendered out;
+    memset(&out, 0, sizeof out);
+    struct jp_engine_summary sum;
+    memset(&sum, 0, sizeof sum);
+    s->run_finished = 1;
+    int r = jp_engine_render(s->eng, &o, &out);
+    (void)jp_engine_summary(s->eng, ending, &sum);
+    jpd_capture_close(s);
+    jpd_session_unmap_ring(s);
+
+    const struct jpd_session_ops *ops = s->d->ops;
+    if (r < 0) {
+        jpd_log("run %llu: cannot render its profile (%s)", (unsigned long long)s->run_id,
+                strerror(-r));
+        ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, "internal", 0);
+        if (deliver) {
+            struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
+            m.u.error.code = JP_CTLE_INTERNAL;
+            m.u.error.message = "the daemon could not render the profile";
+            m.u.error.message_len = strlen(m.u.error.message);
+            (void)jpd_conn_send(s, &m);
+        }
+        jpd_session_done(s);
+        return;
+    }
+
+    /* Private mode's stderr is the user's terminal: run bookkeeping stays out of it. */
+    if (!s->d->private_mode)
+        jpd_log("run %llu finished: %s%s%s, %llu records, ending %s",
+                (unsigned long long)s->run_id, jpd_status_word(out.status),
+                out.reason[0] ? " " : "", out.reason, (unsigned long long)s->fed,
+                jpd_ending_word(ending));
+    ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, out.reason,
+                 out.status);
+    if (!s->d->private_mode)
+        ops->keep(s->d, s->run_id, s->peer.uid, &out);
+
+    if (deliver && !s->eof) {
+        struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
+        m.u.result.status = out.status;
+        m.u.result.reason = out.reason;
+        m.u.result.reason_len = strlen(out.reason);
+        m.u.result.human = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human : "";
+        m.u.result.human_len = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human_len : 0;
+        m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
+        m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
+        m.u.result.capture_errno = (uint32_t)s->cap_errno;
+        r = jpd_conn_send(s, &m);
+        if (r < 0)
+            jpd_log("run %llu: cannot send its result (%s)", (unsigned long long)s->run_id,
+                    strerror(-r));
+    } else if (s->d->private_mode && out.human) {
+        /* Private mode's stderr is the user's terminal: the best-effort profile of a run whose
+         * process vanished lands there. */
+        (void)jpd_write_all(STDERR_FILENO, out.human, out.human_len);
+    }
+    jp_rendered_free(&out);
+    jp_engine_free(s->eng);
+    s->eng = NULL;
+    jpd_session_done(s);
+}
+
+void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
+{
+    const struct jpd_kept *k = s->d->ops->find_kept(s->d, m->u.show.run_id);
+    if (m->u.show.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
+        jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");
+        return;
+    }
+    /* One answer for a run that is not kept and one of another user: telling them apart
+     * would tell other users which run ids exist. */
+    if (!k || (s->peer.uid != 0 && s->peer.uid != k->uid)) {
+        jpd_session_fail(s, JP_CTLE_NO_SUCH_RUN, "no such run visible to you");
+        return;
+    }
+    struct jp_ctl_msg r = {.type = JP_CTL_RESULT};
+    r.u.result.status = k->status;
+    r.u.result.reason = k->reason;
+    r.u.result.reason_len = strlen(k->reason);
+    int h = (m->u.show.outputs & JP_OUT_HUMAN) && k->human;
+    int t = (m->u.show.outputs & JP_OUT_TOON) && k->toon;
+    r.u.result.human = h ? k->human : "";
+    r.u.result.human_len = h ? k->human_len : 0;
+    r.u.result.toon = t ? k->toon : "";
+    r.u.result.toon_len = t ? k->toon_len : 0;
+    if (jpd_conn_send(s, &r) < 0) {
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+        return;
+    }
+    jpd_session_done(s);
+}

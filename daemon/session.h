@@ -1,0 +1,159 @@
+/* What the files of one client session share: the session object, its states, and the calls
+ * between the five files that each do one of its jobs:
+ *   session.c  the state machine (hello, ring, finalize, excerpts, eof, close) and lifetime
+ *   conn.c     the connection: recvmsg with fds, the control-frame decoder and its bounds,
+ *              the output queue, the limits on connections before hello
+ *   drain.c    ring -> engine: the drain, its slice budgets, the drain timer's period, the
+ *              idle handle that brings a busy ring back on the next loop turn
+ *   capture.c  the session's capture writers and what happens when one fails
+ *   result.c   the end of a run: render, log, keep, deliver; and SHOW of a kept run
+ * Only these files include this header; the server sees a session through jpd.h, and a
+ * session reaches the daemon's services only through d->ops (struct jpd_session_ops).
+ *
+ * Lifetime: a session is created on accept (or from --session-fd), owns its socket, its ring
+ * mapping, its engine and its capture writers, and is freed only in the close callback of its
+ * last libuv handle (a uv_poll_t on the socket, a uv_timer_t and a uv_idle_t). Everything the
+ * client sends is untrusted: control frames go through the strict decoder, passed fds are
+ * counted and bounded, ring records are copied out and bounded before anything looks at them.
+ * A client can end only its own session.
+ *
+ * States:
+ *   HELLO   -> HELLO accepted, WELCOME sent              -> RING
+ *   RING    -> ring mapped (and capture opened)          -> LIVE
+ *   LIVE    -> FINALIZE (or EOF, or SIGTERM)             -> draining to RUN_STOP
+ *   holding RUN_STOP, EXCERPT_REQUEST sent               -> EXCERPTS
+ *   EXCERPTS-> EXCERPTS fed, RUN_STOP fed, RESULT sent   -> DONE (flush, then close)
+ *
+ * Re-entrancy: sending may find the peer gone and end the run, and a DONE session may close
+ * while its output is flushed; so after any call below that sends, fails or finishes, callers
+ * look at s->state, s->closing and s->eof before touching the session again.
+ */
+#ifndef JETTPROF_DAEMON_SESSION_H
+#define JETTPROF_DAEMON_SESSION_H
+
+#include "jpd.h"
+
+enum {
+    JPD_S_HELLO,
+    JPD_S_RING,
+    JPD_S_LIVE,
+    JPD_S_EXCERPTS,
+    JPD_S_DONE,  /* nothing more is read; pending output is flushed, then the session closes */
+};
+
+struct jpd_out {
+    struct jpd_out *next;
+    size_t len, off;
+    uint8_t *buf;
+};
+
+struct jpd_session {
+    struct jpd_daemon *d;
+    struct jpd_session *prev, *next;
+    uv_poll_t poll;
+    uv_timer_t timer;
+    uv_idle_t again;    /* "drain again on the next loop turn" (see jpd_drain_pump) */
+    int fd;
+    int state;
+    int handles_open;   /* 3 until all close callbacks ran */
+    int closing;
+    int poll_events;    /* what poll is started with now */
+    int eof;            /* the peer is gone (read EOF, reset, or an unrecoverable write) */
+    int finalize_seen;
+    int stop_held;
+    int run_started;    /* ring mapped: the run exists and will be logged */
+    int run_finished;
+    int linger;         /* after an ERROR: drop unread input before closing */
+    struct jpd_peer peer;
+    uint64_t run_id;
+    struct jp_ctl_decoder *dec; /* NULL once DONE: nothing more is decoded */
+    size_t buffered;            /* this decoder's share of d->buffered */
+    int fds[JPD_MAX_PENDING_FDS];
+    unsigned nfds;
+    uint32_t mode, outputs;
+    struct jp_ring ring;
+    int ring_mapped;
+    struct jp_engine *eng;
+    struct jp_capture_writer *cap[2]; /* [0] the client's capture fd, [1] the capture dir's */
+    int cap_fd[2];
+    int cap_errno;        /* why the client's capture ended early (0: it did not); reported
+                           * in RESULT, the profile itself is unaffected */
+    char cap_name[96];    /* the capture dir's file, removed if its capture fails */
+    struct jpd_out *out_head, *out_tail;
+    uint64_t fed;
+    uint64_t last_found;  /* slots the last drain found waiting in the ring */
+    uint32_t period_ms;   /* the drain timer's current repeat, JPD_DRAIN_PERIOD_MS.._MAX_MS */
+    uint32_t stop_len;
+    uint8_t stop_rec[JP_REC_MAX_SIZE];
+    uint8_t rec[JP_REC_MAX_SIZE];
+};
+
+/* session.c */
+/* Puts the session in DONE: no more input is read; it closes once its output is written or
+ * JPD_FLUSH_MS passed, whichever comes first. */
+void jpd_session_done(struct jpd_session *s);
+/* Ends the session with ERROR{code, message}. A run that already started is logged. */
+void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message);
+/* The peer is gone (EOF, reset, a write that cannot arrive, or its ERROR). */
+void jpd_session_eof(struct jpd_session *s);
+/* Closes the handles now; the session is freed in the last close callback. */
+void jpd_session_close(struct jpd_session *s);
+/* One decoded control message from the peer. */
+void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m);
+/* RUN_STOP is held and FINALIZE seen: ask the runtime for the hot lines' excerpts. */
+void jpd_session_begin_excerpts(struct jpd_session *s);
+/* Feeds the held RUN_STOP and finishes the run. */
+void jpd_session_feed_stop(struct jpd_session *s);
+void jpd_session_unmap_ring(struct jpd_session *s);
+
+/* conn.c */
+/* The decoder (bounded to JPD_MAX_SMALL_FRAME until excerpts are asked for) and the poll
+ * handle on s->fd. 0 or -errno; on failure nothing is left to free (s->fd is the caller's). */
+int jpd_conn_open(struct jpd_session *s);
+/* Frees what jpd_conn_open made and closes s->fd, pending fds and queued output. */
+void jpd_conn_free(struct jpd_session *s);
+/* Watches the socket for what the session wants now (input until DONE, output while queued). */
+void jpd_conn_update_poll(struct jpd_session *s);
+/* Queues one message and writes what the socket takes. 0 or -errno (-ENOMEM). May end the
+ * run (the peer is gone) or close a DONE session: see Re-entrancy above. */
+int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m);
+/* Writes queued output; closes a DONE session once all of it is out. */
+void jpd_conn_flush(struct jpd_session *s);
+/* Drops queued output: it can never arrive. */
+void jpd_conn_drop_output(struct jpd_session *s);
+/* Nothing more is decoded: frees the decoder and gives back its buffered bytes. */
+void jpd_conn_end_input(struct jpd_session *s);
+/* EXCERPTS, the one large frame a client sends, may come now (up to JPD_MAX_CLIENT_FRAME). */
+void jpd_conn_allow_excerpts(struct jpd_session *s);
+/* The oldest fd the peer passed and the session has not claimed: the session owns it now.
+ * -ENOENT when there is none. */
+int jpd_conn_take_fd(struct jpd_session *s);
+
+/* drain.c */
+/* Drains one slice from the ring and decides what comes next (on the drain timer). */
+void jpd_drain_pump(struct jpd_session *s);
+/* Drains what is in the ring now, bounded by its size (a live producer cannot keep us here).
+ * 0, or -errno after the session was failed for it. */
+int jpd_drain_now(struct jpd_session *s);
+/* One record (a copy the daemon owns) into the engine and the captures. 0 or the engine's
+ * -errno with *why. */
+int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const char **why);
+
+/* capture.c */
+/* Starts the run's captures: on the client's fd in s->cap_fd[0] (if it passed one) and in
+ * the daemon's capture directory (if it keeps one). One that cannot be had is reported (in
+ * RESULT or the log); the run goes on either way. */
+void jpd_capture_open(struct jpd_session *s);
+/* Writes one record to each capture still going; one that fails stops alone. */
+void jpd_capture_write(struct jpd_session *s, const void *rec, uint32_t len);
+/* Flushes and closes the captures (a stream without RUN_STOP reads as missing_stop_event). */
+void jpd_capture_close(struct jpd_session *s);
+
+/* result.c */
+/* Ends a run that has an engine: render, account, hand the profile to whoever can still take
+ * it. deliver: the client is there and gets a RESULT. */
+void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver);
+/* Answers SHOW from the runs the daemon kept. */
+void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m);
+
+#endif
