@@ -12,15 +12,16 @@
 #ifndef JETTPROF_AGENT_INTERNAL_H
 #define JETTPROF_AGENT_INTERNAL_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
 #include <sys/types.h>
 
-#include "control.h"
 #include "jettprof.h"
-#include "records.h"
-#include "ring.h"
+#include "protocol/control.h"
+#include "protocol/records.h"
+#include "protocol/ring.h"
 
 /* Thread slots live inside the run for its whole life, so the timer never touches freed memory
  * and needs no lock to walk them. */
@@ -229,7 +230,11 @@ uint32_t jp_node_child(struct jettprof_run *run, uint32_t parent, uint32_t frame
 uint32_t jp_truncated_frame(struct jettprof_run *run);
 /* Validation of a logical path (exported for tests): 0 or -EINVAL, *why a stable reason. */
 int jp_path_check(const char *path, size_t len, const char **why);
-int jp_utf8_check(const char *s, size_t len);
+/* 0 when s is well-formed UTF-8, else -EINVAL: the one validator (common/utf8.h). */
+static inline int jp_utf8_check(const char *s, size_t len)
+{
+    return jp_utf8_validate(s, len, NULL) < 0 ? -EINVAL : 0;
+}
 
 /* ---- timer (timer.c) ---- */
 int jp_timer_start(struct jettprof_run *run);

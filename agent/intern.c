@@ -9,47 +9,49 @@
  * entry arrays.
  */
 #include "agent.h"
+#include "daemon/engine/engine.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The public values of jettprof.h are the internal ones, passed through unchanged: tie each to
+ * its JP_* twin so neither list can drift from the other. */
+#define JP_SAME(pub, internal) _Static_assert((pub) == (internal), #pub " is " #internal)
+JP_SAME(JETTPROF_MODE_CPU, JP_MODE_CPU);
+JP_SAME(JETTPROF_MODE_MEMORY, JP_MODE_MEMORY);
+JP_SAME(JETTPROF_CAP_CPU_TICK_SOURCE, JP_CAP_CPU_TICK_SOURCE);
+JP_SAME(JETTPROF_CAP_SAFE_STACK_CAPTURE, JP_CAP_SAFE_STACK_CAPTURE);
+JP_SAME(JETTPROF_CAP_THREAD_REGISTRATION, JP_CAP_THREAD_REGISTRATION);
+JP_SAME(JETTPROF_CAP_TASK_ATTRIBUTION, JP_CAP_TASK_ATTRIBUTION);
+JP_SAME(JETTPROF_CAP_SOURCE_SPANS, JP_CAP_SOURCE_SPANS);
+JP_SAME(JETTPROF_CAP_PROCESS_CPU_TIME, JP_CAP_PROCESS_CPU_TIME);
+JP_SAME(JETTPROF_CAP_HEAP_ALLOCATION_HOOKS, JP_CAP_HEAP_ALLOCATION_HOOKS);
+JP_SAME(JETTPROF_CAP_FREE_AND_RESIZE_EVENTS, JP_CAP_FREE_AND_RESIZE_EVENTS);
+JP_SAME(JETTPROF_OUT_HUMAN, JP_OUT_HUMAN);
+JP_SAME(JETTPROF_OUT_TOON, JP_OUT_TOON);
+JP_SAME(JETTPROF_ORIGIN_PROJECT, JP_ORIGIN_PROJECT);
+JP_SAME(JETTPROF_ORIGIN_DEPENDENCY, JP_ORIGIN_DEPENDENCY);
+JP_SAME(JETTPROF_ORIGIN_STDLIB, JP_ORIGIN_STDLIB);
+JP_SAME(JETTPROF_FRAME_FUNCTION, JP_FRAME_FUNCTION);
+JP_SAME(JETTPROF_FRAME_RUNTIME_BUCKET, JP_FRAME_RUNTIME_BUCKET);
+JP_SAME(JETTPROF_FRAME_UNAVAILABLE_SYMBOL, JP_FRAME_UNAVAILABLE_SYMBOL);
+JP_SAME(JETTPROF_STATE_JETT, JP_STATE_JETT);
+JP_SAME(JETTPROF_STATE_RUNTIME, JP_STATE_RUNTIME);
+JP_SAME(JETTPROF_STATE_WAITING, JP_STATE_WAITING);
+JP_SAME(JETTPROF_TERM_RETURNED, JP_TERM_RETURNED);
+JP_SAME(JETTPROF_TERM_RUNTIME_ERROR, JP_TERM_RUNTIME_ERROR);
+JP_SAME(JETTPROF_TERM_INTERRUPTED, JP_TERM_INTERRUPTED);
+JP_SAME(JETTPROF_STATUS_COMPLETE, JP_STATUS_COMPLETE);
+JP_SAME(JETTPROF_STATUS_PARTIAL, JP_STATUS_PARTIAL);
+JP_SAME(JETTPROF_STATUS_UNAVAILABLE, JP_STATUS_UNAVAILABLE);
+JP_SAME(JETTPROF_ID_UNAVAILABLE, JP_ID_UNAVAILABLE);
+#undef JP_SAME
+
 #define NODE_INITIAL_BITS 12u
 #define SET_INITIAL_CAP 256u
 
 /* ---- validation ---- */
-
-int jp_utf8_check(const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    while (p < end) {
-        unsigned c = *p++;
-        if (c < 0x80)
-            continue;
-        unsigned need, min;
-        uint32_t cp;
-        if (c >= 0xc2 && c <= 0xdf) {
-            need = 1, min = 0x80, cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            need = 2, min = 0x800, cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            need = 3, min = 0x10000, cp = c & 0x07;
-        } else {
-            return -EINVAL;
-        }
-        if ((size_t)(end - p) < need)
-            return -EINVAL;
-        for (unsigned i = 0; i < need; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                return -EINVAL;
-            cp = cp << 6 | (p[i] & 0x3fu);
-        }
-        p += need;
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return -EINVAL; /* overlong, out of range, or a surrogate */
-    }
-    return 0;
-}
 
 int jp_path_check(const char *path, size_t len, const char **why)
 {

@@ -12,11 +12,13 @@
 
 #include <uv.h>
 
-#include "../protocol/capture.h"
-#include "../protocol/control.h"
-#include "../protocol/records.h"
-#include "../protocol/ring.h"
-#include "engine/engine.h"
+#include "common/buf.h"
+#include "common/json.h"
+#include "daemon/engine/engine.h"
+#include "protocol/capture.h"
+#include "protocol/control.h"
+#include "protocol/records.h"
+#include "protocol/ring.h"
 
 #define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
 #define JPD_HANDSHAKE_MS 3000u    /* HELLO + RING must arrive within this (an agent sends both
@@ -185,17 +187,15 @@ int jpd_cmd_summarize(int argc, char **argv);
 /* util.c */
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
-/* Appends s as a JSON string literal (quotes included). */
-struct jpd_buf {
-    char *p;
-    size_t len, cap;
-    int failed;
-};
-void jpd_buf_put(struct jpd_buf *b, const char *s, size_t n);
-#define JPD_PUTS(b, lit) jpd_buf_put((b), (lit), sizeof(lit) - 1)
-void jpd_buf_printf(struct jpd_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void jpd_buf_json_str(struct jpd_buf *b, const char *s);
-void jpd_buf_free(struct jpd_buf *b);
+/* Text is built in the common buffer (common/buf.h) with the common JSON string writer
+ * (common/json.h). The old daemon spellings below are for daemon/offline.c only, until it is
+ * switched to the common names. */
+#define jpd_buf jp_buf
+#define jpd_buf_put jp_buf_put
+#define JPD_PUTS JP_BUF_LIT
+#define jpd_buf_printf jp_buf_printf
+#define jpd_buf_json_str jp_json_str
+#define jpd_buf_free jp_buf_free
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
@@ -206,6 +206,6 @@ const char *jpd_ending_word(uint32_t ending);
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
-void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s);
+void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s);
 
 #endif

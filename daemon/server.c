@@ -108,34 +108,34 @@ static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
 {
     if (d->runs_log_fd < 0)
         return;
-    struct jpd_buf b = {0};
-    jpd_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
+    struct jp_buf b = {0};
+    jp_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
                    (unsigned long long)run_id, (long)pid, (unsigned long)uid);
-    jpd_buf_json_str(&b, jpd_ending_word(ending));
+    jp_json_str(&b, jpd_ending_word(ending));
     const char *mode = jp_mode_name(sum->mode);
-    JPD_PUTS(&b, ",\"mode\":");
+    JP_BUF_LIT(&b, ",\"mode\":");
     if (mode)
-        jpd_buf_json_str(&b, mode);
+        jp_json_str(&b, mode);
     else
-        JPD_PUTS(&b, "null");
+        JP_BUF_LIT(&b, "null");
     const char *term = jp_termination_name(sum->termination);
-    JPD_PUTS(&b, ",\"termination\":");
+    JP_BUF_LIT(&b, ",\"termination\":");
     if (term)
-        jpd_buf_json_str(&b, term);
+        jp_json_str(&b, term);
     else
-        JPD_PUTS(&b, "null");
-    JPD_PUTS(&b, ",\"status\":");
-    jpd_buf_json_str(&b, jpd_status_word(status));
-    JPD_PUTS(&b, ",\"reason\":");
-    jpd_buf_json_str(&b, reason ? reason : "");
-    JPD_PUTS(&b, ",\"totals\":");
+        JP_BUF_LIT(&b, "null");
+    JP_BUF_LIT(&b, ",\"status\":");
+    jp_json_str(&b, jpd_status_word(status));
+    JP_BUF_LIT(&b, ",\"reason\":");
+    jp_json_str(&b, reason ? reason : "");
+    JP_BUF_LIT(&b, ",\"totals\":");
     jpd_summary_json(&b, sum);
-    JPD_PUTS(&b, "}\n");
+    JP_BUF_LIT(&b, "}\n");
     if (b.failed)
         jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
     else
         append_row(d->runs_log_fd, b.p, b.len);
-    jpd_buf_free(&b);
+    jp_buf_free(&b);
 }
 
 static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)

@@ -1,5 +1,5 @@
-/* Small helpers of the daemon: strict integer parsing for the CLI, a growable text buffer with
- * JSON string escaping, whole writes, and the one-line stderr log. */
+/* Small helpers of the daemon: strict integer parsing for the CLI, the summary row as JSON, whole
+ * writes, and the one-line stderr log. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -26,73 +26,6 @@ int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
         return -ERANGE;
     *out = v;
     return 0;
-}
-
-static int buf_grow(struct jpd_buf *b, size_t more)
-{
-    if (b->failed)
-        return -ENOMEM;
-    if (b->len + more + 1 <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + more + 1)
-        cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->failed = 1;
-        return -ENOMEM;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void jpd_buf_put(struct jpd_buf *b, const char *s, size_t n)
-{
-    if (buf_grow(b, n) < 0)
-        return;
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void jpd_buf_printf(struct jpd_buf *b, const char *fmt, ...)
-{
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->failed = 1; /* callers only format numbers and fixed words */
-        return;
-    }
-    jpd_buf_put(b, tmp, (size_t)n);
-}
-
-void jpd_buf_json_str(struct jpd_buf *b, const char *s)
-{
-    jpd_buf_put(b, "\"", 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char esc[8];
-        if (*p == '"' || *p == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)*p;
-            jpd_buf_put(b, esc, 2);
-        } else if (*p < 0x20) {
-            snprintf(esc, sizeof esc, "\\u%04x", *p);
-            jpd_buf_put(b, esc, 6);
-        } else {
-            jpd_buf_put(b, (const char *)p, 1);
-        }
-    }
-    jpd_buf_put(b, "\"", 1);
-}
-
-void jpd_buf_free(struct jpd_buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
 }
 
 int jpd_write_all(int fd, const void *buf, size_t len)
@@ -127,18 +60,18 @@ void jpd_log(const char *fmt, ...)
     (void)jpd_write_all(STDERR_FILENO, line, len);
 }
 
-void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s)
+void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s)
 {
     const char *mode = jp_mode_name(s->mode);
-    JPD_PUTS(b, "{\"mode\":");
+    JP_BUF_LIT(b, "{\"mode\":");
     if (mode)
-        jpd_buf_json_str(b, mode);
+        jp_json_str(b, mode);
     else
-        JPD_PUTS(b, "null");
-    jpd_buf_printf(b, ",\"records\":%llu,\"violations\":%llu", (unsigned long long)s->records,
+        JP_BUF_LIT(b, "null");
+    jp_buf_printf(b, ",\"records\":%llu,\"violations\":%llu", (unsigned long long)s->records,
                    (unsigned long long)s->violations);
     if (s->mode == JP_MODE_CPU)
-        jpd_buf_printf(b, ",\"requested_ticks\":%llu,\"recorded_samples\":%llu,"
+        jp_buf_printf(b, ",\"requested_ticks\":%llu,\"recorded_samples\":%llu,"
                           "\"attributed_samples\":%llu",
                        (unsigned long long)s->requested_ticks,
                        (unsigned long long)s->recorded_samples,
@@ -146,17 +79,17 @@ void jpd_summary_json(struct jpd_buf *b, const struct jp_engine_summary *s)
     /* The repetition rows' names (allocations, resizes, bytes, peak) are kept for every mode so
      * rows of different runs line up; a CPU run simply has zeros there. Values the retention
      * budget made inexact are null, never a lower bound presented as exact. */
-    jpd_buf_printf(b, ",\"allocations\":%llu,\"resizes\":%llu,\"bytes\":%llu",
+    jp_buf_printf(b, ",\"allocations\":%llu,\"resizes\":%llu,\"bytes\":%llu",
                    (unsigned long long)s->allocation_count, (unsigned long long)s->resize_count,
                    (unsigned long long)s->allocated_bytes);
     if (s->live_exact || s->mode != JP_MODE_MEMORY)
-        jpd_buf_printf(b, ",\"freed\":%llu,\"peak\":%llu,\"retained\":%llu",
+        jp_buf_printf(b, ",\"freed\":%llu,\"peak\":%llu,\"retained\":%llu",
                        (unsigned long long)s->freed_bytes,
                        (unsigned long long)s->peak_live_bytes,
                        (unsigned long long)s->retained_bytes);
     else
-        JPD_PUTS(b, ",\"freed\":null,\"peak\":null,\"retained\":null");
-    jpd_buf_put(b, "}", 1);
+        JP_BUF_LIT(b, ",\"freed\":null,\"peak\":null,\"retained\":null");
+    jp_buf_put(b, "}", 1);
 }
 
 const char *jpd_ending_word(uint32_t ending)

@@ -1,5 +1,5 @@
 /* Capture files: a block writer and a streaming, distrustful reader (layout in capture.h). */
-#include "capture.h"
+#include "protocol/capture.h"
 
 #include <errno.h>
 #include <fcntl.h>

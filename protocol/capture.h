@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "records.h"
+#include "protocol/records.h"
 
 #define JP_CAPTURE_VERSION 1u
 #define JP_CAPTURE_MAX_BLOCK (1u << 20)

@@ -7,7 +7,7 @@
  * stable word; excerpt keys are arrays [source_id, line, col]; excerpts are arrays
  * [source_id, line, col, flags, text].
  */
-#include "control.h"
+#include "protocol/control.h"
 
 #include <errno.h>
 #include <msgpack.h>
@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "mpcheck.h"
-#include "records.h"
-#include "ring.h"
+#include "protocol/records.h"
+#include "protocol/ring.h"
 
 static const char *const ctl_names[JP_CTL_TYPE_LIMIT] = {
 #define JP_X(n, s) [JP_CTL_##n] = s,

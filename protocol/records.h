@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/utf8.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "jettprof records are little-endian; big-endian hosts need byte-swapping accessors"
 #endif
@@ -319,19 +321,8 @@ _Static_assert(offsetof(struct jp_rec_cpu_sample, requested_tick) == 24, "aligne
  * (malformed) or -ERANGE (above 100). */
 int jp_parse_percent_bp(const char *s, uint32_t *bp);
 
-/* UTF-8, the one validator for every trust boundary (records here; callers elsewhere should
- * use it too). Well-formed means RFC 3629: a lead byte 0x00-0x7f, 0xc2-0xf4 followed by the
- * right number of continuation bytes, no overlong form, no surrogate (U+D800-U+DFFF), nothing
- * above U+10FFFF, no sequence cut by the end. NUL and other control characters are
- * well-formed and allowed: a name or an excerpt may carry them, and both writers escape them
- * (TOON \u00xx, human \xHH); logical paths are held to more by the engine (no control
- * character at all).
- * jp_utf8_seq_len: the length (1..4) of the well-formed sequence starting at s, n bytes
- * available (n >= 1), or 0 when the bytes there are not one.
- * jp_utf8_validate: 0 when all len bytes are well-formed, else -EILSEQ with *bad_at (may be
- * NULL) the offset of the first sequence that is not. */
-size_t jp_utf8_seq_len(const void *s, size_t n);
-int jp_utf8_validate(const void *s, size_t len, size_t *bad_at);
+/* UTF-8: the one validator, common/utf8.h (included above; every record string field is
+ * checked with it). */
 
 /* Structural validation of one record copied out of untrusted memory: the header's type is
  * known, size is within [fixed part, JP_REC_MAX_SIZE], fixed-size records have exactly their

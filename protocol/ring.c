@@ -25,7 +25,7 @@
  * The geometry line is written once by the creator before the fd is shared; passing the fd
  * (sendmsg, fork) orders those plain stores before the peer's first read.
  */
-#include "ring.h"
+#include "protocol/ring.h"
 
 #include <errno.h>
 #include <fcntl.h>

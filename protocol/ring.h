@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "records.h"
+#include "protocol/records.h"
 
 #define JP_RING_MAGIC 0x474e5250u /* "PRNG" little-endian */
 #define JP_RING_VERSION 1u

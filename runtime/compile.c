@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/utf8.h"
 #include "jett.h"
 
 #define JT_MAX_SOURCE_BYTES (16u << 20) /* spans are 32-bit; keep far from it */
@@ -24,45 +25,6 @@ int jt_add_global(struct jt_program *prog, struct jt_global *g)
     prog->globals = jt_xrealloc(prog->globals, sizeof *prog->globals * (prog->nglobals + 1));
     prog->globals[prog->nglobals] = *g;
     return (int)prog->nglobals++;
-}
-
-/* Returns the byte offset of the first invalid UTF-8 sequence, or -1. Overlong forms,
- * surrogates and code points past U+10FFFF are invalid. */
-static long utf8_invalid_at(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            len = 2;
-            cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            len = 3;
-            cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            len = 4;
-            cp = c & 0x07;
-        } else {
-            return (long)i;
-        }
-        if (i + len > n)
-            return (long)i;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return (long)i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return (long)i;
-        i += len;
-    }
-    return -1;
 }
 
 /* Reads a whole regular file; *st is the file that was read (fstat of the open fd). */
@@ -283,10 +245,10 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     src->ino = st.st_ino;
     prog->sources = jt_xrealloc(prog->sources, sizeof *prog->sources * (prog->nsources + 1));
     prog->sources[prog->nsources++] = src;
-    long bad = utf8_invalid_at((const unsigned char *)src->text, src->len);
-    if (bad >= 0) {
+    size_t bad;
+    if (jp_utf8_validate(src->text, src->len, &bad) < 0) {
         uint32_t l = 1, c = 1;
-        for (long i = 0; i < bad; i++) {
+        for (size_t i = 0; i < bad; i++) {
             if (src->text[i] == '\n') {
                 l++;
                 c = 1;

@@ -11,7 +11,7 @@
 
 #include "jett.h"
 
-static void put_escaped_gap(struct jt_buf *b, const char *p, size_t n, int *redacted)
+static void put_escaped_gap(struct jp_buf *b, const char *p, size_t n, int *redacted)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)p[i];
@@ -48,14 +48,14 @@ int jt_excerpt(const struct jt_source *src, uint32_t line, char *out, size_t cap
         return -ENOENT;
     struct jt_lexer lx;
     jt_lex_init(&lx, src->text + ls, le - ls, NULL, NULL);
-    struct jt_buf b = {0};
+    struct jp_buf b = {0};
     size_t prev_end = SIZE_MAX; /* SIZE_MAX: no token emitted yet (drop leading space) */
     uint32_t si = 0;            /* secret span cursor */
     size_t skip_until = 0;      /* absolute offset: inside a secret span already emitted */
     for (;;) {
         struct jt_token t;
         if (jt_lex_next(&lx, &t) < 0) {
-            jt_buf_free(&b);
+            jp_buf_free(&b);
             return -EINVAL;
         }
         if (t.kind == JT_T_EOF)
@@ -99,6 +99,6 @@ int jt_excerpt(const struct jt_source *src, uint32_t line, char *out, size_t cap
         n--;
     if (n)
         memcpy(out, b.p, n);
-    jt_buf_free(&b);
+    jp_buf_free(&b);
     return (int)n;
 }

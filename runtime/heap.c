@@ -7,10 +7,8 @@
 #include <string.h>
 
 #include "jett.h"
-#include "value.h"
-#ifdef JETT_HAVE_AGENT
 #include "jettprof.h"
-#endif
+#include "value.h"
 
 struct jt_str *jt_literal_new(const char *bytes, size_t len)
 {
@@ -33,16 +31,12 @@ static void report_alloc(struct jt_heap *h, struct jt_obj *o, uint64_t size)
     h->live = o;
     h->objects++;
     h->live_bytes += size;
-#ifdef JETT_HAVE_AGENT
     if (h->pt) {
         uint64_t id = 0;
         /* A dropped event is counted by the agent; the object lives on untracked (pid 0). */
         if (jettprof_alloc(h->pt, size, &id) == 0)
             o->pid = id;
     }
-#else
-    (void)o;
-#endif
 }
 
 int jt_heap_str(struct jt_heap *h, uint64_t len, struct jt_str **out)
@@ -95,10 +89,8 @@ int jt_heap_list_grow(struct jt_heap *h, struct jt_list *l, uint64_t newcap)
     l->items = p;
     l->cap = newcap;
     h->live_bytes += nsz - old;
-#ifdef JETT_HAVE_AGENT
     if (h->pt && l->h.pid)
         jettprof_resize(h->pt, l->h.pid, old, nsz);
-#endif
     return 0;
 }
 
@@ -126,10 +118,8 @@ static void free_one(struct jt_heap *h, struct jt_obj *o)
     } else {
         size = ((struct jt_str *)o)->len;
     }
-#ifdef JETT_HAVE_AGENT
     if (h->pt && o->pid)
         jettprof_free(h->pt, o->pid, size);
-#endif
     h->objects--;
     h->live_bytes -= size;
     if (o->prev)

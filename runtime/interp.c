@@ -13,9 +13,7 @@
 #include <time.h>
 
 #include "interp.h"
-#ifdef JETT_HAVE_AGENT
 #include "jettprof.h"
-#endif
 
 enum ctl { CTL_NONE = 0, CTL_RETURN, CTL_BREAK, CTL_CONTINUE, CTL_ERROR, CTL_INTERRUPT };
 
@@ -64,10 +62,8 @@ static void rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt
 /* The safe point: acknowledge a pending profiler tick, then honour an interrupt. */
 static inline bool safe_point(struct jt_vm *vm)
 {
-#ifdef JETT_HAVE_AGENT
     if (vm->pw)
         jettprof_poll(vm->pt, vm->pw);
-#endif
     if (__builtin_expect(__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0, 0)) {
         if (vm->ctl != CTL_ERROR)
             vm->ctl = CTL_INTERRUPT;
@@ -80,10 +76,8 @@ static inline void prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
 {
     vm->line = line;
     vm->col = col;
-#ifdef JETT_HAVE_AGENT
     if (vm->stmt_pos) /* memory reports use declaration lines only */
         jettprof_stmt_set(vm->stmt_pos, line, col); /* two plain stores, no call */
-#endif
 }
 
 static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
@@ -96,7 +90,7 @@ static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
 }
 
 /* Text of a value as print() shows it. Interpreter-internal buffer, not a Jett event. */
-static void to_text(const jv v, struct jt_buf *b, int depth)
+static void to_text(const jv v, struct jp_buf *b, int depth)
 {
     switch (v.k) {
     case JV_NIL: jt_buf_puts(b, "nil"); return;
@@ -253,11 +247,11 @@ static jv call_builtin(struct jt_vm *vm, const struct jt_node *n)
     switch (n->op) {
     case JT_B_PRINT:
     case JT_B_EPRINT: {
-        struct jt_buf b = {0};
+        struct jp_buf b = {0};
         to_text(a[0], &b, 0);
         jt_buf_put(&b, "\n", 1);
         emit(vm, n->op == JT_B_EPRINT, b.p, b.len);
-        jt_buf_free(&b);
+        jp_buf_free(&b);
         break;
     }
     case JT_B_STR:
@@ -265,10 +259,10 @@ static jv call_builtin(struct jt_vm *vm, const struct jt_node *n)
             r = a[0];
             a[0] = NIL;
         } else {
-            struct jt_buf b = {0};
+            struct jp_buf b = {0};
             to_text(a[0], &b, 0);
             new_str(vm, n, b.p, b.len, &r, JV_STR);
-            jt_buf_free(&b);
+            jp_buf_free(&b);
         }
         break;
     case JT_B_LEN:
@@ -317,22 +311,18 @@ static jv call_builtin(struct jt_vm *vm, const struct jt_node *n)
             rt_error(vm, n, "sleep expects milliseconds from 0 to 86400000, got %" PRId64, a[0].u.i);
             break;
         }
-#ifdef JETT_HAVE_AGENT
         if (vm->pt)
             jettprof_set_state(vm->pt, JETTPROF_STATE_WAITING);
-#endif
         sleep_ms(vm, a[0].u.i);
-#ifdef JETT_HAVE_AGENT
         if (vm->pt)
             jettprof_set_state(vm->pt, JETTPROF_STATE_JETT);
-#endif
         safe_point(vm);
         break;
     case JT_B_FAIL: {
-        struct jt_buf b = {0};
+        struct jp_buf b = {0};
         to_text(a[0], &b, 0);
         rt_error(vm, n, "%s", b.p ? b.p : "");
-        jt_buf_free(&b);
+        jp_buf_free(&b);
         break;
     }
     case JT_B_SECRET:
@@ -453,10 +443,8 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     vm->fn = f;
     vm->base = base;
     vm->depth++;
-#ifdef JETT_HAVE_AGENT
     if (vm->pt)
         jettprof_enter(vm->pt, f->prof_frame);
-#endif
     if (safe_point(vm)) /* call */
         exec(vm, f->body);
     if (vm->ctl == CTL_RETURN) {
@@ -466,10 +454,8 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     }
     if (!vm->ctl)
         safe_point(vm); /* return */
-#ifdef JETT_HAVE_AGENT
     if (vm->pt)
         jettprof_leave(vm->pt);
-#endif
     vm->depth--;
     vm->fn = caller;
     vm->base = caller_base;
@@ -882,10 +868,8 @@ enum jt_outcome jt_vm_run(struct jt_vm *vm)
         if (!m->nglobals)
             continue;
         vm->fn = m->init_frame;
-#ifdef JETT_HAVE_AGENT
         if (vm->pt)
             jettprof_enter(vm->pt, m->init_frame->prof_frame);
-#endif
         for (uint32_t k = 0; k < m->nglobals && !vm->ctl; k++) {
             const struct jt_global *g = &prog->globals[m->globals[k]];
             prof_stmt(vm, g->line, g->col);
@@ -898,10 +882,8 @@ enum jt_outcome jt_vm_run(struct jt_vm *vm)
                 break;
             store(vm, &vm->globals[m->globals[k]], v);
         }
-#ifdef JETT_HAVE_AGENT
         if (vm->pt)
             jettprof_leave(vm->pt);
-#endif
     }
     if (!vm->ctl) {
         vm->fn = prog->main;
@@ -923,7 +905,7 @@ void jt_vm_fini(struct jt_vm *vm)
     jt_heap_fini(&vm->heap);
     free(vm->globals);
     free(vm->stack);
-    jt_buf_free(&vm->out);
-    jt_buf_free(&vm->err);
-    jt_buf_free(&vm->errmsg);
+    jp_buf_free(&vm->out);
+    jp_buf_free(&vm->err);
+    jp_buf_free(&vm->errmsg);
 }

@@ -30,9 +30,9 @@ struct jt_vm {
     struct jettprof_pos *stmt_pos; /* CPU mode: hot lines need the current statement */
     /* output: written through, or captured for the --agent envelope */
     bool capture;
-    struct jt_buf out, err;
+    struct jp_buf out, err;
     /* a runtime error's message, "path:line:col: runtime error: ..." */
-    struct jt_buf errmsg;
+    struct jp_buf errmsg;
     const int *interrupt;       /* set asynchronously on SIGINT; read relaxed */
 };
 

@@ -14,15 +14,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/buf.h"
+
 /* ---- growable byte buffer (interpreter-internal memory, never a Jett heap event) ---- */
-struct jt_buf {
-    char *p;
-    size_t len, cap;
-};
-void jt_buf_put(struct jt_buf *b, const void *s, size_t n);
-void jt_buf_puts(struct jt_buf *b, const char *s);
-void jt_buf_printf(struct jt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void jt_buf_free(struct jt_buf *b);
+/* The one text buffer (common/buf.h). The interpreter's appends abort on exhaustion, as the
+ * jt_x* allocators do: its bookkeeping cannot degrade gracefully. Free with jp_buf_free. */
+void jt_buf_put(struct jp_buf *b, const void *s, size_t n);
+void jt_buf_puts(struct jp_buf *b, const char *s);
+void jt_buf_printf(struct jp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void *jt_xmalloc(size_t n);  /* aborts on exhaustion: interpreter internals only */
 void *jt_xcalloc(size_t n, size_t m);
 void *jt_xrealloc(void *p, size_t n);
@@ -52,7 +51,7 @@ void jt_shown(const char *v, size_t max, char *out, size_t cap);
 
 /* ---- diagnostics ---- */
 struct jt_diags {
-    struct jt_buf text; /* "path:line:col: error: message\n" lines */
+    struct jp_buf text; /* "path:line:col: error: message\n" lines */
     uint32_t count;
 };
 struct jt_source;
@@ -122,7 +121,7 @@ void jt_lex_init(struct jt_lexer *lx, const char *p, size_t len, const struct jt
                  struct jt_diags *d);
 int jt_lex_next(struct jt_lexer *lx, struct jt_token *t);
 /* Decodes the escapes of a string literal token's body into out. */
-int jt_unescape(const char *p, size_t len, struct jt_buf *out);
+int jt_unescape(const char *p, size_t len, struct jp_buf *out);
 
 /* ---- AST ---- */
 enum jt_type { JT_TY_ANY = 0, JT_TY_INT, JT_TY_BOOL, JT_TY_STR, JT_TY_LIST, JT_TY_SECRET };
@@ -247,7 +246,7 @@ const char *jt_builtin_name(int id);
 int jt_excerpt(const struct jt_source *src, uint32_t line, char *buf, size_t cap, int *redacted);
 
 /* ---- TOON scalar writer (for the run envelope) ---- */
-/* Appends s as a TOON string value: bare when the rules allow, else quoted and escaped. */
-void jt_toon_string(struct jt_buf *b, const char *s, size_t n);
+/* Appends s as a TOON string value (common/toon.h), aborting on exhaustion as jt_buf_put. */
+void jt_toon_string(struct jp_buf *b, const char *s, size_t n);
 
 #endif

@@ -205,7 +205,7 @@ int jt_lex_next(struct jt_lexer *lx, struct jt_token *t)
     return 0;
 }
 
-int jt_unescape(const char *p, size_t len, struct jt_buf *out)
+int jt_unescape(const char *p, size_t len, struct jp_buf *out)
 {
     for (size_t i = 0; i < len; i++) {
         char c = p[i];

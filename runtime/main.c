@@ -22,9 +22,7 @@
 
 #include "interp.h"
 #include "jett.h"
-#ifdef JETT_HAVE_AGENT
 #include "jettprof.h"
-#endif
 
 #ifndef JETTPROF_VERSION
 #define JETTPROF_VERSION "unknown"
@@ -103,7 +101,7 @@ struct envelope {
  * output is only ever a quoted-or-bare escaped scalar, so it cannot impersonate a field. */
 static void write_envelope(const struct envelope *e)
 {
-    struct jt_buf b = {0};
+    struct jp_buf b = {0};
     jt_buf_printf(&b, "status: %s\ntermination: %s\nexit_code: %d\nstdout: ", e->status,
                   e->termination, e->exit_code);
     jt_toon_string(&b, e->out ? e->out : "", e->out ? e->out_len : 0);
@@ -127,7 +125,7 @@ static void write_envelope(const struct envelope *e)
     fwrite(b.p, 1, b.len, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    jt_buf_free(&b);
+    jp_buf_free(&b);
 }
 
 /* A failure before user code ran: CLI, compile or profiler setup. */
@@ -187,16 +185,13 @@ struct runner {
     bool setup_failed;
     bool hook_heap; /* memory mode: the heap reports its events */
     int setup_err;
-#ifdef JETT_HAVE_AGENT
     jettprof_run *run;
-#endif
 };
 
 static void *runtime_main(void *arg)
 {
     struct runner *R = arg;
     pthread_setname_np(pthread_self(), "jett-runtime");
-#ifdef JETT_HAVE_AGENT
     jettprof_thread *t = NULL;
     if (R->run) {
         int r = jettprof_thread_register(R->run, 1, &t);
@@ -212,9 +207,7 @@ static void *runtime_main(void *arg)
         else
             R->vm.stmt_pos = jettprof_stmt_pos(t);
     }
-#endif
     R->outcome = jt_vm_run(&R->vm);
-#ifdef JETT_HAVE_AGENT
     if (t) {
         R->vm.heap.pt = NULL;
         R->vm.stmt_pos = NULL;
@@ -222,11 +215,9 @@ static void *runtime_main(void *arg)
         R->vm.pw = NULL;
         jettprof_thread_unregister(t);
     }
-#endif
     return NULL;
 }
 
-#ifdef JETT_HAVE_AGENT
 static int excerpt_cb(void *user, uint32_t source_id, uint32_t line, uint32_t col, char *buf,
                       size_t cap, int *redacted)
 {
@@ -278,9 +269,7 @@ static int intern_program(jettprof_run *run, struct jt_program *prog)
     }
     return 0;
 }
-#endif
 
-#ifdef JETT_HAVE_AGENT
 /* The capture file of `--profile-capture PATH`, opened so that the run can only ever write a
  * file that is its own to write: a new file (O_EXCL: whatever already has the name, a planted
  * symbolic link included, is refused), or, with --profile-capture-overwrite, an existing regular
@@ -356,7 +345,6 @@ static void remove_own_capture(const char *path, int fd)
         mine.st_ino == now.st_ino)
         unlink(path);
 }
-#endif
 
 static int run_command(int argc, char **argv)
 {
@@ -399,17 +387,16 @@ static int run_command(int argc, char **argv)
     if (jt_compile(cli.file, *stdlib ? stdlib : NULL, &prog, &diags) < 0) {
         int code = pre_exec_failure(agent, EXIT_COMPILE_ERROR, FAIL_COMPILE_ERROR,
                                     diags.text.p ? diags.text.p : "error: compile failed");
-        jt_buf_free(&diags.text);
+        jp_buf_free(&diags.text);
         jt_program_free(prog);
         return code;
     }
-    jt_buf_free(&diags.text);
+    jp_buf_free(&diags.text);
 
     struct runner *R = jt_xcalloc(1, sizeof *R);
     jt_vm_init(&R->vm, prog, &g_interrupt);
     R->vm.capture = agent;
     int code = 0;
-#ifdef JETT_HAVE_AGENT
     int capture_fd = -1;
     bool capture_created = false, user_code_started = false;
     if (cli.mode != JT_MODE_NONE) {
@@ -454,13 +441,6 @@ static int run_command(int argc, char **argv)
         }
         R->hook_heap = cli.mode == JT_MODE_MEMORY;
     }
-#else
-    if (cli.mode != JT_MODE_NONE) {
-        code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE,
-                                "profiler: backend unsupported: this jett was built without the profiler agent");
-        goto out;
-    }
-#endif
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -486,7 +466,6 @@ static int run_command(int argc, char **argv)
 
     if (R->setup_failed) {
         const char *m = "profiler: setup failure: cannot start the jett-runtime thread";
-#ifdef JETT_HAVE_AGENT
         if (R->run) {
             m = jettprof_strerror(R->setup_err);
             struct jettprof_result res = {.size = sizeof res};
@@ -494,13 +473,10 @@ static int run_command(int argc, char **argv)
             jettprof_result_release(&res);
             R->run = NULL;
         }
-#endif
         code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, m);
         goto out;
     }
-#ifdef JETT_HAVE_AGENT
     user_code_started = true;
-#endif
 
     const char *termination = termination_word[TERM_RETURNED], *error_kind = NULL, *error = NULL;
     switch (R->outcome) {
@@ -523,7 +499,6 @@ static int run_command(int argc, char **argv)
     size_t profile_len = 0;
     bool collector_failed = false;
     int capture_errno = 0;
-#ifdef JETT_HAVE_AGENT
     struct jettprof_result res = {.size = sizeof res};
     bool have_res = false;
     if (R->run) {
@@ -543,7 +518,6 @@ static int run_command(int argc, char **argv)
             profile_len = res.human_len;
         }
     }
-#endif
     if (collector_failed && R->outcome == JT_OUT_RETURNED) {
         /* the program's status stands; the run reports the profiler's failure */
         error_kind = failure_word[FAIL_PROFILER_FAILURE];
@@ -579,19 +553,15 @@ static int run_command(int argc, char **argv)
                 "written before the failure, the profile is unaffected\n", strerror(capture_errno));
         fflush(stderr);
     }
-#ifdef JETT_HAVE_AGENT
     if (have_res)
         jettprof_result_release(&res);
-#endif
 out:
-#ifdef JETT_HAVE_AGENT
     if (capture_fd >= 0) {
         /* a setup failure: no run happened, so no capture of it is left behind */
         if (capture_created && !user_code_started)
             remove_own_capture(cli.capture_path, capture_fd);
         close(capture_fd);
     }
-#endif
     jt_vm_fini(&R->vm);
     free(R);
     jt_program_free(prog);

@@ -166,10 +166,10 @@ static struct jt_node *parse_primary(struct parser *p)
     case JT_T_STRING: {
         next(p);
         struct jt_node *n = mk(p, JT_N_STR, &t);
-        struct jt_buf b = {0};
+        struct jp_buf b = {0};
         jt_unescape(p->src->text + t.start + 1, t.end - t.start - 2, &b);
         n->str = jt_literal_new(b.p ? b.p : "", b.len);
-        jt_buf_free(&b);
+        jp_buf_free(&b);
         return n;
     }
     case JT_T_LPAREN: {
@@ -204,7 +204,7 @@ static struct jt_node *parse_primary(struct parser *p)
     case JT_T_IDENT: {
         next(p);
         struct jt_node *n = mk(p, JT_N_NAME, &t);
-        struct jt_buf name = {0};
+        struct jp_buf name = {0};
         jt_buf_put(&name, p->src->text + t.start, t.end - t.start);
         while (at(p, JT_T_DOT) && p->nx.kind == JT_T_IDENT) {
             next(p);
@@ -519,7 +519,7 @@ static struct jt_node *parse_block(struct parser *p)
 
 static char *parse_qname(struct parser *p)
 {
-    struct jt_buf b = {0};
+    struct jp_buf b = {0};
     if (!at(p, JT_T_IDENT)) {
         err_expected(p, "a namespace name");
         return NULL;
@@ -619,7 +619,7 @@ int jt_parse_module(struct jt_source *src, struct jt_module **out, struct jt_pro
                 err_expected(&p, "a quoted path after 'import'");
                 break;
             }
-            struct jt_buf b = {0};
+            struct jp_buf b = {0};
             jt_unescape(src->text + p.t.start + 1, p.t.end - p.t.start - 2, &b);
             m->imports = jt_xrealloc(m->imports, sizeof *m->imports * (m->nimports + 1));
             m->import_line = jt_xrealloc(m->import_line, sizeof(uint32_t) * (m->nimports + 1));

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/toon.h"
 #include "jett.h"
 
 void *jt_xmalloc(size_t n)
@@ -48,54 +49,39 @@ char *jt_xstrndup(const char *s, size_t n)
     return p;
 }
 
-static void buf_reserve(struct jt_buf *b, size_t extra)
+static void buf_check(const struct jp_buf *b)
 {
-    if (b->len + extra + 1 <= b->cap)
-        return;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1)
-        cap *= 2;
-    b->p = jt_xrealloc(b->p, cap);
-    b->cap = cap;
+    if (b->failed) {
+        fputs("jett: fatal: out of memory\n", stderr);
+        abort();
+    }
 }
 
-void jt_buf_put(struct jt_buf *b, const void *s, size_t n)
+void jt_buf_put(struct jp_buf *b, const void *s, size_t n)
 {
-    buf_reserve(b, n);
-    if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    jp_buf_put(b, s, n);
+    buf_check(b);
 }
 
-void jt_buf_puts(struct jt_buf *b, const char *s)
+void jt_buf_puts(struct jp_buf *b, const char *s)
 {
-    jt_buf_put(b, s, strlen(s));
+    jp_buf_put(b, s, strlen(s));
+    buf_check(b);
 }
 
-void jt_buf_printf(struct jt_buf *b, const char *fmt, ...)
+void jt_buf_printf(struct jp_buf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    jp_buf_vprintf(b, fmt, ap);
     va_end(ap);
-    if (n < 0) {
-        va_end(ap2);
-        return;
-    }
-    buf_reserve(b, (size_t)n);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap2);
-    va_end(ap2);
-    b->len += (size_t)n;
+    buf_check(b);
 }
 
-void jt_buf_free(struct jt_buf *b)
+void jt_toon_string(struct jp_buf *b, const char *s, size_t n)
 {
-    free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
+    jp_toon_str(b, s, n);
+    buf_check(b);
 }
 
 /* Diagnostics name the logical path only: an absolute path never appears in any output. */

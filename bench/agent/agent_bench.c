@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent/agent.h"
 
 #define RUNS 7
 

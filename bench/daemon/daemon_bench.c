@@ -30,8 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../protocol/capture.h"
-#include "../../tests/daemon/support.h"
+#include "protocol/capture.h"
+#include "tests/daemon/support.h"
 
 #define REPS 3
 #define REPLAY_REPS 5

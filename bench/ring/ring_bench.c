@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "protocol/ring.h"
 
 #define RUNS 7
 

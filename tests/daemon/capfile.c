@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../protocol/capture.h"
+#include "protocol/capture.h"
 #include "support.h"
 
 uint64_t jpt_capfile_write(const char *path, uint32_t mode, uint32_t seed, uint64_t events)

@@ -9,10 +9,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../../daemon/engine/engine.h"
-#include "../../protocol/control.h"
-#include "../../protocol/records.h"
-#include "../../protocol/ring.h"
+#include "daemon/engine/engine.h"
+#include "protocol/control.h"
+#include "protocol/records.h"
+#include "protocol/ring.h"
 
 /* A deterministic record stream: RUN_START, sources, frames, a calling-context tree, one EXEC,
  * `events` hot records (CPU samples or allocation events), COUNTERS, and RUN_STOP unless

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../protocol/capture.h"
 #include "capfile.h"
+#include "protocol/capture.h"
 #include "support.h"
 
 static void private_run(struct jpt_stream *s, int cap_fd, struct jpt_result *r)

@@ -9,8 +9,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "capture.h"
-#include "records.h"
+#include "protocol/capture.h"
+#include "protocol/records.h"
 
 /* ---- fixture: a small capture with several blocks -------------------------------------- */
 

@@ -14,8 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "records.h"
+#include "protocol/control.h"
+#include "protocol/records.h"
 
 static const struct jp_ctl_excerpt_key keys[3] = {{1, 2, 3}, {UINT32_MAX, 0, 7}, {4, 5, 6}};
 static struct jp_ctl_excerpt items[2];

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "records.h"
+#include "protocol/records.h"
 
 Test(records, names_come_from_the_lists)
 {

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "protocol/ring.h"
 
 /* Test records: a header, the sequence number, then bytes derived from it. */
 static void fill(uint8_t *p, uint32_t bytes, uint64_t seq)

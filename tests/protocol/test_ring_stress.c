@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ring.h"
+#include "protocol/ring.h"
 
 #define STRESS_SLOTS 1024u
 #define STRESS_BATCH 16u

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jett.h"
 #include "protocol/records.h"
+#include "runtime/jett.h"
 #include "support.h"
 
 Test(percent, accepts_zero_to_hundred_with_two_decimals)

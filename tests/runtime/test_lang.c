@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "interp.h"
-#include "jett.h"
+#include "runtime/interp.h"
+#include "runtime/jett.h"
 #include "support.h"
 
 static struct jt_run run_src(const char *src, const char *const *extra)
@@ -319,7 +319,7 @@ Test(heap, retained_objects_are_exactly_what_globals_reach)
     cr_expect_eq(vm.heap.objects, 37 + 1 + 1);
     jt_vm_fini(&vm);
     jt_program_free(prog);
-    jt_buf_free(&d.text);
+    jp_buf_free(&d.text);
     jtt_rmtree(dir);
     free(dir);
 }
@@ -355,7 +355,7 @@ Test(toon, string_scalars_round_trip_through_the_decoder)
         {"\xc3", "\"\xef\xbf\xbd\""}, {"\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct jt_buf b = {0};
+        struct jp_buf b = {0};
         jt_buf_puts(&b, "v: ");
         jt_toon_string(&b, cases[i].in, strlen(cases[i].in));
         jt_buf_puts(&b, "\n");
@@ -366,7 +366,7 @@ Test(toon, string_scalars_round_trip_through_the_decoder)
         snprintf(want, sizeof want, "{\"v\":%s}\n", cases[i].json);
         cr_expect_str_eq(json, want, "case %zu: wrote %s", i, b.p);
         free(json);
-        jt_buf_free(&b);
+        jp_buf_free(&b);
     }
 }
 
@@ -388,7 +388,7 @@ static void compile_text(const char *dir, const char *text, size_t len)
         cr_expect_null(strstr(d.text.p ? d.text.p : "", dir), "absolute path in a diagnostic");
     }
     jt_program_free(p);
-    jt_buf_free(&d.text);
+    jp_buf_free(&d.text);
 }
 
 Test(hostile, every_prefix_and_mutation_compiles_or_is_diagnosed)

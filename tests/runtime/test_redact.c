@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jett.h"
+#include "runtime/jett.h"
 #include "support.h"
 
 static char *dir;
@@ -38,7 +38,7 @@ static void setup(void)
     snprintf(path, sizeof path, "%s/main.jett", dir);
     struct jt_diags d = {0};
     cr_assert_eq(jt_compile(path, NULL, &prog, &d), 0, "%s", d.text.p ? d.text.p : "");
-    jt_buf_free(&d.text);
+    jp_buf_free(&d.text);
 }
 
 static void teardown(void)
@@ -154,7 +154,7 @@ Test(cut, long_lines_stop_at_160_bytes_on_a_character_boundary)
     cr_expect_eq(len, 13);
     cr_expect_eq(red, 0);
     jt_program_free(p);
-    jt_buf_free(&diags.text);
+    jp_buf_free(&diags.text);
     jtt_rmtree(d);
     free(d);
 }

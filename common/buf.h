@@ -1,0 +1,29 @@
+/* The one growable text buffer. Appends never fail at the call: the first allocation failure
+ * latches `failed` and every later append is dropped, so a writer appends freely and checks
+ * once at the end (jp_buf_finish, or `failed`). While p is not NULL it is NUL-terminated at
+ * len. A zeroed struct is an empty buffer. */
+#ifndef JP_COMMON_BUF_H
+#define JP_COMMON_BUF_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct jp_buf {
+    char *p;
+    size_t len, cap;
+    bool failed; /* latched: an allocation failed (or a format error); the text is incomplete */
+};
+
+void jp_buf_put(struct jp_buf *b, const void *s, size_t n);
+void jp_buf_puts(struct jp_buf *b, const char *s);
+#define JP_BUF_LIT(b, lit) jp_buf_put((b), (lit), sizeof(lit) - 1)
+void jp_buf_printf(struct jp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void jp_buf_vprintf(struct jp_buf *b, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
+/* Hands the text over (*out, *len; the caller frees *out) and returns 0, or frees it and
+ * returns -ENOMEM when an append failed. Either way b is left empty. */
+int jp_buf_finish(struct jp_buf *b, char **out, size_t *len);
+void jp_buf_free(struct jp_buf *b);
+
+#endif
