@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "render/report.h"
 
 int jp_membarrier_available(void);
 
@@ -557,7 +558,7 @@ static void render_failure(struct jettprof_run *run, const struct jp_rec_counter
         .outputs = run->cfg.outputs,
     };
     if (jp_engine_feed(e, &run->rs, sizeof run->rs, &why) == 0 &&
-        jp_engine_feed(e, c, sizeof *c, &why) == 0 && jp_engine_render(e, &o, &rd) == 0) {
+        jp_engine_feed(e, c, sizeof *c, &why) == 0 && jp_profile_render(e, &o, &rd) == 0) {
         out->status = rd.status;
         copy_reason(out->reason, rd.reason, strnlen(rd.reason, sizeof rd.reason));
         if (rd.human) {
