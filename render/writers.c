@@ -1,4 +1,5 @@
-/* The two writers of a built report: TOON (the `profile:` object, valid TOON per
+/* The writers library: prints a built report and never builds one (no engine, no report
+ * builder: the agent links it alone). The two writers of a built report: TOON (the `profile:` object, valid TOON per
  * ../shared/design/TOON_NOTES.md, field names and order in render/REPORT.md) and human text
  * for stderr. Both walk the same struct jp_report, in the same order, with the same values.
  *
