@@ -18,6 +18,16 @@ static const char *const api[] = {
 };
 #define NAPI (sizeof api / sizeof api[0])
 
+/* The next "address type name" line nm printed: 1, or 0 at the end. */
+static int nm_next(FILE *p, char type[8], char name[400])
+{
+    char line[512], addr[64];
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "%63s %7s %399s", addr, type, name) == 3)
+            return 1;
+    return 0;
+}
+
 Test(symbols, only_the_api_is_exported)
 {
     const char *so = getenv("JETTPROF_AGENT_SO");
@@ -27,12 +37,9 @@ Test(symbols, only_the_api_is_exported)
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL);
     int found[NAPI] = {0};
-    char line[512];
+    char type[8], name[400];
     int symbols = 0;
-    while (fgets(line, sizeof line, p)) {
-        char addr[64], type[8], name[400];
-        if (sscanf(line, "%63s %7s %399s", addr, type, name) != 3)
-            continue;
+    while (nm_next(p, type, name)) {
         symbols++;
         int known = 0;
         for (size_t i = 0; i < NAPI; i++) {
@@ -56,10 +63,9 @@ static size_t defined_globals(const char *archive, char ***names, size_t n)
     snprintf(cmd, sizeof cmd, "nm --defined-only '%s'", archive);
     FILE *p = popen(cmd, "r");
     cr_assert(p != NULL);
-    char line[512];
-    while (fgets(line, sizeof line, p)) {
-        char addr[64], type[8], name[400];
-        if (sscanf(line, "%63s %7s %399s", addr, type, name) != 3 || !strchr("TDBR", type[0]))
+    char type[8], name[400];
+    while (nm_next(p, type, name)) {
+        if (!strchr("TDBR", type[0]))
             continue;
         *names = realloc(*names, (n + 1u) * sizeof **names);
         cr_assert(*names && ((*names)[n] = strdup(name)));
@@ -100,12 +106,9 @@ Test(symbols, neither_engine_nor_report_builder_inside)
         snprintf(cmd, sizeof cmd, "nm --defined-only '%s'", libs[l]);
         FILE *p = popen(cmd, "r");
         cr_assert(p != NULL);
-        char line[512];
+        char type[8], name[400];
         int symbols = 0;
-        while (fgets(line, sizeof line, p)) {
-            char addr[64], type[8], name[400];
-            if (sscanf(line, "%63s %7s %399s", addr, type, name) != 3)
-                continue;
+        while (nm_next(p, type, name)) {
             symbols++;
             cr_expect(!listed(bad, nbad, name), "%s defines %s", libs[l], name);
         }
