@@ -90,7 +90,7 @@ struct jp_idset {
     uint32_t count;
 };
 
-struct jp_source {
+struct jp_agent_source {
     uint32_t origin;
     uint16_t len;
     char *path;
@@ -147,7 +147,7 @@ struct jettprof_run {
     uint32_t daemon_gone;  /* the control socket hung up: atomic */
     uint32_t trunc_frame;  /* the agent's <truncated-stack> frame, interned on first use */
     uint32_t nframes;      /* ids 1..nframes are valid; published to enter() in-section */
-    struct jp_source *sources; uint32_t nsources, sources_cap;
+    struct jp_agent_source *sources; uint32_t nsources, sources_cap;
     struct jp_frame *frames; uint32_t frames_cap;
     struct jp_idset source_set, frame_set;
     struct jp_nodetab nodes;

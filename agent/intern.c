@@ -9,7 +9,7 @@
  * entry arrays.
  */
 #include "agent.h"
-#include "daemon/engine/engine.h"
+#include "render/report.h" /* JP_STATUS_*: the statuses the writers print */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -154,7 +154,7 @@ static uint32_t source_find(const struct jettprof_run *run, uint32_t origin, con
             *slot = i;
             return 0;
         }
-        const struct jp_source *s = &run->sources[id - 1u];
+        const struct jp_agent_source *s = &run->sources[id - 1u];
         if (s->origin == origin && s->len == len && memcmp(s->path, path, len) == 0)
             return id;
         i = (i + 1u) & mask;
@@ -186,7 +186,7 @@ static int idset_grow(struct jettprof_run *run, struct jp_idset *set,
 
 static uint64_t source_hash_id(const struct jettprof_run *run, uint32_t id)
 {
-    const struct jp_source *s = &run->sources[id - 1u];
+    const struct jp_agent_source *s = &run->sources[id - 1u];
     return source_hash(s->origin, s->path, s->len);
 }
 
@@ -233,7 +233,7 @@ int jettprof_source(jettprof_run *run, uint32_t origin, const char *logical_path
     }
     if (run->nsources == run->sources_cap) {
         uint32_t cap = run->sources_cap ? run->sources_cap * 2u : 64u;
-        struct jp_source *ns = realloc(run->sources, cap * sizeof *ns);
+        struct jp_agent_source *ns = realloc(run->sources, cap * sizeof *ns);
         if (!ns) {
             r = -ENOMEM;
             goto out;
@@ -248,7 +248,7 @@ int jettprof_source(jettprof_run *run, uint32_t origin, const char *logical_path
     }
     memcpy(copy, logical_path, len);
     uint32_t nid = run->nsources + 1u;
-    run->sources[nid - 1u] = (struct jp_source){origin, (uint16_t)len, copy};
+    run->sources[nid - 1u] = (struct jp_agent_source){origin, (uint16_t)len, copy};
     run->nsources = nid;
     run->source_set.slots[slot] = nid;
     run->source_set.count++;

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "render/report.h"
 
 int jp_membarrier_available(void);
 
@@ -539,25 +539,41 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
     return take_result(run, JP_FINISH_TIMEOUT_MS, out);
 }
 
-/* The profile when collection failed after user code started: rendered here, from the
- * RUN_START and COUNTERS records this agent produced, with the collector_failure ending. */
+/* The profile when collection failed after user code started: written here, by the writers
+ * alone (no engine, no report builder), from a fixed report over the RUN_START and COUNTERS
+ * records this agent produced. It is what the engine and jp_report_build make of exactly those
+ * two records with the collector_failure ending (tests/agent/test_local.c pins the bytes):
+ * nothing was attributed, so no entry; no RUN_STOP, so termination unavailable; no sample or
+ * allocation event, so unavailable; records the agent could not push drop records too. */
 static void render_failure(struct jettprof_run *run, const struct jp_rec_counters *c,
                            struct jettprof_result *out)
 {
     out->status = JETTPROF_STATUS_UNAVAILABLE;
     copy_reason(out->reason, "collector_failure", strlen("collector_failure"));
     out->collector_failed = 1;
-    struct jp_engine *e = NULL;
-    if (jp_engine_new(&e) < 0)
-        return;
     const char *why;
-    struct jp_rendered rd = {0};
-    struct jp_report_opts o = {
-        .size = sizeof o, .threshold_bp = -1, .limit = -1, .ending = JP_END_COLLECTOR_FAILURE,
-        .outputs = run->cfg.outputs,
+    const struct jp_rec_run_start *rs = &run->rs;
+    if (jp_rec_validate(rs, sizeof *rs, &why) < 0 || jp_rec_validate(c, sizeof *c, &why) < 0 ||
+        rs->threshold_bp > 10000u || rs->limit > 100u)
+        return;
+    struct jp_engine_view v = {
+        .mode = rs->mode, .start = rs, .counters = c,
+        .records_counted = 2, /* RUN_START and COUNTERS */
+        .live_exact = true, .exec_exact = true, .threads_exact = true,
     };
-    if (jp_engine_feed(e, &run->rs, sizeof run->rs, &why) == 0 &&
-        jp_engine_feed(e, c, sizeof *c, &why) == 0 && jp_engine_render(e, &o, &rd) == 0) {
+    struct jp_report r = {
+        .v = &v, .ending = JP_END_COLLECTOR_FAILURE,
+        .threshold_bp = rs->threshold_bp, .limit = rs->limit,
+        .status = JP_STATUS_UNAVAILABLE, .reason = "collector_failure",
+        .reasons = 1u << JP_REASON_BIT_COLLECTOR_FAILURE, .termination = "unavailable",
+    };
+    if (c->lost_records) {
+        r.reasons |= 1u << JP_REASON_BIT_RECORDS_DROPPED;
+        r.detail_partial = true;
+    }
+    r.live_exact = jp_view_live_exact(&v);
+    struct jp_rendered rd;
+    if (jp_report_write(&r, run->cfg.outputs, &rd) == 0) {
         out->status = rd.status;
         copy_reason(out->reason, rd.reason, strnlen(rd.reason, sizeof rd.reason));
         if (rd.human) {
@@ -572,7 +588,6 @@ static void render_failure(struct jettprof_run *run, const struct jp_rec_counter
         }
         jp_rendered_free(&rd);
     }
-    jp_engine_free(e);
 }
 
 int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_result *out)

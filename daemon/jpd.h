@@ -19,6 +19,7 @@
 #include "protocol/control.h"
 #include "protocol/records.h"
 #include "protocol/ring.h"
+#include "render/report.h"
 
 #define JPD_MAX_PENDING_FDS 4u    /* fds received but not yet claimed by a RING message */
 #define JPD_HANDSHAKE_MS 3000u    /* HELLO + RING must arrive within this (an agent sends both

@@ -217,7 +217,7 @@ int jpd_cmd_replay(int argc, char **argv)
                                .ending = l.ending, .outputs = outputs};
     struct jp_rendered out;
     memset(&out, 0, sizeof out);
-    r = jp_engine_render(l.eng, &o, &out);
+    r = jp_profile_render(l.eng, &o, &out);
     jpd_loaded_free(&l);
     if (r < 0) {
         fprintf(stderr, "jettprofd replay: cannot render the profile: %s\n", error_text(r));
@@ -282,7 +282,7 @@ static int build_row(struct jpd_buf *b, const char *path, uint64_t index, long l
     }
     struct jp_engine_summary s;
     memset(&s, 0, sizeof s);
-    r = jp_engine_summary(l.eng, l.ending, &s);
+    r = jp_engine_summary(l.eng, &s);
     jpd_loaded_free(&l);
     if (r < 0)
         return r;

@@ -1,4 +1,4 @@
-/* The end of a run and what a session answers with: the profile rendered once, the run
+/* The end of a run and what a session answers with: the profile built and written once, the run
  * logged, kept for `show` and delivered to whoever can still take it; and SHOW, answered from
  * the runs the daemon kept.
  */
@@ -21,8 +21,20 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     struct jp_engine_summary sum;
     memset(&sum, 0, sizeof sum);
     s->run_finished = 1;
-    int r = jp_engine_render(s->eng, &o, &out);
-    (void)jp_engine_summary(s->eng, ending, &sum);
+    /* The report built when the excerpts were asked for is rebound to the fresh view: since
+     * then only EXCERPT records and RUN_STOP were fed, which change no ranked count, but they
+     * change the totals, the status (RUN_STOP, the ending) and so the suggestions. */
+    struct jp_engine_view v;
+    int r = jp_engine_view(s->eng, &v);
+    if (r == 0 && s->report)
+        jp_report_rebind(s->report, &v, ending);
+    else if (r == 0)
+        r = jp_report_build(&v, &o, &s->report);
+    if (r == 0)
+        r = jp_report_write(s->report, o.outputs, &out);
+    jp_report_free(s->report);
+    s->report = NULL;
+    (void)jp_engine_summary(s->eng, &sum);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
 

@@ -56,7 +56,7 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
         memset(&sum, 0, sizeof sum);
         s->run_finished = 1;
         if (s->eng)
-            (void)jp_engine_summary(s->eng, JP_END_COLLECTOR_FAILURE, &sum);
+            (void)jp_engine_summary(s->eng, &sum);
         if (!s->d->private_mode)
             jpd_log("run %llu ended: %s, %llu records", (unsigned long long)s->run_id,
                     jp_ctl_error_name(code), (unsigned long long)s->fed);
@@ -65,6 +65,8 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
     }
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
+    jp_report_free(s->report);
+    s->report = NULL;
     if (s->eng) {
         jp_engine_free(s->eng);
         s->eng = NULL;
@@ -88,7 +90,13 @@ void jpd_session_begin_excerpts(struct jpd_session *s)
     };
     struct jp_ctl_excerpt_key *keys = NULL;
     uint32_t count = 0;
-    int r = jp_engine_excerpt_keys(s->eng, &o, &keys, &count);
+    struct jp_engine_view v;
+    /* The run's one report, built here for its hot lines; jpd_result_finish writes it. */
+    int r = jp_engine_view(s->eng, &v);
+    if (r == 0)
+        r = jp_report_build(&v, &o, &s->report);
+    if (r == 0)
+        r = jp_report_excerpt_keys(s->report, &keys, &count);
     if (r < 0) {
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not list the hot lines");
         return;
@@ -405,6 +413,7 @@ static void on_closed(uv_handle_t *h)
     jpd_conn_free(s);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
+    jp_report_free(s->report);
     jp_engine_free(s->eng);
     if (s->prev)
         s->prev->next = s->next;

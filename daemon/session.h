@@ -74,6 +74,9 @@ struct jpd_session {
     struct jp_ring ring;
     int ring_mapped;
     struct jp_engine *eng;
+    /* The run's one report: built when the daemon asks for excerpts (its hot lines are the
+     * keys), rebound to the engine's fresh view when the run finishes; NULL before that. */
+    struct jp_report *report;
     struct jp_capture_writer *cap[2]; /* [0] the client's capture fd, [1] the capture dir's */
     int cap_fd[2];
     int cap_errno;        /* why the client's capture ended early (0: it did not); reported

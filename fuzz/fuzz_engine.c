@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 #include "fuzz_check.h"
 #include "fuzz_report_check.h"
 #include "protocol/records.h"
@@ -34,7 +35,7 @@ static void same_report(struct jp_engine *a, struct jp_engine *b, uint32_t endin
     struct jp_rendered ra, rb;
     memset(&ra, 0, sizeof ra);
     memset(&rb, 0, sizeof rb);
-    int xa = jp_engine_render(a, &o, &ra), xb = jp_engine_render(b, &o, &rb);
+    int xa = jp_profile_render(a, &o, &ra), xb = jp_profile_render(b, &o, &rb);
     FUZZ_CHECK(xa == xb, "render: feed %d, feed_batch %d", xa, xb);
     if (xa == 0)
         FUZZ_CHECK(ra.status == rb.status && strcmp(ra.reason, rb.reason) == 0 &&

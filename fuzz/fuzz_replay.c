@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 #include "fuzz_check.h"
 #include "fuzz_crc_fix.h"
 #include "fuzz_report_check.h"

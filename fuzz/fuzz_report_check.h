@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 #include "fuzz_check.h"
 
 static void check_text(const char *what, const char *s, size_t len)
@@ -27,7 +28,7 @@ static void render_checked(struct jp_engine *e, const struct jp_report_opts *o,
                            struct jp_rendered *out)
 {
     memset(out, 0, sizeof *out);
-    int r = jp_engine_render(e, o, out);
+    int r = jp_profile_render(e, o, out);
     FUZZ_CHECK(r == 0, "render failed: %d", r);
     FUZZ_CHECK(out->status >= JP_STATUS_COMPLETE && out->status <= JP_STATUS_UNAVAILABLE,
                "status %u", out->status);
@@ -53,24 +54,29 @@ static void fuzz_check_report(struct jp_engine *e, uint64_t accepted, uint32_t e
         struct jp_rendered none;
         struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
                                    .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
-        FUZZ_CHECK(jp_engine_render(e, &o, &none) == -ENODATA, "a report without RUN_START");
+        FUZZ_CHECK(jp_profile_render(e, &o, &none) == -ENODATA, "a report without RUN_START");
         jp_engine_free(e);
         return;
     }
 
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
                                .ending = ending, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
+    struct jp_engine_view v;
+    FUZZ_CHECK(jp_engine_view(e, &v) == 0, "no view after RUN_START");
+    struct jp_report *rep = NULL;
+    int r = jp_report_build(&v, &o, &rep);
+    FUZZ_CHECK(r == 0, "report build failed: %d", r);
     struct jp_ctl_excerpt_key *keys = NULL;
     uint32_t nkeys = 0;
-    int r = jp_engine_excerpt_keys(e, &o, &keys, &nkeys);
+    r = jp_report_excerpt_keys(rep, &keys, &nkeys);
     FUZZ_CHECK(r == 0, "excerpt_keys failed: %d", r);
     FUZZ_CHECK(nkeys == 0 || keys != NULL, "%u keys at NULL", nkeys);
     free(keys);
+    FUZZ_CHECK(rep->status >= JP_STATUS_COMPLETE && rep->status <= JP_STATUS_UNAVAILABLE,
+               "report status %u", rep->status);
 
     struct jp_engine_summary sum;
-    FUZZ_CHECK(jp_engine_summary(e, ending, &sum) == 0, "summary failed");
-    FUZZ_CHECK(sum.status >= JP_STATUS_COMPLETE && sum.status <= JP_STATUS_UNAVAILABLE,
-               "summary status %u", sum.status);
+    FUZZ_CHECK(jp_engine_summary(e, &sum) == 0, "summary failed");
 
     struct jp_rendered a, b;
     render_checked(e, &o, &a);
@@ -79,8 +85,19 @@ static void fuzz_check_report(struct jp_engine *e, uint64_t accepted, uint32_t e
                    a.human_len == b.human_len && memcmp(a.human, b.human, a.human_len) == 0 &&
                    a.toon_len == b.toon_len && memcmp(a.toon, b.toon, a.toon_len) == 0,
                "rendering twice gave different bytes");
-    FUZZ_CHECK(sum.status == a.status, "summary status %u, report status %u", sum.status,
+    FUZZ_CHECK(rep->status == a.status, "built status %u, rendered status %u", rep->status,
                a.status);
+    /* The one build, rebound to a fresh view, writes what a fresh build writes. */
+    FUZZ_CHECK(jp_engine_view(e, &v) == 0, "no view after RUN_START");
+    jp_report_rebind(rep, &v, ending);
+    struct jp_rendered c;
+    FUZZ_CHECK(jp_report_write(rep, o.outputs, &c) == 0, "write failed");
+    FUZZ_CHECK(c.status == a.status && strcmp(c.reason, a.reason) == 0 &&
+                   c.human_len == a.human_len && memcmp(c.human, a.human, a.human_len) == 0 &&
+                   c.toon_len == a.toon_len && memcmp(c.toon, a.toon, a.toon_len) == 0,
+               "the rebound report gave different bytes");
+    jp_rendered_free(&c);
+    jp_report_free(rep);
     jp_rendered_free(&a);
     jp_rendered_free(&b);
 

@@ -1,7 +1,8 @@
-/* From the engine's aggregates to the report: status and reasons, eligibility on exact
- * integers, the contract's four ordering keys, limit and ranks, hot lines, call chains and
- * suggestions. The writers (render/writers.c) turn the built report into human text and TOON;
- * both read the same struct so they cannot disagree on totals or order.
+/* The report library: from the engine's read-only view to the report: status and reasons,
+ * eligibility on exact integers, the contract's four ordering keys, limit and ranks, hot
+ * lines, call chains, suggestions and the excerpt keys. Built once per run; the writers
+ * (render/writers.c, another library) turn it into human text and TOON, both from the same
+ * struct so they cannot disagree on totals or order. Never calls a writer.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,16 +10,6 @@
 #include <string.h>
 
 #include "report.h"
-
-const char *jp_reason_name(unsigned bit)
-{
-    static const char *const names[] = {
-#define JP_X(n, s) s,
-        JP_REASONS(JP_X)
-#undef JP_X
-    };
-    return bit < JP_REASON_COUNT ? names[bit] : NULL;
-}
 
 static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
@@ -151,19 +142,6 @@ static void top3_offer(const struct jp_engine_view *v, uint32_t *top, uint32_t *
     top[i] = cand;
 }
 
-/* impact / den as a percentage in hundredths, rounded half away from zero (reading 13). */
-uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)
-{
-    __extension__ typedef unsigned __int128 u128;
-    if (!den)
-        return 0;
-    u128 num = (u128)impact * 10000u;
-    u128 q = num / den, r = num % den;
-    if (r * 2u >= den)
-        q++;
-    return (uint64_t)q;
-}
-
 /* Eligibility on exact integers: impact / den >= threshold_bp / 10000 (the contract's
  * "greater than or equal to", so at threshold 0 a zero impact qualifies: reading 14). A zero
  * denominator admits nothing. */
@@ -180,20 +158,6 @@ static bool observed(const struct jp_engine_view *v, const struct jp_func *f)
 {
     return v->mode == JP_MODE_CPU ? f->cpu.inclusive > 0
                                   : f->mem.count > 0 || f->resize_count > 0;
-}
-
-uint64_t jp_view_record_mismatch(const struct jp_engine_view *v)
-{
-    if (!v->have_stop)
-        return 0;
-    return v->stop_record_count > v->records_counted ? v->stop_record_count - v->records_counted
-                                                     : v->records_counted - v->stop_record_count;
-}
-
-bool jp_view_live_exact(const struct jp_engine_view *v)
-{
-    return v->mode == JP_MODE_MEMORY && v->live_exact && !v->counters->lost_records &&
-           !jp_view_record_mismatch(v);
 }
 
 static void build_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r)
@@ -368,24 +332,55 @@ static int exec_counts(const struct jp_engine_view *v, struct jp_report *r)
     return rc;
 }
 
-int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
-                    struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys)
+/* The status block and the suggestions: everything that RUN_STOP or the ending can change. */
+static void derive_status(struct jp_report *r)
 {
-    struct jp_report r;
-    memset(&r, 0, sizeof r);
-    r.v = v;
-    r.threshold_bp = o->threshold_bp >= 0 ? (uint32_t)o->threshold_bp : v->start->threshold_bp;
-    r.limit = o->limit >= 0 ? (uint32_t)o->limit : v->start->limit;
-    if (r.threshold_bp > 10000u || r.limit > 100u)
+    build_status(r->v, r->ending, r);
+    for (uint32_t i = 0; i < r->emitted; i++)
+        add_suggestions(r->v, r, &r->entries[i]);
+}
+
+void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint32_t ending)
+{
+    r->view = *v;
+    r->v = &r->view;
+    r->ending = ending;
+    derive_status(r);
+}
+
+void jp_report_free(struct jp_report *r)
+{
+    if (!r)
+        return;
+    free(r->entries);
+    free(r);
+}
+
+int jp_report_build(const struct jp_engine_view *view, const struct jp_report_opts *o,
+                    struct jp_report **out)
+{
+    *out = NULL;
+    if (!o || o->size < sizeof *o || !view->start)
         return -EINVAL;
-    build_status(v, o->ending, &r);
-    r.denominator = v->mode == JP_MODE_CPU ? v->state_samples[JP_STATE_JETT]
-                                           : v->attributed_allocated;
-    int rc = 0;
+    uint32_t threshold = o->threshold_bp >= 0 ? (uint32_t)o->threshold_bp
+                                              : view->start->threshold_bp;
+    uint32_t limit = o->limit >= 0 ? (uint32_t)o->limit : view->start->limit;
+    if (threshold > 10000u || limit > 100u)
+        return -EINVAL;
+    struct jp_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->view = *view;
+    const struct jp_engine_view *v = r->v = &r->view;
+    r->ending = o->ending;
+    r->threshold_bp = threshold;
+    r->limit = limit;
+    r->denominator = v->mode == JP_MODE_CPU ? v->state_samples[JP_STATE_JETT]
+                                            : v->attributed_allocated;
     if (v->nfuncs) {
-        r.entries = calloc(v->nfuncs, sizeof *r.entries);
-        if (!r.entries)
-            return -ENOMEM;
+        r->entries = calloc(v->nfuncs, sizeof *r->entries);
+        if (!r->entries)
+            goto nomem;
     }
     for (uint32_t i = 0; i < v->nfuncs; i++) {
         const struct jp_func *f = &v->funcs[i];
@@ -394,86 +389,77 @@ int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts 
         bool cpu = v->mode == JP_MODE_CPU;
         uint64_t impact = cpu ? f->cpu.inclusive : f->mem.allocated;
         uint64_t key2 = cpu ? f->cpu.self : f->mem.count;
-        if (!observed(v, f) || !eligible(impact, r.denominator, r.threshold_bp))
+        if (!observed(v, f) || !eligible(impact, r->denominator, r->threshold_bp))
             continue;
-        r.entries[r.eligible++] = (struct jp_entry){.func = i, .impact = impact, .key2 = key2};
+        r->entries[r->eligible++] = (struct jp_entry){.func = i, .impact = impact, .key2 = key2};
     }
-    if (r.eligible > 1) {
-        struct jp_entry *tmp = malloc((size_t)r.eligible * sizeof *tmp);
-        if (!tmp) {
-            free(r.entries);
-            return -ENOMEM;
-        }
-        sort_entries(v, r.entries, tmp, r.eligible);
+    if (r->eligible > 1) {
+        struct jp_entry *tmp = malloc((size_t)r->eligible * sizeof *tmp);
+        if (!tmp)
+            goto nomem;
+        sort_entries(v, r->entries, tmp, r->eligible);
         free(tmp);
     }
-    r.emitted = r.eligible < r.limit ? r.eligible : r.limit;
+    r->emitted = r->eligible < r->limit ? r->eligible : r->limit;
 
-    if (v->mode == JP_MODE_CPU && r.emitted) {
+    if (v->mode == JP_MODE_CPU && r->emitted) {
         /* One pass over hot lines and chains, each offered to its function's entry. */
         int32_t *slot = malloc(v->nfuncs * sizeof *slot);
-        if (!slot) {
-            free(r.entries);
-            return -ENOMEM;
-        }
+        if (!slot)
+            goto nomem;
         for (uint32_t i = 0; i < v->nfuncs; i++)
             slot[i] = -1;
-        for (uint32_t i = 0; i < r.emitted; i++)
-            slot[r.entries[i].func] = (int32_t)i;
+        for (uint32_t i = 0; i < r->emitted; i++)
+            slot[r->entries[i].func] = (int32_t)i;
         for (uint32_t h = 0; h < v->nhots; h++) {
             int32_t s = slot[v->hots[h].func];
             if (s >= 0 && v->hots[h].samples)
-                top3_offer(v, r.entries[s].hot, &r.entries[s].nhot, h, hot_cmp);
+                top3_offer(v, r->entries[s].hot, &r->entries[s].nhot, h, hot_cmp);
         }
         for (uint32_t c = 0; c < v->nchains; c++) {
             int32_t s = slot[v->chains[c].func];
             if (s >= 0 && v->chains[c].samples)
-                top3_offer(v, r.entries[s].chain, &r.entries[s].nchains, c, chain_cmp);
+                top3_offer(v, r->entries[s].chain, &r->entries[s].nchains, c, chain_cmp);
         }
         free(slot);
     }
-    for (uint32_t i = 0; i < r.emitted; i++)
-        add_suggestions(v, &r, &r.entries[i]);
-    if ((rc = exec_counts(v, &r)) < 0) {
-        free(r.entries);
-        return rc;
-    }
+    if (exec_counts(v, r) < 0)
+        goto nomem;
+    derive_status(r);
+    *out = r;
+    return 0;
+nomem:
+    jp_report_free(r);
+    return -ENOMEM;
+}
 
-    if (keys) {
-        uint32_t n = 0;
-        struct jp_ctl_excerpt_key *k = NULL;
-        if (r.emitted) {
-            k = calloc((size_t)r.emitted * 3u, sizeof *k);
-            if (!k) {
-                free(r.entries);
-                return -ENOMEM;
-            }
+int jp_report_excerpt_keys(const struct jp_report *r, struct jp_ctl_excerpt_key **keys,
+                           uint32_t *count)
+{
+    const struct jp_engine_view *v = r->v;
+    uint32_t n = 0;
+    struct jp_ctl_excerpt_key *k = NULL;
+    *keys = NULL;
+    *count = 0;
+    if (r->emitted) {
+        k = calloc((size_t)r->emitted * 3u, sizeof *k);
+        if (!k)
+            return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->emitted; i++)
+        for (uint32_t j = 0; j < r->entries[i].nhot; j++) {
+            const struct jp_hot *h = &v->hots[r->entries[i].hot[j]];
+            uint32_t src = v->funcs[h->func].source;
+            if (!src)
+                continue;
+            struct jp_ctl_excerpt_key key = {v->sources[src].first_id, h->line, h->col};
+            bool dup = false;
+            for (uint32_t m = 0; m < n; m++)
+                dup |= !memcmp(&k[m], &key, sizeof key);
+            if (!dup)
+                k[n++] = key;
         }
-        for (uint32_t i = 0; i < r.emitted; i++)
-            for (uint32_t j = 0; j < r.entries[i].nhot; j++) {
-                const struct jp_hot *h = &v->hots[r.entries[i].hot[j]];
-                uint32_t src = v->funcs[h->func].source;
-                if (!src)
-                    continue;
-                struct jp_ctl_excerpt_key key = {v->sources[src].first_id, h->line, h->col};
-                bool dup = false;
-                for (uint32_t m = 0; m < n; m++)
-                    dup |= !memcmp(&k[m], &key, sizeof key);
-                if (!dup)
-                    k[n++] = key;
-            }
-        *keys = k;
-        *nkeys = n;
-    }
-
-    out->status = r.status;
-    snprintf(out->reason, sizeof out->reason, "%s", r.reason);
-    if (o->outputs & JP_OUT_TOON)
-        rc = jp_write_toon(&r, &out->toon, &out->toon_len);
-    if (rc >= 0 && (o->outputs & JP_OUT_HUMAN))
-        rc = jp_write_human(&r, &out->human, &out->human_len);
-    free(r.entries);
-    if (rc < 0)
-        jp_rendered_free(out);
-    return rc < 0 ? rc : 0;
+    *keys = k;
+    *count = n;
+    return 0;
 }

@@ -1,5 +1,8 @@
-/* The built report both writers read (render/report.c builds it, render/writers.c prints it).
- * Private to engine_dep. */
+/* The report: built once per run from the engine's read-only view (render/report.c, the
+ * report library), printed by the writers (render/writers.c, the writers library, which never
+ * builds one), and jp_profile_render for callers without an excerpt round trip
+ * (render/profile.c). The engine never includes this header: the arrows go protocol <- engine
+ * <- report <- writers <- callers. */
 #ifndef JETTPROF_RENDER_REPORT_H
 #define JETTPROF_RENDER_REPORT_H
 
@@ -7,7 +10,39 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../daemon/engine/view.h"
+#include "daemon/engine/view.h"
+
+/* How a stream ended when it carries no RUN_STOP. X(NAME, "partial reason") */
+#define JP_ENDINGS(X)                                                                             \
+    X(STOP, "")                          /* RUN_STOP seen: termination from the record */        \
+    X(PRODUCER_LOST, "producer_lost")    /* client vanished without finalizing */                \
+    X(SHUTDOWN, "interrupted")           /* daemon stopping: in-flight run cut short */          \
+    X(TRUNCATED, "missing_stop_event")   /* capture ended before its stop record */              \
+    X(COLLECTOR_FAILURE, "collector_failure")
+enum {
+#define JP_X(n, s) JP_END_##n,
+    JP_ENDINGS(JP_X)
+#undef JP_X
+};
+
+struct jp_report_opts {
+    uint32_t size;         /* sizeof(struct jp_report_opts) */
+    int32_t threshold_bp;  /* -1: as the run asked (RUN_START) */
+    int32_t limit;         /* -1: as the run asked */
+    uint32_t ending;       /* JP_END_*: STOP when the stream has its RUN_STOP */
+    uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON (the writers; building ignores it) */
+};
+
+#define JP_STATUS_COMPLETE 1u
+#define JP_STATUS_PARTIAL 2u
+#define JP_STATUS_UNAVAILABLE 3u
+
+struct jp_rendered {
+    uint32_t status;      /* JP_STATUS_* */
+    char reason[40];      /* the one stable partial/unavailable reason, "" when complete */
+    char *human; size_t human_len; /* malloc'ed, NUL-terminated, NULL unless requested */
+    char *toon; size_t toon_len;   /* the `profile:` TOON object at indent 0 */
+};
 
 /* Partial/unavailable reasons, one list, in the documented priority order: when several apply,
  * the first one here is the profile's one stable reason; the human report lists them all.
@@ -27,7 +62,15 @@ enum {
 #undef JP_X
     JP_REASON_COUNT
 };
-const char *jp_reason_name(unsigned bit);
+static inline const char *jp_reason_name(unsigned bit)
+{
+    static const char *const names[] = {
+#define JP_X(n, s) s,
+        JP_REASONS(JP_X)
+#undef JP_X
+    };
+    return bit < JP_REASON_COUNT ? names[bit] : NULL;
+}
 
 /* Suggestion rule ids, sorted by id (the order they are emitted in). X(NAME) */
 #define JP_RULES(X) X(CPU_CALLEE_DOMINATED) X(CPU_HIGH_SELF) X(MEM_ALLOCATION_PRESSURE) X(MEM_RETAINED)
@@ -52,8 +95,14 @@ struct jp_entry {
     uint32_t threads, tasks;
 };
 
+/* A built report. Everything below comes from one jp_report_build, except the status block
+ * (status .. record_mismatch) and the suggestions, which jp_report_rebind derives again from
+ * the fresh view: they depend on RUN_STOP and on how the run ended, which the daemon learns
+ * only after it asked for the excerpts. The writers read the totals from *v at write time. */
 struct jp_report {
-    const struct jp_engine_view *v;
+    const struct jp_engine_view *v; /* what the writers read: &view for a built report */
+    struct jp_engine_view view;     /* the builder's copy of the view it was built (rebound) on */
+    uint32_t ending;
     uint32_t threshold_bp, limit;
     uint32_t status;
     uint32_t reasons;       /* 1 << JP_REASON_BIT_* */
@@ -68,23 +117,58 @@ struct jp_report {
 };
 
 int jp_func_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
-uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den);
 
-/* The writers: *out is malloc'ed and NUL-terminated at *len. 0, or -ENOMEM when an
- * allocation failed (nothing is left to free). jp_render_build returns
- * -ENOMEM likewise when building the report runs out of memory, and never for anything else
- * but -EINVAL (a threshold or limit out of range). */
+/* impact / den as a percentage in hundredths, rounded half away from zero (reading 13). */
+static inline uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)
+{
+    __extension__ typedef unsigned __int128 u128;
+    if (!den)
+        return 0;
+    u128 num = (u128)impact * 10000u;
+    u128 q = num / den, r = num % den;
+    if (r * 2u >= den)
+        q++;
+    return (uint64_t)q;
+}
+
+/* ---- the report library (render/report.c) ---- */
+
+/* Builds the report from a view (jp_engine_view): status and reasons, thresholds on exact
+ * counts, ordering, limit, hot lines, chains, execution identity counts, suggestions. The
+ * report keeps a copy of *v (not the pointer); the arrays it points to stay the engine's.
+ * Deterministic: same records + same opts => same report. 0 with *out to jp_report_free;
+ * -EINVAL (bad opts, a threshold or limit out of range), -ENOMEM (nothing to free). */
+int jp_report_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
+                    struct jp_report **out);
+/* The source lines the report shows as hot lines, for which the daemon asks the runtime for
+ * redacted excerpts; feed the answers to the engine as JP_REC_EXCERPT records, then take a
+ * fresh view and jp_report_rebind. *keys is malloc'ed (NULL when none); free() it. 0,
+ * -ENOMEM. */
+int jp_report_excerpt_keys(const struct jp_report *r, struct jp_ctl_excerpt_key **keys,
+                           uint32_t *count);
+/* Points the report at a fresh view of the same run and derives its status block and its
+ * suggestions again for `ending`. Only for records that change no ranked count: EXCERPT
+ * records and RUN_STOP (what the daemon feeds after asking for excerpts). Never allocates. */
+void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint32_t ending);
+void jp_report_free(struct jp_report *r);
+
+/* ---- the writers library (render/writers.c); it never builds a report ---- */
+
+/* *out is malloc'ed and NUL-terminated at *len. 0, or -ENOMEM when an allocation failed
+ * (nothing is left to free). */
 int jp_write_toon(const struct jp_report *r, char **out, size_t *len);
 int jp_write_human(const struct jp_report *r, char **out, size_t *len);
+/* Both documents `outputs` asks for (JP_OUT_*), with the report's status and reason. 0, or
+ * -ENOMEM (out then holds nothing to free). */
+int jp_report_write(const struct jp_report *r, uint32_t outputs, struct jp_rendered *out);
+void jp_rendered_free(struct jp_rendered *r);
 
-/* |RUN_STOP.record_count - records received|; 0 without RUN_STOP. */
-uint64_t jp_view_record_mismatch(const struct jp_engine_view *v);
-/* Memory mode: whether freed, live, peak, retained and live-at-peak bytes are exact: the live
- * table held (no retention-budget refusal) and no event was lost on the way (COUNTERS
- * lost_records, or a RUN_STOP count that differs from what arrived: reading 16). */
-bool jp_view_live_exact(const struct jp_engine_view *v);
-int jp_render_build(const struct jp_engine_view *v, const struct jp_report_opts *o,
-                    struct jp_rendered *out, struct jp_ctl_excerpt_key **keys, uint32_t *nkeys);
+/* ---- build and write at once (render/profile.c) ---- */
+
+/* For callers with no excerpt round trip (replay, tests, benches): view, build, write, free.
+ * 0; -EINVAL (bad opts), -ENODATA (no RUN_START), -ENOMEM (*out then holds nothing to free). */
+int jp_profile_render(struct jp_engine *e, const struct jp_report_opts *o,
+                      struct jp_rendered *out);
 
 
 #endif

@@ -1,4 +1,5 @@
-/* The two writers of a built report: TOON (the `profile:` object, valid TOON per
+/* The writers library: prints a built report and never builds one (no engine, no report
+ * builder: the agent links it alone). The two writers of a built report: TOON (the `profile:` object, valid TOON per
  * ../shared/design/TOON_NOTES.md, field names and order in render/REPORT.md) and human text
  * for stderr. Both walk the same struct jp_report, in the same order, with the same values.
  *
@@ -699,4 +700,29 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
     s.oom |= t.oom;
     free(t.p);
     return sb_finish(&s, out, len);
+}
+
+int jp_report_write(const struct jp_report *r, uint32_t outputs, struct jp_rendered *out)
+{
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    out->status = r->status;
+    snprintf(out->reason, sizeof out->reason, "%s", r->reason);
+    if (outputs & JP_OUT_TOON)
+        rc = jp_write_toon(r, &out->toon, &out->toon_len);
+    if (rc >= 0 && (outputs & JP_OUT_HUMAN))
+        rc = jp_write_human(r, &out->human, &out->human_len);
+    if (rc < 0)
+        jp_rendered_free(out);
+    return rc < 0 ? rc : 0;
+}
+
+void jp_rendered_free(struct jp_rendered *r)
+{
+    if (!r)
+        return;
+    free(r->human);
+    free(r->toon);
+    r->human = r->toon = NULL;
+    r->human_len = r->toon_len = 0;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 
 #define RUNS_MAX 5
 static int runs = RUNS_MAX; /* argv[4] lowers it, e.g. for one run under callgrind */
@@ -146,7 +147,7 @@ static double run_cpu(sink_fn sink, uint64_t samples, uint32_t nnodes)
         struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON};
         struct jp_rendered out;
         double r0 = now_s();
-        must(jp_engine_render(e, &o, &out), "render");
+        must(jp_profile_render(e, &o, &out), "render");
         last_render_s = now_s() - r0;
         jp_rendered_free(&out);
     }
@@ -256,7 +257,7 @@ static struct mem_result run_mem(int how, uint64_t allocs, uint32_t window, uint
     res.metadata_bytes = jp_engine_metadata_bytes(e);
     res.peak_bytes = jp_engine_metadata_peak_bytes(e);
     struct jp_engine_summary s;
-    must(jp_engine_summary(e, JP_END_TRUNCATED, &s), "summary");
+    must(jp_engine_summary(e, &s), "summary");
     res.exact = s.live_exact;
     jp_engine_free(e);
     free(ids);

@@ -216,7 +216,7 @@ static int time_engine(const char *path, struct timing *t)
                                    .ending = JP_END_STOP, .outputs = JP_OUT_TOON};
         struct jp_rendered out;
         memset(&out, 0, sizeof out);
-        r = jp_engine_render(e, &o, &out);
+        r = jp_profile_render(e, &o, &out);
         jp_rendered_free(&out);
     }
     jp_engine_free(e);

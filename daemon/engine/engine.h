@@ -1,7 +1,8 @@
 /* The profile engine: online aggregation of one run's record stream within the contract's
- * budgets, and the report built from it. No I/O: the daemon's sessions, replay and tests all
- * drive it by feeding records, so a live profile and the replay of its capture go through the
- * same code and give the same bytes.
+ * budgets. No I/O: the daemon's sessions, replay and tests all drive it by feeding records, so
+ * a live profile and the replay of its capture go through the same code and give the same
+ * bytes. It never builds or writes the report: callers take its read-only view (view.h) and
+ * hand it to render/ (report.h).
  */
 #ifndef JETTPROF_DAEMON_ENGINE_H
 #define JETTPROF_DAEMON_ENGINE_H
@@ -9,20 +10,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../protocol/control.h"
-#include "../../protocol/records.h"
+#include "protocol/control.h"
+#include "protocol/records.h"
 
 struct jp_engine; /* opaque */
 
 /* Out of memory. Every call below that allocates returns -ENOMEM when malloc, calloc,
- * realloc or aligned_alloc fails, and only then: jp_engine_new, jp_engine_feed,
- * jp_engine_feed_batch, jp_engine_excerpt_keys, jp_engine_render and jp_engine_summary. A
+ * realloc or aligned_alloc fails, and only then: jp_engine_new, jp_engine_feed and
+ * jp_engine_feed_batch. A
  * refusal by the run's metadata budget is never -ENOMEM: it degrades the profile as the
  * contract says (detail stops, or exact live tracking ends) and the call succeeds. So a
  * caller that sees -ENOMEM says "out of memory" and gives up (the daemon ends the session,
  * replay exits non-zero); it never reports the profile as partial for a budget. After a feed
  * returned -ENOMEM the engine takes no further record (every later feed returns -ENOMEM) but
- * stays consistent: jp_engine_render, jp_engine_summary and jp_engine_free still work on what
+ * stays consistent: jp_engine_view, jp_engine_summary and jp_engine_free still work on what
  * it had. */
 
 int jp_engine_new(struct jp_engine **out);
@@ -41,9 +42,9 @@ int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed);
  *            unknown ids, reused ids, size mismatches, undefined frames/nodes);
  *   -EPROTO  the stream cannot go on (structurally bad record, nothing before RUN_START, a
  *            second RUN_START, anything after RUN_STOP); *why names it. The caller ends the
- *            session; the engine can still render what it had;
+ *            session; the engine's view still shows what it had;
  *   -ENOMEM  the host itself is out of memory (not the run's budget): the engine stays
- *            consistent and can render, but this record may be only partly counted, and
+ *            consistent and its view usable, but this record may be only partly counted, and
  *            every later record is refused with -ENOMEM too.
  * Never allocates beyond the budgets the RUN_START record set (detail stops; totals go on).
  * Memory mode's budget (retention_budget_bytes) covers the definitions, the per-site table
@@ -71,55 +72,11 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
 int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
                          uint32_t *consumed, const char **why);
 
-/* How a stream ended when it carries no RUN_STOP. X(NAME, "partial reason") */
-#define JP_ENDINGS(X)                                                                             \
-    X(STOP, "")                          /* RUN_STOP seen: termination from the record */        \
-    X(PRODUCER_LOST, "producer_lost")    /* client vanished without finalizing */                \
-    X(SHUTDOWN, "interrupted")           /* daemon stopping: in-flight run cut short */          \
-    X(TRUNCATED, "missing_stop_event")   /* capture ended before its stop record */              \
-    X(COLLECTOR_FAILURE, "collector_failure")
-enum {
-#define JP_X(n, s) JP_END_##n,
-    JP_ENDINGS(JP_X)
-#undef JP_X
-};
-
-struct jp_report_opts {
-    uint32_t size;         /* sizeof(struct jp_report_opts) */
-    int32_t threshold_bp;  /* -1: as the run asked (RUN_START) */
-    int32_t limit;         /* -1: as the run asked */
-    uint32_t ending;       /* JP_END_*: STOP when the stream has its RUN_STOP */
-    uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON */
-};
-
-/* The source lines the report will show as hot lines (after threshold and limit), for which
- * the daemon asks the runtime for redacted excerpts. Feed the answers back as JP_REC_EXCERPT
- * records before rendering. *keys is malloc'ed; free() it. 0, -EINVAL, -ENODATA, -ENOMEM. */
-int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
-                           struct jp_ctl_excerpt_key **keys, uint32_t *count);
-
-#define JP_STATUS_COMPLETE 1u
-#define JP_STATUS_PARTIAL 2u
-#define JP_STATUS_UNAVAILABLE 3u
-
-struct jp_rendered {
-    uint32_t status;      /* JP_STATUS_* */
-    char reason[40];      /* the one stable partial/unavailable reason, "" when complete */
-    char *human; size_t human_len; /* malloc'ed, NUL-terminated, NULL unless requested */
-    char *toon; size_t toon_len;   /* the `profile:` TOON object at indent 0 */
-};
-/* Builds the report: thresholds on exact counts, ordering, limit, suggestions, both writers.
- * Deterministic: same records + same opts => same bytes. 0; -EINVAL (bad opts), -ENODATA (no
- * RUN_START), -ENOMEM (out of memory building the report or writing either document: *out
- * then holds nothing to free). */
-int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out);
-void jp_rendered_free(struct jp_rendered *r);
-
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
- * became unavailable have the matching *_exact flag cleared. 0, -EINVAL, -ENODATA, -ENOMEM
- * (the status comes from building the report). */
+ * became unavailable have the matching *_exact flag cleared. The run's status is the report's
+ * (render/report.h), not a total. 0, -EINVAL, -ENODATA (no RUN_START); never allocates. */
 struct jp_engine_summary {
-    uint32_t mode, termination, status;
+    uint32_t mode, termination;
     uint64_t records;
     uint64_t violations;
     /* cpu */
@@ -129,7 +86,7 @@ struct jp_engine_summary {
     uint64_t freed_bytes, peak_live_bytes, retained_bytes;
     uint32_t live_exact; /* 0 past the retention budget */
 };
-int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out);
+int jp_engine_summary(const struct jp_engine *e, struct jp_engine_summary *out);
 
 /* Bytes the engine has accounted against the run's metadata budget so far (CPU mode: the
  * cpu budget; memory mode: the retention budget, which covers definitions, sites and the live

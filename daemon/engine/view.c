@@ -1,15 +1,13 @@
 /* The read-only view (view.h) and the run's totals (jp_engine_summary).
  */
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "engine_internal.h"
-#include "../../render/report.h"
 
 /* ---- views for render/ and callers ----------------------------------------------------- */
 
-void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v)
+static void fill_view(const struct jp_engine *e, struct jp_engine_view *v)
 {
     memset(v, 0, sizeof *v);
     v->mode = e->mode;
@@ -47,51 +45,18 @@ void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v)
     v->threads_exact = !e->threads_lost;
 }
 
-int jp_engine_render(struct jp_engine *e, const struct jp_report_opts *o, struct jp_rendered *out)
+int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v)
 {
-    if (!o || o->size < sizeof *o || !out)
-        return -EINVAL;
-    memset(out, 0, sizeof *out);
-    if (!e->started)
-        return -ENODATA; /* no RUN_START: no mode, nothing to report */
-    cpu_settle(e);
-    struct jp_engine_view v;
-    jp_engine_view(e, &v);
-    return jp_render_build(&v, o, out, NULL, NULL);
-}
-
-int jp_engine_excerpt_keys(struct jp_engine *e, const struct jp_report_opts *o,
-                           struct jp_ctl_excerpt_key **keys, uint32_t *count)
-{
-    if (!o || o->size < sizeof *o || !keys || !count)
-        return -EINVAL;
-    *keys = NULL;
-    *count = 0;
-    if (!e->started)
+    if (!e->started) {
+        memset(v, 0, sizeof *v);
         return -ENODATA;
+    }
     cpu_settle(e);
-    struct jp_engine_view v;
-    jp_engine_view(e, &v);
-    struct jp_report_opts q = *o;
-    q.outputs = 0;
-    struct jp_rendered r;
-    memset(&r, 0, sizeof r);
-    int rc = jp_render_build(&v, &q, &r, keys, count);
-    jp_rendered_free(&r);
-    return rc;
+    fill_view(e, v);
+    return 0;
 }
 
-void jp_rendered_free(struct jp_rendered *r)
-{
-    if (!r)
-        return;
-    free(r->human);
-    free(r->toon);
-    r->human = r->toon = NULL;
-    r->human_len = r->toon_len = 0;
-}
-
-int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engine_summary *out)
+int jp_engine_summary(const struct jp_engine *e, struct jp_engine_summary *out)
 {
     if (!out)
         return -EINVAL;
@@ -99,17 +64,9 @@ int jp_engine_summary(const struct jp_engine *e, uint32_t ending, struct jp_engi
     if (!e->started)
         return -ENODATA;
     struct jp_engine_view v;
-    jp_engine_view(e, &v);
-    struct jp_report_opts o = {sizeof o, -1, -1, ending, 0};
-    struct jp_rendered r;
-    memset(&r, 0, sizeof r);
-    int rc = jp_render_build(&v, &o, &r, NULL, NULL);
-    if (rc < 0)
-        return rc;
-    jp_rendered_free(&r);
+    fill_view(e, &v); /* for jp_view_live_exact; the totals need no settled counts */
     out->mode = e->mode;
     out->termination = e->have_stop ? e->termination : JP_TERM_NONE;
-    out->status = r.status;
     out->records = e->records_counted;
     out->violations = e->violations;
     if (e->mode == JP_MODE_CPU) {

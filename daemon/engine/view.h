@@ -1,4 +1,5 @@
-/* The engine's read-only view of one run: what the report builder (render/report.c) reads.
+/* The engine's read-only view of one run: what the report builder (render/report.c) and the
+ * writers (render/writers.c) read.
  * The engine fills it (daemon/engine/view.c) and never calls the report; the report never
  * sees the engine's state (engine_internal.h is private to daemon/engine/).
  *
@@ -108,7 +109,10 @@ struct jp_engine_view {
     bool threads_exact;
 };
 
-void jp_engine_view(const struct jp_engine *e, struct jp_engine_view *v);
+/* Fills *v from the engine, after settling the CPU inclusive and chain counts from the node
+ * counts (cpu_settle), which is why the engine is not const. 0, or -ENODATA without RUN_START
+ * (no mode, nothing to report). */
+int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v);
 /* The function table slot holding function index func (UINT32_MAX: none), so tests can show
  * that two seeds lay the tables out differently. */
 uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
@@ -117,6 +121,24 @@ uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
 static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
 {
     return f->stamp == epoch ? f->snap : f->live;
+}
+
+/* |RUN_STOP.record_count - records received|; 0 without RUN_STOP. */
+static inline uint64_t jp_view_record_mismatch(const struct jp_engine_view *v)
+{
+    if (!v->have_stop)
+        return 0;
+    return v->stop_record_count > v->records_counted ? v->stop_record_count - v->records_counted
+                                                     : v->records_counted - v->stop_record_count;
+}
+
+/* Memory mode: whether freed, live, peak, retained and live-at-peak bytes are exact: the live
+ * table held (no retention-budget refusal) and no event was lost on the way (COUNTERS
+ * lost_records, or a RUN_STOP count that differs from what arrived: reading 16). */
+static inline bool jp_view_live_exact(const struct jp_engine_view *v)
+{
+    return v->mode == JP_MODE_MEMORY && v->live_exact && !v->counters->lost_records &&
+           !jp_view_record_mismatch(v);
 }
 
 #endif

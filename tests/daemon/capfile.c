@@ -49,7 +49,7 @@ char *jpt_capfile_expected(uint32_t mode, uint32_t seed, uint64_t events, uint64
                                .ending = ending, .outputs = outputs};
     struct jp_rendered r;
     memset(&r, 0, sizeof r);
-    cr_assert_eq(jp_engine_render(e, &o, &r), 0, "render");
+    cr_assert_eq(jp_profile_render(e, &o, &r), 0, "render");
     jp_engine_free(e);
     char *text = outputs == JP_OUT_TOON ? r.toon : r.human;
     *len = outputs == JP_OUT_TOON ? r.toon_len : r.human_len;

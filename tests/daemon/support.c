@@ -540,6 +540,7 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
     uint8_t buf[JP_REC_MAX_SIZE], stop[JP_REC_MAX_SIZE];
     uint32_t stop_len = 0;
     const char *why = NULL;
+    struct jp_report *rep = NULL;
     for (;;) {
         uint32_t len = jpt_stream_next(s, buf);
         if (len == 0)
@@ -557,10 +558,12 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
                                .ending = JP_END_STOP, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
+    /* As the daemon does it: one report, built before the excerpts, written after the stop. */
     struct jp_ctl_excerpt_key *keys = NULL;
     uint32_t n = 0;
-    r = jp_engine_excerpt_keys(e, &o, &keys, &n);
-    if (r < 0)
+    struct jp_engine_view v;
+    if ((r = jp_engine_view(e, &v)) < 0 || (r = jp_report_build(&v, &o, &rep)) < 0 ||
+        (r = jp_report_excerpt_keys(rep, &keys, &n)) < 0)
         goto out;
     for (uint32_t i = 0; i < n; i++) {
         struct jp_ctl_excerpt x;
@@ -591,9 +594,10 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
     }
     struct jp_rendered rd;
     memset(&rd, 0, sizeof rd);
-    if (!stop_len)
-        o.ending = JP_END_PRODUCER_LOST;
-    r = jp_engine_render(e, &o, &rd);
+    if ((r = jp_engine_view(e, &v)) == 0) {
+        jp_report_rebind(rep, &v, stop_len ? JP_END_STOP : JP_END_PRODUCER_LOST);
+        r = jp_report_write(rep, o.outputs, &rd);
+    }
     if (r == 0) {
         out->status = rd.status;
         snprintf(out->reason, sizeof out->reason, "%s", rd.reason);
@@ -607,6 +611,7 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
 out:
     if (r < 0 && why)
         fprintf(stderr, "expected: engine refused the stream: %s\n", why);
+    jp_report_free(rep);
     jp_engine_free(e);
     return r;
 }

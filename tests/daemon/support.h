@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 #include "protocol/control.h"
 #include "protocol/records.h"
 #include "protocol/ring.h"

@@ -58,7 +58,7 @@ static struct jp_engine_summary engine_totals(uint32_t seed, uint64_t events)
     for (uint32_t len; (len = jpt_stream_next(&s, buf));)
         cr_assert_eq(jp_engine_feed(e, buf, len, &why), 0);
     struct jp_engine_summary sum;
-    cr_assert_eq(jp_engine_summary(e, JP_END_STOP, &sum), 0);
+    cr_assert_eq(jp_engine_summary(e, &sum), 0);
     jp_engine_free(e);
     return sum;
 }

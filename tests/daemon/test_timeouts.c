@@ -50,7 +50,7 @@ static void render_without_excerpts(struct jpt_stream *s, char **human, char **t
                                .ending = JP_END_STOP, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
     struct jp_rendered r;
     memset(&r, 0, sizeof r);
-    cr_assert_eq(jp_engine_render(e, &o, &r), 0);
+    cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     *human = strdup(r.human);
     *toon = strdup(r.toon);
     jp_rendered_free(&r);

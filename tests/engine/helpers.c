@@ -436,7 +436,7 @@ void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **t
                    char **human, char **json, uint32_t *status)
 {
     struct jp_rendered r;
-    int rc = jp_engine_render(e, o, &r);
+    int rc = jp_profile_render(e, o, &r);
     cr_assert_eq(rc, 0, "render failed: %d", rc);
     cr_assert(r.toon != NULL && r.human != NULL);
     cr_assert_eq(strlen(r.toon), r.toon_len);
@@ -445,7 +445,7 @@ void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **t
     cr_assert(j != NULL, "the official decoder rejects our TOON: %s\n%s", err ? err : "", r.toon);
     /* Determinism: the same engine state renders the same bytes again. */
     struct jp_rendered again;
-    cr_assert_eq(jp_engine_render(e, o, &again), 0);
+    cr_assert_eq(jp_profile_render(e, o, &again), 0);
     cr_assert_str_eq(again.toon, r.toon);
     cr_assert_str_eq(again.human, r.human);
     jp_rendered_free(&again);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "daemon/engine/engine.h"
+#include "render/report.h"
 
 #define MiB (UINT64_C(1) << 20)
 

@@ -23,7 +23,7 @@ static char *render_toon(struct jp_engine *e)
 {
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN};
     struct jp_rendered r;
-    cr_assert_eq(jp_engine_render(e, &o, &r), 0);
+    cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     size_t n = r.toon_len + r.human_len + 1;
     char *both = malloc(n);
     snprintf(both, n, "%s%s", r.toon, r.human);
@@ -186,8 +186,8 @@ Test(batch, stops_at_a_partial_record_and_names_a_bad_one)
                  0);
     cr_assert_eq(used, JP_SLOT_SIZE);
     struct jp_engine_summary sa, sb;
-    cr_assert_eq(jp_engine_summary(a, JP_END_TRUNCATED, &sa), 0);
-    cr_assert_eq(jp_engine_summary(b, JP_END_TRUNCATED, &sb), 0);
+    cr_assert_eq(jp_engine_summary(a, &sa), 0);
+    cr_assert_eq(jp_engine_summary(b, &sb), 0);
     cr_assert_eq(sb.allocation_count, 2);
     cr_assert_eq(sb.allocated_bytes, sa.allocated_bytes);
 
@@ -201,7 +201,7 @@ Test(batch, stops_at_a_partial_record_and_names_a_bad_one)
     cr_assert_eq(jp_engine_feed_batch(b, bad, sizeof bad, &used, &why), -EPROTO);
     cr_assert_eq(used, JP_SLOT_SIZE);
     cr_assert_str_eq(why, "record smaller than its fixed part", "as feeding it alone says");
-    cr_assert_eq(jp_engine_summary(b, JP_END_TRUNCATED, &sb), 0);
+    cr_assert_eq(jp_engine_summary(b, &sb), 0);
     cr_assert_eq(sb.allocation_count, 3);
 
     /* a record the engine refuses (second RUN_START) stops the batch at that record */

@@ -72,7 +72,7 @@ Test(budget, memory_growth_transient_must_fit)
         J_EQ(json, "profile.totals.allocation_count", alloc_count); /* counts go on exactly */
         J_EQ(json, "profile.totals.allocated_bytes", allocated);
         struct jp_engine_summary s;
-        cr_assert_eq(jp_engine_summary(e, JP_END_STOP, &s), 0);
+        cr_assert_eq(jp_engine_summary(e, &s), 0);
         cr_assert_eq(s.live_exact, 0);
         free(json);
         jp_engine_free(e);

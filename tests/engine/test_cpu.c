@@ -36,7 +36,12 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, 0};
     struct jp_ctl_excerpt_key *keys;
     uint32_t nkeys;
-    cr_assert_eq(jp_engine_excerpt_keys(e, &o, &keys, &nkeys), 0);
+    struct jp_engine_view v;
+    struct jp_report *rep;
+    cr_assert_eq(jp_engine_view(e, &v), 0);
+    cr_assert_eq(jp_report_build(&v, &o, &rep), 0);
+    cr_assert_eq(jp_report_excerpt_keys(rep, &keys, &nkeys), 0);
+    jp_report_free(rep);
     /* leaf's three hot lines and work's one, in report order */
     cr_assert_eq(nkeys, 4);
     cr_assert(keys[0].source_id == SRC && keys[0].line == 21 && keys[0].col == 5);

@@ -105,7 +105,7 @@ Test(memory, counters_sites_peak_and_violations)
     cr_assert(strstr(human, "Memory profile\n") == human);
 
     struct jp_engine_summary sum;
-    cr_assert_eq(jp_engine_summary(e, JP_END_STOP, &sum), 0);
+    cr_assert_eq(jp_engine_summary(e, &sum), 0);
     cr_assert_eq(sum.allocated_bytes, 407);
     cr_assert_eq(sum.peak_live_bytes, 350);
     cr_assert_eq(sum.violations, 7);
@@ -205,7 +205,7 @@ Test(memory, retention_budget_makes_live_fields_unavailable)
     cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 1);
     J_EQ(json, "profile.bottlenecks.0.suggestions.0.rule", "MEM_ALLOCATION_PRESSURE");
     struct jp_engine_summary sum;
-    cr_assert_eq(jp_engine_summary(e, JP_END_STOP, &sum), 0);
+    cr_assert_eq(jp_engine_summary(e, &sum), 0);
     cr_assert_eq(sum.live_exact, 0);
     free(json);
     jp_engine_free(e);
@@ -265,7 +265,7 @@ Test(memory, random_stream_matches_naive_model)
             peak = live;
     }
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 0);
     cr_assert_eq(s.allocation_count, nalloc);
     cr_assert_eq(s.resize_count, nresize);
@@ -280,7 +280,7 @@ Test(memory, random_stream_matches_naive_model)
     for (uint32_t i = 0; i < nlive; i++)
         t_free(e, 0, ids[i], sizes[i]);
     t_stop(e, JP_TERM_RETURNED, 5000, 0, 0);
-    cr_assert_eq(jp_engine_summary(e, JP_END_STOP, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 0);
     cr_assert_eq(s.retained_bytes, 0);
     cr_assert_eq(s.freed_bytes, allocated);
@@ -323,7 +323,7 @@ Test(memory, sequential_ids_survivors_leave_the_ring_exactly)
     cr_assert_eq(feed_raw(e, &reuse, 32, NULL), 0);
     cr_assert_eq(feed_raw(e, &reuse_young, 32, NULL), 0);
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 3);
     cr_assert_eq(s.allocated_bytes, allocated);
     cr_assert_eq(s.retained_bytes, live);
@@ -355,7 +355,7 @@ Test(memory, out_of_order_ids_are_tracked_exactly)
     cr_assert_eq(feed_raw(e, &reuse_first, 32, NULL), 0);
     t_alloc(e, N_A, 3, 5); /* never used: odd */
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 2);
     cr_assert_eq(s.allocation_count, N + 1);
     cr_assert_eq(s.retained_bytes, 5);

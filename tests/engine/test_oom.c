@@ -243,16 +243,21 @@ static int run_once(const struct stream *s, bool batch, struct result *res)
     cr_assert_eq(jp_engine_set_hash_seed(e, 0x5eed), 0);
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_HUMAN | JP_OUT_TOON};
     struct jp_ctl_excerpt_key *keys = NULL;
-    if ((rc = feed_run(e, &s->body, batch)) == 0 &&
-        (rc = jp_engine_excerpt_keys(e, &o, &keys, &res->nkeys)) == 0 &&
+    struct jp_engine_view v;
+    struct jp_report *rep = NULL;
+    /* As the daemon does it: one report built before the excerpts, rebound after the stop. */
+    if ((rc = feed_run(e, &s->body, batch)) == 0 && (rc = jp_engine_view(e, &v)) == 0 &&
+        (rc = jp_report_build(&v, &o, &rep)) == 0 &&
+        (rc = jp_report_excerpt_keys(rep, &keys, &res->nkeys)) == 0 &&
         (rc = feed_run(e, &s->excerpts, batch)) == 0 &&
         (rc = feed_run(e, &s->stop, batch)) == 0 &&
-        (rc = jp_engine_summary(e, JP_END_STOP, &res->sum)) == 0) {
+        (rc = jp_engine_summary(e, &res->sum)) == 0 && (rc = jp_engine_view(e, &v)) == 0) {
         struct jp_rendered a, b;
         struct jp_report_opts all = {sizeof all, 0, 100, JP_END_STOP, JP_OUT_TOON};
-        rc = jp_engine_render(e, &o, &a);
+        jp_report_rebind(rep, &v, JP_END_STOP);
+        rc = jp_report_write(rep, o.outputs, &a);
         if (rc == 0) {
-            rc = jp_engine_render(e, &all, &b);
+            rc = jp_profile_render(e, &all, &b);
             if (rc == 0) {
                 /* one document of both: the everything-shown TOON after the human text */
                 res->status = a.status;
@@ -276,6 +281,7 @@ static int run_once(const struct stream *s, bool batch, struct result *res)
         }
     }
     free(keys);
+    jp_report_free(rep);
     jp_engine_free(e);
     if (rc < 0) {
         free(res->toon);
@@ -398,7 +404,7 @@ Test(oom, an_engine_out_of_memory_refuses_further_records)
     cr_assert_eq(consumed, 0);
     struct jp_rendered r;
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST, JP_OUT_TOON};
-    cr_assert_eq(jp_engine_render(e, &o, &r), 0);
+    cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     cr_assert_not_null(strstr(r.toon, "mode: cpu"));
     jp_rendered_free(&r);
     jp_engine_free(e);

@@ -24,7 +24,7 @@ Test(stream, nothing_before_run_start)
     cr_assert_str_eq(why, "record before RUN_START");
     struct jp_rendered r;
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON};
-    cr_assert_eq(jp_engine_render(e, &o, &r), -ENODATA);
+    cr_assert_eq(jp_profile_render(e, &o, &r), -ENODATA);
     jp_engine_free(e);
 }
 
@@ -204,7 +204,7 @@ Test(stream, collector_failure_with_nothing_recorded_is_unavailable)
               "%s", human);
     struct jp_rendered r;
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, JP_OUT_TOON};
-    cr_assert_eq(jp_engine_render(e, &o, &r), 0);
+    cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     cr_assert_str_eq(r.reason, "collector_failure");
     cr_assert_null(r.human);
     jp_rendered_free(&r);
@@ -243,7 +243,7 @@ Test(stream, hostile_bytes_never_crash)
         struct jp_rendered out;
         struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST,
                                    JP_OUT_TOON | JP_OUT_HUMAN};
-        cr_assert_eq(jp_engine_render(e, &o, &out), 0);
+        cr_assert_eq(jp_profile_render(e, &o, &out), 0);
         size_t at = 0;
         cr_assert_eq(jp_utf8_validate(out.toon, out.toon_len, &at), 0, "TOON byte %zu", at);
         cr_assert_eq(jp_utf8_validate(out.human, out.human_len, &at), 0, "human byte %zu", at);

@@ -124,7 +124,7 @@ static void m_bad(struct jp_engine *e, struct model *m)
 static void m_check(struct jp_engine *e, struct model *m)
 {
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.live_exact, 1);
     cr_assert_eq(s.violations, m->violations);
     cr_assert_eq(s.allocation_count, m->nalloc);
@@ -331,7 +331,7 @@ Test(window, many_sites)
     struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, 3 * NF - 101, NF - 100, 0};
     cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 1);
     cr_assert_eq(s.retained_bytes, live);
     cr_assert_eq(s.allocated_bytes, allocated);
@@ -361,7 +361,7 @@ Test(window, budgets_refusing_the_window)
     cr_assert_eq(jp_engine_new(&e), 0);
     budget_stream(e, 64 * MiB, N);
     struct jp_engine_summary roomy;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &roomy), 0);
+    cr_assert_eq(jp_engine_summary(e, &roomy), 0);
     cr_assert_eq(roomy.live_exact, 1);
     uint64_t peak = jp_engine_metadata_peak_bytes(e);
     jp_engine_free(e);
@@ -371,7 +371,7 @@ Test(window, budgets_refusing_the_window)
         cr_assert_eq(jp_engine_new(&e), 0);
         budget_stream(e, b, N);
         struct jp_engine_summary s;
-        cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+        cr_assert_eq(jp_engine_summary(e, &s), 0);
         cr_assert_leq(jp_engine_metadata_peak_bytes(e), b, "held more than %llu",
                       (unsigned long long)b);
         cr_assert_eq(s.allocation_count, roomy.allocation_count); /* counts go on */
@@ -398,7 +398,7 @@ Test(window, budgets_refusing_the_window)
     cr_assert_eq(jp_engine_new(&e), 0);
     budget_stream(e, 16384, 300);
     struct jp_engine_summary s;
-    cr_assert_eq(jp_engine_summary(e, JP_END_TRUNCATED, &s), 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.live_exact, 1);
     cr_assert_leq(jp_engine_metadata_peak_bytes(e), 16384);
     uint64_t tracked, bytes = jp_engine_live_table_bytes(e, &tracked);
