@@ -13,237 +13,83 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
+#include "common/toon.h"
 #include "report.h"
 
-struct sb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void sb_reserve(struct sb *s, size_t add)
-{
-    if (s->oom || s->len + add + 1u <= s->cap)
-        return;
-    size_t ncap = s->cap ? s->cap : 1024u;
-    while (ncap < s->len + add + 1u)
-        ncap *= 2u;
-    char *np = realloc(s->p, ncap);
-    if (!np) {
-        s->oom = true;
-        return;
-    }
-    s->p = np;
-    s->cap = ncap;
-}
-
-static void sb_put(struct sb *s, const char *str, size_t n)
-{
-    sb_reserve(s, n);
-    if (s->oom)
-        return;
-    memcpy(s->p + s->len, str, n);
-    s->len += n;
-    s->p[s->len] = 0;
-}
-
-static void sb_puts(struct sb *s, const char *str)
-{
-    sb_put(s, str, strlen(str));
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(struct sb *s, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        s->oom = true;
-        return;
-    }
-    if ((size_t)n < sizeof buf) {
-        sb_put(s, buf, (size_t)n);
-        return;
-    }
-    sb_reserve(s, (size_t)n);
-    if (s->oom)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(s->p + s->len, (size_t)n + 1u, fmt, ap);
-    va_end(ap);
-    s->len += (size_t)n;
-}
-
-static int sb_finish(struct sb *s, char **out, size_t *len)
-{
-    if (s->oom || !s->p) {
-        free(s->p);
-        return -ENOMEM;
-    }
-    *out = s->p;
-    *len = s->len;
-    return 0;
-}
-
-/* ---- TOON scalars ---------------------------------------------------------------------- */
-
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* ^[+-]?\d+(\.\d+)?(e[+-]?\d+)?$, any case: a decoder would read it as a number. */
-static bool looks_numeric(const char *s, size_t n)
-{
-    size_t i = 0;
-    if (i < n && (s[i] == '+' || s[i] == '-'))
-        i++;
-    size_t d = i;
-    while (i < n && is_digit(s[i]))
-        i++;
-    if (i == d)
-        return false;
-    if (i < n && s[i] == '.') {
-        size_t f = ++i;
-        while (i < n && is_digit(s[i]))
-            i++;
-        if (i == f)
-            return false;
-    }
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-'))
-            i++;
-        size_t x = i;
-        while (i < n && is_digit(s[i]))
-            i++;
-        if (i == x)
-            return false;
-    }
-    return i == n;
-}
-
-static bool needs_quotes(const char *s, size_t n)
-{
-    if (!n)
-        return true;
-    if (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t')
-        return true;
-    if ((n == 4 && !memcmp(s, "true", 4)) || (n == 5 && !memcmp(s, "false", 5)) ||
-        (n == 4 && !memcmp(s, "null", 4)))
-        return true;
-    if (s[0] == '-' || s[0] == '#' || looks_numeric(s, n))
-        return true;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c == ':' || c == '"' || c == '\\' || c == '[' || c == ']' || c == '{' ||
-            c == '}' || c == ',')
-            return true;
-    }
-    return false;
-}
-
-/* A string value, quoted and escaped only when TOON requires it (comma is the delimiter). */
-static void toon_str(struct sb *s, const char *str, size_t n)
-{
-    if (!needs_quotes(str, n)) {
-        sb_put(s, str, n);
-        return;
-    }
-    sb_put(s, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)str[i];
-        switch (c) {
-        case '\\': sb_put(s, "\\\\", 2); break;
-        case '"': sb_put(s, "\\\"", 2); break;
-        case '\n': sb_put(s, "\\n", 2); break;
-        case '\r': sb_put(s, "\\r", 2); break;
-        case '\t': sb_put(s, "\\t", 2); break;
-        default:
-            if (c < 0x20)
-                sb_printf(s, "\\u%04x", c);
-            else
-                sb_put(s, (const char *)&str[i], 1);
-        }
-    }
-    sb_put(s, "\"", 1);
-}
-
-static void indent(struct sb *s, unsigned level)
+static void indent(struct jp_buf *s, unsigned level)
 {
     for (unsigned i = 0; i < level; i++)
-        sb_put(s, "  ", 2);
+        jp_buf_put(s, "  ", 2);
 }
 
-static void key(struct sb *s, unsigned level, const char *k)
+static void key(struct jp_buf *s, unsigned level, const char *k)
 {
     indent(s, level);
-    sb_puts(s, k);
-    sb_put(s, ": ", 2);
+    jp_buf_puts(s, k);
+    jp_buf_put(s, ": ", 2);
 }
 
-static void kv_u64(struct sb *s, unsigned level, const char *k, uint64_t v)
+static void kv_u64(struct jp_buf *s, unsigned level, const char *k, uint64_t v)
 {
     key(s, level, k);
-    sb_printf(s, "%" PRIu64 "\n", v);
+    jp_buf_printf(s, "%" PRIu64 "\n", v);
 }
 
-static void kv_opt(struct sb *s, unsigned level, const char *k, bool avail, uint64_t v)
+static void kv_opt(struct jp_buf *s, unsigned level, const char *k, bool avail, uint64_t v)
 {
     if (avail) {
         kv_u64(s, level, k, v);
         return;
     }
     key(s, level, k);
-    sb_puts(s, "unavailable\n");
+    jp_buf_puts(s, "unavailable\n");
 }
 
-static void kv_str(struct sb *s, unsigned level, const char *k, const char *v, size_t n)
+static void kv_str(struct jp_buf *s, unsigned level, const char *k, const char *v, size_t n)
 {
     key(s, level, k);
-    toon_str(s, v, n);
-    sb_put(s, "\n", 1);
+    jp_toon_str(s, v, n);
+    jp_buf_put(s, "\n", 1);
 }
 
-static void kv_word(struct sb *s, unsigned level, const char *k, const char *v)
+static void kv_word(struct jp_buf *s, unsigned level, const char *k, const char *v)
 {
     kv_str(s, level, k, v, strlen(v));
 }
 
 /* hundredths as a canonical TOON number: 3419 -> 34.19, 1250 -> 12.5, 5000 -> 50 */
-static void put_hundredths(struct sb *s, uint64_t h)
+static void put_hundredths(struct jp_buf *s, uint64_t h)
 {
     uint64_t ip = h / 100u, fp = h % 100u;
     if (!fp)
-        sb_printf(s, "%" PRIu64, ip);
+        jp_buf_printf(s, "%" PRIu64, ip);
     else if (fp % 10u == 0)
-        sb_printf(s, "%" PRIu64 ".%" PRIu64, ip, fp / 10u);
+        jp_buf_printf(s, "%" PRIu64 ".%" PRIu64, ip, fp / 10u);
     else
-        sb_printf(s, "%" PRIu64 ".%02" PRIu64, ip, fp);
+        jp_buf_printf(s, "%" PRIu64 ".%02" PRIu64, ip, fp);
 }
 
-static void kv_hundredths(struct sb *s, unsigned level, const char *k, bool avail, uint64_t h)
+static void kv_hundredths(struct jp_buf *s, unsigned level, const char *k, bool avail, uint64_t h)
 {
     key(s, level, k);
     if (avail)
         put_hundredths(s, h);
     else
-        sb_puts(s, "unavailable");
-    sb_put(s, "\n", 1);
+        jp_buf_puts(s, "unavailable");
+    jp_buf_put(s, "\n", 1);
 }
 
 /* ---- shared facts ---------------------------------------------------------------------- */
 
 /* namespace.function, or the bare function in the <root> namespace */
-static void qualified(struct sb *s, const struct jp_func *f)
+static void qualified(struct jp_buf *s, const struct jp_func *f)
 {
     if (!(f->ns_len == 6 && !memcmp(f->ns, "<root>", 6))) {
-        sb_put(s, f->ns, f->ns_len);
-        sb_put(s, ".", 1);
+        jp_buf_put(s, f->ns, f->ns_len);
+        jp_buf_put(s, ".", 1);
     }
-    sb_put(s, f->fn, f->fn_len);
+    jp_buf_put(s, f->fn, f->fn_len);
 }
 
 static uint64_t recorded_samples(const struct jp_engine_view *v)
@@ -271,7 +117,7 @@ static const char *const rule_names[] = {
 };
 
 /* The fixed templates: filled only with reported names, locations and counts. */
-static void suggestion_text(struct sb *s, const struct jp_report *r, const struct jp_entry *en,
+static void suggestion_text(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en,
                             uint32_t rule)
 {
     const struct jp_engine_view *v = r->v;
@@ -279,29 +125,29 @@ static void suggestion_text(struct sb *s, const struct jp_report *r, const struc
     const struct jp_source *src = &v->sources[f->source];
     switch (rule) {
     case JP_RULE_CPU_CALLEE_DOMINATED:
-        sb_puts(s, "Inspect the dominant reported call chain through ");
+        jp_buf_puts(s, "Inspect the dominant reported call chain through ");
         qualified(s, f);
-        sb_puts(s, "; its callees account for more than half of its samples.");
+        jp_buf_puts(s, "; its callees account for more than half of its samples.");
         break;
     case JP_RULE_CPU_HIGH_SELF:
-        sb_puts(s, "Inspect the reported hot lines in ");
+        jp_buf_puts(s, "Inspect the reported hot lines in ");
         qualified(s, f);
-        sb_puts(s, "; self work accounts for at least half of its samples.");
+        jp_buf_puts(s, "; self work accounts for at least half of its samples.");
         break;
     case JP_RULE_MEM_ALLOCATION_PRESSURE:
-        sb_puts(s, "Reduce, reuse, or batch allocations in ");
+        jp_buf_puts(s, "Reduce, reuse, or batch allocations in ");
         qualified(s, f);
-        sb_puts(s, " at ");
-        sb_put(s, src->path, src->path_len);
-        sb_printf(s, ":%" PRIu32 "; it allocated %" PRIu64 " bytes in %" PRIu64 " allocations.",
+        jp_buf_puts(s, " at ");
+        jp_buf_put(s, src->path, src->path_len);
+        jp_buf_printf(s, ":%" PRIu32 "; it allocated %" PRIu64 " bytes in %" PRIu64 " allocations.",
                   f->decl_line, f->mem.allocated, f->mem.count);
         break;
     case JP_RULE_MEM_RETAINED:
-        sb_puts(s, "Review the lifetime of allocations from ");
+        jp_buf_puts(s, "Review the lifetime of allocations from ");
         qualified(s, f);
-        sb_puts(s, " at ");
-        sb_put(s, src->path, src->path_len);
-        sb_printf(s, ":%" PRIu32 "; %" PRIu64 " bytes were still live at the end of the run.",
+        jp_buf_puts(s, " at ");
+        jp_buf_put(s, src->path, src->path_len);
+        jp_buf_printf(s, ":%" PRIu32 "; %" PRIu64 " bytes were still live at the end of the run.",
                   f->decl_line, f->live);
         break;
     }
@@ -372,40 +218,40 @@ static unsigned totals_items(const struct jp_report *r, struct item *it)
 
 /* ---- TOON ------------------------------------------------------------------------------ */
 
-static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct jp_entry *en)
+static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en)
 {
     const struct jp_engine_view *v = r->v;
     const struct jp_func *f = &v->funcs[en->func];
-    struct sb t = {0};
+    struct jp_buf t = {0};
     if (en->nsugg) {
         indent(s, 3);
-        sb_printf(s, "suggestions[%" PRIu32 "]{rule,text}:\n", en->nsugg);
+        jp_buf_printf(s, "suggestions[%" PRIu32 "]{rule,text}:\n", en->nsugg);
         for (uint32_t i = 0; i < en->nsugg; i++) {
             indent(s, 4);
-            sb_puts(s, rule_names[en->sugg[i]]);
-            sb_put(s, ",", 1);
+            jp_buf_puts(s, rule_names[en->sugg[i]]);
+            jp_buf_put(s, ",", 1);
             t.len = 0;
             suggestion_text(&t, r, en, en->sugg[i]);
-            toon_str(s, t.p ? t.p : "", t.len);
-            sb_put(s, "\n", 1);
+            jp_toon_str(s, t.p ? t.p : "", t.len);
+            jp_buf_put(s, "\n", 1);
         }
     } else {
         indent(s, 3);
-        sb_puts(s, en->sugg_unavailable ? "suggestions: unavailable\n" : "suggestions: []\n");
+        jp_buf_puts(s, en->sugg_unavailable ? "suggestions: unavailable\n" : "suggestions: []\n");
     }
     if (v->mode != JP_MODE_CPU) {
         kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
         kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
         free(t.p);
-        s->oom |= t.oom;
+        s->failed |= t.failed;
         return;
     }
     const struct jp_source *src = f->source ? &v->sources[f->source] : NULL;
     indent(s, 3);
     if (!en->nhot) {
-        sb_puts(s, "hot_lines: []\n");
+        jp_buf_puts(s, "hot_lines: []\n");
     } else {
-        sb_printf(s, "hot_lines[%" PRIu32 "]{path,line,column,self_samples,code,source_redacted}:\n",
+        jp_buf_printf(s, "hot_lines[%" PRIu32 "]{path,line,column,self_samples,code,source_redacted}:\n",
                   en->nhot);
         for (uint32_t i = 0; i < en->nhot; i++) {
             const struct jp_hot *h = &v->hots[en->hot[i]];
@@ -413,47 +259,47 @@ static void toon_entry_cpu(struct sb *s, const struct jp_report *r, const struct
                 src ? find_excerpt(v, f->source, h->line, h->col) : NULL;
             indent(s, 4);
             if (src) {
-                toon_str(s, src->path, src->path_len);
-                sb_printf(s, ",%" PRIu32 ",%" PRIu32, h->line, h->col);
+                jp_toon_str(s, src->path, src->path_len);
+                jp_buf_printf(s, ",%" PRIu32 ",%" PRIu32, h->line, h->col);
             } else {
-                sb_puts(s, "unavailable,unavailable,unavailable");
+                jp_buf_puts(s, "unavailable,unavailable,unavailable");
             }
-            sb_printf(s, ",%" PRIu64 ",", h->samples);
+            jp_buf_printf(s, ",%" PRIu64 ",", h->samples);
             if (x && x->text && !(x->flags & JP_EXCERPT_UNAVAILABLE))
-                toon_str(s, x->text, x->text_len);
+                jp_toon_str(s, x->text, x->text_len);
             else
-                sb_puts(s, "unavailable");
-            sb_puts(s, x && (x->flags & JP_EXCERPT_REDACTED) ? ",true\n" : ",false\n");
+                jp_buf_puts(s, "unavailable");
+            jp_buf_puts(s, x && (x->flags & JP_EXCERPT_REDACTED) ? ",true\n" : ",false\n");
         }
     }
     indent(s, 3);
     if (!en->nchains) {
-        sb_puts(s, "call_chains: []\n");
+        jp_buf_puts(s, "call_chains: []\n");
     } else {
-        sb_printf(s, "call_chains[%" PRIu32 "]:\n", en->nchains);
+        jp_buf_printf(s, "call_chains[%" PRIu32 "]:\n", en->nchains);
         for (uint32_t i = 0; i < en->nchains; i++) {
             const struct jp_chain *c = &v->chains[en->chain[i]];
             indent(s, 4);
-            sb_printf(s, "- samples: %" PRIu64 "\n", c->samples);
+            jp_buf_printf(s, "- samples: %" PRIu64 "\n", c->samples);
             uint32_t seq[JP_MAX_DEPTH], d = c->depth;
             uint32_t k = d;
             for (uint32_t ci = en->chain[i] + 1u; ci && k; ci = v->chains[ci - 1u].parent)
                 seq[--k] = v->chains[ci - 1u].func;
             indent(s, 5);
-            sb_printf(s, "frames[%" PRIu32 "]: ", d);
+            jp_buf_printf(s, "frames[%" PRIu32 "]: ", d);
             for (uint32_t j = 0; j < d; j++) {
                 t.len = 0;
                 qualified(&t, &v->funcs[seq[j]]);
                 if (j)
-                    sb_put(s, ",", 1);
-                toon_str(s, t.p ? t.p : "", t.len);
+                    jp_buf_put(s, ",", 1);
+                jp_toon_str(s, t.p ? t.p : "", t.len);
             }
-            sb_put(s, "\n", 1);
+            jp_buf_put(s, "\n", 1);
         }
     }
     kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
     kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
-    s->oom |= t.oom;
+    s->failed |= t.failed;
     free(t.p);
 }
 
@@ -461,8 +307,8 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
 {
     const struct jp_engine_view *v = r->v;
     bool cpu = v->mode == JP_MODE_CPU;
-    struct sb s = {0};
-    sb_puts(&s, "profile:\n");
+    struct jp_buf s = {0};
+    jp_buf_puts(&s, "profile:\n");
     kv_word(&s, 1, "schema", "jett.profile.v1");
     kv_word(&s, 1, "mode", cpu ? "cpu" : "memory");
     kv_word(&s, 1, "status", r->status == JP_STATUS_COMPLETE  ? "complete"
@@ -473,7 +319,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
     kv_word(&s, 1, "termination", r->termination);
     kv_word(&s, 1, "backend", cpu ? "interpreter_safe_point" : "interpreter_alloc_hooks");
     kv_word(&s, 1, "coverage", cpu ? "jett_runtime_threads" : "jett_heap");
-    sb_puts(&s, "  config:\n");
+    jp_buf_puts(&s, "  config:\n");
     if (cpu)
         kv_u64(&s, 2, "requested_rate_hz", v->start->rate_hz);
     kv_u64(&s, 2, "threshold_basis_points", r->threshold_bp);
@@ -482,7 +328,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
         kv_u64(&s, 2, "cpu_metadata_budget_bytes", v->start->cpu_budget_bytes);
     else
         kv_u64(&s, 2, "retention_metadata_budget_bytes", v->start->retention_budget_bytes);
-    sb_puts(&s, "  totals:\n");
+    jp_buf_puts(&s, "  totals:\n");
     struct item items[32];
     unsigned n = totals_items(r, items);
     for (unsigned i = 0; i < n; i++) {
@@ -492,15 +338,15 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
             kv_opt(&s, 2, items[i].k, items[i].kind == ITEM_U64, items[i].v);
     }
     if (!r->emitted) {
-        sb_puts(&s, "  bottlenecks: []\n");
-        return sb_finish(&s, out, len);
+        jp_buf_puts(&s, "  bottlenecks: []\n");
+        return jp_buf_finish(&s, out, len);
     }
-    sb_printf(&s, "  bottlenecks[%" PRIu32 "]:\n", r->emitted);
+    jp_buf_printf(&s, "  bottlenecks[%" PRIu32 "]:\n", r->emitted);
     for (uint32_t i = 0; i < r->emitted; i++) {
         const struct jp_entry *en = &r->entries[i];
         const struct jp_func *f = &v->funcs[en->func];
         const struct jp_source *src = f->source ? &v->sources[f->source] : NULL;
-        sb_printf(&s, "    - rank: %" PRIu32 "\n", i + 1u);
+        jp_buf_printf(&s, "    - rank: %" PRIu32 "\n", i + 1u);
         kv_str(&s, 3, "namespace", f->ns, f->ns_len);
         kv_str(&s, 3, "function", f->fn, f->fn_len);
         if (src)
@@ -525,7 +371,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
         }
         toon_entry_cpu(&s, r, en);
     }
-    return sb_finish(&s, out, len);
+    return jp_buf_finish(&s, out, len);
 }
 
 /* ---- human ----------------------------------------------------------------------------- */
@@ -534,172 +380,172 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
  * nothing in a report can drive the terminal: C0 and DEL as \xHH, the C1 controls U+0080..
  * U+009F (CSI and friends on some terminals) as \u00HH. Every string here passed
  * jp_rec_validate, so it is well-formed UTF-8 and 0xc2 always leads a two-byte sequence. */
-static void h_safe(struct sb *s, const char *str, size_t n)
+static void h_safe(struct jp_buf *s, const char *str, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)str[i];
         if (c < 0x20 || c == 0x7f) {
-            sb_printf(s, "\\x%02x", c);
+            jp_buf_printf(s, "\\x%02x", c);
         } else if (c == 0xc2 && i + 1 < n && (unsigned char)str[i + 1] <= 0x9f) {
-            sb_printf(s, "\\u%04x", (unsigned char)str[i + 1]);
+            jp_buf_printf(s, "\\u%04x", (unsigned char)str[i + 1]);
             i++;
         } else {
-            sb_put(s, &str[i], 1);
+            jp_buf_put(s, &str[i], 1);
         }
     }
 }
 
-static void h_qualified(struct sb *s, struct sb *tmp, const struct jp_func *f)
+static void h_qualified(struct jp_buf *s, struct jp_buf *tmp, const struct jp_func *f)
 {
     tmp->len = 0;
     qualified(tmp, f);
     h_safe(s, tmp->p ? tmp->p : "", tmp->len);
 }
 
-static void h_pct(struct sb *s, uint64_t h)
+static void h_pct(struct jp_buf *s, uint64_t h)
 {
-    sb_printf(s, "%" PRIu64 ".%02" PRIu64 "%%", h / 100u, h % 100u);
+    jp_buf_printf(s, "%" PRIu64 ".%02" PRIu64 "%%", h / 100u, h % 100u);
 }
 
-static void h_opt(struct sb *s, const char *k, bool avail, uint64_t v)
+static void h_opt(struct jp_buf *s, const char *k, bool avail, uint64_t v)
 {
     if (avail)
-        sb_printf(s, "  %s: %" PRIu64 "\n", k, v);
+        jp_buf_printf(s, "  %s: %" PRIu64 "\n", k, v);
     else
-        sb_printf(s, "  %s: unavailable\n", k);
+        jp_buf_printf(s, "  %s: unavailable\n", k);
 }
 
 int jp_write_human(const struct jp_report *r, char **out, size_t *len)
 {
     const struct jp_engine_view *v = r->v;
     bool cpu = v->mode == JP_MODE_CPU;
-    struct sb s = {0}, t = {0};
-    sb_puts(&s, cpu ? "CPU profile\n" : "Memory profile\n");
-    sb_printf(&s, "status: %s", r->status == JP_STATUS_COMPLETE  ? "complete"
+    struct jp_buf s = {0}, t = {0};
+    jp_buf_puts(&s, cpu ? "CPU profile\n" : "Memory profile\n");
+    jp_buf_printf(&s, "status: %s", r->status == JP_STATUS_COMPLETE  ? "complete"
                                 : r->status == JP_STATUS_PARTIAL ? "partial"
                                                                  : "unavailable");
     if (r->status != JP_STATUS_COMPLETE)
-        sb_printf(&s, " (%s)", r->reason);
-    sb_puts(&s, "\n");
+        jp_buf_printf(&s, " (%s)", r->reason);
+    jp_buf_puts(&s, "\n");
     if (r->reasons) {
-        sb_puts(&s, "partial reasons:");
+        jp_buf_puts(&s, "partial reasons:");
         for (unsigned b = 0; b < JP_REASON_COUNT; b++)
             if (r->reasons & (1u << b))
-                sb_printf(&s, " %s", jp_reason_name(b));
-        sb_puts(&s, "\n");
+                jp_buf_printf(&s, " %s", jp_reason_name(b));
+        jp_buf_puts(&s, "\n");
     }
     if (r->record_mismatch)
-        sb_printf(&s, "records lost in transit: the stream announced %" PRIu64
+        jp_buf_printf(&s, "records lost in transit: the stream announced %" PRIu64
                       " records and %" PRIu64 " arrived\n",
                   v->stop_record_count, v->records_counted);
-    sb_printf(&s, "termination: %s\n", r->termination);
-    sb_printf(&s, "coverage: %s\n", cpu ? "jett_runtime_threads" : "jett_heap");
-    sb_puts(&s, "threshold: ");
+    jp_buf_printf(&s, "termination: %s\n", r->termination);
+    jp_buf_printf(&s, "coverage: %s\n", cpu ? "jett_runtime_threads" : "jett_heap");
+    jp_buf_puts(&s, "threshold: ");
     h_pct(&s, r->threshold_bp);
-    sb_printf(&s, ", limit: %" PRIu32, r->limit);
+    jp_buf_printf(&s, ", limit: %" PRIu32, r->limit);
     if (cpu)
-        sb_printf(&s, ", requested rate: %" PRIu32 " Hz", v->start->rate_hz);
-    sb_puts(&s, "\ntotals:\n");
+        jp_buf_printf(&s, ", requested rate: %" PRIu32 " Hz", v->start->rate_hz);
+    jp_buf_puts(&s, "\ntotals:\n");
     struct item items[32];
     unsigned n = totals_items(r, items);
     for (unsigned i = 0; i < n; i++) {
         if (items[i].kind == ITEM_HUNDREDTHS)
-            sb_printf(&s, "  %s: %" PRIu64 ".%02" PRIu64 "\n", items[i].k, items[i].v / 100u,
+            jp_buf_printf(&s, "  %s: %" PRIu64 ".%02" PRIu64 "\n", items[i].k, items[i].v / 100u,
                       items[i].v % 100u);
         else
             h_opt(&s, items[i].k, items[i].kind == ITEM_U64, items[i].v);
     }
-    sb_printf(&s, "bottlenecks: %" PRIu32 " eligible, %" PRIu32 " emitted, %" PRIu32
+    jp_buf_printf(&s, "bottlenecks: %" PRIu32 " eligible, %" PRIu32 " emitted, %" PRIu32
                   " truncated\n",
               r->eligible, r->emitted, r->eligible - r->emitted);
     for (uint32_t i = 0; i < r->emitted; i++) {
         const struct jp_entry *en = &r->entries[i];
         const struct jp_func *f = &v->funcs[en->func];
         const struct jp_source *src = f->source ? &v->sources[f->source] : NULL;
-        sb_printf(&s, "#%" PRIu32 " ", i + 1u);
+        jp_buf_printf(&s, "#%" PRIu32 " ", i + 1u);
         h_qualified(&s, &t, f);
         if (src) {
-            sb_puts(&s, " (");
+            jp_buf_puts(&s, " (");
             h_safe(&s, src->path, src->path_len);
-            sb_printf(&s, ":%" PRIu32 ")\n", f->decl_line);
+            jp_buf_printf(&s, ":%" PRIu32 ")\n", f->decl_line);
         } else {
-            sb_puts(&s, " (source unavailable)\n");
+            jp_buf_puts(&s, " (source unavailable)\n");
         }
         uint64_t pct = jp_percent_hundredths(en->impact, r->denominator);
         if (cpu) {
-            sb_printf(&s, "   inclusive %" PRIu64 ", self %" PRIu64 ", ",
+            jp_buf_printf(&s, "   inclusive %" PRIu64 ", self %" PRIu64 ", ",
                       f->cpu.inclusive, f->cpu.self);
             h_pct(&s, pct);
-            sb_puts(&s, " of jett samples\n");
+            jp_buf_puts(&s, " of jett samples\n");
             for (uint32_t j = 0; j < en->nhot; j++) {
                 const struct jp_hot *h = &v->hots[en->hot[j]];
                 if (src) {
-                    sb_puts(&s, "   hot line ");
+                    jp_buf_puts(&s, "   hot line ");
                     h_safe(&s, src->path, src->path_len);
-                    sb_printf(&s, ":%" PRIu32 ":%" PRIu32, h->line, h->col);
+                    jp_buf_printf(&s, ":%" PRIu32 ":%" PRIu32, h->line, h->col);
                 } else {
-                    sb_puts(&s, "   hot line unavailable");
+                    jp_buf_puts(&s, "   hot line unavailable");
                 }
-                sb_printf(&s, ", self %" PRIu64, h->samples);
+                jp_buf_printf(&s, ", self %" PRIu64, h->samples);
                 const struct jp_excerpt_ent *x =
                     src ? find_excerpt(v, f->source, h->line, h->col) : NULL;
                 if (x && x->text && !(x->flags & JP_EXCERPT_UNAVAILABLE)) {
-                    sb_puts(&s, ": ");
+                    jp_buf_puts(&s, ": ");
                     h_safe(&s, x->text, x->text_len);
                     if (x->flags & JP_EXCERPT_REDACTED)
-                        sb_puts(&s, " (redacted)");
+                        jp_buf_puts(&s, " (redacted)");
                 }
-                sb_puts(&s, "\n");
+                jp_buf_puts(&s, "\n");
             }
             for (uint32_t j = 0; j < en->nchains; j++) {
                 const struct jp_chain *ch = &v->chains[en->chain[j]];
                 uint32_t seq[JP_MAX_DEPTH], k = ch->depth;
                 for (uint32_t ci = en->chain[j] + 1u; ci && k; ci = v->chains[ci - 1u].parent)
                     seq[--k] = v->chains[ci - 1u].func;
-                sb_printf(&s, "   chain %" PRIu64 " samples: ", ch->samples);
+                jp_buf_printf(&s, "   chain %" PRIu64 " samples: ", ch->samples);
                 for (uint32_t m = 0; m < ch->depth; m++) {
                     if (m)
-                        sb_puts(&s, " > ");
+                        jp_buf_puts(&s, " > ");
                     h_qualified(&s, &t, &v->funcs[seq[m]]);
                 }
-                sb_puts(&s, "\n");
+                jp_buf_puts(&s, "\n");
             }
         } else {
             bool live = r->live_exact;
-            sb_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ",
+            jp_buf_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ",
                       f->mem.allocated, f->mem.count);
             h_pct(&s, pct);
-            sb_printf(&s, " of attributed bytes, %" PRIu64 " resizes\n", f->resize_count);
+            jp_buf_printf(&s, " of attributed bytes, %" PRIu64 " resizes\n", f->resize_count);
             if (live)
-                sb_printf(&s, "   freed %" PRIu64 ", retained %" PRIu64 ", live at peak %" PRIu64
+                jp_buf_printf(&s, "   freed %" PRIu64 ", retained %" PRIu64 ", live at peak %" PRIu64
                               " bytes\n",
                           f->freed, f->live, jp_func_live_at_peak(f, v->peak_epoch));
             else
-                sb_puts(&s, "   freed, retained and live at peak unavailable\n");
+                jp_buf_puts(&s, "   freed, retained and live at peak unavailable\n");
         }
-        sb_puts(&s, "   runtime threads: ");
+        jp_buf_puts(&s, "   runtime threads: ");
         if (en->threads)
-            sb_printf(&s, "%" PRIu32, en->threads);
+            jp_buf_printf(&s, "%" PRIu32, en->threads);
         else
-            sb_puts(&s, "unavailable");
-        sb_puts(&s, ", tasks: ");
+            jp_buf_puts(&s, "unavailable");
+        jp_buf_puts(&s, ", tasks: ");
         if (en->tasks)
-            sb_printf(&s, "%" PRIu32 "\n", en->tasks);
+            jp_buf_printf(&s, "%" PRIu32 "\n", en->tasks);
         else
-            sb_puts(&s, "unavailable\n");
+            jp_buf_puts(&s, "unavailable\n");
         if (en->sugg_unavailable)
-            sb_puts(&s, "   suggestions: unavailable\n");
+            jp_buf_puts(&s, "   suggestions: unavailable\n");
         for (uint32_t j = 0; j < en->nsugg; j++) {
             t.len = 0;
             suggestion_text(&t, r, en, en->sugg[j]);
-            sb_printf(&s, "   suggestion %s: ", rule_names[en->sugg[j]]);
+            jp_buf_printf(&s, "   suggestion %s: ", rule_names[en->sugg[j]]);
             h_safe(&s, t.p ? t.p : "", t.len);
-            sb_puts(&s, "\n");
+            jp_buf_puts(&s, "\n");
         }
     }
-    s.oom |= t.oom;
+    s.failed |= t.failed;
     free(t.p);
-    return sb_finish(&s, out, len);
+    return jp_buf_finish(&s, out, len);
 }
 
 int jp_report_write(const struct jp_report *r, uint32_t outputs, struct jp_rendered *out)
