@@ -189,14 +189,7 @@ int jpd_cmd_summarize(int argc, char **argv);
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 /* Text is built in the common buffer (common/buf.h) with the common JSON string writer
- * (common/json.h). The old daemon spellings below are for daemon/offline.c only, until it is
- * switched to the common names. */
-#define jpd_buf jp_buf
-#define jpd_buf_put jp_buf_put
-#define JPD_PUTS JP_BUF_LIT
-#define jpd_buf_printf jp_buf_printf
-#define jpd_buf_json_str jp_json_str
-#define jpd_buf_free jp_buf_free
+ * (common/json.h). */
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */

@@ -241,23 +241,23 @@ int jpd_cmd_replay(int argc, char **argv)
     return 0;
 }
 
-static void caveat_json(struct jpd_buf *b, const char *kind, const char *message)
+static void caveat_json(struct jp_buf *b, const char *kind, const char *message)
 {
-    JPD_PUTS(b, "{\"kind\":");
-    jpd_buf_json_str(b, kind);
-    JPD_PUTS(b, ",\"message\":");
-    jpd_buf_json_str(b, message);
-    JPD_PUTS(b, "}");
+    JP_BUF_LIT(b, "{\"kind\":");
+    jp_json_str(b, kind);
+    JP_BUF_LIT(b, ",\"message\":");
+    jp_json_str(b, message);
+    JP_BUF_LIT(b, "}");
 }
 
 /* Builds one row. 0, or -errno when the capture could not be read for another reason than
  * being missing or invalid (that is an error of this command, not a row state). */
-static int build_row(struct jpd_buf *b, const char *path, uint64_t index, long long exit_code)
+static int build_row(struct jp_buf *b, const char *path, uint64_t index, long long exit_code)
 {
-    jpd_buf_printf(b, "{\"schema\":\"%s\",\"execution_index\":%llu,\"exit_code\":%lld,\"state\":",
+    jp_buf_printf(b, "{\"schema\":\"%s\",\"execution_index\":%llu,\"exit_code\":%lld,\"state\":",
                    REPETITION_SCHEMA, (unsigned long long)index, exit_code);
     if (exit_code != 0) {
-        JPD_PUTS(b, "\"workload_failed\",\"summary\":null,\"caveat\":null}\n");
+        JP_BUF_LIT(b, "\"workload_failed\",\"summary\":null,\"caveat\":null}\n");
         return 0;
     }
     struct jpd_loaded l;
@@ -267,17 +267,17 @@ static int build_row(struct jpd_buf *b, const char *path, uint64_t index, long l
     char why[256];
     describe(why, sizeof why, &l);
     if (l.integrity == JP_CAPI_MISSING) {
-        JPD_PUTS(b, "\"capture_missing\",\"summary\":null,\"caveat\":");
+        JP_BUF_LIT(b, "\"capture_missing\",\"summary\":null,\"caveat\":");
         caveat_json(b, "capture_missing", "profiling was requested but produced no capture");
-        JPD_PUTS(b, "}\n");
+        JP_BUF_LIT(b, "}\n");
         return 0;
     }
     if (l.integrity == JP_CAPI_INVALID) {
         /* a repetition's evidence is the whole run: records recovered before damage are not */
         jpd_loaded_free(&l);
-        JPD_PUTS(b, "\"summary_invalid\",\"summary\":null,\"caveat\":");
+        JP_BUF_LIT(b, "\"summary_invalid\",\"summary\":null,\"caveat\":");
         caveat_json(b, "invalid_capture", why);
-        JPD_PUTS(b, "}\n");
+        JP_BUF_LIT(b, "}\n");
         return 0;
     }
     struct jp_engine_summary s;
@@ -286,23 +286,23 @@ static int build_row(struct jpd_buf *b, const char *path, uint64_t index, long l
     jpd_loaded_free(&l);
     if (r < 0)
         return r;
-    JPD_PUTS(b, "\"summary_written\",\"summary\":");
+    JP_BUF_LIT(b, "\"summary_written\",\"summary\":");
     jpd_summary_json(b, &s);
     b->len--; /* reopen the totals object to add the integrity */
     int complete = l.integrity == JP_CAPI_COMPLETE;
-    JPD_PUTS(b, ",\"integrity\":{\"status\":");
-    jpd_buf_json_str(b, jp_capture_integrity_name(l.integrity));
-    JPD_PUTS(b, ",\"caveat\":");
+    JP_BUF_LIT(b, ",\"integrity\":{\"status\":");
+    jp_json_str(b, jp_capture_integrity_name(l.integrity));
+    JP_BUF_LIT(b, ",\"caveat\":");
     if (complete)
-        JPD_PUTS(b, "null");
+        JP_BUF_LIT(b, "null");
     else
         caveat_json(b, jp_capture_integrity_name(l.integrity), why);
-    JPD_PUTS(b, "}},\"caveat\":");
+    JP_BUF_LIT(b, "}},\"caveat\":");
     if (complete)
-        JPD_PUTS(b, "null");
+        JP_BUF_LIT(b, "null");
     else
         caveat_json(b, jp_capture_integrity_name(l.integrity), why);
-    JPD_PUTS(b, "}\n");
+    JP_BUF_LIT(b, "}\n");
     return 0;
 }
 
@@ -363,12 +363,12 @@ int jpd_cmd_summarize(int argc, char **argv)
             exit_code = v[0] == '-' ? -(long long)n : (long long)n;
             continue;
         }
-        struct jpd_buf b = {0};
+        struct jp_buf b = {0};
         int r = build_row(&b, a, index, exit_code);
         if (r < 0 || b.failed) {
             fprintf(stderr, "jettprofd summarize: cannot read %s: %s\n", a,
                     error_text(r < 0 ? r : -ENOMEM));
-            jpd_buf_free(&b);
+            jp_buf_free(&b);
             rc = 1;
             break;
         }
@@ -380,7 +380,7 @@ int jpd_cmd_summarize(int argc, char **argv)
             if (out_fd < 0) {
                 fprintf(stderr, "jettprofd summarize: --repetitions: cannot open %s: %s\n", reps,
                         strerror(errno));
-                jpd_buf_free(&b);
+                jp_buf_free(&b);
                 rc = 1;
                 break;
             }
@@ -388,7 +388,7 @@ int jpd_cmd_summarize(int argc, char **argv)
         r = jpd_write_all(out_fd, b.p, b.len);
         if (reps)
             close(out_fd);
-        jpd_buf_free(&b);
+        jp_buf_free(&b);
         if (r < 0) {
             fprintf(stderr, "jettprofd summarize: cannot write the row: %s\n", error_text(r));
             rc = 1;

@@ -117,10 +117,6 @@ const char *jpd_ending_word(uint32_t ending)
 
 const char *jpd_status_word(uint32_t status)
 {
-    switch (status) {
-    case JP_STATUS_COMPLETE: return "complete";
-    case JP_STATUS_PARTIAL: return "partial";
-    case JP_STATUS_UNAVAILABLE: return "unavailable";
-    default: return "error";
-    }
+    const char *w = jp_status_word(status); /* render/report.h: the one list */
+    return w ? w : "error";
 }

@@ -33,9 +33,31 @@ struct jp_report_opts {
     uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON (the writers; building ignores it) */
 };
 
-#define JP_STATUS_COMPLETE 1u
-#define JP_STATUS_PARTIAL 2u
-#define JP_STATUS_UNAVAILABLE 3u
+/* Profile statuses, one list: X(NAME, value, "word"). The values are the public
+ * JETTPROF_STATUS_* ones (agent/intern.c asserts it); the words are the contract's. */
+#define JP_STATUSES(X)                                                                            \
+    X(COMPLETE, 1u, "complete")                                                                   \
+    X(PARTIAL, 2u, "partial")                                                                     \
+    X(UNAVAILABLE, 3u, "unavailable")
+enum {
+#define JP_X(n, v, w) JP_STATUS_##n = v,
+    JP_STATUSES(JP_X)
+#undef JP_X
+};
+
+/* The contract's word for a JP_STATUS_* value; NULL for any other value. */
+static inline const char *jp_status_word(uint32_t status)
+{
+    switch (status) {
+#define JP_X(n, v, w)                                                                             \
+    case v:                                                                                       \
+        return w;
+        JP_STATUSES(JP_X)
+#undef JP_X
+    default:
+        return NULL;
+    }
+}
 
 struct jp_rendered {
     uint32_t status;      /* JP_STATUS_* */

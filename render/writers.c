@@ -311,9 +311,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
     jp_buf_puts(&s, "profile:\n");
     kv_word(&s, 1, "schema", "jett.profile.v1");
     kv_word(&s, 1, "mode", cpu ? "cpu" : "memory");
-    kv_word(&s, 1, "status", r->status == JP_STATUS_COMPLETE  ? "complete"
-                             : r->status == JP_STATUS_PARTIAL ? "partial"
-                                                              : "unavailable");
+    kv_word(&s, 1, "status", jp_status_word(r->status));
     if (r->status != JP_STATUS_COMPLETE)
         kv_word(&s, 1, "partial_reason", r->reason);
     kv_word(&s, 1, "termination", r->termination);
@@ -421,9 +419,7 @@ int jp_write_human(const struct jp_report *r, char **out, size_t *len)
     bool cpu = v->mode == JP_MODE_CPU;
     struct jp_buf s = {0}, t = {0};
     jp_buf_puts(&s, cpu ? "CPU profile\n" : "Memory profile\n");
-    jp_buf_printf(&s, "status: %s", r->status == JP_STATUS_COMPLETE  ? "complete"
-                                : r->status == JP_STATUS_PARTIAL ? "partial"
-                                                                 : "unavailable");
+    jp_buf_printf(&s, "status: %s", jp_status_word(r->status));
     if (r->status != JP_STATUS_COMPLETE)
         jp_buf_printf(&s, " (%s)", r->reason);
     jp_buf_puts(&s, "\n");
