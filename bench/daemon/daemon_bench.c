@@ -401,7 +401,7 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
         long idle1 = jpt_rss_kib(d);
         kill(d, SIGTERM);
-        jpt_wait(d, 10000);
+        tl_wait(d, 10000);
         printf("  daemon, summed over runs:    %8.2f M records/s  (%.2fx engine; median of %d; "
                "target >= 20)\n",
                median(agg, REPS) / 1e6, median(agg, REPS) / engine, REPS);

@@ -1,5 +1,6 @@
 /* Test support for the daemon suites (see support.h). */
 #include "support.h"
+#include "tests/lib/recbuild.h" /* tests/lib */
 
 #include <dirent.h>
 #include <grp.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -106,16 +106,11 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
                              : snprintf(path, sizeof path, "stdlib/core.jett");
             struct jp_rec_source_def r;
             memset(&r, 0, sizeof r);
-            r.h.type = JP_REC_SOURCE_DEF;
-            r.h.size = (uint16_t)(sizeof r + (size_t)n);
             r.source_id = s->i + 1;
             r.origin = s->i < 2 ? JP_ORIGIN_PROJECT : JP_ORIGIN_STDLIB;
-            r.path_len = (uint16_t)n;
-            memcpy(buf, &r, sizeof r);
-            memcpy(buf + sizeof r, path, (size_t)n);
             s->i++;
             s->emitted++;
-            return r.h.size;
+            return tl_rec_source(buf, &r, path, (size_t)n);
         }
         case PH_FRAME: {
             if (s->i == NFRAME) {
@@ -129,8 +124,6 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             int fl = snprintf(fn, sizeof fn, "f%u_%u", id, s->seed % 5u);
             struct jp_rec_frame_def r;
             memset(&r, 0, sizeof r);
-            r.h.type = JP_REC_FRAME_DEF;
-            r.h.size = (uint16_t)(sizeof r + (size_t)nl + (size_t)fl);
             r.frame_id = id;
             r.kind = JP_FRAME_FUNCTION;
             if (id != NFRAME) { /* the last frame has no source: unavailable */
@@ -140,14 +133,9 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
                 r.decl_line = id * 10u + 1u;
                 r.decl_col = 1;
             }
-            r.ns_len = (uint16_t)nl;
-            r.fn_len = (uint16_t)fl;
-            memcpy(buf, &r, sizeof r);
-            memcpy(buf + sizeof r, ns, (size_t)nl);
-            memcpy(buf + sizeof r + nl, fn, (size_t)fl);
             s->i++;
             s->emitted++;
-            return r.h.size;
+            return tl_rec_frame(buf, &r, ns, (size_t)nl, fn, (size_t)fl);
         }
         case PH_NODE: {
             if (s->i == NNODE) {
@@ -571,16 +559,11 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
         jpt_excerpt_for(&keys[i], &x, text, sizeof text);
         struct jp_rec_excerpt rec;
         memset(&rec, 0, sizeof rec);
-        rec.h.type = JP_REC_EXCERPT;
-        rec.h.size = (uint16_t)(sizeof rec + x.text_len);
         rec.source_id = x.source_id;
         rec.line = x.line;
         rec.col = x.col;
         rec.flags = (uint8_t)x.flags;
-        rec.text_len = (uint16_t)x.text_len;
-        memcpy(buf, &rec, sizeof rec);
-        memcpy(buf + sizeof rec, x.text, x.text_len);
-        r = jp_engine_feed(e, buf, rec.h.size, &why);
+        r = jp_engine_feed(e, buf, tl_rec_excerpt(buf, &rec, x.text, x.text_len), &why);
         if (r < 0) {
             free(keys);
             goto out;
@@ -623,6 +606,7 @@ void jpt_become(uid_t uid, gid_t gid)
     gid_t only[1] = {gid};
     if (setgroups(1, only) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
         _exit(99);
+    tl_rearm(); /* a credential change clears the parent-death signal */
 }
 
 const char *jpt_daemon_bin(void)
@@ -636,22 +620,16 @@ pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd)
     int ep[2] = {-1, -1};
     if (err_fd && pipe2(ep, O_CLOEXEC) < 0)
         return -errno;
-    pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
-    if (pid == 0) {
-        /* A test that fails must not leave its daemon behind holding the runner's pipes. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (keep_fd >= 0)
-            fcntl(keep_fd, F_SETFD, 0);
-        if (err_fd)
-            dup2(ep[1], STDERR_FILENO);
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
+    o.keep_fd = keep_fd;
+    o.err_fd = ep[1];
+    pid_t pid = tl_spawn(argv[0], argv, &o);
     if (err_fd) {
         close(ep[1]);
-        *err_fd = ep[0];
+        if (pid < 0)
+            close(ep[0]);
+        else
+            *err_fd = ep[0];
     }
     return pid;
 }
@@ -683,27 +661,8 @@ pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd)
         nanosleep(&ts, NULL);
     }
     kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    tl_wait(pid, -1);
     return -ETIMEDOUT;
-}
-
-int jpt_wait(pid_t pid, int timeout_ms)
-{
-    for (int waited = 0;; waited += 5) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        if (r < 0)
-            return -errno;
-        if (waited >= timeout_ms) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            return -ETIMEDOUT;
-        }
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 char *jpt_slurp_fd(int fd)
@@ -741,15 +700,17 @@ int jpt_capture_cmd(char *const argv[], char **out, size_t *out_len, char **err)
     int op[2], ep[2];
     if (pipe2(op, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0)
         return -errno;
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(op[1], STDOUT_FILENO);
-        dup2(ep[1], STDERR_FILENO);
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
+    o.out_fd = op[1];
+    o.err_fd = ep[1];
+    pid_t pid = tl_spawn(argv[0], argv, &o);
     close(op[1]);
     close(ep[1]);
+    if (pid < 0) {
+        close(op[0]);
+        close(ep[0]);
+        return pid;
+    }
     size_t cap[2] = {4096, 4096}, len[2] = {0, 0};
     char *buf[2] = {malloc(cap[0]), malloc(cap[1])};
     struct pollfd p[2] = {{.fd = op[0], .events = POLLIN}, {.fd = ep[0], .events = POLLIN}};
@@ -777,7 +738,7 @@ int jpt_capture_cmd(char *const argv[], char **out, size_t *out_len, char **err)
             close(p[i].fd);
         buf[i][len[i]] = '\0';
     }
-    int st = jpt_wait(pid, 30000);
+    int st = tl_wait(pid, 30000);
     if (out) {
         *out = buf[0];
         if (out_len)

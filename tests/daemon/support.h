@@ -14,6 +14,7 @@
 #include "protocol/control.h"
 #include "protocol/records.h"
 #include "protocol/ring.h"
+#include "tests/lib/spawn.h" /* tl_spawn, tl_fork, tl_wait */
 
 /* A deterministic record stream: RUN_START, sources, frames, a calling-context tree, one EXEC,
  * `events` hot records (CPU samples or allocation events), COUNTERS, and RUN_STOP unless
@@ -86,17 +87,17 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
  * must deliver. */
 int jpt_expected(struct jpt_stream *s, struct jpt_result *out);
 
-/* In a forked child: become uid with gid as the primary and only group (exits 99 on failure). */
+/* In a child of tl_fork: become uid with gid as the primary and only group (exits 99 on
+ * failure), the death signal armed again. */
 void jpt_become(uid_t uid, gid_t gid);
 
 /* Processes. */
 const char *jpt_daemon_bin(void);
-/* Spawns argv with keep_fd inherited (-1: none), stderr into *err_fd when err_fd is not NULL. */
+/* Spawns argv with keep_fd inherited (-1: none), stderr into *err_fd when err_fd is not NULL,
+ * through tl_spawn: the child cannot outlive the test. Reap it with tl_wait. */
 pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd);
 /* Spawns `jettprofd serve --socket PATH extra...` and waits until it accepts. */
 pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd);
-/* Waits for pid up to timeout_ms: its wait status, or -ETIMEDOUT (then kills it). */
-int jpt_wait(pid_t pid, int timeout_ms);
 /* Reads all of fd into a malloc'ed NUL-terminated string. */
 char *jpt_slurp_fd(int fd);
 char *jpt_slurp_file(const char *path, size_t *len);

@@ -80,7 +80,7 @@ Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
         jpt_result_free(&jobs[i].got);
 
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     cr_assert_eq(jpt_count_lines(log, "\"status\":\"complete\""), RUNS);
     unlink(log);

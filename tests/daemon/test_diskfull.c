@@ -33,7 +33,7 @@ static pid_t serve_limited(const char *sock, const char *const extra[], rlim_t f
 static void stop(pid_t d)
 {
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 20000);
+    int st = tl_wait(d, 20000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
 }
 

@@ -166,7 +166,7 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     jpt_result_free(&f.got);
 
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     rmdir(dir);
     free(dir);
@@ -279,7 +279,7 @@ Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
 
     /* The daemon is still responsive: SIGTERM ends it cleanly. */
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon status %d", st);
     rmdir(dir);
     free(dir);

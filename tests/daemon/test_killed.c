@@ -31,7 +31,7 @@ static uint64_t killed_client(const char *sock, int seed)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
         close(p[0]);
@@ -130,7 +130,7 @@ Test(killed, hundred_sigkilled_clients_leave_no_trace_but_their_profiles)
     free(err);
 
     kill(d, SIGTERM);
-    st = jpt_wait(d, 10000);
+    st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     unlink(log);
     rmdir(dir);

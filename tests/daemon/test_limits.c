@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -19,7 +18,7 @@
 static void stop(pid_t d)
 {
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 20000);
+    int st = tl_wait(d, 20000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
 }
 
@@ -139,7 +138,7 @@ static void raise_fd_limit(rlim_t want)
 /* In a child as uid 4002: a whole run. 0 when it got its profile. */
 static int run_as_other(const char *sock)
 {
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     if (pid == 0) {
         jpt_become(4002, GROUP);
         struct jpt_client c;
@@ -176,9 +175,8 @@ Test(limits, silent_connections_of_one_uid_do_not_lock_others_out)
     cr_assert_eq(pipe(ready), 0);
     cr_assert_eq(pipe(go), 0);
     cr_assert_eq(pipe(report), 0);
-    pid_t attacker = fork();
+    pid_t attacker = tl_fork();
     if (attacker == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed assertion must not leave it waiting */
         jpt_become(4001, GROUP);
         static struct jpt_client c[SILENT];
         for (int i = 0; i < SILENT; i++)

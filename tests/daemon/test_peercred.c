@@ -19,7 +19,7 @@
 /* In a child as uid/gid: connect and say hello. Exit 0 on WELCOME, 10 + code on ERROR. */
 static int hello_as(const char *sock, uid_t uid, gid_t gid)
 {
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     if (pid == 0) {
         jpt_become(uid, gid);
         struct jpt_client c;
@@ -44,7 +44,7 @@ static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     if (pid == 0) {
         jpt_become(uid, gid);
         struct jpt_client c;
@@ -74,7 +74,7 @@ static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
 /* In a child as uid/gid: SHOW run_id. Exit 0 on RESULT, 10 + code on ERROR. */
 static int show_as(const char *sock, uid_t uid, gid_t gid, uint64_t run_id)
 {
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     if (pid == 0) {
         if (uid != 0)
             jpt_become(uid, gid);
@@ -110,7 +110,7 @@ static char *open_dir(void)
 static void stop(pid_t d)
 {
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
@@ -175,7 +175,7 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
 
     int p[2];
     cr_assert_eq(pipe(p), 0);
-    pid_t child = fork();
+    pid_t child = tl_fork();
     if (child == 0) {
         jpt_become(4001, GROUP);
         struct jpt_client c[3];
@@ -224,7 +224,7 @@ static int show_cmd_as(const char *sock, uid_t uid, gid_t gid, const char *id, c
 {
     int ep[2];
     cr_assert_eq(pipe(ep), 0);
-    pid_t pid = fork();
+    pid_t pid = tl_fork();
     if (pid == 0) {
         jpt_become(uid, gid);
         dup2(ep[1], STDERR_FILENO);
@@ -303,11 +303,12 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
     cr_assert_eq(chmod(sock, 0666), 0); /* the file mode is not what is tested */
     static const gid_t sets[2][3] = {{4001, 4300, GROUP}, {4001, 4300, 4301}};
     for (int k = 0; k < 2; k++) {
-        pid_t pid = fork();
+        pid_t pid = tl_fork();
         if (pid == 0) {
             if (setgroups(3, sets[k]) < 0 || setresgid(4001, 4001, 4001) < 0 ||
                 setresuid(4001, 4001, 4001) < 0)
                 _exit(99);
+            tl_rearm();
             struct jpt_client c;
             if (jpt_client_connect(&c, sock) < 0)
                 _exit(98);

@@ -35,7 +35,7 @@ static void start_private(struct priv *p, int want_stderr)
 
 static int exit_status_of(pid_t pid)
 {
-    int st = jpt_wait(pid, 10000);
+    int st = tl_wait(pid, 10000);
     cr_assert_geq(st, 0, "the private daemon did not exit");
     cr_assert(WIFEXITED(st), "the private daemon died of signal %d", WTERMSIG(st));
     return WEXITSTATUS(st);

@@ -34,7 +34,7 @@ static void private_run(struct jpt_stream *s, int cap_fd, struct jpt_result *r)
     cr_assert_eq(jpt_run(&c, s, 1024, cap_fd, r), 0);
     cr_assert_eq(r->error_code, 0, "daemon error: %s", r->error);
     jpt_client_close(&c);
-    int st = jpt_wait(pid, 10000);
+    int st = tl_wait(pid, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
@@ -250,7 +250,7 @@ Test(replay, capture_dir_files_are_the_daemons_own_and_replay_identically)
     cr_assert_eq(jpt_run(&c, &s, 1024, -1, &r), 0);
     jpt_client_close(&c);
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 
     DIR *dd = opendir(caps);
@@ -310,7 +310,7 @@ Test(replay, an_unfinished_run_leaves_a_capture_that_replays_partial)
     jp_ring_unmap(&ring);
     char *derr = jpt_slurp_fd(errfd);
     close(errfd);
-    int st = jpt_wait(pid, 10000);
+    int st = tl_wait(pid, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     cr_assert(strstr(derr, "producer_lost") != NULL, "%s", derr);
     free(derr);
@@ -356,7 +356,7 @@ Test(replay, capture_dir_never_writes_through_a_planted_link)
     cr_assert_eq(r.error_code, 0);
     jpt_client_close(&c);
     kill(d, SIGTERM);
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     size_t n;
     char *kept = jpt_slurp_file(victim, &n);

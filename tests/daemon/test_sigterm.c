@@ -59,7 +59,7 @@ Test(sigterm, runs_in_flight_are_delivered_interrupted_and_the_daemon_exits_0)
     cr_assert_eq(m.u.error.code, JP_CTLE_SHUTTING_DOWN);
     jpt_client_close(&idle);
 
-    int st = jpt_wait(d, 10000);
+    int st = tl_wait(d, 10000);
     cr_assert(st >= 0 && WIFEXITED(st), "daemon did not exit");
     cr_assert_eq(WEXITSTATUS(st), 0);
     /* It stopped accepting and removed its socket. */

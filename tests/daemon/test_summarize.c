@@ -42,7 +42,7 @@ static void capture_run(const char *path, uint32_t mode, uint32_t seed, uint64_t
     jpt_client_close(&c);
     free(jpt_slurp_fd(errfd));
     close(errfd);
-    int st = jpt_wait(pid, 10000);
+    int st = tl_wait(pid, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 

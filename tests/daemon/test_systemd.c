@@ -103,7 +103,7 @@ Test(systemd, socket_activation_serves_a_run)
     }
     /* systemd-socket-activate execs the daemon in place: same pid, so SIGTERM reaches it. */
     kill(pid, SIGTERM);
-    int ws = jpt_wait(pid, 10000);
+    int ws = tl_wait(pid, 10000);
     char *err = jpt_slurp_fd(errfd);
     close(errfd);
     cr_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "exit: %s", err);

@@ -105,7 +105,7 @@ Test(timeouts, an_unanswered_excerpt_request_times_out_into_a_profile_without_ex
     free(toon);
 
     cr_assert_eq(jpt_client_recv(&c, &m, 5000), 0, "expected EOF after the result");
-    int st = jpt_wait(pid, 10000);
+    int st = tl_wait(pid, 10000);
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);

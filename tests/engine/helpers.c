@@ -1,4 +1,5 @@
 #include "helpers.h"
+#include "tests/lib/recbuild.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -89,28 +90,18 @@ void t_start(struct jp_engine *e, uint32_t mode, uint32_t rate, uint32_t thr, ui
 void t_source(struct jp_engine *e, uint32_t id, uint32_t origin, const char *path)
 {
     uint8_t buf[JP_REC_MAX_SIZE];
-    struct jp_rec_source_def r = {.h = {JP_REC_SOURCE_DEF, 0}, .source_id = id,
-                                  .origin = (uint8_t)origin, .path_len = (uint16_t)strlen(path)};
-    r.h.size = (uint16_t)(sizeof r + r.path_len);
-    memcpy(buf, &r, sizeof r);
-    memcpy(buf + sizeof r, path, r.path_len);
-    feed_ok(e, buf, r.h.size);
+    struct jp_rec_source_def r = {.source_id = id, .origin = (uint8_t)origin};
+    feed_ok(e, buf, tl_rec_source(buf, &r, path, strlen(path)));
 }
 
 void t_frame(struct jp_engine *e, uint32_t id, uint32_t source, const char *ns, const char *fn,
              uint32_t decl_start, uint32_t decl_end, uint32_t line, uint32_t kind)
 {
     uint8_t buf[JP_REC_MAX_SIZE];
-    struct jp_rec_frame_def r = {.h = {JP_REC_FRAME_DEF, 0}, .frame_id = id, .source_id = source,
-                                 .decl_start = decl_start, .decl_end = decl_end,
-                                 .decl_line = line, .decl_col = source ? 1 : 0,
-                                 .kind = (uint8_t)kind, .ns_len = (uint16_t)strlen(ns),
-                                 .fn_len = (uint16_t)strlen(fn)};
-    r.h.size = (uint16_t)(sizeof r + r.ns_len + r.fn_len);
-    memcpy(buf, &r, sizeof r);
-    memcpy(buf + sizeof r, ns, r.ns_len);
-    memcpy(buf + sizeof r + r.ns_len, fn, r.fn_len);
-    feed_ok(e, buf, r.h.size);
+    struct jp_rec_frame_def r = {.frame_id = id, .source_id = source, .decl_start = decl_start,
+                                 .decl_end = decl_end, .decl_line = line,
+                                 .decl_col = source ? 1 : 0, .kind = (uint8_t)kind};
+    feed_ok(e, buf, tl_rec_frame(buf, &r, ns, strlen(ns), fn, strlen(fn)));
 }
 
 void t_node(struct jp_engine *e, uint32_t id, uint32_t parent, uint32_t frame)
@@ -162,14 +153,9 @@ void t_excerpt(struct jp_engine *e, uint32_t source, uint32_t line, uint32_t col
                const char *text)
 {
     uint8_t buf[JP_REC_MAX_SIZE];
-    struct jp_rec_excerpt r = {.h = {JP_REC_EXCERPT, 0}, .source_id = source, .line = line,
-                               .col = col, .flags = (uint8_t)flags,
-                               .text_len = (uint16_t)(text ? strlen(text) : 0)};
-    r.h.size = (uint16_t)(sizeof r + r.text_len);
-    memcpy(buf, &r, sizeof r);
-    if (r.text_len)
-        memcpy(buf + sizeof r, text, r.text_len);
-    feed_ok(e, buf, r.h.size);
+    struct jp_rec_excerpt r = {.source_id = source, .line = line, .col = col,
+                               .flags = (uint8_t)flags};
+    feed_ok(e, buf, tl_rec_excerpt(buf, &r, text, text ? strlen(text) : 0));
 }
 
 void t_stop(struct jp_engine *e, uint32_t term, uint64_t wall_ns, uint64_t cpu_ns,
@@ -222,73 +208,6 @@ void t_golden_cpu_samples(struct jp_engine *e)
     t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
     t_counters(e, 10, 1, 0, 0, 0, 0);
     t_counters(e, 30, 5, 0, 2, 1, 0); /* cumulative: this one wins */
-}
-
-/* ---- the official decoder ---------------------------------------------------------------- */
-
-static const char *decoder_script(void)
-{
-    static char path[4096];
-    const char *root = getenv("JETTPROF_SOURCE_ROOT");
-    cr_assert(root != NULL, "JETTPROF_SOURCE_ROOT is not set (run the suite through meson test)");
-    snprintf(path, sizeof path, "%s/tests/toon/node_modules/@toon-format/toon/package.json",
-             root);
-    struct stat st;
-    cr_assert(stat(path, &st) == 0,
-              "the TOON decoder is not installed: run `npm ci` in %s/tests/toon", root);
-    snprintf(path, sizeof path, "%s/tests/toon/decode.mjs", root);
-    return path;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f != NULL, "cannot open %s", path);
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 2) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-    }
-    fclose(f);
-    buf[len] = 0;
-    return buf;
-}
-
-char *toon_decode(const char *text, char **err)
-{
-    const char *script = decoder_script();
-    char in[] = "/tmp/jp_toon_inXXXXXX", out[] = "/tmp/jp_toon_outXXXXXX",
-         er[] = "/tmp/jp_toon_errXXXXXX";
-    int fi = mkstemp(in), fo = mkstemp(out), fe = mkstemp(er);
-    cr_assert(fi >= 0 && fo >= 0 && fe >= 0);
-    size_t len = strlen(text);
-    cr_assert_eq(write(fi, text, len), (ssize_t)len);
-    close(fi);
-    close(fo);
-    close(fe);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "/usr/bin/node '%s' < '%s' > '%s' 2> '%s'", script, in, out, er);
-    int st = system(cmd);
-    cr_assert(st != -1 && WIFEXITED(st), "could not run node");
-    char *json = slurp(out), *msg = slurp(er);
-    unlink(in);
-    unlink(out);
-    unlink(er);
-    if (WEXITSTATUS(st) != 0) {
-        free(json);
-        if (err)
-            *err = msg;
-        else
-            free(msg);
-        return NULL;
-    }
-    free(msg);
-    return json;
 }
 
 /* ---- a small JSON reader for the decoder's output --------------------------------------- */
@@ -441,7 +360,7 @@ void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **t
     cr_assert(r.toon != NULL && r.human != NULL);
     cr_assert_eq(strlen(r.toon), r.toon_len);
     char *err = NULL;
-    char *j = toon_decode(r.toon, &err);
+    char *j = tl_toon_decode(r.toon, r.toon_len, &err);
     cr_assert(j != NULL, "the official decoder rejects our TOON: %s\n%s", err ? err : "", r.toon);
     /* Determinism: the same engine state renders the same bytes again. */
     struct jp_rendered again;

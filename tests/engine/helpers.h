@@ -1,5 +1,5 @@
 /* Test helpers for the engine suites: build record streams, render, and check every TOON
- * document with the official decoder (tests/toon/decode.mjs). */
+ * document with the official decoder (tl_toon_decode, tests/lib/toon.h). */
 #ifndef JETTPROF_TESTS_ENGINE_HELPERS_H
 #define JETTPROF_TESTS_ENGINE_HELPERS_H
 
@@ -7,6 +7,7 @@
 
 #include "daemon/engine/engine.h"
 #include "render/report.h"
+#include "tests/lib/toon.h" /* tl_toon_decode, the official decoder */
 
 #define MiB (UINT64_C(1) << 20)
 
@@ -58,9 +59,6 @@ void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, c
 void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **toon,
                    char **human, char **json, uint32_t *status);
 
-/* Runs the official decoder on text: returns its JSON (malloc'ed) or NULL when it rejects
- * the text, with the decoder's message in *err (malloc'ed) when err is given. */
-char *toon_decode(const char *text, char **err);
 
 /* Value at a dotted path ("profile.totals.requested_ticks", "profile.bottlenecks.0.rank") in
  * a JSON text: strings unquoted, everything else as its raw JSON text; NULL when absent.

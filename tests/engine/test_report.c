@@ -232,7 +232,8 @@ Test(report, decoder_is_strict_so_these_checks_can_fail)
 {
     /* the contract's printed sample: list items without "- " */
     char *err = NULL;
-    char *j = toon_decode("profile:\n  bottlenecks[1]:\n    rank: 1\n", &err);
+    const char *doc = "profile:\n  bottlenecks[1]:\n    rank: 1\n";
+    char *j = tl_toon_decode(doc, strlen(doc), &err);
     cr_assert_null(j);
     cr_assert(err != NULL && strstr(err, "invalid TOON") != NULL);
     free(err);
@@ -242,11 +243,13 @@ Test(report, decoder_rejects_bytes_that_are_not_utf8)
 {
     /* a TOON document is UTF-8 text: the helper must not replace bad bytes and pass */
     char *err = NULL;
-    char *j = toon_decode("profile:\n  function: \xff\xfe\n", &err);
+    const char *bad = "profile:\n  function: \xff\xfe\n";
+    char *j = tl_toon_decode(bad, strlen(bad), &err);
     cr_assert_null(j, "decoded to %s", j);
     cr_assert(err != NULL && strstr(err, "invalid UTF-8") != NULL, "%s", err ? err : "");
     free(err);
-    j = toon_decode("profile:\n  function: caf\xc3\xa9\n", &err);
+    const char *good = "profile:\n  function: caf\xc3\xa9\n";
+    j = tl_toon_decode(good, strlen(good), &err);
     cr_assert_not_null(j, "well-formed UTF-8 decodes");
     free(j);
 }
@@ -509,7 +512,7 @@ Test(report, workers_aggregate_into_one_function_deterministically)
 {
     char *a = threads_profile(true), *b = threads_profile(false);
     /* three workers, one function: identity only adds its counts */
-    char *json = toon_decode(a, NULL);
+    char *json = tl_toon_decode(a, strlen(a), NULL);
     cr_assert(json != NULL);
     J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "3");
     J_EQ(json, "profile.bottlenecks.0.runtime_threads", "3");
@@ -517,7 +520,7 @@ Test(report, workers_aggregate_into_one_function_deterministically)
     J_EQ(json, "profile.totals.runtime_threads", "3");
     cr_assert_eq(json_len(json, "profile.bottlenecks"), 1);
     free(json);
-    json = toon_decode(b, NULL);
+    json = tl_toon_decode(b, strlen(b), NULL);
     J_EQ(json, "profile.bottlenecks.0.runtime_threads", "unavailable");
     J_EQ(json, "profile.totals.runtime_threads", "unavailable");
     free(json);

@@ -11,6 +11,7 @@
 
 #include "protocol/capture.h"
 #include "protocol/records.h"
+#include "tests/lib/recbuild.h"
 
 /* ---- fixture: a small capture with several blocks -------------------------------------- */
 
@@ -53,22 +54,15 @@ static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_d
     rs.limit = 10;
     add(f, &rs, sizeof rs);
 
-    uint8_t buf[64];
-    struct jp_rec_source_def sd = {{JP_REC_SOURCE_DEF, 12 + 9}, 1, JP_ORIGIN_PROJECT, 0, 9};
-    memcpy(buf, &sd, sizeof sd);
-    memcpy(buf + 12, "main.jett", 9);
-    add(f, buf, 21);
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_source_def sd = {.source_id = 1, .origin = JP_ORIGIN_PROJECT};
+    add(f, buf, tl_rec_source(buf, &sd, "main.jett", 9));
 
     struct jp_rec_frame_def fd;
     memset(&fd, 0, sizeof fd);
-    fd.h = (struct jp_rec_hdr){JP_REC_FRAME_DEF, 36 + 6 + 4};
     fd.frame_id = 1;
     fd.source_id = 1;
-    fd.ns_len = 6;
-    fd.fn_len = 4;
-    memcpy(buf, &fd, sizeof fd);
-    memcpy(buf + 36, "<root>main", 10);
-    add(f, buf, 46);
+    add(f, buf, tl_rec_frame(buf, &fd, "<root>", 6, "main", 4));
 
     struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
     add(f, &nd, 16);
@@ -84,10 +78,8 @@ static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_d
         s.requested_tick = i;
         add(f, &s, sizeof s);
     }
-    struct jp_rec_excerpt ex = {{JP_REC_EXCERPT, 20 + 5}, 1, 3, 1, 0, 0, 5};
-    memcpy(buf, &ex, sizeof ex);
-    memcpy(buf + 20, "x = 1", 5);
-    add(f, buf, 25);
+    struct jp_rec_excerpt ex = {.source_id = 1, .line = 3, .col = 1};
+    add(f, buf, tl_rec_excerpt(buf, &ex, "x = 1", 5));
     if (with_stop) {
         struct jp_rec_run_stop st;
         memset(&st, 0, sizeof st);

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/lib/spawn.h"
+
 const char *jtt_build_root(void)
 {
     const char *p = getenv("JETTPROF_BUILD_ROOT");
@@ -54,6 +56,13 @@ static void append(char **buf, size_t *len, size_t *cap, const char *p, size_t n
     (*buf)[*len] = '\0';
 }
 
+/* In the child before exec: SIGINT as the program would get it from a terminal. */
+static void sigint_default(void *arg)
+{
+    (void)arg;
+    signal(SIGINT, SIG_DFL);
+}
+
 static void (*g_hook)(int pid, void *user);
 static void *g_hook_user;
 
@@ -70,18 +79,14 @@ static void run_child(const char *cwd, const char *const *argv, const char *stdi
     av[0] = exe;
     for (size_t i = 0; i < argc; i++)
         av[i + 1] = argv[i];
-    pid_t pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        dup2(pi[0], 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        if (cwd && chdir(cwd) != 0)
-            _exit(126);
-        signal(SIGINT, SIG_DFL);
-        execv(exe, (char *const *)av);
-        _exit(127);
-    }
+    struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
+    o.cwd = cwd;
+    o.in_fd = pi[0];
+    o.out_fd = po[1];
+    o.err_fd = pe[1];
+    o.setup = sigint_default;
+    pid_t pid = tl_spawn(exe, (char *const *)av, &o); /* dies with the test */
+    cr_assert(pid > 0, "could not start %s: %s", exe, strerror((int)-pid));
     free(av);
     close(po[1]);
     close(pe[1]);
@@ -143,11 +148,9 @@ static void run_child(const char *cwd, const char *const *argv, const char *stdi
             sent = true;
         }
     }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        cr_assert(errno == EINTR);
+    int st = tl_wait(pid, -1);
+    cr_assert(st >= 0, "waiting for %s: %s", exe, strerror(-st));
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    cr_assert(r->status != 127 && r->status != 126, "could not start %s", exe);
 }
 
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r)
@@ -212,24 +215,6 @@ void jtt_rmtree(const char *dir)
         return;
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert(system(cmd) == 0);
-}
-
-char *jtt_toon_decode(const char *doc, size_t len, int *ok)
-{
-    char script[4096], mods[4096];
-    snprintf(script, sizeof script, "%s/tests/toon/decode.mjs", jtt_source_root());
-    snprintf(mods, sizeof mods, "%s/tests/toon/node_modules/@toon-format/toon", jtt_source_root());
-    cr_assert(access(mods, F_OK) == 0,
-              "the official TOON decoder is missing: run (cd tests/toon && npm ci)");
-    const char *argv[] = {script, NULL};
-    struct jt_run r;
-    const char *node = getenv("JETT_TEST_NODE");
-    run_child(NULL, argv, doc, len, node && *node ? node : "/usr/bin/node", NULL, -1, &r);
-    *ok = r.status == 0;
-    if (!*ok)
-        cr_log_error("decoder: %s", r.err);
-    free(r.err);
-    return r.out;
 }
 
 size_t jtt_count(const char *hay, const char *needle)

@@ -1,9 +1,11 @@
 /* Test support for the runtime suites: run build/runtime/jett as a child with pipes, write
- * throw-away projects, decode TOON with the official decoder. */
+ * throw-away projects. The official TOON decoder: tl_toon_decode (tests/lib/toon.h). */
 #ifndef JETT_TESTS_RUNTIME_SUPPORT_H
 #define JETT_TESTS_RUNTIME_SUPPORT_H
 
 #include <stddef.h>
+
+#include "tests/lib/toon.h"
 
 struct jt_run {
     char *out, *err;       /* NUL-terminated, malloc'ed */
@@ -33,9 +35,6 @@ void jtt_run_free(struct jt_run *r);
 char *jtt_tmpdir(void);
 void jtt_write(const char *dir, const char *rel, const char *text); /* makes parent dirs */
 void jtt_rmtree(const char *dir);
-
-/* Decodes TOON with tests/toon/decode.mjs. Returns the JSON text (malloc'ed) and sets *ok. */
-char *jtt_toon_decode(const char *doc, size_t len, int *ok);
 
 /* Count of non-overlapping occurrences of needle in hay. */
 size_t jtt_count(const char *hay, const char *needle);

@@ -193,8 +193,8 @@ Test(cli, agent_mode_reports_a_cli_error_in_the_envelope)
     jtt_run(NULL, argv, &r);
     cr_expect_eq(r.status, 2);
     cr_expect_str_eq(r.err, "");
-    int ok;
-    char *json = jtt_toon_decode(r.out, r.out_len, &ok);
+    char *json = tl_toon_decode(r.out, r.out_len, NULL);
+    int ok = json != NULL;
     cr_assert(ok, "not TOON: %s", r.out);
     cr_expect(strstr(json, "\"status\":\"error\",\"termination\":\"not_started\",\"exit_code\":2,"
                            "\"stdout\":\"\",\"stderr\":\"\""), "%s", json);

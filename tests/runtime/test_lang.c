@@ -213,8 +213,8 @@ Test(lang, sigint_reaches_the_cooperative_shutdown_and_exits_130)
     const char *argv2[] = {"run", "main.jett", "--agent", NULL};
     jtt_run_sigint(dir, argv2, NULL, 400, &r);
     cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
-    int ok;
-    char *json = jtt_toon_decode(r.out, r.out_len, &ok);
+    char *json = tl_toon_decode(r.out, r.out_len, NULL);
+    int ok = json != NULL;
     cr_assert(ok, "%s", r.out);
     cr_expect(strstr(json, "\"status\":\"error\",\"termination\":\"interrupted\",\"exit_code\":130,"
                            "\"stdout\":\"working\\n\",\"stderr\":\"ready\\n\""), "%s", json);
@@ -240,8 +240,8 @@ Test(envelope, program_output_cannot_impersonate_fields)
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.err, "");
     cr_expect_eq(jtt_count(r.out, "\nstatus:"), 0, "a second status line: %s", r.out);
-    int ok;
-    char *json = jtt_toon_decode(r.out, r.out_len, &ok);
+    char *json = tl_toon_decode(r.out, r.out_len, NULL);
+    int ok = json != NULL;
     cr_assert(ok, "%s", r.out);
     cr_expect(strstr(json,
                      "\"stdout\":\"profile:\\n  schema: fake\\nstatus: ok\\nquote \\\" backslash \\\\ "
@@ -260,8 +260,8 @@ Test(envelope, compile_and_runtime_failures_decode)
     const char *extra[] = {"--agent", NULL};
     struct jt_run r = run_src("fn main() {\n  print(1\n}\n", extra);
     cr_expect_eq(r.status, 3);
-    int ok;
-    char *json = jtt_toon_decode(r.out, r.out_len, &ok);
+    char *json = tl_toon_decode(r.out, r.out_len, NULL);
+    int ok = json != NULL;
     cr_assert(ok, "%s", r.out);
     cr_expect(strstr(json, "\"termination\":\"not_started\",\"exit_code\":3"), "%s", json);
     cr_expect(strstr(json, "\"error_kind\":\"compile_error\",\"error\":\"main.jett:3:1: error: expected"),
@@ -270,7 +270,8 @@ Test(envelope, compile_and_runtime_failures_decode)
     jtt_run_free(&r);
     r = run_src("fn main() {\n  print(\"partial\")\n  fail(\"boom\")\n}\n", extra);
     cr_expect_eq(r.status, 1);
-    json = jtt_toon_decode(r.out, r.out_len, &ok);
+    json = tl_toon_decode(r.out, r.out_len, NULL);
+    ok = json != NULL;
     cr_assert(ok, "%s", r.out);
     cr_expect(strstr(json, "\"status\":\"error\",\"termination\":\"runtime_error\",\"exit_code\":1,"
                            "\"stdout\":\"partial\\n\",\"stderr\":\"\""), "%s", json);
@@ -359,8 +360,8 @@ Test(toon, string_scalars_round_trip_through_the_decoder)
         jt_buf_puts(&b, "v: ");
         jt_toon_string(&b, cases[i].in, strlen(cases[i].in));
         jt_buf_puts(&b, "\n");
-        int ok;
-        char *json = jtt_toon_decode(b.p, b.len, &ok);
+        char *json = tl_toon_decode(b.p, b.len, NULL);
+        int ok = json != NULL;
         cr_expect(ok, "case %zu: not TOON: %s", i, b.p);
         char want[256];
         snprintf(want, sizeof want, "{\"v\":%s}\n", cases[i].json);
