@@ -77,6 +77,7 @@ Test(setup, failed_start_names_every_path_tried)
     jtt_run_free(&r);
     setenv("PATH", "/usr/bin:/bin", 1); /* for the clean-up's rm */
     jtt_rmtree(dir);
+    free(dir);
 }
 
 /* Runs hello.jett in `mode` with env=value: a setup failure (exit 4, no user code) whose
@@ -176,4 +177,5 @@ Test(setup, refusal_carries_the_daemons_reason)
     cr_expect(!strstr(r.out, "user code ran"), "user code ran: %s", r.out);
     jtt_run_free(&r);
     jtt_rmtree(dir);
+    free(dir);
 }
