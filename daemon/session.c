@@ -98,7 +98,9 @@ void jpd_session_begin_excerpts(struct jpd_session *s)
     if (r == 0)
         r = jp_report_excerpt_keys(s->report, &keys, &count);
     if (r < 0) {
-        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not list the hot lines");
+        jpd_session_fail(s, JP_CTLE_INTERNAL, r == -ENOMEM
+                                                  ? "the daemon is out of memory"
+                                                  : "the daemon could not list the hot lines");
         return;
     }
     if (count > JP_CTL_MAX_EXCERPT_KEYS)
@@ -326,7 +328,12 @@ static void on_excerpts(struct jpd_session *s, const struct jp_ctl_msg *m)
         if (x->text_len)
             memcpy(s->rec + sizeof e, x->text, x->text_len);
         const char *why = NULL;
-        if (jpd_drain_feed(s, s->rec, e.h.size, &why) < 0) {
+        int r = jpd_drain_feed(s, s->rec, e.h.size, &why);
+        if (r == -ENOMEM) { /* the host, not the client: never called a violation */
+            jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
+            return;
+        }
+        if (r < 0) {
             jpd_session_fail(s, JP_CTLE_PROTOCOL_VIOLATION, why ? why : "bad excerpt");
             return;
         }
