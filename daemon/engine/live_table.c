@@ -294,7 +294,7 @@ uint32_t *table_find(struct jp_engine *e, uint64_t id)
     return lw_find(&e->lw, id + 1u);
 }
 
-void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     if (id < UINT32_MAX)
         ln_del(ln_shard(e, (uint32_t)(id + 1u)), valp);
@@ -304,7 +304,7 @@ void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
         lw_del(&e->lw, valp);
 }
 
-void ovf_release(struct jp_engine *e, uint64_t val)
+inline void ovf_release(struct jp_engine *e, uint64_t val)
 {
     if ((val >> SIZE_BITS) != SITE_OVERFLOW)
         return;
@@ -315,7 +315,7 @@ void ovf_release(struct jp_engine *e, uint64_t val)
 
 /* Packs (size, site) into one value, using the overflow array when either does not fit.
  * site is the function index + 1, 0 for "no site". */
-int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out)
+inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out)
 {
     if (size < SIZE_MASK && site < SITE_OVERFLOW) {
         *out = size | ((uint64_t)site << SIZE_BITS);
@@ -336,7 +336,7 @@ int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out)
     return 0;
 }
 
-void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site)
+inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site)
 {
     if ((val >> SIZE_BITS) == SITE_OVERFLOW) {
         const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
@@ -348,7 +348,7 @@ void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32
     }
 }
 
-int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+inline int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id < UINT32_MAX) {

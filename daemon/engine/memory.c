@@ -118,7 +118,7 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
          * counter always takes this path, and it saves a table probe per allocation. */
         const struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
         bool fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
-        struct live_ref ref;
+        struct live_ref ref = {0};
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
@@ -221,7 +221,7 @@ int on_free(struct jp_engine *e, const struct jp_rec_free *r)
         free_stack_note(e, r->node);
         return thread_note(e);
     }
-    struct live_ref ref;
+    struct live_ref ref = {0};
     uint32_t creation;
     uint64_t size;
     if (!live_find(e, r->allocation_id, &ref))

@@ -208,19 +208,19 @@ static int win_grow(struct jp_engine *e)
     return 0;
 }
 
-bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
+inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
 {
     if ((r->win = win_find(e, id)) != NULL)
         return true;
     return (r->valp = table_find(e, id)) != NULL;
 }
 
-uint64_t live_val(const struct live_ref *r)
+inline uint64_t live_val(const struct live_ref *r)
 {
     return r->win ? win_dec(*r->win) : val_get(r->valp);
 }
 
-void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
+inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
 {
     if (r->win)
         win_clear(e, (uint32_t)(r->win - e->win));
@@ -229,7 +229,7 @@ void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
 }
 
 /* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
-int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
+inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
 {
     if (!r->win) {
         val_set(r->valp, val);
@@ -246,7 +246,7 @@ int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_
     return 0;
 }
 
-int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id <= e->win_hi || id == UINT64_MAX)
