@@ -17,11 +17,22 @@
 #define GROUP 4242u
 
 /* In a child as uid/gid: connect and say hello. Exit 0 on WELCOME, 10 + code on ERROR. */
-static int hello_as(const char *sock, uid_t uid, gid_t gid)
+/* A HELLO from a child running as uid/gid; with groups (ngroups > 0) those are its
+ * supplementary groups, else only gid. The child's exit status: 0 welcomed, 10 + the error
+ * code when refused, 9x on a harness failure. */
+static int hello_with(const char *sock, uid_t uid, gid_t gid, size_t ngroups,
+                      const gid_t *groups)
 {
     pid_t pid = tl_fork();
     if (pid == 0) {
-        jpt_become(uid, gid);
+        if (ngroups) {
+            if (setgroups(ngroups, groups) < 0 || setresgid(gid, gid, gid) < 0 ||
+                setresuid(uid, uid, uid) < 0)
+                _exit(99);
+            tl_rearm(); /* a credential change clears the death signal */
+        } else {
+            jpt_become(uid, gid);
+        }
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(98);
@@ -37,6 +48,11 @@ static int hello_as(const char *sock, uid_t uid, gid_t gid)
     waitpid(pid, &st, 0);
     cr_assert(WIFEXITED(st));
     return WEXITSTATUS(st);
+}
+
+static int hello_as(const char *sock, uid_t uid, gid_t gid)
+{
+    return hello_with(sock, uid, gid, 0, NULL);
 }
 
 /* In a child as uid/gid: a whole small run; exit 0 and the run id through the pipe. */
@@ -303,31 +319,11 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
     cr_assert_eq(chmod(sock, 0666), 0); /* the file mode is not what is tested */
     static const gid_t sets[2][3] = {{4001, 4300, GROUP}, {4001, 4300, 4301}};
     for (int k = 0; k < 2; k++) {
-        pid_t pid = tl_fork();
-        if (pid == 0) {
-            if (setgroups(3, sets[k]) < 0 || setresgid(4001, 4001, 4001) < 0 ||
-                setresuid(4001, 4001, 4001) < 0)
-                _exit(99);
-            tl_rearm();
-            struct jpt_client c;
-            if (jpt_client_connect(&c, sock) < 0)
-                _exit(98);
-            struct jpt_stream s;
-            jpt_stream_init(&s, JP_MODE_CPU, 1, 10);
-            uint64_t id;
-            struct jpt_result err;
-            memset(&err, 0, sizeof err);
-            int r = jpt_client_hello(&c, &s, JP_OUT_HUMAN, &id, &err);
-            _exit(r == 0 ? 0 : err.error_code ? 10 + (int)err.error_code : 97);
-        }
-        int st;
-        waitpid(pid, &st, 0);
-        cr_assert(WIFEXITED(st));
+        int st = hello_with(sock, 4001, 4001, 3, sets[k]);
         if (k == 0)
-            cr_assert_eq(WEXITSTATUS(st), 0, "supplementary member refused: %d",
-                         WEXITSTATUS(st));
+            cr_assert_eq(st, 0, "supplementary member refused: %d", st);
         else
-            cr_assert_eq(WEXITSTATUS(st), 10 + JP_CTLE_PERMISSION_DENIED);
+            cr_assert_eq(st, 10 + JP_CTLE_PERMISSION_DENIED);
     }
     stop(d);
     rmdir(dir);
