@@ -77,8 +77,24 @@ static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
 }
 
-static const struct jpd_kept *find_kept(const struct jpd_daemon *d, uint64_t run_id)
+static void keep_or_post(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+                         const struct jp_rendered *r)
 {
+    if (jpd_on_main(d))
+        keep_run(d, run_id, uid, r);
+    else
+        jpd_post_keep(d, run_id, uid, r);
+}
+
+void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+                     const struct jp_rendered *r)
+{
+    keep_run(d, run_id, uid, r);
+}
+
+static const struct jpd_kept *find_kept(struct jpd_daemon *d, uint64_t run_id)
+{
+    jpd_workers_absorb(d); /* a run a worker kept before its RESULT went out is found */
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         if (d->kept[i].run_id == run_id && run_id != 0)
             return &d->kept[i];
@@ -103,8 +119,9 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                        uint32_t status)
 {
     if (d->runs_log_fd < 0)
         return;
@@ -136,6 +153,61 @@ static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
     else
         append_row(d->runs_log_fd, b.p, b.len);
     jp_buf_free(&b);
+}
+
+/* The runs log is the main loop's: a worker's row is posted there, in order. */
+static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+{
+    if (d->runs_log_fd < 0)
+        return;
+    if (jpd_on_main(d))
+        jpd_server_log_run(d, run_id, pid, uid, ending, sum, reason, status);
+    else
+        jpd_post_log(d, run_id, pid, uid, ending, sum, reason, status);
+}
+
+/* ---- runs in flight per uid (--max-runs-per-uid) ---- */
+
+static struct jpd_flight *flight_of(struct jpd_daemon *d, uid_t uid)
+{
+    for (uint32_t i = 0; i < d->nflights; i++)
+        if (d->flights[i].uid == uid)
+            return &d->flights[i];
+    return NULL;
+}
+
+static uint32_t runs_of(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    uint32_t n = f ? f->runs : 0;
+    pthread_mutex_unlock(&d->flights_mu);
+    return n;
+}
+
+/* One entry per uid with a run in flight: at most one per session, and sessions are capped at
+ * JPD_MAX_SESSIONS, so the table never fills. */
+static void run_begins(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    if (!f && d->nflights < JPD_MAX_SESSIONS) {
+        f = &d->flights[d->nflights++];
+        *f = (struct jpd_flight){uid, 0};
+    }
+    if (f)
+        f->runs++;
+    pthread_mutex_unlock(&d->flights_mu);
+}
+
+static void run_ends(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    if (f && --f->runs == 0)
+        *f = d->flights[--d->nflights];
+    pthread_mutex_unlock(&d->flights_mu);
 }
 
 static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
@@ -201,14 +273,25 @@ static void stop_signals(struct jpd_daemon *d)
     }
 }
 
-static void session_gone(struct jpd_daemon *d)
+/* n sessions were freed (on the main loop, or on workers as their posts say). Private mode
+ * serves exactly one run; long-lived mode ends when it was told to and the last in-flight run is
+ * delivered: the workers stop, and with no handle left, uv_run returns. */
+void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n)
 {
-    /* Private mode serves exactly one run; long-lived mode ends when it was told to and the
-     * last in-flight run is delivered. With no handle left, uv_run returns. */
+    d->nsessions -= n;
     if (d->private_mode || (d->shutting_down && d->nsessions == 0)) {
         stop_listening(d);
         stop_signals(d);
+        jpd_workers_stop(d);
     }
+}
+
+static void session_gone(struct jpd_daemon *d, struct jpd_loop *lp)
+{
+    if (lp == &d->main)
+        jpd_server_sessions_gone(d, 1);
+    else
+        jpd_post_gone(d, lp);
 }
 
 static void begin_shutdown(struct jpd_daemon *d)
@@ -220,13 +303,15 @@ static void begin_shutdown(struct jpd_daemon *d)
     if (!d->private_mode)
         jpd_log("stopping: %u session(s) in flight", (unsigned)d->nsessions);
     /* jpd_session_shutdown never frees (only close callbacks do), so next stays valid. */
-    for (struct jpd_session *it = d->sessions; it;) {
+    for (struct jpd_session *it = d->main.sessions; it;) {
         struct jpd_session *next = jpd_session_next(it);
         jpd_session_shutdown(it);
         it = next;
     }
+    jpd_workers_shutdown(d);
+    jpd_workers_absorb(d);
     if (d->nsessions == 0)
-        session_gone(d);
+        jpd_server_sessions_gone(d, 0);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -237,11 +322,27 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static const struct jpd_session_ops session_ops = {
     .log_run = log_run,
-    .keep = keep_run,
+    .keep = keep_or_post,
     .find_kept = find_kept,
     .open_capture = open_capture,
     .remove_capture = remove_capture,
     .session_gone = session_gone,
+    .runs_of = runs_of,
+    .run_begins = run_begins,
+    .run_ends = run_ends,
+};
+/* serve with workers: the same, and a session leaves the main loop after its HELLO. */
+static const struct jpd_session_ops pool_ops = {
+    .log_run = log_run,
+    .keep = keep_or_post,
+    .find_kept = find_kept,
+    .open_capture = open_capture,
+    .remove_capture = remove_capture,
+    .session_gone = session_gone,
+    .runs_of = runs_of,
+    .run_begins = run_begins,
+    .run_ends = run_ends,
+    .hand_over = jpd_workers_hand_over,
 };
 
 static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
@@ -249,6 +350,11 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
 {
     memset(d, 0, sizeof *d);
     d->loop = loop;
+    d->main.d = d;
+    d->main.uv = loop;
+    d->main_thread = pthread_self();
+    pthread_mutex_init(&d->post_mu, NULL);
+    pthread_mutex_init(&d->flights_mu, NULL);
     d->cfg = cfg;
     d->ops = &session_ops;
     d->private_mode = private_mode;
@@ -299,6 +405,7 @@ static int start_loop(uv_loop_t *loop, struct jpd_daemon *d, const struct jpd_co
 static int daemon_run(struct jpd_daemon *d)
 {
     uv_run(d->loop, UV_RUN_DEFAULT);
+    jpd_workers_join(d);
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         kept_clear(&d->kept[i]);
     if (d->runs_log_fd >= 0)
@@ -306,6 +413,8 @@ static int daemon_run(struct jpd_daemon *d)
     if (d->capture_dir_fd >= 0)
         close(d->capture_dir_fd);
     int r = uv_loop_close(d->loop);
+    pthread_mutex_destroy(&d->post_mu);
+    pthread_mutex_destroy(&d->flights_mu);
     if (r < 0) {
         jpd_log("internal: handles left open at exit");
         return 1;
@@ -471,6 +580,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         }
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
+        jpd_workers_absorb(d); /* sessions freed on workers no longer count */
         if (!peer_allowed(d, fd, &uc)) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
@@ -653,8 +763,15 @@ int jpd_run_serve(const struct jpd_config *cfg)
     uv_timer_init(&loop, &d.accept_retry);
     d.accept_retry.data = &d;
     d.accept_retry_active = 1;
+    r = jpd_workers_start(&d, cfg->workers);
+    if (r < 0) {
+        jpd_log("cannot start the worker threads: %s", strerror(-r));
+        stop_listening(&d);
+        goto fail;
+    }
+    d.ops = &pool_ops;
     uv_poll_start(&d.listen, UV_READABLE, on_accept);
-    jpd_log("serving");
+    jpd_log("serving with %u worker(s)", (unsigned)d.nworkers);
     return daemon_run(&d);
 fail:
     if (d.created_socket) {

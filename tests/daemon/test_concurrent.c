@@ -1,6 +1,8 @@
-/* 16 concurrent runs on one long-lived daemon, each streaming over a million records of its own
- * known event stream; every profile must equal the engine's result on the same stream. */
+/* 16 concurrent runs on one long-lived daemon with three drain workers, each run streaming over a
+ * million records of its own known event stream; every profile must equal the engine's result on
+ * the same stream, whichever worker drained it. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +38,21 @@ static void *run_one(void *arg)
     return NULL;
 }
 
+/* Threads of pid, from /proc/PID/task. */
+static int thread_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    cr_assert_not_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
 {
     char *dir = jpt_tmpdir();
@@ -43,9 +60,10 @@ Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
     char sock[600], log[600];
     snprintf(sock, sizeof sock, "%s/d.sock", dir);
     snprintf(log, sizeof log, "%s/runs.jsonl", dir);
-    const char *extra[] = {"--runs-log", log, NULL};
+    const char *extra[] = {"--runs-log", log, "--workers", "3", NULL};
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
+    cr_assert_geq(thread_count(d), 4, "the main loop's thread and three workers");
 
     static struct job jobs[RUNS];
     pthread_t th[RUNS];
