@@ -1,6 +1,8 @@
-/* The daemon object: private mode (one run on an inherited socket), long-lived mode (a
- * listening unix socket, created or handed over by systemd), signals, the runs log, the
- * `show` store and the capture directory.
+/* The daemon object: private mode (one run on an inherited socket, on one loop), long-lived
+ * mode (a listening unix socket, created or handed over by systemd; runs drained by the worker
+ * pool of workers.c), signals, the runs log, the `show` store, the runs in flight per uid and
+ * the capture directory. All of it is the main loop's, but the per-uid counts (their own lock)
+ * and the capture directory's fd (fixed while the daemon runs).
  *
  * Runs log (long-lived mode, --runs-log FILE): one JSON object per line and per finished run,
  * written with a single write() on an O_APPEND file:

@@ -329,6 +329,8 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
         return;
     }
+    if (s->closing || s->state == JPD_S_DONE)
+        return; /* the peer went away while it was answered: nothing to hand over */
     set_state(s, JPD_S_RING);
     s->counted = 1;
     s->d->ops->run_begins(s->d, s->peer.uid);

@@ -105,3 +105,45 @@ Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
     rmdir(dir);
     free(dir);
 }
+
+/* A client that says HELLO and hangs up at once: the daemon's WELCOME finds the peer gone, the
+ * session closes on the main loop, and it must not also be handed to a worker (closing handles
+ * twice would end the daemon). Afterwards the daemon still serves a whole run. */
+Test(concurrent, a_client_gone_before_its_welcome_is_not_handed_over)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    cr_assert_gt(d, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 5, 1000);
+    /* Fewer than JPD_MAX_PREHELLO_PER_UID: the last run is not refused as one too many. */
+    for (int i = 0; i < 24; i++) {
+        struct jpt_client c;
+        cr_assert_eq(jpt_client_connect(&c, sock), 0);
+        struct jp_ctl_msg m = {.type = JP_CTL_HELLO};
+        m.u.hello.version = JP_CTL_VERSION;
+        m.u.hello.mode = JP_MODE_MEMORY;
+        m.u.hello.limit = 10;
+        m.u.hello.outputs = JP_OUT_TOON;
+        m.u.hello.capabilities = 0xffu;
+        cr_assert_eq(jp_ctl_send(c.fd, &m, NULL, 0), 0);
+        jpt_client_close(&c);
+    }
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_result got;
+    int rc = jpt_run(&c, &s, 1u << 12, -1, &got);
+    cr_assert_eq(rc, 0, "run: %d (%s), daemon %s", rc, strerror(-rc),
+                 waitpid(d, NULL, WNOHANG) == d ? "gone" : "alive");
+    cr_assert_eq(got.status, JP_STATUS_COMPLETE, "%s %s", got.reason, got.error);
+    jpt_result_free(&got);
+    jpt_client_close(&c);
+    kill(d, SIGTERM);
+    int st = tl_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon status %d", st);
+    rmdir(dir);
+    free(dir);
+}
