@@ -188,8 +188,8 @@ struct jpd_session_ops {
     uint32_t (*runs_of)(struct jpd_daemon *d, uid_t uid);
     void (*run_begins)(struct jpd_daemon *d, uid_t uid);
     void (*run_ends)(struct jpd_daemon *d, uid_t uid);
-    /* serve: the session has left the main loop after its HELLO (its handles are closed, it is
-     * on no loop's list); a worker adopts it (jpd_session_adopt). NULL: no workers. */
+    /* serve (d->nworkers > 0): the session has left the main loop after its HELLO (its handles
+     * are closed, it is on no loop's list); a worker adopts it (jpd_session_adopt). */
     void (*hand_over)(struct jpd_daemon *d, struct jpd_session *s);
 };
 
@@ -242,17 +242,19 @@ void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
 void jpd_workers_absorb(struct jpd_daemon *d);
 /* 1 on the main loop's thread. */
 int jpd_on_main(const struct jpd_daemon *d);
-/* From a worker: a runs-log row / a kept profile for the main loop (copies what it needs). */
+/* From a worker: a runs-log row (copied) / a kept profile (its texts taken: *r keeps none) for
+ * the main loop. */
 void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
                   const struct jp_engine_summary *sum, const char *reason, uint32_t status);
-void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
+void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 /* What the main loop does with them (server.c). */
 void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
                         uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
                         uint32_t status);
-void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
-                     const struct jp_rendered *r);
+void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
+/* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
+int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
 void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
 
 /* server.c */

@@ -38,8 +38,34 @@ static void kept_clear(struct jpd_kept *k)
     memset(k, 0, sizeof *k);
 }
 
-static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
-                     const struct jp_rendered *r)
+static char *text_copy(const char *t, size_t len)
+{
+    char *c = malloc(len + 1);
+    if (c) {
+        memcpy(c, t, len);
+        c[len] = '\0';
+    }
+    return c;
+}
+
+int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = r->status;
+    memcpy(out->reason, r->reason, sizeof out->reason);
+    out->reason[sizeof out->reason - 1] = '\0';
+    if ((r->human && !(out->human = text_copy(r->human, r->human_len))) ||
+        (r->toon && !(out->toon = text_copy(r->toon, r->toon_len)))) {
+        jp_rendered_free(out);
+        return -ENOMEM;
+    }
+    out->human_len = r->human ? r->human_len : 0;
+    out->toon_len = r->toon ? r->toon_len : 0;
+    return 0;
+}
+
+/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
+static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
      * not grow the daemon. */
@@ -47,8 +73,10 @@ static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         total += d->kept[i].human_len + d->kept[i].toon_len;
     size_t add = r->human_len + r->toon_len;
-    if (add > JPD_KEEP_BYTES)
+    if (add > JPD_KEEP_BYTES) {
+        jp_rendered_free(r);
         return;
+    }
     struct jpd_kept *k = &d->kept[d->kept_next];
     total -= k->human_len + k->toon_len;
     kept_clear(k);
@@ -62,36 +90,32 @@ static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     k->status = r->status;
     memcpy(k->reason, r->reason, sizeof k->reason);
     k->reason[sizeof k->reason - 1] = '\0';
-    if (r->human) {
-        k->human = malloc(r->human_len + 1);
-        if (k->human) {
-            memcpy(k->human, r->human, r->human_len + 1);
-            k->human_len = r->human_len;
-        }
-    }
-    if (r->toon) {
-        k->toon = malloc(r->toon_len + 1);
-        if (k->toon) {
-            memcpy(k->toon, r->toon, r->toon_len + 1);
-            k->toon_len = r->toon_len;
-        }
-    }
+    k->human = r->human;
+    k->human_len = r->human_len;
+    k->toon = r->toon;
+    k->toon_len = r->toon_len;
+    r->human = r->toon = NULL;
+    r->human_len = r->toon_len = 0;
     d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
 }
 
-static void keep_or_post(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
-                         const struct jp_rendered *r)
-{
-    if (jpd_on_main(d))
-        keep_run(d, run_id, uid, r);
-    else
-        jpd_post_keep(d, run_id, uid, r);
-}
-
-void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+/* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
+ * cannot be copied is not kept. */
+static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
                      const struct jp_rendered *r)
 {
-    keep_run(d, run_id, uid, r);
+    struct jp_rendered copy;
+    if (jpd_rendered_copy(r, &copy) < 0)
+        return;
+    if (jpd_on_main(d))
+        keep_owned(d, run_id, uid, &copy);
+    else
+        jpd_post_keep(d, run_id, uid, &copy);
+}
+
+void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+{
+    keep_owned(d, run_id, uid, r);
 }
 
 static const struct jpd_kept *find_kept(struct jpd_daemon *d, uint64_t run_id)
@@ -324,19 +348,7 @@ static void on_signal(uv_signal_t *h, int signum)
 
 static const struct jpd_session_ops session_ops = {
     .log_run = log_run,
-    .keep = keep_or_post,
-    .find_kept = find_kept,
-    .open_capture = open_capture,
-    .remove_capture = remove_capture,
-    .session_gone = session_gone,
-    .runs_of = runs_of,
-    .run_begins = run_begins,
-    .run_ends = run_ends,
-};
-/* serve with workers: the same, and a session leaves the main loop after its HELLO. */
-static const struct jpd_session_ops pool_ops = {
-    .log_run = log_run,
-    .keep = keep_or_post,
+    .keep = keep_run,
     .find_kept = find_kept,
     .open_capture = open_capture,
     .remove_capture = remove_capture,
@@ -771,7 +783,6 @@ int jpd_run_serve(const struct jpd_config *cfg)
         stop_listening(&d);
         goto fail;
     }
-    d.ops = &pool_ops;
     uv_poll_start(&d.listen, UV_READABLE, on_accept);
     jpd_log("serving with %u worker(s)", (unsigned)d.nworkers);
     return daemon_run(&d);

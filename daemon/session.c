@@ -334,7 +334,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
     set_state(s, JPD_S_RING);
     s->counted = 1;
     s->d->ops->run_begins(s->d, s->peer.uid);
-    if (s->d->ops->hand_over)
+    if (s->d->nworkers)
         begin_move(s); /* RING and everything after it is a worker's */
 }
 

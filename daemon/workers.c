@@ -262,7 +262,7 @@ void jpd_workers_absorb(struct jpd_daemon *d)
             jpd_server_log_run(d, p->run_id, p->pid, p->uid, p->ending, &p->sum, p->reason,
                                p->status);
         else
-            jpd_server_keep(d, p->run_id, p->uid, &p->r);
+            jpd_server_keep(d, p->run_id, p->uid, &p->r); /* takes the texts */
         jp_rendered_free(&p->r);
         free(p);
         p = next;
@@ -300,35 +300,15 @@ void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, u
     post_push(d, p);
 }
 
-static char *dup_text(const char *s, size_t len)
-{
-    char *t = malloc(len + 1);
-    if (t) {
-        memcpy(t, s, len);
-        t[len] = '\0';
-    }
-    return t;
-}
-
-void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r)
+void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
 {
     struct jpd_post *p = calloc(1, sizeof *p);
-    if (!p)
-        return; /* as keeping does: a profile that cannot be copied is not kept for `show` */
-    *p = (struct jpd_post){.kind = POST_KEEP, .run_id = run_id, .uid = uid};
-    p->r.status = r->status;
-    memcpy(p->r.reason, r->reason, sizeof p->r.reason);
-    if (r->human && !(p->r.human = dup_text(r->human, r->human_len))) {
-        free(p);
+    if (!p) {
+        jp_rendered_free(r); /* as keeping does: a profile that cannot be had is not kept */
         return;
     }
-    p->r.human_len = r->human ? r->human_len : 0;
-    if (r->toon && !(p->r.toon = dup_text(r->toon, r->toon_len))) {
-        jp_rendered_free(&p->r);
-        free(p);
-        return;
-    }
-    p->r.toon_len = r->toon ? r->toon_len : 0;
+    *p = (struct jpd_post){.kind = POST_KEEP, .run_id = run_id, .uid = uid, .r = *r};
+    memset(r, 0, sizeof *r);
     post_push(d, p);
 }
 

@@ -804,20 +804,28 @@ Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
     stream_free(&s);
 }
 
+/* A memory run on the smallest ring with the given stall bound, read back through *s, with the
+ * calling thread registered in *t. */
+static jettprof_run *tiny_memory_run(uint32_t stall_ms, struct stream *s, jettprof_thread **t)
+{
+    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 64;
+    c.stall_ms = stall_ms;
+    jettprof_run *run;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    stream_open(s, run);
+    cr_assert_eq(jettprof_thread_register(run, 1, t), 0);
+    return run;
+}
+
 /* A consumer that makes no progress: the first event waits the stall bound, then it and every
  * later one drop at once (the run is stalled at that tail), each counted; the wait is
  * reported. */
 Test(memory, a_stalled_consumer_costs_one_stall_bound_then_events_drop)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
-    c.ring_slots = 64;
-    c.stall_ms = 200;
-    jettprof_run *run;
-    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
     jettprof_thread *t;
-    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    jettprof_run *run = tiny_memory_run(200, &s, &t);
     uint64_t t0 = jp_mono_ns();
     int drops = 0;
     for (int i = 0; i < 200; i++) {
@@ -871,15 +879,9 @@ static void *drain_slowly(void *p)
 
 Test(memory, a_slow_consumer_that_progresses_loses_nothing)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
-    c.ring_slots = 64;
-    c.stall_ms = 100;
-    jettprof_run *run;
-    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
     jettprof_thread *t;
-    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    jettprof_run *run = tiny_memory_run(100, &s, &t);
     struct slow_consumer sc = {&s, 0, 0};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, drain_slowly, &sc), 0);

@@ -27,53 +27,39 @@
 
 /* ~600 K allocations and as many frees per run (1.2 M events against a 512 K-slot ring), 5000
  * strings kept to the end. */
-static const char churn_src[] =
-    "namespace load.churn\n"
+#define CHURN_DEFS                                                                                 \
+    "var kept = []\n"                                                                              \
+    "\n"                                                                                           \
+    "fn piece(i: int) -> str {\n"                                                                  \
+    "    return \"k\" + str(i)\n"                                                                  \
+    "}\n"                                                                                          \
     "\n"
-    "var kept = []\n"
-    "\n"
-    "fn piece(i: int) -> str {\n"
-    "    return \"k\" + str(i)\n"
-    "}\n"
-    "\n"
-    "fn main() {\n"
-    "    var bytes = 0\n"
-    "    for i in 0..300000 {\n"
-    "        let s = piece(i)\n"
-    "        bytes = bytes + len(s)\n"
-    "        if i % 60 == 0 {\n"
-    "            push(kept, s)\n"
-    "        }\n"
+#define CHURN_WORK                                                                                 \
+    "    var bytes = 0\n"                                                                          \
+    "    for i in 0..300000 {\n"                                                                   \
+    "        let s = piece(i)\n"                                                                   \
+    "        bytes = bytes + len(s)\n"                                                             \
+    "        if i % 60 == 0 {\n"                                                                   \
+    "            push(kept, s)\n"                                                                  \
+    "        }\n"                                                                                  \
     "    }\n"
-    "    print(\"bytes: \" + str(bytes) + \" kept: \" + str(len(kept)))\n"
-    "}\n";
+
+static const char churn_src[] = "namespace load.churn\n\n" CHURN_DEFS
+                                "fn main() {\n" CHURN_WORK
+                                "    print(\"bytes: \" + str(bytes) + \" kept: \" + "
+                                "str(len(kept)))\n"
+                                "}\n";
 
 /* The same work between two markers on stderr, with a pause before it (time for the test to
  * stop the daemon) and after it (time to let the daemon go on before the run finishes). */
-static const char staged_src[] =
-    "namespace load.staged\n"
-    "\n"
-    "var kept = []\n"
-    "\n"
-    "fn piece(i: int) -> str {\n"
-    "    return \"k\" + str(i)\n"
-    "}\n"
-    "\n"
-    "fn main() {\n"
-    "    eprint(\"started\")\n"
-    "    sleep(1500)\n"
-    "    var bytes = 0\n"
-    "    for i in 0..300000 {\n"
-    "        let s = piece(i)\n"
-    "        bytes = bytes + len(s)\n"
-    "        if i % 60 == 0 {\n"
-    "            push(kept, s)\n"
-    "        }\n"
-    "    }\n"
-    "    eprint(\"allocated\")\n"
-    "    sleep(3000)\n"
-    "    print(\"bytes: \" + str(bytes))\n"
-    "}\n";
+static const char staged_src[] = "namespace load.staged\n\n" CHURN_DEFS
+                                 "fn main() {\n"
+                                 "    eprint(\"started\")\n"
+                                 "    sleep(1500)\n" CHURN_WORK
+                                 "    eprint(\"allocated\")\n"
+                                 "    sleep(3000)\n"
+                                 "    print(\"bytes: \" + str(bytes))\n"
+                                 "}\n";
 
 static const char *jett_bin(void)
 {
@@ -333,34 +319,59 @@ static void wait_stopped(pid_t pid)
     cr_assert_fail("the daemon did not stop");
 }
 
+/* The staged program against a serving daemon, with the stall bound given; returns once the
+ * program has started and the daemon is stopped (SIGSTOP). */
+struct staged {
+    char *dir, *prog;
+    char sock[600];
+    pid_t d;
+    struct jrun j;
+};
+
+static void staged_start(struct staged *st, const char *stall_ms)
+{
+    st->dir = jpt_tmpdir();
+    cr_assert_not_null(st->dir);
+    st->prog = write_program(st->dir, staged_src);
+    snprintf(st->sock, sizeof st->sock, "%s/d.sock", st->dir);
+    st->d = jpt_serve(st->sock, NULL, NULL);
+    cr_assert_gt(st->d, 0);
+    setenv("JETTPROFD_SOCKET", st->sock, 1);
+    setenv("JETT_PROFILE_STALL_MS", stall_ms, 1);
+    jrun_start(&st->j, st->prog, 0);
+    unsetenv("JETTPROFD_SOCKET");
+    unsetenv("JETT_PROFILE_STALL_MS");
+    jrun_await(&st->j, "started", 120);
+    cr_assert_eq(kill(st->d, SIGSTOP), 0);
+    wait_stopped(st->d);
+}
+
+static void staged_free(struct staged *st)
+{
+    jrun_free(&st->j);
+    unlink(st->prog);
+    free(st->prog);
+    unlink(st->sock);
+    rmdir(st->dir);
+    free(st->dir);
+}
+
 Test(load, a_stopped_daemon_costs_one_stall_bound_and_the_lossy_profile_is_partial,
      .timeout = 300)
 {
-    char *dir = jpt_tmpdir();
-    cr_assert_not_null(dir);
-    char *prog = write_program(dir, staged_src);
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t d = jpt_serve(sock, NULL, NULL);
-    cr_assert_gt(d, 0);
-    setenv("JETTPROFD_SOCKET", sock, 1);
-    setenv("JETT_PROFILE_STALL_MS", "300", 1);
-    struct jrun j;
-    jrun_start(&j, prog, 0);
-    unsetenv("JETTPROFD_SOCKET");
-    unsetenv("JETT_PROFILE_STALL_MS");
-
-    jrun_await(&j, "started", 120);
-    cr_assert_eq(kill(d, SIGSTOP), 0);
-    wait_stopped(d);
+    struct staged st;
+    staged_start(&st, "300");
+    struct jrun *j = &st.j;
+    pid_t d = st.d;
+    const char *sock = st.sock;
     /* The whole allocation phase runs while the daemon is stopped: its first full ring waits
      * one stall bound, every later event is dropped at once. Without a bound this never comes. */
-    jrun_await(&j, "allocated", 120);
+    jrun_await(j, "allocated", 120);
     cr_assert_eq(kill(d, SIGCONT), 0);
-    jrun_finish(&j, 1, 120);
-    cr_assert(WIFEXITED(j.status) && WEXITSTATUS(j.status) == 0, "status %d: %s", j.status,
-              j.text[1]);
-    cr_assert(strstr(j.text[1], "status: partial (records_dropped)"), "%s", j.text[1]);
+    jrun_finish(j, 1, 120);
+    cr_assert(WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0, "status %d: %s", j->status,
+              j->text[1]);
+    cr_assert(strstr(j->text[1], "status: partial (records_dropped)"), "%s", j->text[1]);
 
     /* Reading 16, end to end: what the daemon made of the lossy live run. */
     char *toon = shown_toon(sock, 1);
@@ -379,13 +390,9 @@ Test(load, a_stopped_daemon_costs_one_stall_bound_and_the_lossy_profile_is_parti
     free(toon);
 
     kill(d, SIGTERM);
-    int st = tl_wait(d, 30000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    jrun_free(&j);
-    unlink(prog);
-    free(prog);
-    rmdir(dir);
-    free(dir);
+    int ws = tl_wait(d, 30000);
+    cr_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    staged_free(&st);
 }
 
 /* 1 when the process's thread named `name` is inside the futex system call (it sleeps on the
@@ -423,44 +430,26 @@ static int thread_in_futex(pid_t pid, const char *name)
 
 Test(load, a_daemon_killed_while_the_program_waits_for_room_releases_it, .timeout = 300)
 {
-    char *dir = jpt_tmpdir();
-    cr_assert_not_null(dir);
-    char *prog = write_program(dir, staged_src);
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t d = jpt_serve(sock, NULL, NULL);
-    cr_assert_gt(d, 0);
-    setenv("JETTPROFD_SOCKET", sock, 1);
-    setenv("JETT_PROFILE_STALL_MS", "600000", 1); /* 10 minutes: only the kill can end it */
-    struct jrun j;
-    jrun_start(&j, prog, 0);
-    unsetenv("JETTPROFD_SOCKET");
-    unsetenv("JETT_PROFILE_STALL_MS");
-
-    jrun_await(&j, "started", 120);
-    cr_assert_eq(kill(d, SIGSTOP), 0);
-    wait_stopped(d);
+    struct staged st;
+    staged_start(&st, "600000"); /* 10 minutes: only the kill can end the wait */
+    struct jrun *j = &st.j;
+    pid_t d = st.d;
     /* The program fills the ring and sleeps on its futex, waiting for the stopped daemon. */
     double t0 = now_s();
-    while (!thread_in_futex(j.pid, "jett-runtime")) {
+    while (!thread_in_futex(j->pid, "jett-runtime")) {
         cr_assert_lt(now_s() - t0, 120.0, "the program never slept waiting for room: %s",
-                     j.text[1]);
-        jrun_pump(&j, 1, 20);
+                     j->text[1]);
+        jrun_pump(j, 1, 20);
     }
-    cr_assert(!strstr(j.text[1], "allocated"), "it finished without waiting: %s", j.text[1]);
+    cr_assert(!strstr(j->text[1], "allocated"), "it finished without waiting: %s", j->text[1]);
     cr_assert_eq(kill(d, SIGKILL), 0);
     cr_assert_geq(tl_wait(d, 30000), 0);
     /* Released by the daemon's death, long before its 10-minute stall bound. */
-    jrun_finish(&j, 1, 120);
-    cr_assert(strstr(j.text[1], "allocated"), "%s", j.text[1]);
-    cr_assert(WIFEXITED(j.status) && WEXITSTATUS(j.status) == 0, "status %d: %s", j.status,
-              j.text[1]);
-    cr_assert(strstr(j.text[1], "collector_failure"), "the daemon is reported gone: %s",
-              j.text[1]);
-    jrun_free(&j);
-    unlink(prog);
-    free(prog);
-    unlink(sock);
-    rmdir(dir);
-    free(dir);
+    jrun_finish(j, 1, 120);
+    cr_assert(strstr(j->text[1], "allocated"), "%s", j->text[1]);
+    cr_assert(WIFEXITED(j->status) && WEXITSTATUS(j->status) == 0, "status %d: %s", j->status,
+              j->text[1]);
+    cr_assert(strstr(j->text[1], "collector_failure"), "the daemon is reported gone: %s",
+              j->text[1]);
+    staged_free(&st);
 }

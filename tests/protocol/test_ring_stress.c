@@ -140,11 +140,13 @@ static struct consumed consume(struct jp_ring *r)
 
 #define PROCESS_RECORDS 10000000ull
 
-Test(ring_stress, two_processes_move_10m_records_in_order)
+/* A producer process (fork) and this consumer over their own mappings of one memfd, starting at
+ * free-running index `start`. Returns the consumer's view's wakes issued. */
+static uint64_t two_processes(uint32_t slots, uint64_t start, uint64_t records, int sleeping)
 {
     struct jp_ring prod, cons;
-    cr_assert_eq(jp_ring_create(STRESS_SLOTS, &prod), 0, "create");
-    jp_ring_set_start_index(&prod, UINT32_MAX - 5000u); /* cross 2^32 on the way */
+    cr_assert_eq(jp_ring_create(slots, &prod), 0, "create");
+    jp_ring_set_start_index(&prod, start);
     cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "consumer maps its own view");
     int pfd[2];
     cr_assert_eq(pipe(pfd), 0, "pipe");
@@ -154,7 +156,7 @@ Test(ring_stress, two_processes_move_10m_records_in_order)
         /* Producer: if the consumer's test fails and exits, do not spin on a full ring. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(pfd[0]);
-        uint64_t sum = produce(&prod, PROCESS_RECORDS);
+        uint64_t sum = produce_as(&prod, records, sleeping);
         _exit(write(pfd[1], &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : 1);
     }
     close(pfd[1]);
@@ -164,13 +166,21 @@ Test(ring_stress, two_processes_move_10m_records_in_order)
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid, "wait");
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer exited cleanly");
-    cr_assert_eq(c.records, PROCESS_RECORDS, "every record arrived");
+    cr_assert_eq(c.records, records, "every record arrived");
     cr_assert_eq(c.sum, want, "checksums agree: each record once, in order, intact");
     cr_assert_gt(c.pads, 0, "PAD records occurred");
-    cr_assert_gt(cons.c_tail, (uint64_t)UINT32_MAX, "indices crossed 2^32");
+    if (start > (uint64_t)UINT32_MAX - records)
+        cr_assert_gt(cons.c_tail, (uint64_t)UINT32_MAX, "indices crossed 2^32");
+    uint64_t wakes = cons.c_wakes;
     close(pfd[0]);
     jp_ring_unmap(&cons);
     jp_ring_unmap(&prod);
+    return wakes;
+}
+
+Test(ring_stress, two_processes_move_10m_records_in_order)
+{
+    two_processes(STRESS_SLOTS, UINT32_MAX - 5000u, PROCESS_RECORDS, 0); /* cross 2^32 */
 }
 
 #define THREAD_RECORDS 2000000ull
@@ -243,32 +253,8 @@ Test(ring_stress, a_sleeping_producer_is_woken_by_every_release_it_waits_for)
  * wake must be the shared (not process-private) futex operations. */
 Test(ring_stress, a_sleeping_producer_in_another_process_is_woken)
 {
-    struct jp_ring prod, cons;
-    cr_assert_eq(jp_ring_create(STRESS_SLOTS, &prod), 0, "create");
-    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "consumer maps its own view");
-    int pfd[2];
-    cr_assert_eq(pipe(pfd), 0, "pipe");
-    pid_t pid = fork();
-    cr_assert_geq(pid, 0, "fork");
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(pfd[0]);
-        uint64_t sum = produce_as(&prod, THREAD_RECORDS, 1);
-        _exit(write(pfd[1], &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : 1);
-    }
-    close(pfd[1]);
-    struct consumed c = consume(&cons);
-    uint64_t want;
-    cr_assert_eq(read(pfd[0], &want, sizeof want), (ssize_t)sizeof want, "producer checksum");
-    int status;
-    cr_assert_eq(waitpid(pid, &status, 0), pid, "wait");
-    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer exited cleanly");
-    cr_assert_eq(c.records, THREAD_RECORDS, "every record arrived");
-    cr_assert_eq(c.sum, want, "checksums agree");
-    cr_assert_gt(cons.c_wakes, 0, "the producer slept and was woken");
-    close(pfd[0]);
-    jp_ring_unmap(&cons);
-    jp_ring_unmap(&prod);
+    cr_assert_gt(two_processes(STRESS_SLOTS, 0, THREAD_RECORDS, 1), 0,
+                 "the producer slept and was woken");
 }
 
 /* The seal race: a hostile peer hands over an unsealed memfd of the right size and, while the
