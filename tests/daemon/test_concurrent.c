@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support.h"
@@ -63,6 +64,9 @@ Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
     const char *extra[] = {"--runs-log", log, "--workers", "3", NULL};
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
+    /* The socket may accept a moment before the pool is up: wait for it (generously). */
+    for (int i = 0; i < 1000 && thread_count(d) < 4; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
     cr_assert_geq(thread_count(d), 4, "the main loop's thread and three workers");
 
     static struct job jobs[RUNS];
