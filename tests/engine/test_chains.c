@@ -315,3 +315,95 @@ Test(chains, chains_past_the_window_slot_width_keep_their_figures)
     cr_assert_eq(f2->mem.allocated, 67);
     jp_engine_free(e);
 }
+
+/* ---- the report ------------------------------------------------------------------------------ */
+
+/* Site m.s reached through five chains. Ids: 1 at main>m.a>m.s 100 B, 2 at main>m.b>m.s 100 B
+ * (freed), 3 at main>m.s 10 B grown by 40 at main>m.a>m.b>m.s, 4 at main>z.z>m.s 5 B; and
+ * m.k, a site that only shrank an allocation (of main>m.s). */
+static void report_stream(struct jp_engine *e, uint64_t lost)
+{
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/r.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 1, "m", "a", 10, 19, 2, JP_FRAME_FUNCTION);
+    t_frame(e, 3, 1, "m", "b", 20, 29, 3, JP_FRAME_FUNCTION);
+    t_frame(e, 4, 1, "m", "s", 30, 39, 4, JP_FRAME_FUNCTION);
+    t_frame(e, 5, 1, "z", "z", 40, 49, 5, JP_FRAME_FUNCTION);
+    t_frame(e, 6, 1, "m", "k", 50, 59, 6, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 2);
+    t_node(e, 3, 1, 3);
+    t_node(e, 4, 2, 4); /* main>m.a>m.s */
+    t_node(e, 5, 3, 4); /* main>m.b>m.s */
+    t_node(e, 6, 1, 4); /* main>m.s */
+    t_node(e, 7, 2, 3);
+    t_node(e, 8, 7, 4); /* main>m.a>m.b>m.s */
+    t_node(e, 9, 1, 5);
+    t_node(e, 10, 9, 4); /* main>z.z>m.s */
+    t_node(e, 11, 1, 6); /* main>m.k */
+    t_alloc(e, 5, 2, 100);
+    t_alloc(e, 4, 1, 100);
+    t_alloc(e, 6, 3, 10);
+    t_resize(e, 8, 3, 10, 50);
+    t_alloc(e, 10, 4, 5);
+    t_free(e, 1, 2, 100);
+    t_resize(e, 11, 3, 50, 45);
+    if (lost)
+        t_counters(e, 0, 0, 0, 0, 0, lost);
+    t_stop(e, JP_TERM_RETURNED, 1000, JP_NS_UNAVAILABLE, 0);
+}
+
+Test(chains, memory_bottlenecks_report_their_top_three_creation_chains)
+{
+    struct jp_engine *e = t_engine();
+    report_stream(e, 0);
+    char *json, *toon;
+    t_render(e, JP_END_STOP, &toon, NULL, &json, NULL);
+    J_EQ(json, "profile.bottlenecks.0.function", "s");
+    J_EQ(json, "profile.bottlenecks.0.allocated_bytes", "255");
+    /* by allocated bytes; the two at 100 in the lexical order of reading 5 (m.a < m.b); the
+     * growth-only chain (40) before main>m.s (10) and main>z.z>m.s (5), which are cut */
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains"), 3);
+    J_EQ(json, "profile.bottlenecks.0.chains.0.allocated_bytes", "100");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.allocation_count", "1");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.retained_bytes", "100");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains.0.frames"), 3);
+    J_EQ(json, "profile.bottlenecks.0.chains.0.frames.0", "main");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.frames.1", "m.a");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.frames.2", "m.s");
+    J_EQ(json, "profile.bottlenecks.0.chains.1.allocated_bytes", "100");
+    J_EQ(json, "profile.bottlenecks.0.chains.1.retained_bytes", "0");
+    J_EQ(json, "profile.bottlenecks.0.chains.1.frames.1", "m.b");
+    J_EQ(json, "profile.bottlenecks.0.chains.2.allocated_bytes", "40");
+    J_EQ(json, "profile.bottlenecks.0.chains.2.allocation_count", "0");
+    J_EQ(json, "profile.bottlenecks.0.chains.2.retained_bytes", "0");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains.2.frames"), 4);
+    J_EQ(json, "profile.bottlenecks.0.chains.2.frames.2", "m.b");
+    /* the site that only shrank is an entry at threshold 0 (reading 14) with no chain */
+    J_EQ(json, "profile.bottlenecks.1.function", "k");
+    cr_assert_eq(json_len(json, "profile.bottlenecks.1.chains"), 0);
+    cr_assert(strstr(toon, "      chains: []\n") != NULL, "%s", toon);
+    /* after the contract's fields and the suggestions, before the identity counts */
+    const char *sg = strstr(toon, "suggestions"), *ch = strstr(toon, "chains["),
+               *th = strstr(toon, "      runtime_threads");
+    cr_assert(sg && ch && th && sg < ch && ch < th, "%s", toon);
+    free(json);
+    free(toon);
+    jp_engine_free(e);
+}
+
+Test(chains, lost_events_make_chain_retained_bytes_unavailable)
+{
+    struct jp_engine *e = t_engine();
+    report_stream(e, 1);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.bottlenecks.0.retained_bytes", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.allocated_bytes", "100");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.allocation_count", "1");
+    J_EQ(json, "profile.bottlenecks.0.chains.0.retained_bytes", "unavailable");
+    J_EQ(json, "profile.bottlenecks.0.chains.2.retained_bytes", "unavailable");
+    free(json);
+    jp_engine_free(e);
+}
