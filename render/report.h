@@ -112,7 +112,9 @@ struct jp_entry {
     uint64_t impact; /* CPU: inclusive samples; memory: attributed allocated bytes */
     uint64_t key2;   /* CPU: self samples; memory: allocation count */
     uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
-    uint32_t chain[3], nchains;  /* CPU: indices into view->chains, reported order */
+    uint32_t chain[3], nchains;  /* indices into view->chains, reported order: CPU the
+                                  * function's chains by samples; memory the site's creation
+                                  * chains by allocated bytes (reading 18) */
     uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
     bool sugg_unavailable;       /* source unavailable: suggestions render `unavailable` */
     /* distinct runtime threads / tasks behind the entry's samples (CPU) or creation events

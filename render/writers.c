@@ -216,7 +216,51 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
 
 /* ---- TOON ------------------------------------------------------------------------------ */
 
-static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en)
+/* `frames[d]: q1,q2,...`: chain ci's functions root first, as qualified names (t: scratch). */
+static void toon_frames(struct jp_buf *s, struct jp_buf *t, const struct jp_engine_view *v,
+                        uint32_t ci, unsigned level)
+{
+    uint32_t seq[JP_MAX_DEPTH], d = v->chains[ci].depth;
+    uint32_t k = d;
+    for (uint32_t c = ci + 1u; c && k; c = v->chains[c - 1u].parent)
+        seq[--k] = v->chains[c - 1u].func;
+    indent(s, level);
+    jp_buf_printf(s, "frames[%" PRIu32 "]: ", d);
+    for (uint32_t j = 0; j < d; j++) {
+        t->len = 0;
+        jp_wr_qualified(t, &v->funcs[seq[j]]);
+        if (j)
+            jp_buf_put(s, ",", 1);
+        jp_toon_str(s, t->p ? t->p : "", t->len);
+    }
+    jp_buf_put(s, "\n", 1);
+}
+
+/* A memory entry's creation chains (reading 18): after the contract's fields, in the shape of
+ * the CPU call chains, each with the bytes charged through it, its allocations and the bytes
+ * of those still live (`unavailable` where the entry's retained bytes are). */
+static void toon_mem_chains(struct jp_buf *s, struct jp_buf *t, const struct jp_report *r,
+                            const struct jp_entry *en)
+{
+    const struct jp_engine_view *v = r->v;
+    indent(s, 3);
+    if (!en->nchains) {
+        jp_buf_puts(s, "chains: []\n");
+        return;
+    }
+    jp_buf_printf(s, "chains[%" PRIu32 "]:\n", en->nchains);
+    for (uint32_t i = 0; i < en->nchains; i++) {
+        const struct jp_chain *c = &v->chains[en->chain[i]];
+        indent(s, 4);
+        jp_buf_printf(s, "- allocated_bytes: %" PRIu64 "\n", c->allocated);
+        kv_u64(s, 5, "allocation_count", c->count);
+        kv_opt(s, 5, "retained_bytes", r->live_exact, c->live);
+        toon_frames(s, t, v, en->chain[i], 5);
+    }
+}
+
+static void toon_entry_detail(struct jp_buf *s, const struct jp_report *r,
+                              const struct jp_entry *en)
 {
     const struct jp_engine_view *v = r->v;
     const struct jp_func *f = &v->funcs[en->func];
@@ -238,6 +282,7 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
         jp_buf_puts(s, en->sugg_unavailable ? "suggestions: unavailable\n" : "suggestions: []\n");
     }
     if (v->mode != JP_MODE_CPU) {
+        toon_mem_chains(s, &t, r, en);
         kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
         kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
         free(t.p);
@@ -279,20 +324,7 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
             const struct jp_chain *c = &v->chains[en->chain[i]];
             indent(s, 4);
             jp_buf_printf(s, "- samples: %" PRIu64 "\n", c->samples);
-            uint32_t seq[JP_MAX_DEPTH], d = c->depth;
-            uint32_t k = d;
-            for (uint32_t ci = en->chain[i] + 1u; ci && k; ci = v->chains[ci - 1u].parent)
-                seq[--k] = v->chains[ci - 1u].func;
-            indent(s, 5);
-            jp_buf_printf(s, "frames[%" PRIu32 "]: ", d);
-            for (uint32_t j = 0; j < d; j++) {
-                t.len = 0;
-                jp_wr_qualified(&t, &v->funcs[seq[j]]);
-                if (j)
-                    jp_buf_put(s, ",", 1);
-                jp_toon_str(s, t.p ? t.p : "", t.len);
-            }
-            jp_buf_put(s, "\n", 1);
+            toon_frames(s, &t, v, en->chain[i], 5);
         }
     }
     kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
@@ -365,7 +397,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
             kv_opt(&s, 3, "live_at_peak_bytes", live, jp_func_live_at_peak(f, v->peak_epoch));
             kv_u64(&s, 3, "resize_count", f->resize_count);
         }
-        toon_entry_cpu(&s, r, en);
+        toon_entry_detail(&s, r, en);
     }
     return jp_buf_finish(&s, out, len);
 }
