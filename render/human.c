@@ -589,6 +589,21 @@ static void h_entry(struct jp_buf *s, struct jp_buf *tmp, const struct jp_report
         } else {
             jp_buf_puts(s, "; freed, retained and live at peak unavailable\n");
         }
+        /* the creation chains (reading 18), as the TOON's `chains` */
+        for (uint32_t j = 0; j < en->nchains; j++) {
+            const struct jp_chain *c = &v->chains[en->chain[j]];
+            jp_buf_puts(s, "   chain ");
+            h_bytes(s, c->allocated);
+            jp_buf_puts(s, ", ");
+            h_count(s, c->count, "allocation", "allocations");
+            if (r->live_exact) {
+                jp_buf_puts(s, ", retained ");
+                h_bytes(s, c->live);
+            }
+            jp_buf_puts(s, ": ");
+            h_chain_frames(s, tmp, v, en->chain[j]);
+            jp_buf_puts(s, "\n");
+        }
     }
     jp_buf_puts(s, "   runtime threads: ");
     if (en->threads)
