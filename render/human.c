@@ -647,6 +647,16 @@ static void h_other_totals(struct jp_buf *s, struct h_totals *t)
     h_pairs(s, t, "ticks", ticks, 3);
     h_pairs(s, t, "stacks", stacks, 3);
     h_pairs(s, t, "records", records, 3);
+    /* producer_wait_ns, the time the program waited for ring room (COUNTERS), in seconds */
+    const struct jp_wr_item *wait = h_take(t, "producer_wait_ns");
+    if (wait) {
+        jp_buf_puts(s, "ring waits: ");
+        if (h_avail(wait))
+            h_secs(s, wait->v);
+        else
+            jp_buf_puts(s, "unavailable");
+        jp_buf_puts(s, "\n");
+    }
     const struct jp_wr_item *threads = h_take(t, "runtime_threads");
     if (threads) {
         jp_buf_puts(s, "runtime threads: ");

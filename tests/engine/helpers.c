@@ -430,6 +430,7 @@ static const struct {
     {"lost_records", "\nrecords: lost %s, ", NULL, 'N'},
     {"record_count_mismatch", ", miscounted %s, ", NULL, 'N'},
     {"protocol_violations", ", protocol violations %s\n", NULL, 'N'},
+    {"producer_wait_ns", "\nring waits: %s\n", NULL, 'S'},
     {"eligible_bottlenecks", "\nbottlenecks: %s eligible at or above ", NULL, 'N'},
     {"emitted_bottlenecks", ", %s shown, ", NULL, 'N'},
     {"truncated_bottlenecks", " shown, %s past the limit of ", NULL, 'N'},
