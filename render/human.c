@@ -11,7 +11,7 @@
  *   table          one aligned row per emitted bottleneck, in rank order
  *   top sites      memory: the largest sites by retained and by live-at-peak bytes, over
  *                  every site (a site below the threshold shows too)
- *   details        per bottleneck: hot lines, call chains (runs of one frame collapsed),
+ *   details        per bottleneck: hot lines, call chains (repetitions collapsed),
  *                  execution identity, suggestions
  *   other totals   the rest of the totals list, `label value`; any total this file has no
  *                  words for is printed with its TOON key, so none can go missing
@@ -501,7 +501,13 @@ static int h_top_sites(struct jp_buf *s, struct jp_buf *tmp, const struct jp_rep
 
 /* ---- details ---------------------------------------------------------------------------- */
 
-/* root > ... > function, a run of one frame shown once with its count: `down ×126` */
+/* Longest repeating unit of frames a chain collapses (mutual recursion of up to 4 functions). */
+#define H_MAX_PERIOD 4u
+
+/* root > ... > function, each repetition shown once with its count: a run of one frame as
+ * `down ×126`, a repeated sequence of up to H_MAX_PERIOD frames as `(ping > pong) ×63`. At
+ * each position the unit covering the most frames wins, the shorter unit on a tie, so the
+ * text is a pure function of the chain. */
 static void h_chain_frames(struct jp_buf *s, struct jp_buf *tmp, const struct jp_engine_view *v,
                            uint32_t chain)
 {
@@ -512,15 +518,32 @@ static void h_chain_frames(struct jp_buf *s, struct jp_buf *tmp, const struct jp
     for (uint32_t ci = chain + 1u; ci && k; ci = v->chains[ci - 1u].parent)
         seq[--k] = v->chains[ci - 1u].func;
     for (uint32_t i = k; i < d;) {
-        uint32_t j = i;
-        while (j < d && seq[j] == seq[i])
-            j++;
+        uint32_t unit = 1, times = 1;
+        for (uint32_t p = 1; p <= H_MAX_PERIOD && i + 2u * p <= d; p++) {
+            uint32_t n = 1;
+            while (i + (n + 1u) * p <= d &&
+                   !memcmp(&seq[i + n * p], &seq[i], p * sizeof seq[0]))
+                n++;
+            if (n > 1u && n * p > unit * times) {
+                unit = p;
+                times = n;
+            }
+        }
         if (i > k)
             jp_buf_puts(s, " > ");
-        h_qualified(s, tmp, &v->funcs[seq[i]]);
-        if (j - i > 1u)
-            jp_buf_printf(s, " \xc3\x97%" PRIu32, j - i);
-        i = j;
+        bool group = unit > 1u && times > 1u;
+        if (group)
+            jp_buf_puts(s, "(");
+        for (uint32_t q = 0; q < unit; q++) {
+            if (q)
+                jp_buf_puts(s, " > ");
+            h_qualified(s, tmp, &v->funcs[seq[i + q]]);
+        }
+        if (group)
+            jp_buf_puts(s, ")");
+        if (times > 1u)
+            jp_buf_printf(s, " \xc3\x97%" PRIu32, times);
+        i += unit * times;
     }
 }
 

@@ -162,6 +162,33 @@ Test(human, a_deep_recursion_chain_collapses_each_run_of_one_frame)
     jp_engine_free(e);
 }
 
+/* main > (ping > pong) ×63 > <truncated-stack>: a mutual recursion past 128 frames collapses
+ * by its repeating unit; a unit that repeats once stays as it is. */
+Test(human, a_mutual_recursion_chain_collapses_by_its_repeating_unit)
+{
+    struct jp_engine *e = t_engine();
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/p.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 1, "p", "ping", 10, 19, 3, JP_FRAME_FUNCTION);
+    t_frame(e, 3, 1, "p", "pong", 20, 29, 5, JP_FRAME_FUNCTION);
+    t_frame(e, 4, 0, "<root>", "<truncated-stack>", 0, 0, 0, JP_FRAME_TRUNCATED);
+    t_node(e, 1, 0, 1);
+    for (uint32_t n = 2; n < JP_MAX_DEPTH; n++)
+        t_node(e, n, n - 1, n % 2 ? 3 : 2);
+    t_node(e, JP_MAX_DEPTH, JP_MAX_DEPTH - 1, 4);
+    t_sample(e, JP_STATE_JETT, JP_MAX_DEPTH, 0, 0);
+    t_stop(e, JP_TERM_RETURNED, 1000000, 0, 0);
+    char *json, *h = human_of(e, JP_OUT_HUMAN, 0, &json);
+    cr_assert(strstr(h, "\n   chain 1 samples: main > (p.ping > p.pong) \xc3\x97" "63 > "
+                        "<truncated-stack>\n") != NULL, "%s", h);
+    /* pong's own chain ends at its root-most occurrence: ping > pong once, no count */
+    cr_assert(strstr(h, "\n   chain 1 samples: main > p.ping > p.pong\n") != NULL, "%s", h);
+    free(h);
+    free(json);
+    jp_engine_free(e);
+}
+
 /* The site that keeps 1 MiB alive ranks below a 5% threshold on allocated bytes, yet leads
  * the retained list; the live-at-peak list has the churning site first. */
 Test(human, retained_and_peak_lists_cover_sites_below_the_threshold)
