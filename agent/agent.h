@@ -125,6 +125,7 @@ struct jettprof_run {
     /* Connection. sock -1: a local run (test hook), no daemon. */
     int sock;
     pid_t daemon_pid; /* > 0: our private daemon, to reap */
+    uint64_t run_id;  /* a long-lived daemon's id of this run (WELCOME); 0 with a private one */
     struct jp_ctl_decoder *dec;
 
     struct jp_ring ring;

@@ -396,6 +396,10 @@ int jp_daemon_handshake(struct jettprof_run *run)
                t ? t : "unknown");
         return -EPROTO;
     }
+    /* A private daemon numbers its one run too; only a long-lived one's id means anything to
+     * the user (`jettprofd show`). */
+    if (run->daemon_pid <= 0)
+        run->run_id = a.u.welcome.run_id;
     return 0;
 }
 

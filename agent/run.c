@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -143,7 +144,7 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
         return bad("threshold_bp is above 10000");
     if (c.limit < 1 || c.limit > 100)
         return bad("limit is outside 1..100");
-    if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON))
+    if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON | JETTPROF_OUT_VERBOSE))
         return bad("outputs has bits this library does not know");
     if (c.capture_fd < -1)
         return bad("capture_fd is neither -1 nor a descriptor");
@@ -603,8 +604,11 @@ static void render_failure(struct jettprof_run *run, const struct jp_rec_counter
         r.detail_partial = true;
     }
     r.live_exact = jp_view_live_exact(&v);
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_COLLECTOR_FAILURE, .outputs = run->cfg.outputs,
+                               .run_id = run->run_id};
     struct jp_rendered rd;
-    if (jp_report_write(&r, run->cfg.outputs, &rd) == 0) {
+    if (jp_report_write(&r, &o, &rd) == 0) {
         out->status = rd.status;
         copy_reason(out->reason, rd.reason, strnlen(rd.reason, sizeof rd.reason));
         if (rd.human) {
@@ -621,16 +625,24 @@ static void render_failure(struct jettprof_run *run, const struct jp_rec_counter
     }
 }
 
+/* struct jettprof_result grows at its end: the first version ends before run_id, and a caller
+ * compiled against it passes that size. Only the fields its size covers are written. */
+#define JP_RESULT_V1_SIZE offsetof(struct jettprof_result, run_id)
+static size_t result_size(const struct jettprof_result *r)
+{
+    return r->size < sizeof *r ? r->size : sizeof *r;
+}
+
 int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_result *out)
 {
     if (!run)
         return bad("finish needs a run");
     if (termination < JETTPROF_TERM_RETURNED || termination > JETTPROF_TERM_INTERRUPTED)
         return bad("termination is not returned, runtime_error or interrupted");
-    if (!out || out->size < sizeof *out)
+    if (!out || out->size < JP_RESULT_V1_SIZE)
         return bad("result size is smaller than this library's");
     uint32_t size = out->size;
-    memset(out, 0, sizeof *out);
+    memset(out, 0, result_size(out));
     out->size = size;
 
     struct jp_rec_counters c;
@@ -656,6 +668,8 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
     jp_daemon_close(run);
     if (failed)
         render_failure(run, &c, out);
+    if (size >= sizeof *out)
+        out->run_id = run->run_id;
     run_free(run);
     return 0;
 }
@@ -667,6 +681,6 @@ void jettprof_result_release(struct jettprof_result *r)
     free(r->human);
     free(r->toon);
     uint32_t size = r->size;
-    memset(r, 0, sizeof *r);
+    memset(r, 0, result_size(r));
     r->size = size;
 }

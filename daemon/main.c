@@ -5,7 +5,8 @@
  *                   [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
- *   jettprofd replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
+ *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
+ *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
@@ -65,10 +66,11 @@ static const struct command {
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
     {"replay",
-     "jettprofd replay FILE [--format human|toon] [--profile-threshold P]\n"
+     "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
      "                 [--profile-limit N]\n",
      "Rebuilds a run's profile from its capture, byte-identical to the live one; a damaged\n"
-     "capture gives the profile of every complete block before the damage and a caveat.\n"},
+     "capture gives the profile of every complete block before the damage and a caveat.\n"
+     "--verbose ends the human text with every total under its TOON name.\n"},
     {"summarize",
      "jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
      "                    [--exit-code C] CAPTURE...\n",

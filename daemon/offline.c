@@ -1,7 +1,9 @@
 /* Offline commands: `replay` rebuilds a profile from a capture with the same engine a live run
  * uses, and `summarize` writes one repetition row per execution.
  *
- * replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
+ * replay FILE [--format human|toon] [--verbose] [--profile-threshold P] [--profile-limit N]
+ *   --verbose (human only) ends the text with every total under its TOON name, as
+ *   `jett run --profile-verbose` does
  *   complete capture            -> the profile on stdout, byte-identical to the live RESULT with
  *                                  the same threshold and limit; exit 0
  *   missing_stop_event          -> a partial profile of what precedes the truncation on stdout,
@@ -159,9 +161,12 @@ int jpd_cmd_replay(int argc, char **argv)
     const char *file = NULL;
     uint32_t outputs = JP_OUT_HUMAN;
     int32_t threshold = -1, limit = -1;
+    bool verbose = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--format") || !strcmp(a, "--profile-threshold") ||
+        if (!strcmp(a, "--verbose")) {
+            verbose = true;
+        } else if (!strcmp(a, "--format") || !strcmp(a, "--profile-threshold") ||
             !strcmp(a, "--profile-limit")) {
             if (i + 1 >= argc)
                 return usage_error("replay", "missing value for", a);
@@ -196,6 +201,9 @@ int jpd_cmd_replay(int argc, char **argv)
     }
     if (!file)
         return usage_error("replay", "missing capture FILE", NULL);
+    if (verbose && outputs != JP_OUT_HUMAN)
+        return usage_error("replay", "--verbose applies to --format human only (the TOON has "
+                                     "every total)", NULL);
 
     struct jpd_loaded l;
     int r = jpd_load_capture(file, &l);
@@ -214,7 +222,8 @@ int jpd_cmd_replay(int argc, char **argv)
         return 1;
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = threshold, .limit = limit,
-                               .ending = l.ending, .outputs = outputs};
+                               .ending = l.ending,
+                               .outputs = outputs | (verbose ? JP_OUT_VERBOSE : 0u)};
     struct jp_rendered out;
     memset(&out, 0, sizeof out);
     r = jp_profile_render(l.eng, &o, &out);

@@ -12,9 +12,13 @@
  * long-lived mode. */
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
+    /* The human text names the run id only where the user can do something with it: a
+     * long-lived daemon's run, for `jettprofd show`. JP_OUT_VERBOSE is the client's
+     * (--profile-verbose); the kept copy for `show` is the text the client got. */
     struct jp_report_opts o = {
         .size = sizeof o, .threshold_bp = -1, .limit = -1, .ending = ending,
-        .outputs = JP_OUT_HUMAN | JP_OUT_TOON,
+        .outputs = JP_OUT_HUMAN | JP_OUT_TOON | (s->outputs & JP_OUT_VERBOSE),
+        .run_id = s->d->private_mode ? 0 : s->run_id,
     };
     struct jp_rendered out;
     memset(&out, 0, sizeof out);
@@ -31,7 +35,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     else if (r == 0)
         r = jp_report_build(&v, &o, &s->report);
     if (r == 0)
-        r = jp_report_write(s->report, o.outputs, &out);
+        r = jp_report_write(s->report, &o, &out);
     jp_report_free(s->report);
     s->report = NULL;
     (void)jp_engine_summary(s->eng, &sum);

@@ -205,7 +205,7 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
         *msg = "hello.limit is outside 1..100";
         return -EINVAL;
     }
-    if (m->u.hello.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
+    if (m->u.hello.outputs & ~(uint32_t)JP_OUT_ALL) {
         *msg = "hello.outputs names an unknown output";
         return -EINVAL;
     }

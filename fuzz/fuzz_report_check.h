@@ -91,7 +91,7 @@ static void fuzz_check_report(struct jp_engine *e, uint64_t accepted, uint32_t e
     FUZZ_CHECK(jp_engine_view(e, &v) == 0, "no view after RUN_START");
     jp_report_rebind(rep, &v, ending);
     struct jp_rendered c;
-    FUZZ_CHECK(jp_report_write(rep, o.outputs, &c) == 0, "write failed");
+    FUZZ_CHECK(jp_report_write(rep, &o, &c) == 0, "write failed");
     FUZZ_CHECK(c.status == a.status && strcmp(c.reason, a.reason) == 0 &&
                    c.human_len == a.human_len && memcmp(c.human, a.human, a.human_len) == 0 &&
                    c.toon_len == a.toon_len && memcmp(c.toon, a.toon, a.toon_len) == 0,

@@ -75,7 +75,7 @@ static const struct field hello_fields[] = {
     U32(hello, rate_hz, 0, ANY),
     U32(hello, threshold_bp, 0, ANY),
     U32(hello, limit, 0, ANY),
-    U32(hello, outputs, 0, JP_OUT_HUMAN | JP_OUT_TOON),
+    U32(hello, outputs, 0, JP_OUT_ALL),
     U32(hello, capabilities, 0, ANY),
 };
 static const struct field welcome_fields[] = {U64(welcome, run_id)};

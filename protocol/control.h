@@ -53,6 +53,8 @@ const char *jp_ctl_type_name(uint32_t type);
 
 #define JP_OUT_HUMAN 0x1u
 #define JP_OUT_TOON 0x2u
+#define JP_OUT_VERBOSE 0x4u /* the human text ends with its full totals block */
+#define JP_OUT_ALL (JP_OUT_HUMAN | JP_OUT_TOON | JP_OUT_VERBOSE) /* what hello.outputs may ask */
 
 /* Stable error codes of JP_CTL_ERROR, one list: X(NAME, "wire word"). */
 #define JP_CTL_ERRORS(X)                                                                          \

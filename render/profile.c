@@ -20,7 +20,7 @@ int jp_profile_render(struct jp_engine *e, const struct jp_report_opts *o,
     struct jp_report *r;
     if ((rc = jp_report_build(&v, o, &r)) < 0)
         return rc;
-    rc = jp_report_write(r, o->outputs, out);
+    rc = jp_report_write(r, o, out);
     jp_report_free(r);
     return rc;
 }

@@ -95,12 +95,19 @@ static uint32_t chain_seq(const struct jp_engine_view *v, uint32_t ci, uint32_t 
     return d;
 }
 
-/* Chains: descending samples, then element by element with the function keys, a shorter
- * prefix first (reading 5). */
+/* A chain's ranking figure: CPU its samples, memory the bytes charged through it. */
+static uint64_t chain_impact(const struct jp_engine_view *v, uint32_t c)
+{
+    return v->mode == JP_MODE_CPU ? v->chains[c].samples : v->chains[c].allocated;
+}
+
+/* Chains: descending samples (CPU) or allocated bytes (memory: reading 18), then element by
+ * element with the function keys, a shorter prefix first (reading 5). */
 static int chain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
 {
-    if (v->chains[a].samples != v->chains[b].samples)
-        return v->chains[a].samples > v->chains[b].samples ? -1 : 1;
+    uint64_t ia = chain_impact(v, a), ib = chain_impact(v, b);
+    if (ia != ib)
+        return ia > ib ? -1 : 1;
     uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
     uint32_t la = chain_seq(v, a, sa), lb = chain_seq(v, b, sb);
     for (uint32_t i = 0; i < la && i < lb; i++) {
@@ -402,8 +409,10 @@ int jp_report_build(const struct jp_engine_view *view, const struct jp_report_op
     }
     r->emitted = r->eligible < r->limit ? r->eligible : r->limit;
 
-    if (v->mode == JP_MODE_CPU && r->emitted) {
-        /* One pass over hot lines and chains, each offered to its function's entry. */
+    if (r->emitted) {
+        /* One pass over hot lines and chains, each offered to its function's entry. A chain
+         * counts when something was observed through it: CPU samples; in memory mode (where
+         * a chain's func is the site) allocations created or bytes grown through it. */
         int32_t *slot = malloc(v->nfuncs * sizeof *slot);
         if (!slot)
             goto nomem;
@@ -418,7 +427,9 @@ int jp_report_build(const struct jp_engine_view *view, const struct jp_report_op
         }
         for (uint32_t c = 0; c < v->nchains; c++) {
             int32_t s = slot[v->chains[c].func];
-            if (s >= 0 && v->chains[c].samples)
+            const struct jp_chain *ch = &v->chains[c];
+            bool seen = v->mode == JP_MODE_CPU ? ch->samples > 0 : ch->count || ch->allocated;
+            if (s >= 0 && seen)
                 top3_offer(v, r->entries[s].chain, &r->entries[s].nchains, c, chain_cmp);
         }
         free(slot);

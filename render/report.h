@@ -30,7 +30,10 @@ struct jp_report_opts {
     int32_t threshold_bp;  /* -1: as the run asked (RUN_START) */
     int32_t limit;         /* -1: as the run asked */
     uint32_t ending;       /* JP_END_*: STOP when the stream has its RUN_STOP */
-    uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON (the writers; building ignores it) */
+    uint32_t outputs;      /* JP_OUT_HUMAN | JP_OUT_TOON, and JP_OUT_VERBOSE for the human
+                              text's full totals block (the writers; building ignores it) */
+    uint64_t run_id;       /* the long-lived daemon's id of the run, named in the human text's
+                              header; 0: none (private daemon, replay) */
 };
 
 /* Profile statuses, one list: X(NAME, value, "word"). The values are the public
@@ -109,7 +112,9 @@ struct jp_entry {
     uint64_t impact; /* CPU: inclusive samples; memory: attributed allocated bytes */
     uint64_t key2;   /* CPU: self samples; memory: allocation count */
     uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
-    uint32_t chain[3], nchains;  /* CPU: indices into view->chains, reported order */
+    uint32_t chain[3], nchains;  /* indices into view->chains, reported order: CPU the
+                                  * function's chains by samples; memory the site's creation
+                                  * chains by allocated bytes (reading 18) */
     uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
     bool sugg_unavailable;       /* source unavailable: suggestions render `unavailable` */
     /* distinct runtime threads / tasks behind the entry's samples (CPU) or creation events
@@ -174,15 +179,19 @@ int jp_report_excerpt_keys(const struct jp_report *r, struct jp_ctl_excerpt_key 
 void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint32_t ending);
 void jp_report_free(struct jp_report *r);
 
-/* ---- the writers library (render/writers.c); it never builds a report ---- */
+/* ---- the writers library (render/writers.c, render/human.c); it never builds a report ---- */
 
 /* *out is malloc'ed and NUL-terminated at *len. 0, or -ENOMEM when an allocation failed
- * (nothing is left to free). */
+ * (nothing is left to free). The human text reads o->outputs (JP_OUT_VERBOSE) and o->run_id;
+ * its layout is runtime/OUTPUT.md's. */
 int jp_write_toon(const struct jp_report *r, char **out, size_t *len);
-int jp_write_human(const struct jp_report *r, char **out, size_t *len);
-/* Both documents `outputs` asks for (JP_OUT_*), with the report's status and reason. 0, or
- * -ENOMEM (out then holds nothing to free). */
-int jp_report_write(const struct jp_report *r, uint32_t outputs, struct jp_rendered *out);
+int jp_write_human(const struct jp_report *r, const struct jp_report_opts *o, char **out,
+                   size_t *len);
+/* Both documents o->outputs asks for (JP_OUT_*), with the report's status and reason. 0,
+ * -EINVAL (o NULL or smaller than this library's), or -ENOMEM (out then holds nothing to
+ * free). */
+int jp_report_write(const struct jp_report *r, const struct jp_report_opts *o,
+                    struct jp_rendered *out);
 void jp_rendered_free(struct jp_rendered *r);
 
 /* ---- build and write at once (render/profile.c) ---- */

@@ -1,7 +1,9 @@
 /* The writers library: prints a built report and never builds one (no engine, no report
- * builder: the agent links it alone). The two writers of a built report: TOON (the `profile:` object, valid TOON per
- * ../shared/design/TOON_NOTES.md, field names and order in render/REPORT.md) and human text
- * for stderr. Both walk the same struct jp_report, in the same order, with the same values.
+ * builder: the agent links it alone). This file: the facts both writers share (names,
+ * suggestion texts, the one list of totals; declared in render/writers.h), the TOON writer
+ * (the `profile:` object, valid TOON per ../shared/design/TOON_NOTES.md, field names and order
+ * in render/REPORT.md) and jp_report_write. The human writer is render/human.c. Both walk the
+ * same struct jp_report, in the same order, with the same values.
  *
  * Percentages: TOON carries them as numbers in canonical TOON form (shortest round-trip:
  * 34.19, 12.5, 50), computed from integers in hundredths of a percent; the human text prints
@@ -16,6 +18,7 @@
 #include "common/buf.h"
 #include "common/toon.h"
 #include "report.h"
+#include "writers.h"
 
 static void indent(struct jp_buf *s, unsigned level)
 {
@@ -82,8 +85,7 @@ static void kv_hundredths(struct jp_buf *s, unsigned level, const char *k, bool 
 
 /* ---- shared facts ---------------------------------------------------------------------- */
 
-/* namespace.function, or the bare function in the <root> namespace */
-static void qualified(struct jp_buf *s, const struct jp_func *f)
+void jp_wr_qualified(struct jp_buf *s, const struct jp_func *f)
 {
     if (!(f->ns_len == 6 && !memcmp(f->ns, "<root>", 6))) {
         jp_buf_put(s, f->ns, f->ns_len);
@@ -100,8 +102,8 @@ static uint64_t recorded_samples(const struct jp_engine_view *v)
     return n;
 }
 
-static const struct jp_excerpt_ent *find_excerpt(const struct jp_engine_view *v, uint32_t src,
-                                                 uint32_t line, uint32_t col)
+const struct jp_excerpt_ent *jp_wr_find_excerpt(const struct jp_engine_view *v, uint32_t src,
+                                                uint32_t line, uint32_t col)
 {
     for (uint32_t i = 0; i < v->nexcerpts; i++)
         if (v->excerpts[i].source == src && v->excerpts[i].line == line &&
@@ -110,15 +112,14 @@ static const struct jp_excerpt_ent *find_excerpt(const struct jp_engine_view *v,
     return NULL;
 }
 
-static const char *const rule_names[] = {
+const char *const jp_wr_rule_names[JP_RULE_COUNT] = {
 #define JP_X(n) #n,
     JP_RULES(JP_X)
 #undef JP_X
 };
 
-/* The fixed templates: filled only with reported names, locations and counts. */
-static void suggestion_text(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en,
-                            uint32_t rule)
+void jp_wr_suggestion_text(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en,
+                           uint32_t rule)
 {
     const struct jp_engine_view *v = r->v;
     const struct jp_func *f = &v->funcs[en->func];
@@ -126,17 +127,17 @@ static void suggestion_text(struct jp_buf *s, const struct jp_report *r, const s
     switch (rule) {
     case JP_RULE_CPU_CALLEE_DOMINATED:
         jp_buf_puts(s, "Inspect the dominant reported call chain through ");
-        qualified(s, f);
+        jp_wr_qualified(s, f);
         jp_buf_puts(s, "; its callees account for more than half of its samples.");
         break;
     case JP_RULE_CPU_HIGH_SELF:
         jp_buf_puts(s, "Inspect the reported hot lines in ");
-        qualified(s, f);
+        jp_wr_qualified(s, f);
         jp_buf_puts(s, "; self work accounts for at least half of its samples.");
         break;
     case JP_RULE_MEM_ALLOCATION_PRESSURE:
         jp_buf_puts(s, "Reduce, reuse, or batch allocations in ");
-        qualified(s, f);
+        jp_wr_qualified(s, f);
         jp_buf_puts(s, " at ");
         jp_buf_put(s, src->path, src->path_len);
         jp_buf_printf(s, ":%" PRIu32 "; it allocated %" PRIu64 " bytes in %" PRIu64 " allocations.",
@@ -144,7 +145,7 @@ static void suggestion_text(struct jp_buf *s, const struct jp_report *r, const s
         break;
     case JP_RULE_MEM_RETAINED:
         jp_buf_puts(s, "Review the lifetime of allocations from ");
-        qualified(s, f);
+        jp_wr_qualified(s, f);
         jp_buf_puts(s, " at ");
         jp_buf_put(s, src->path, src->path_len);
         jp_buf_printf(s, ":%" PRIu32 "; %" PRIu64 " bytes were still live at the end of the run.",
@@ -153,16 +154,13 @@ static void suggestion_text(struct jp_buf *s, const struct jp_report *r, const s
     }
 }
 
-/* The totals, one list for both writers so they cannot disagree (names in REPORT.md). */
-enum { ITEM_U64, ITEM_UNAVAILABLE, ITEM_HUNDREDTHS };
-struct item { const char *k; unsigned kind; uint64_t v; };
-
-static unsigned totals_items(const struct jp_report *r, struct item *it)
+unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
 {
     const struct jp_engine_view *v = r->v;
     const struct jp_rec_counters *c = v->counters;
     unsigned n = 0;
-#define ADD(key, avail, val) it[n++] = (struct item){(key), (avail) ? ITEM_U64 : ITEM_UNAVAILABLE, (val)}
+#define ADD(key, avail, val)                                                                      \
+    it[n++] = (struct jp_wr_item){(key), (avail) ? JP_WR_U64 : JP_WR_UNAVAILABLE, (val)}
     if (v->mode == JP_MODE_CPU) {
         uint64_t rec = recorded_samples(v);
         bool wall = v->have_stop && v->wall_ns;
@@ -183,7 +181,7 @@ static unsigned totals_items(const struct jp_report *r, struct item *it)
             __extension__ typedef unsigned __int128 u128;
             uint64_t rate = (uint64_t)(((u128)rec * UINT64_C(100000000000) + v->wall_ns / 2u) /
                                        v->wall_ns);
-            it[n++] = (struct item){"observed_rate_hz", ITEM_HUNDREDTHS, rate};
+            it[n++] = (struct jp_wr_item){"observed_rate_hz", JP_WR_HUNDREDTHS, rate};
         } else {
             ADD("observed_rate_hz", false, 0);
         }
@@ -219,7 +217,51 @@ static unsigned totals_items(const struct jp_report *r, struct item *it)
 
 /* ---- TOON ------------------------------------------------------------------------------ */
 
-static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const struct jp_entry *en)
+/* `frames[d]: q1,q2,...`: chain ci's functions root first, as qualified names (t: scratch). */
+static void toon_frames(struct jp_buf *s, struct jp_buf *t, const struct jp_engine_view *v,
+                        uint32_t ci, unsigned level)
+{
+    uint32_t seq[JP_MAX_DEPTH], d = v->chains[ci].depth;
+    uint32_t k = d;
+    for (uint32_t c = ci + 1u; c && k; c = v->chains[c - 1u].parent)
+        seq[--k] = v->chains[c - 1u].func;
+    indent(s, level);
+    jp_buf_printf(s, "frames[%" PRIu32 "]: ", d);
+    for (uint32_t j = 0; j < d; j++) {
+        t->len = 0;
+        jp_wr_qualified(t, &v->funcs[seq[j]]);
+        if (j)
+            jp_buf_put(s, ",", 1);
+        jp_toon_str(s, t->p ? t->p : "", t->len);
+    }
+    jp_buf_put(s, "\n", 1);
+}
+
+/* A memory entry's creation chains (reading 18): after the contract's fields, in the shape of
+ * the CPU call chains, each with the bytes charged through it, its allocations and the bytes
+ * of those still live (`unavailable` where the entry's retained bytes are). */
+static void toon_mem_chains(struct jp_buf *s, struct jp_buf *t, const struct jp_report *r,
+                            const struct jp_entry *en)
+{
+    const struct jp_engine_view *v = r->v;
+    indent(s, 3);
+    if (!en->nchains) {
+        jp_buf_puts(s, "chains: []\n");
+        return;
+    }
+    jp_buf_printf(s, "chains[%" PRIu32 "]:\n", en->nchains);
+    for (uint32_t i = 0; i < en->nchains; i++) {
+        const struct jp_chain *c = &v->chains[en->chain[i]];
+        indent(s, 4);
+        jp_buf_printf(s, "- allocated_bytes: %" PRIu64 "\n", c->allocated);
+        kv_u64(s, 5, "allocation_count", c->count);
+        kv_opt(s, 5, "retained_bytes", r->live_exact, c->live);
+        toon_frames(s, t, v, en->chain[i], 5);
+    }
+}
+
+static void toon_entry_detail(struct jp_buf *s, const struct jp_report *r,
+                              const struct jp_entry *en)
 {
     const struct jp_engine_view *v = r->v;
     const struct jp_func *f = &v->funcs[en->func];
@@ -229,10 +271,10 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
         jp_buf_printf(s, "suggestions[%" PRIu32 "]{rule,text}:\n", en->nsugg);
         for (uint32_t i = 0; i < en->nsugg; i++) {
             indent(s, 4);
-            jp_buf_puts(s, rule_names[en->sugg[i]]);
+            jp_buf_puts(s, jp_wr_rule_names[en->sugg[i]]);
             jp_buf_put(s, ",", 1);
             t.len = 0;
-            suggestion_text(&t, r, en, en->sugg[i]);
+            jp_wr_suggestion_text(&t, r, en, en->sugg[i]);
             jp_toon_str(s, t.p ? t.p : "", t.len);
             jp_buf_put(s, "\n", 1);
         }
@@ -241,6 +283,7 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
         jp_buf_puts(s, en->sugg_unavailable ? "suggestions: unavailable\n" : "suggestions: []\n");
     }
     if (v->mode != JP_MODE_CPU) {
+        toon_mem_chains(s, &t, r, en);
         kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
         kv_opt(s, 3, "tasks", en->tasks > 0, en->tasks);
         free(t.p);
@@ -257,7 +300,7 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
         for (uint32_t i = 0; i < en->nhot; i++) {
             const struct jp_hot *h = &v->hots[en->hot[i]];
             const struct jp_excerpt_ent *x =
-                src ? find_excerpt(v, f->source, h->line, h->col) : NULL;
+                src ? jp_wr_find_excerpt(v, f->source, h->line, h->col) : NULL;
             indent(s, 4);
             if (src) {
                 jp_toon_str(s, src->path, src->path_len);
@@ -282,20 +325,7 @@ static void toon_entry_cpu(struct jp_buf *s, const struct jp_report *r, const st
             const struct jp_chain *c = &v->chains[en->chain[i]];
             indent(s, 4);
             jp_buf_printf(s, "- samples: %" PRIu64 "\n", c->samples);
-            uint32_t seq[JP_MAX_DEPTH], d = c->depth;
-            uint32_t k = d;
-            for (uint32_t ci = en->chain[i] + 1u; ci && k; ci = v->chains[ci - 1u].parent)
-                seq[--k] = v->chains[ci - 1u].func;
-            indent(s, 5);
-            jp_buf_printf(s, "frames[%" PRIu32 "]: ", d);
-            for (uint32_t j = 0; j < d; j++) {
-                t.len = 0;
-                qualified(&t, &v->funcs[seq[j]]);
-                if (j)
-                    jp_buf_put(s, ",", 1);
-                jp_toon_str(s, t.p ? t.p : "", t.len);
-            }
-            jp_buf_put(s, "\n", 1);
+            toon_frames(s, &t, v, en->chain[i], 5);
         }
     }
     kv_opt(s, 3, "runtime_threads", en->threads > 0, en->threads);
@@ -328,13 +358,13 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
     else
         kv_u64(&s, 2, "retention_metadata_budget_bytes", v->start->retention_budget_bytes);
     jp_buf_puts(&s, "  totals:\n");
-    struct item items[32];
-    unsigned n = totals_items(r, items);
+    struct jp_wr_item items[JP_WR_MAX_ITEMS];
+    unsigned n = jp_wr_totals(r, items);
     for (unsigned i = 0; i < n; i++) {
-        if (items[i].kind == ITEM_HUNDREDTHS)
+        if (items[i].kind == JP_WR_HUNDREDTHS)
             kv_hundredths(&s, 2, items[i].k, true, items[i].v);
         else
-            kv_opt(&s, 2, items[i].k, items[i].kind == ITEM_U64, items[i].v);
+            kv_opt(&s, 2, items[i].k, items[i].kind == JP_WR_U64, items[i].v);
     }
     if (!r->emitted) {
         jp_buf_puts(&s, "  bottlenecks: []\n");
@@ -368,193 +398,24 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
             kv_opt(&s, 3, "live_at_peak_bytes", live, jp_func_live_at_peak(f, v->peak_epoch));
             kv_u64(&s, 3, "resize_count", f->resize_count);
         }
-        toon_entry_cpu(&s, r, en);
+        toon_entry_detail(&s, r, en);
     }
     return jp_buf_finish(&s, out, len);
 }
 
-/* ---- human ----------------------------------------------------------------------------- */
-
-/* Text for a terminal: control characters from names, paths or excerpts are shown escaped so
- * nothing in a report can drive the terminal: C0 and DEL as \xHH, the C1 controls U+0080..
- * U+009F (CSI and friends on some terminals) as \u00HH. Every string here passed
- * jp_rec_validate, so it is well-formed UTF-8 and 0xc2 always leads a two-byte sequence. */
-static void h_safe(struct jp_buf *s, const char *str, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)str[i];
-        if (c < 0x20 || c == 0x7f) {
-            jp_buf_printf(s, "\\x%02x", c);
-        } else if (c == 0xc2 && i + 1 < n && (unsigned char)str[i + 1] <= 0x9f) {
-            jp_buf_printf(s, "\\u%04x", (unsigned char)str[i + 1]);
-            i++;
-        } else {
-            jp_buf_put(s, &str[i], 1);
-        }
-    }
-}
-
-static void h_qualified(struct jp_buf *s, struct jp_buf *tmp, const struct jp_func *f)
-{
-    tmp->len = 0;
-    qualified(tmp, f);
-    h_safe(s, tmp->p ? tmp->p : "", tmp->len);
-}
-
-static void h_pct(struct jp_buf *s, uint64_t h)
-{
-    jp_buf_printf(s, "%" PRIu64 ".%02" PRIu64 "%%", h / 100u, h % 100u);
-}
-
-static void h_opt(struct jp_buf *s, const char *k, bool avail, uint64_t v)
-{
-    if (avail)
-        jp_buf_printf(s, "  %s: %" PRIu64 "\n", k, v);
-    else
-        jp_buf_printf(s, "  %s: unavailable\n", k);
-}
-
-int jp_write_human(const struct jp_report *r, char **out, size_t *len)
-{
-    const struct jp_engine_view *v = r->v;
-    bool cpu = v->mode == JP_MODE_CPU;
-    struct jp_buf s = {0}, t = {0};
-    jp_buf_puts(&s, cpu ? "CPU profile\n" : "Memory profile\n");
-    jp_buf_printf(&s, "status: %s", jp_status_word(r->status));
-    if (r->status != JP_STATUS_COMPLETE)
-        jp_buf_printf(&s, " (%s)", r->reason);
-    jp_buf_puts(&s, "\n");
-    if (r->reasons) {
-        jp_buf_puts(&s, "partial reasons:");
-        for (unsigned b = 0; b < JP_REASON_COUNT; b++)
-            if (r->reasons & (1u << b))
-                jp_buf_printf(&s, " %s", jp_reason_name(b));
-        jp_buf_puts(&s, "\n");
-    }
-    if (r->record_mismatch)
-        jp_buf_printf(&s, "records lost in transit: the stream announced %" PRIu64
-                      " records and %" PRIu64 " arrived\n",
-                  v->stop_record_count, v->records_counted);
-    jp_buf_printf(&s, "termination: %s\n", r->termination);
-    jp_buf_printf(&s, "coverage: %s\n", cpu ? "jett_runtime_threads" : "jett_heap");
-    jp_buf_puts(&s, "threshold: ");
-    h_pct(&s, r->threshold_bp);
-    jp_buf_printf(&s, ", limit: %" PRIu32, r->limit);
-    if (cpu)
-        jp_buf_printf(&s, ", requested rate: %" PRIu32 " Hz", v->start->rate_hz);
-    jp_buf_puts(&s, "\ntotals:\n");
-    struct item items[32];
-    unsigned n = totals_items(r, items);
-    for (unsigned i = 0; i < n; i++) {
-        if (items[i].kind == ITEM_HUNDREDTHS)
-            jp_buf_printf(&s, "  %s: %" PRIu64 ".%02" PRIu64 "\n", items[i].k, items[i].v / 100u,
-                      items[i].v % 100u);
-        else
-            h_opt(&s, items[i].k, items[i].kind == ITEM_U64, items[i].v);
-    }
-    jp_buf_printf(&s, "bottlenecks: %" PRIu32 " eligible, %" PRIu32 " emitted, %" PRIu32
-                  " truncated\n",
-              r->eligible, r->emitted, r->eligible - r->emitted);
-    for (uint32_t i = 0; i < r->emitted; i++) {
-        const struct jp_entry *en = &r->entries[i];
-        const struct jp_func *f = &v->funcs[en->func];
-        const struct jp_source *src = f->source ? &v->sources[f->source] : NULL;
-        jp_buf_printf(&s, "#%" PRIu32 " ", i + 1u);
-        h_qualified(&s, &t, f);
-        if (src) {
-            jp_buf_puts(&s, " (");
-            h_safe(&s, src->path, src->path_len);
-            jp_buf_printf(&s, ":%" PRIu32 ")\n", f->decl_line);
-        } else {
-            jp_buf_puts(&s, " (source unavailable)\n");
-        }
-        uint64_t pct = jp_percent_hundredths(en->impact, r->denominator);
-        if (cpu) {
-            jp_buf_printf(&s, "   inclusive %" PRIu64 ", self %" PRIu64 ", ",
-                      f->cpu.inclusive, f->cpu.self);
-            h_pct(&s, pct);
-            jp_buf_puts(&s, " of jett samples\n");
-            for (uint32_t j = 0; j < en->nhot; j++) {
-                const struct jp_hot *h = &v->hots[en->hot[j]];
-                if (src) {
-                    jp_buf_puts(&s, "   hot line ");
-                    h_safe(&s, src->path, src->path_len);
-                    jp_buf_printf(&s, ":%" PRIu32 ":%" PRIu32, h->line, h->col);
-                } else {
-                    jp_buf_puts(&s, "   hot line unavailable");
-                }
-                jp_buf_printf(&s, ", self %" PRIu64, h->samples);
-                const struct jp_excerpt_ent *x =
-                    src ? find_excerpt(v, f->source, h->line, h->col) : NULL;
-                if (x && x->text && !(x->flags & JP_EXCERPT_UNAVAILABLE)) {
-                    jp_buf_puts(&s, ": ");
-                    h_safe(&s, x->text, x->text_len);
-                    if (x->flags & JP_EXCERPT_REDACTED)
-                        jp_buf_puts(&s, " (redacted)");
-                }
-                jp_buf_puts(&s, "\n");
-            }
-            for (uint32_t j = 0; j < en->nchains; j++) {
-                const struct jp_chain *ch = &v->chains[en->chain[j]];
-                uint32_t seq[JP_MAX_DEPTH], k = ch->depth;
-                for (uint32_t ci = en->chain[j] + 1u; ci && k; ci = v->chains[ci - 1u].parent)
-                    seq[--k] = v->chains[ci - 1u].func;
-                jp_buf_printf(&s, "   chain %" PRIu64 " samples: ", ch->samples);
-                for (uint32_t m = 0; m < ch->depth; m++) {
-                    if (m)
-                        jp_buf_puts(&s, " > ");
-                    h_qualified(&s, &t, &v->funcs[seq[m]]);
-                }
-                jp_buf_puts(&s, "\n");
-            }
-        } else {
-            bool live = r->live_exact;
-            jp_buf_printf(&s, "   allocated %" PRIu64 " bytes in %" PRIu64 " allocations, ",
-                      f->mem.allocated, f->mem.count);
-            h_pct(&s, pct);
-            jp_buf_printf(&s, " of attributed bytes, %" PRIu64 " resizes\n", f->resize_count);
-            if (live)
-                jp_buf_printf(&s, "   freed %" PRIu64 ", retained %" PRIu64 ", live at peak %" PRIu64
-                              " bytes\n",
-                          f->freed, f->live, jp_func_live_at_peak(f, v->peak_epoch));
-            else
-                jp_buf_puts(&s, "   freed, retained and live at peak unavailable\n");
-        }
-        jp_buf_puts(&s, "   runtime threads: ");
-        if (en->threads)
-            jp_buf_printf(&s, "%" PRIu32, en->threads);
-        else
-            jp_buf_puts(&s, "unavailable");
-        jp_buf_puts(&s, ", tasks: ");
-        if (en->tasks)
-            jp_buf_printf(&s, "%" PRIu32 "\n", en->tasks);
-        else
-            jp_buf_puts(&s, "unavailable\n");
-        if (en->sugg_unavailable)
-            jp_buf_puts(&s, "   suggestions: unavailable\n");
-        for (uint32_t j = 0; j < en->nsugg; j++) {
-            t.len = 0;
-            suggestion_text(&t, r, en, en->sugg[j]);
-            jp_buf_printf(&s, "   suggestion %s: ", rule_names[en->sugg[j]]);
-            h_safe(&s, t.p ? t.p : "", t.len);
-            jp_buf_puts(&s, "\n");
-        }
-    }
-    s.failed |= t.failed;
-    free(t.p);
-    return jp_buf_finish(&s, out, len);
-}
-
-int jp_report_write(const struct jp_report *r, uint32_t outputs, struct jp_rendered *out)
+int jp_report_write(const struct jp_report *r, const struct jp_report_opts *o,
+                    struct jp_rendered *out)
 {
     int rc = 0;
     memset(out, 0, sizeof *out);
+    if (!o || o->size < sizeof *o)
+        return -EINVAL;
     out->status = r->status;
     snprintf(out->reason, sizeof out->reason, "%s", r->reason);
-    if (outputs & JP_OUT_TOON)
+    if (o->outputs & JP_OUT_TOON)
         rc = jp_write_toon(r, &out->toon, &out->toon_len);
-    if (rc >= 0 && (outputs & JP_OUT_HUMAN))
-        rc = jp_write_human(r, &out->human, &out->human_len);
+    if (rc >= 0 && (o->outputs & JP_OUT_HUMAN))
+        rc = jp_write_human(r, o, &out->human, &out->human_len);
     if (rc < 0)
         jp_rendered_free(out);
     return rc < 0 ? rc : 0;

@@ -27,7 +27,8 @@ int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 }
 
 enum opt {
-    O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_COUNT
+    O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_VERBOSE,
+    O_COUNT
 };
 static const struct {
     const char *name;
@@ -38,6 +39,7 @@ static const struct {
     [O_LIMIT] = {"--profile-limit", true},     [O_RATE] = {"--profile-rate", true},
     [O_CAPTURE] = {"--profile-capture", true},
     [O_OVERWRITE] = {"--profile-capture-overwrite", false},
+    [O_VERBOSE] = {"--profile-verbose", false},
 };
 
 void jt_shown(const char *v, size_t max, char *out, size_t cap)
@@ -105,6 +107,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         case O_MEMORY: c->mode = JT_MODE_MEMORY; break;
         case O_AGENT: c->agent = true; break;
         case O_OVERWRITE: c->capture_overwrite = true; break;
+        case O_VERBOSE: c->verbose = true; break;
         case O_THRESHOLD:
             r = jp_parse_percent_bp(val, &c->threshold_bp);
             if (r < 0) {
@@ -150,7 +153,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         return -EINVAL;
     }
     if (c->mode == JT_MODE_NONE) {
-        static const int need_mode[] = {O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE};
+        static const int need_mode[] = {O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_VERBOSE};
         for (size_t k = 0; k < sizeof need_mode / sizeof need_mode[0]; k++) {
             if (seen[need_mode[k]]) {
                 snprintf(err, errcap, "%s requires %s", opts[need_mode[k]].name,

@@ -38,6 +38,7 @@ struct jt_cli {
     uint32_t rate_hz;      /* default 1000 */
     const char *capture_path; /* NULL unless --profile-capture */
     bool capture_overwrite;   /* --profile-capture-overwrite: an existing file may be replaced */
+    bool verbose;             /* --profile-verbose: the human report ends with every total */
 };
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).
  * On error returns -EINVAL and writes one line naming what was wrong to err (no trailing

@@ -92,6 +92,7 @@ struct envelope {
     int exit_code;
     const char *out; size_t out_len;
     const char *err; size_t err_len;
+    uint64_t run_id; /* a long-lived daemon's id of the run, 0: none (no run_id field) */
     const char *profile; size_t profile_len; /* the `profile:` object at indent 0, or NULL */
     const char *error_kind;  /* NULL when the run succeeded */
     const char *error;
@@ -109,6 +110,8 @@ static void write_envelope(const struct envelope *e)
     jt_toon_string(&b, e->err ? e->err : "", e->err ? e->err_len : 0);
     jt_buf_puts(&b, "\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\nlog_source_graph_path_segments[0]:\n"
                     "log_fields[0]:\n");
+    if (e->run_id)
+        jt_buf_printf(&b, "run_id: %llu\n", (unsigned long long)e->run_id);
     if (e->profile && e->profile_len) {
         jt_buf_put(&b, e->profile, e->profile_len);
         if (e->profile[e->profile_len - 1] != '\n')
@@ -161,7 +164,8 @@ static bool argv_has_agent(int argc, char **argv)
 static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
-    "                     [--profile-capture PATH [--profile-capture-overwrite]] [--agent]";
+    "                     [--profile-capture PATH [--profile-capture-overwrite]]\n"
+    "                     [--profile-verbose] [--agent]";
 
 static const char usage_text[] =
     "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
@@ -175,6 +179,7 @@ static const char usage_text[] =
     "  --profile-capture PATH         keep the record stream in a new file for `jettprofd\n"
     "                                 replay`\n"
     "  --profile-capture-overwrite    replace an existing capture file\n"
+    "  --profile-verbose              end the report with every total, as the TOON names them\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
@@ -411,7 +416,9 @@ static int run_command(int argc, char **argv)
             .rate_hz = cli.mode == JT_MODE_CPU ? cli.rate_hz : 0, /* memory mode has no rate */
             .threshold_bp = cli.threshold_bp,
             .limit = cli.limit,
-            .outputs = agent ? JETTPROF_OUT_TOON : JETTPROF_OUT_HUMAN,
+            /* --profile-verbose changes only the human text: the TOON has every total */
+            .outputs = agent ? JETTPROF_OUT_TOON
+                             : JETTPROF_OUT_HUMAN | (cli.verbose ? JETTPROF_OUT_VERBOSE : 0u),
             .capabilities = JETTPROF_CAP_CPU_TICK_SOURCE | JETTPROF_CAP_SAFE_STACK_CAPTURE |
                             JETTPROF_CAP_THREAD_REGISTRATION | JETTPROF_CAP_SOURCE_SPANS |
                             JETTPROF_CAP_PROCESS_CPU_TIME | JETTPROF_CAP_HEAP_ALLOCATION_HOOKS |
@@ -527,7 +534,8 @@ static int run_command(int argc, char **argv)
         struct envelope e = {
             .status = error_kind ? "error" : "ok", .termination = termination, .exit_code = code,
             .out = R->vm.out.p, .out_len = R->vm.out.len, .err = R->vm.err.p,
-            .err_len = R->vm.err.len, .profile = profile, .profile_len = profile_len,
+            .err_len = R->vm.err.len, .run_id = have_res ? res.run_id : 0,
+            .profile = profile, .profile_len = profile_len,
             .error_kind = error_kind, .error = error,
         };
         write_envelope(&e);

@@ -81,9 +81,11 @@ extern "C" {
 #define JETTPROF_CAP_HEAP_ALLOCATION_HOOKS 0x40u
 #define JETTPROF_CAP_FREE_AND_RESIZE_EVENTS 0x80u
 
-/* Requested outputs. */
+/* Requested outputs. VERBOSE: the human text ends with every total under its TOON name (the
+ * TOON object always has them all). */
 #define JETTPROF_OUT_HUMAN 0x1u
 #define JETTPROF_OUT_TOON 0x2u
+#define JETTPROF_OUT_VERBOSE 0x4u
 
 /* Source origins. */
 #define JETTPROF_ORIGIN_PROJECT 1u
@@ -295,6 +297,10 @@ struct jettprof_result {
      * profile is unaffected (still the live one); only the capture file is missing or cut
      * short, and the caller should tell the user so. */
     int capture_errno;
+    /* The id a long-lived daemon ($JETTPROFD_SOCKET) gave the run, for `jettprofd show`; 0
+     * with a private daemon. Filled only when size covers it: a caller compiled before this
+     * field passes the smaller size and is served without it. */
+    uint64_t run_id;
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to

@@ -144,7 +144,7 @@ static double run_cpu(sink_fn sink, uint64_t samples, uint32_t nnodes)
     double dt = now_s() - t0;
     if (sink == sink_engine) {
         /* inclusive and chain counts are settled from the node counts at report time */
-        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON};
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0};
         struct jp_rendered out;
         double r0 = now_s();
         must(jp_profile_render(e, &o, &out), "render");

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -227,6 +228,9 @@ Test(e2e, memory_totals_and_sites_are_exact)
                  res.reason);
     cr_assert_str_eq(res.reason, "");
     cr_assert(res.human && strstr(res.human, "Memory profile"));
+    /* a private daemon's run has no id worth naming */
+    cr_assert_eq(res.run_id, 0);
+    cr_assert_null(strstr(res.human, "run id"), "%s", res.human);
     char *j = decoded(&res);
     cr_assert_eq(jnum(j, "profile.totals.allocation_count"), tot.count);
     cr_assert_eq(jnum(j, "profile.totals.resize_count"), tot.resizes);
@@ -683,6 +687,27 @@ static pid_t spawn_serve(char *dir, char *sock, size_t cap)
     return d;
 }
 
+/* One allocation in a memory run, finished into *res (whose size the caller set). */
+static void small_run(struct jettprof_result *res)
+{
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    cr_assert_eq(jettprof_start(&c, &run), 0, "%s", jettprof_last_reason());
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &src), 0);
+    cr_assert_eq(jettprof_enter(t, frame(run, src, "app", "main", 1)), 0);
+    uint64_t id;
+    cr_assert_eq(jettprof_alloc(t, 64, &id), 0);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, res), 0);
+}
+
+/* A served run, also with the run id: it comes back in the result and the human text names it;
+ * a caller compiled before run_id existed passes the smaller size and is served without the
+ * field being touched. */
 Test(e2e, attaches_to_a_long_lived_daemon)
 {
     need_daemon();
@@ -699,7 +724,20 @@ Test(e2e, attaches_to_a_long_lived_daemon)
     cr_assert_eq(jnum(j, "profile.totals.allocated_bytes"), tot.allocated);
     cr_assert_eq(jnum(j, "profile.totals.retained_bytes"), tot.live);
     free(j);
+    cr_assert_gt(res.run_id, 0);
+    char want[64];
+    snprintf(want, sizeof want, "\nrun id: %llu\n", (unsigned long long)res.run_id);
+    cr_assert(res.human && strstr(res.human, want), "%s", res.human ? res.human : "");
     jettprof_result_release(&res);
+    cr_assert_eq(res.run_id, 0, "release clears what the size covers");
+    struct jettprof_result old;
+    memset(&old, 0xa5, sizeof old);
+    old.size = (uint32_t)offsetof(struct jettprof_result, run_id);
+    small_run(&old);
+    cr_assert_eq(old.status, JETTPROF_STATUS_COMPLETE, "%s", old.reason);
+    cr_assert(old.human && strstr(old.human, "\nrun id: "), "%s", old.human ? old.human : "");
+    jettprof_result_release(&old);
+    cr_assert_eq(old.run_id, UINT64_C(0xa5a5a5a5a5a5a5a5), "a field past the size was written");
     kill(d, SIGTERM);
     int status;
     cr_assert_eq(waitpid(d, &status, 0), d);

@@ -74,7 +74,7 @@ Test(config, rejects_each_bad_field)
     v[n] = base, v[n].threshold_bp = 10001, names[n++] = "threshold";
     v[n] = base, v[n].limit = 0, names[n++] = "limit 0";
     v[n] = base, v[n].limit = 101, names[n++] = "limit 101";
-    v[n] = base, v[n].outputs = 4, names[n++] = "outputs";
+    v[n] = base, v[n].outputs = 8, names[n++] = "outputs";
     v[n] = base, v[n].capabilities = 0x1ffu, names[n++] = "capabilities";
     v[n] = base, v[n].capture_fd = -2, names[n++] = "capture_fd -2";
     v[n] = base, v[n].capture_fd = 1000, names[n++] = "capture_fd closed";

@@ -550,7 +550,8 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
             goto out;
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = JP_END_STOP, .outputs = JP_OUT_HUMAN | JP_OUT_TOON};
+                               .ending = JP_END_STOP, .outputs = JP_OUT_HUMAN | JP_OUT_TOON,
+                               .run_id = s->run_id};
     /* As the daemon does it: one report, built before the excerpts, written after the stop. */
     struct jp_ctl_excerpt_key *keys = NULL;
     uint32_t n = 0;
@@ -584,7 +585,7 @@ int jpt_expected(struct jpt_stream *s, struct jpt_result *out)
     memset(&rd, 0, sizeof rd);
     if ((r = jp_engine_view(e, &v)) == 0) {
         jp_report_rebind(rep, &v, stop_len ? JP_END_STOP : JP_END_PRODUCER_LOST);
-        r = jp_report_write(rep, o.outputs, &rd);
+        r = jp_report_write(rep, &o, &rd);
     }
     if (r == 0) {
         out->status = rd.status;

@@ -26,6 +26,7 @@ struct jpt_stream {
     int with_stop;
     uint32_t threshold_bp, limit;
     uint64_t cpu_budget, retention_budget; /* RUN_START's budgets: the contract's by default */
+    uint64_t run_id; /* a serving daemon's id of the run, which its human text names; 0 */
     /* generator state */
     uint32_t phase, i;
     uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */

@@ -89,6 +89,7 @@ Test(concurrent, sixteen_runs_each_get_the_engines_profile_of_their_stream)
         cr_assert_eq(j->got.error_code, 0, "run %d: daemon error %s", i, j->got.error);
         struct jpt_stream s;
         jpt_stream_init(&s, i % 2 ? JP_MODE_MEMORY : JP_MODE_CPU, 1000u + (uint32_t)i, EVENTS);
+        s.run_id = j->got.run_id;
         struct jpt_result want;
         cr_assert_eq(jpt_expected(&s, &want), 0);
         cr_assert_eq(j->got.status, JP_STATUS_COMPLETE, "run %d: %s", i, j->got.reason);

@@ -389,6 +389,120 @@ void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **t
 void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, char **json,
               uint32_t *status)
 {
-    struct jp_report_opts o = {sizeof o, -1, -1, ending, JP_OUT_HUMAN | JP_OUT_TOON};
+    struct jp_report_opts o = {sizeof o, -1, -1, ending, JP_OUT_HUMAN | JP_OUT_TOON, 0};
     t_render_opts(e, &o, toon, human, json, status);
+}
+
+/* ---- the human text carries the TOON totals ---------------------------------------------- */
+
+/* How render/human.c words each total (runtime/OUTPUT.md): the fragment around the value, and
+ * the one it prints instead when the value is unavailable (NULL: `unavailable` in place of the
+ * value). Value kinds: N plain, B bytes (the streams of these tests stay below 1024 B, which
+ * print exact), R hundredths with two decimals, S nanoseconds as seconds. */
+static const struct {
+    const char *key, *fmt, *unavailable;
+    char kind;
+} human_words[] = {
+    {"requested_ticks", "\nticks: requested %s", NULL, 'N'},
+    {"recorded_samples", "\nsamples: %s at ", NULL, 'N'},
+    {"attributed_samples", " requested): %s jett, ", NULL, 'N'},
+    {"runtime_samples", " jett, %s runtime, ", NULL, 'N'},
+    {"waiting_samples", " runtime, %s waiting, ", NULL, 'N'},
+    {"unavailable_samples", " waiting, %s unavailable\n", NULL, 'N'},
+    {"coalesced_ticks", ", coalesced %s, ", NULL, 'N'},
+    {"dropped_ticks", ", dropped %s\n", NULL, 'N'},
+    {"attributed_stacks", "\nstacks: attributed %s, ", NULL, 'N'},
+    {"unavailable_stacks", ", unavailable %s, ", NULL, 'N'},
+    {"truncated_stacks", "truncated %s\n", NULL, 'N'},
+    {"requested_rate_hz", " Hz (%s Hz requested)", NULL, 'N'},
+    {"observed_rate_hz", " at %s Hz (", NULL, 'R'},
+    {"wall_duration_ns", " after %s", ", duration unavailable", 'S'},
+    {"process_cpu_duration_ns", " (%s CPU)\n", " (CPU time unavailable)\n", 'S'},
+    {"allocation_count", "\nevents: %s allocation", NULL, 'N'},
+    {"resize_count", ", %s resize", NULL, 'N'},
+    {"allocated_bytes", "\nbytes: %s allocated (", NULL, 'B'},
+    {"attributed_allocated_bytes", " allocated (%s to sites), ", NULL, 'B'},
+    {"freed_bytes", " to sites), %s freed, ", " freed, peak and retained unavailable\n", 'B'},
+    {"peak_live_bytes", " freed, %s at peak, ", " freed, peak and retained unavailable\n", 'B'},
+    {"retained_bytes", " at peak, %s retained\n", " freed, peak and retained unavailable\n", 'B'},
+    /* the live total at the end is the retained bytes: printed once */
+    {"live_bytes", " at peak, %s retained\n", " freed, peak and retained unavailable\n", 'B'},
+    {"lost_records", "\nrecords: lost %s, ", NULL, 'N'},
+    {"record_count_mismatch", ", miscounted %s, ", NULL, 'N'},
+    {"protocol_violations", ", protocol violations %s\n", NULL, 'N'},
+    {"producer_wait_ns", "\nring waits: %s\n", NULL, 'S'},
+    {"eligible_bottlenecks", "\nbottlenecks: %s eligible at or above ", NULL, 'N'},
+    {"emitted_bottlenecks", ", %s shown, ", NULL, 'N'},
+    {"truncated_bottlenecks", " shown, %s past the limit of ", NULL, 'N'},
+    {"runtime_threads", "\nruntime threads: %s\n", NULL, 'N'},
+};
+
+static void human_value(char kind, const char *toon, char *out, size_t cap)
+{
+    if (kind == 'R') {
+        snprintf(out, cap, "%.2f", strtod(toon, NULL));
+    } else if (kind == 'S') {
+        unsigned long long ns = strtoull(toon, NULL, 10);
+        unsigned long long ms = ns / 1000000u + (ns % 1000000u >= 500000u);
+        if (ns && !ms)
+            snprintf(out, cap, "< 0.001 s");
+        else
+            snprintf(out, cap, "%llu.%03llu s", ms / 1000u, ms % 1000u);
+    } else if (kind == 'B') {
+        unsigned long long b = strtoull(toon, NULL, 10);
+        cr_assert_lt(b, 1024u, "keep these streams below 1024 B: %s", toon);
+        snprintf(out, cap, "%llu B", b);
+    } else {
+        snprintf(out, cap, "%s", toon);
+    }
+}
+
+void t_human_has_totals(const char *human, const char *json)
+{
+    cr_assert_null(strstr(human, "\ntotals:\n"), "the totals block is --profile-verbose's");
+    char *totals = json_get(json, "profile.totals");
+    cr_assert(totals != NULL && totals[0] == '{', "%s", json);
+    int checked = 0;
+    for (const char *p = totals + 1; *p == '"';) {
+        const char *kend = strchr(p + 1, '"');
+        cr_assert(kend && kend[1] == ':', "%s", totals);
+        char key[64], val[64], frag[160], shown[64];
+        snprintf(key, sizeof key, "%.*s", (int)(kend - p - 1), p + 1);
+        const char *v = kend + 2, *vend = v + strcspn(v, ",}");
+        if (*v == '"')
+            snprintf(val, sizeof val, "%.*s", (int)(vend - v - 2), v + 1);
+        else
+            snprintf(val, sizeof val, "%.*s", (int)(vend - v), v);
+        unsigned w = 0;
+        while (w < sizeof human_words / sizeof human_words[0] && strcmp(human_words[w].key, key))
+            w++;
+        bool avail = strcmp(val, "unavailable") != 0;
+        if (w == sizeof human_words / sizeof human_words[0]) {
+            /* a total the human writer has no words for: under its TOON key */
+            const char *more = strstr(human, "\nmore totals: ");
+            cr_assert(more != NULL, "%s has no words and no `more totals` line: %s", key, human);
+            snprintf(frag, sizeof frag, "%s %s", key, val);
+            const char *at = strstr(more, frag);
+            cr_assert(at != NULL && !memchr(more + 1, '\n', (size_t)(at - more - 1)),
+                      "%s missing from `more totals`: %s", frag, human);
+        } else if (!avail && human_words[w].unavailable) {
+            cr_assert(strstr(human, human_words[w].unavailable) != NULL, "%s: want '%s' in %s",
+                      key, human_words[w].unavailable, human);
+        } else {
+            if (avail)
+                human_value(human_words[w].kind, val, shown, sizeof shown);
+            else
+                snprintf(shown, sizeof shown, "unavailable");
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+            snprintf(frag, sizeof frag, human_words[w].fmt, shown);
+#pragma GCC diagnostic pop
+            cr_assert(strstr(human, frag) != NULL, "%s = %s: want '%s' in %s", key, val, frag,
+                      human);
+        }
+        checked++;
+        p = *vend == ',' ? vend + 1 : vend;
+    }
+    cr_assert_gt(checked, 10, "%s", totals);
+    free(totals);
 }

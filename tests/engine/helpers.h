@@ -59,6 +59,9 @@ void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, c
 void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **toon,
                    char **human, char **json, uint32_t *status);
 
+/* The default human text (not verbose) carries every total of the TOON document whose JSON is
+ * json, each in render/human.c's words, and has no raw totals block. */
+void t_human_has_totals(const char *human, const char *json);
 
 /* Value at a dotted path ("profile.totals.requested_ticks", "profile.bottlenecks.0.rank") in
  * a JSON text: strings unquoted, everything else as its raw JSON text; NULL when absent.

@@ -21,7 +21,7 @@ static uint64_t rnd(void)
 
 static char *render_toon(struct jp_engine *e)
 {
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN, 0};
     struct jp_rendered r;
     cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     size_t n = r.toon_len + r.human_len + 1;

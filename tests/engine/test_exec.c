@@ -87,7 +87,7 @@ Test(exec, two_threads_three_tasks_counted_per_bottleneck)
     cr_assert(strstr(m, "runtime threads: 2, tasks: 3") < l);
     cr_assert(strstr(l, "runtime threads: 2, tasks: 2") < w);
     cr_assert(strstr(w, "runtime threads: 1, tasks: 2") != NULL);
-    cr_assert(strstr(human, "  runtime_threads: 2\n") != NULL);
+    cr_assert(strstr(human, "\nruntime threads: 2\n") != NULL, "%s", human);
     free(json);
     free(human);
     jp_engine_free(e);

@@ -69,7 +69,7 @@ Test(report, threshold_compares_exact_counts_not_rounded_display)
     J_EQ(json, "profile.totals.eligible_bottlenecks", "2");
     J_EQ(json, "profile.bottlenecks.1.allocation_percent", "33.33");
     free(json);
-    struct jp_report_opts o = {sizeof o, 3334, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN};
+    struct jp_report_opts o = {sizeof o, 3334, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN, 0};
     t_render_opts(e, &o, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.config.threshold_basis_points", "3334");
     J_EQ(json, "profile.totals.eligible_bottlenecks", "1");
@@ -274,7 +274,7 @@ Test(report, cpu_high_self_needs_a_reported_hot_line)
 
 /* ---- human and TOON agree ------------------------------------------------------------- */
 
-/* From the human text: "  key: value" lines under "totals:" and the "#N name" order. */
+/* From the verbose human text: "  key: value" lines under "totals:" and the "#N name" order. */
 static void parse_human(const char *h, char keys[][48], char vals[][48], int *nk,
                         char names[][64], int *nn)
 {
@@ -308,10 +308,18 @@ static void parse_human(const char *h, char keys[][48], char vals[][48], int *nk
     }
 }
 
+/* The default text words every total (t_human_has_totals); the verbose one ends with all of
+ * them under their TOON names, equal to TOON's. */
 static void human_matches_toon(struct jp_engine *e, uint32_t ending)
 {
     char *json, *human;
     t_render(e, ending, NULL, &human, &json, NULL);
+    t_human_has_totals(human, json);
+    free(human);
+    free(json);
+    struct jp_report_opts o = {sizeof o, -1, -1, ending,
+                               JP_OUT_HUMAN | JP_OUT_TOON | JP_OUT_VERBOSE, 0};
+    t_render_opts(e, &o, NULL, &human, &json, NULL);
     char keys[40][48], vals[40][48], names[100][64];
     int nk, nn;
     parse_human(human, keys, vals, &nk, names, &nn);

@@ -108,6 +108,8 @@ static const struct {
     {{"--profile", "--profile-capture-overwrite"},
      "--profile-capture-overwrite requires --profile-capture"},
     {{"--profile-capture-overwrite"}, "--profile-capture-overwrite requires --profile-capture"},
+    {{"--profile-verbose"}, "--profile-verbose requires --profile or --profile-memory"},
+    {{"--profile", "--profile-verbose", "--profile-verbose"}, "given more than once"},
     {{"--profile", "--profile-capture-overwrite=yes", "--profile-capture", "x.jpcap"},
      "unknown option"},
     {{"--agent", "--profile-limit=3"}, "--profile-limit requires"},
