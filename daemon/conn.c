@@ -194,7 +194,7 @@ void jpd_conn_resume(struct jpd_session *s)
         (void)take_frames(s);
 }
 
-static void read_input(struct jpd_session *s)
+void jpd_conn_read(struct jpd_session *s)
 {
     uint8_t buf[65536];
     for (int turn = 0;
@@ -269,7 +269,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
     if (s->closing || s->moving)
         return;
     if (events & (UV_READABLE | UV_DISCONNECT))
-        read_input(s);
+        jpd_conn_read(s);
 }
 
 void jpd_conn_update_poll(struct jpd_session *s)

@@ -154,6 +154,11 @@ static void on_timer(uv_timer_t *t)
     switch (s->state) {
     case JPD_S_HELLO:
     case JPD_S_RING:
+        /* A daemon that was itself late (stopped, starved of CPU) runs its timers before it
+         * polls its sockets: what the client sent in time is taken first. */
+        jpd_conn_read(s);
+        if (s->closing || s->moving || (s->state != JPD_S_HELLO && s->state != JPD_S_RING))
+            return;
         if (!s->d->private_mode)
             jpd_log("closing a connection of uid %u: no hello and ring within %u ms",
                     (unsigned)s->peer.uid, (unsigned)jpd_handshake_timeout_ms);

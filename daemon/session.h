@@ -127,6 +127,8 @@ void jpd_session_unmap_ring(struct jpd_session *s);
 int jpd_conn_open(struct jpd_session *s);
 /* The poll handle on s->fd on the session's (new) loop, for an adopted session. 0 or -errno. */
 int jpd_conn_attach(struct jpd_session *s);
+/* Reads what the socket holds now (non-blocking) and handles every whole frame. */
+void jpd_conn_read(struct jpd_session *s);
 /* Handles the frames the decoder already holds (read on the loop the session came from). */
 void jpd_conn_resume(struct jpd_session *s);
 /* Frees what jpd_conn_open made and closes s->fd, pending fds and queued output. */

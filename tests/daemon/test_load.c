@@ -327,6 +327,7 @@ struct staged {
     char sock[600];
     pid_t d;
     struct jrun j;
+    struct jrun log; /* the daemon's stderr, as text[1] */
 };
 
 static void staged_start(struct staged *st, const char *stall_ms)
@@ -335,14 +336,25 @@ static void staged_start(struct staged *st, const char *stall_ms)
     cr_assert_not_null(st->dir);
     st->prog = write_program(st->dir, staged_src);
     snprintf(st->sock, sizeof st->sock, "%s/d.sock", st->dir);
-    st->d = jpt_serve(st->sock, NULL, NULL);
+    int errfd;
+    st->d = jpt_serve(st->sock, NULL, &errfd);
     cr_assert_gt(st->d, 0);
+    memset(&st->log, 0, sizeof st->log);
+    st->log.fd[0] = -1;
+    st->log.fd[1] = errfd;
+    for (int i = 0; i < 2; i++) {
+        st->log.cap[i] = 4096;
+        st->log.text[i] = calloc(1, st->log.cap[i]);
+        cr_assert_not_null(st->log.text[i]);
+    }
     setenv("JETTPROFD_SOCKET", st->sock, 1);
     setenv("JETT_PROFILE_STALL_MS", stall_ms, 1);
     jrun_start(&st->j, st->prog, 0);
     unsetenv("JETTPROFD_SOCKET");
     unsetenv("JETT_PROFILE_STALL_MS");
     jrun_await(&st->j, "started", 120);
+    /* Stopped mid-run: once the daemon has the ring (its log says so), not before. */
+    jrun_await(&st->log, "run 1 started", 120);
     cr_assert_eq(kill(st->d, SIGSTOP), 0);
     wait_stopped(st->d);
 }
@@ -350,6 +362,7 @@ static void staged_start(struct staged *st, const char *stall_ms)
 static void staged_free(struct staged *st)
 {
     jrun_free(&st->j);
+    jrun_free(&st->log);
     unlink(st->prog);
     free(st->prog);
     unlink(st->sock);
