@@ -11,6 +11,9 @@
  * jp_capture_writer. Returns the number of records written (RUN_STOP included). Fails the test
  * on any error. */
 uint64_t jpt_capfile_write(const char *path, uint32_t mode, uint32_t seed, uint64_t events);
+/* The same in a given capture version (struct jp_capture_meta.format: 0 is the default). */
+uint64_t jpt_capfile_write_format(const char *path, uint32_t mode, uint32_t seed,
+                                  uint64_t events, uint32_t format);
 
 /* The profile the engine renders for the first nrecs records of that stream, with the given
  * ending (JP_END_*) and outputs (JP_OUT_HUMAN or JP_OUT_TOON), threshold and limit as the run
@@ -18,12 +21,12 @@ uint64_t jpt_capfile_write(const char *path, uint32_t mode, uint32_t seed, uint6
 char *jpt_capfile_expected(uint32_t mode, uint32_t seed, uint64_t events, uint64_t nrecs,
                            uint32_t ending, uint32_t outputs, size_t *len);
 
-/* The blocks of a capture file's bytes: up to max of them, each its file offset, payload
- * length and record count. Returns how many there are (walking stops at the first header that
- * does not fit in the bytes). */
+/* The blocks of a capture file's bytes (either version): up to max of them, each its file
+ * offset, header size, stored payload length (compressed or not) and record count. Returns how
+ * many there are (walking stops at the first header that does not fit in the bytes). */
 struct jpt_capfile_block {
     uint64_t offset;
-    uint32_t payload_len, records;
+    uint32_t header_len, payload_len, records;
 };
 uint32_t jpt_capfile_blocks(const uint8_t *file, size_t len, struct jpt_capfile_block *out,
                             uint32_t max);
