@@ -641,6 +641,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         d.listen_fd = -1;
         goto fail;
     }
+    jpd_capture_prune(&d);
     r = uv_poll_init(&loop, &d.listen, fd);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));

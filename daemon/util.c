@@ -28,6 +28,33 @@ int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    size_t n = strlen(s);
+    uint64_t times = 1;
+    for (size_t i = 0; i < nunits; i++)
+        if (s[n - 1] == units[i].letter) {
+            times = units[i].times;
+            n--;
+            break;
+        }
+    char digits[24];
+    if (n == 0 || n >= sizeof digits)
+        return n == 0 ? -EINVAL : -ERANGE;
+    memcpy(digits, s, n);
+    digits[n] = '\0';
+    uint64_t v;
+    int r = jpd_parse_u64(digits, 1, UINT64_MAX, &v);
+    if (r < 0)
+        return r;
+    if (v > UINT64_MAX / times)
+        return -ERANGE;
+    *out = v * times;
+    return 0;
+}
+
 int jpd_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
