@@ -286,7 +286,14 @@ static const uint8_t *block_v1(struct jp_capture_writer *w, size_t *n)
 }
 
 /* The pending block as version 2: compressed when zstd makes it smaller, else stored raw.
- * NULL with *err = -ENOMEM when the compressor could not allocate. */
+ * NULL with *err = -ENOMEM when the compressor could not allocate.
+ *
+ * Compression stays on the writer's thread (the daemon's drain). Measured on the memory
+ * capture of examples/alloc_builder (398,532,298 bytes of records, 64 KiB blocks), rewriting
+ * it from a version 1 file: version 1 took 1.28 s user + 0.60 s sys, version 2 at level 1
+ * 1.93 s user + 0.16 s sys (30,624,887 bytes; level 3: 2.27 s user, 31,554,029 bytes). zstd
+ * costs about 0.65 s of CPU per 400 MB (some 600 MB/s), against a live run that produced the
+ * same records at about 26 MB/s: a few percent of the drain, partly paid back in write()s. */
 static const uint8_t *block_v2(struct jp_capture_writer *w, size_t *n, int *err)
 {
     const uint8_t *raw = w->buf + JP_CAPTURE_BLOCK_HEADER_SIZE;
