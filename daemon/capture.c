@@ -32,13 +32,15 @@ static void capture_failed(struct jpd_session *s, int i, int err)
         if (!s->cap_errno)
             s->cap_errno = -err;
         if (!s->d->private_mode)
-            jpd_log("run %llu: the client's capture failed (%s); profiling goes on",
+            jpd_log_at(JPD_LOG_WARNING,
+                       "run %llu: the client's capture failed (%s); profiling goes on",
                     (unsigned long long)s->run_id, strerror(-err));
         return;
     }
     int gone = s->d->ops->remove_capture(s->d, s->cap_name) == 0;
-    jpd_log("run %llu: its capture failed (%s); %s", (unsigned long long)s->run_id,
-            strerror(-err), gone ? "removed the capture file" : "cannot remove the capture file");
+    jpd_log_at(JPD_LOG_WARNING, "run %llu: its capture failed (%s); %s",
+               (unsigned long long)s->run_id, strerror(-err),
+               gone ? "removed the capture file" : "cannot remove the capture file");
 }
 
 void jpd_capture_open(struct jpd_session *s)
@@ -71,8 +73,8 @@ void jpd_capture_open(struct jpd_session *s)
         if (w < 0)
             capture_failed(s, 1, w);
     } else if (r < 0) {
-        jpd_log("run %llu: cannot create its capture file (%s)", (unsigned long long)s->run_id,
-                strerror(-r));
+        jpd_log_at(JPD_LOG_WARNING, "run %llu: cannot create its capture file (%s)",
+                   (unsigned long long)s->run_id, strerror(-r));
     }
 }
 
@@ -205,8 +207,9 @@ void jpd_capture_prune(struct jpd_daemon *d)
     uint64_t total = 0;
     int n = list_captures(d->capture_dir_fd, &v, &total);
     if (n < 0) {
-        jpd_log("%s the capture directory to apply its caps", n == -ENOMEM
-                    ? "out of memory listing" : "cannot list");
+        jpd_log_at(n == -ENOMEM ? JPD_LOG_ERR : JPD_LOG_WARNING,
+                   "%s the capture directory to apply its caps (%s)",
+                   n == -ENOMEM ? "out of memory listing" : "cannot list", strerror(-n));
         return;
     }
     qsort(v, (size_t)n, sizeof *v, older_first);
@@ -221,7 +224,8 @@ void jpd_capture_prune(struct jpd_daemon *d)
         if (being_written(d->capture_dir_fd, v[i].name))
             continue;
         if (unlinkat(d->capture_dir_fd, v[i].name, 0) < 0) {
-            jpd_log("cannot remove capture %s: %s", v[i].name, strerror(errno));
+            jpd_log_at(JPD_LOG_WARNING, "cannot remove capture %s: %s", v[i].name,
+                       strerror(errno));
             continue;
         }
         total -= v[i].size;

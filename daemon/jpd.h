@@ -207,6 +207,13 @@ int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits,
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at a syslog priority (JPD_LOG_*, <syslog.h>'s values); jpd_log is JPD_LOG_INFO.
+ * When stderr is the journal's stream (systemd.h) the line starts with "<N>", which the
+ * journal takes as its priority; elsewhere the line is the same as jpd_log's. */
+#define JPD_LOG_ERR 3
+#define JPD_LOG_WARNING 4
+#define JPD_LOG_INFO 6
+void jpd_log_at(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
 const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
