@@ -92,6 +92,20 @@ uint32_t jpt_capfile_blocks(const uint8_t *file, size_t len, struct jpt_capfile_
     return n;
 }
 
+void jpt_run_complete(const char *sock, uint32_t seed, uint64_t events)
+{
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, seed, events);
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&c, &s, 4096, -1, &r), 0);
+    cr_assert_eq(r.error_code, 0, "%s", r.error);
+    cr_assert_eq(r.status, JP_STATUS_COMPLETE, "a complete profile");
+    jpt_result_free(&r);
+    jpt_client_close(&c);
+}
+
 uint8_t *jpt_capfile_read(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

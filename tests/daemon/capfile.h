@@ -1,6 +1,7 @@
-/* Test support for the offline suites: capture files written straight from a known record
+/* Test support for the capture suites: capture files written straight from a known record
  * stream with the real capture writer (no daemon in between), the profile the engine gives for a
- * prefix of that stream, and the block layout of a capture file as the format defines it. */
+ * prefix of that stream, the block layout of a capture file as the format defines it, and one
+ * complete run on a serving daemon (whose capture directory a suite then looks at). */
 #ifndef JETTPROF_TESTS_DAEMON_CAPFILE_H
 #define JETTPROF_TESTS_DAEMON_CAPFILE_H
 
@@ -30,6 +31,10 @@ struct jpt_capfile_block {
 };
 uint32_t jpt_capfile_blocks(const uint8_t *file, size_t len, struct jpt_capfile_block *out,
                             uint32_t max);
+
+/* One CPU run of the jpt_stream (seed, events) on the daemon serving at sock, through a 4096-slot
+ * ring without a client capture: fails the test unless its profile is complete. */
+void jpt_run_complete(const char *sock, uint32_t seed, uint64_t events);
 
 /* The whole content of a file (malloc'ed), or a file written from bytes (0600, replaced). */
 uint8_t *jpt_capfile_read(const char *path, size_t *len);

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capfile.h"
 #include "support.h"
 
 /* Spawns serve with the soft file size limit at fsize (the daemon inherits it). */
@@ -42,18 +43,15 @@ static void stop(pid_t d)
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
 }
 
-static void one_run(const char *sock, uint32_t seed, uint64_t events)
+/* A fresh directory (returned) holding a capture directory "caps" (0700); the socket and
+ * capture directory paths in sock[600] and caps[600]. */
+static char *caps_fixture(char *sock, char *caps)
 {
-    struct jpt_client c;
-    cr_assert_eq(jpt_client_connect(&c, sock), 0);
-    struct jpt_stream s;
-    jpt_stream_init(&s, JP_MODE_CPU, seed, events);
-    struct jpt_result r;
-    cr_assert_eq(jpt_run(&c, &s, 4096, -1, &r), 0);
-    cr_assert_eq(r.error_code, 0, "%s", r.error);
-    cr_assert_eq(r.status, JP_STATUS_COMPLETE, "the profile survives the full disk");
-    jpt_result_free(&r);
-    jpt_client_close(&c);
+    char *dir = jpt_tmpdir();
+    snprintf(sock, 600, "%s/d.sock", dir);
+    snprintf(caps, 600, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    return dir;
 }
 
 Test(diskfull, the_runs_log_keeps_only_whole_lines)
@@ -65,7 +63,7 @@ Test(diskfull, the_runs_log_keeps_only_whole_lines)
     const char *extra[] = {"--runs-log", log, NULL};
     pid_t d = serve_limited(sock, extra, 1500);
     for (uint32_t i = 0; i < 8; i++)
-        one_run(sock, i + 1, 200);
+        jpt_run_complete(sock, i + 1, 200);
     stop(d);
     size_t len;
     char *text = jpt_slurp_file(log, &len);
@@ -104,14 +102,11 @@ static int count_files(const char *path)
 
 Test(diskfull, a_capture_that_cannot_be_written_is_removed)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], caps[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = caps_fixture(sock, caps);
     const char *extra[] = {"--capture-dir", caps, NULL};
     pid_t d = serve_limited(sock, extra, 16384);
-    one_run(sock, 3, 20000); /* its capture is far past 16 KiB */
+    jpt_run_complete(sock, 3, 20000); /* its capture is far past 16 KiB */
     stop(d);
     cr_assert_eq(count_files(caps), 0, "no empty or cut-short capture is left behind");
     rmdir(caps);
@@ -231,6 +226,20 @@ static void wait_log(int fd, char **log, size_t *len, const char *needle)
     }
 }
 
+/* Serves with extra, runs one complete run, stops: the daemon's stderr (malloc'ed). */
+static char *serve_one_run(const char *sock, const char *const extra[], uint32_t seed,
+                           uint64_t events)
+{
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    jpt_run_complete(sock, seed, events);
+    stop(d);
+    char *log = jpt_slurp_fd(errfd);
+    close(errfd);
+    return log;
+}
+
 /* Where needle first is in log (fails the test when it is not there). */
 static size_t at(const char *log, const char *needle)
 {
@@ -241,23 +250,14 @@ static size_t at(const char *log, const char *needle)
 
 Test(diskfull, capture_max_bytes_removes_the_oldest_captures_first)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], caps[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = caps_fixture(sock, caps);
     old_file(caps, "run-100-1.jpcap", 600, 300);
     old_file(caps, "run-200-2.jpcap", 600, 200);
     old_file(caps, "run-300-3.jpcap", 600, 100);
     old_file(caps, "notes.txt", 3000, 400); /* not a capture: never counted or removed */
     const char *extra[] = {"--capture-dir", caps, "--capture-max-bytes", "1500", NULL};
-    int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
-    one_run(sock, 5, 20000);
-    stop(d);
-    char *log = jpt_slurp_fd(errfd);
-    close(errfd);
+    char *log = serve_one_run(sock, extra, 5, 20000);
     /* At start: 1800 bytes, the oldest goes and 1200 fit. After the run, its capture is the
      * newest: older ones go first until the rest fit. */
     size_t started = at(log, "run 1 started");
@@ -279,22 +279,13 @@ Test(diskfull, capture_max_bytes_removes_the_oldest_captures_first)
 
 Test(diskfull, capture_max_age_removes_old_captures_at_start_and_after_runs)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], caps[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = caps_fixture(sock, caps);
     old_file(caps, "run-100-1.jpcap", 100, 3 * 86400);
     old_file(caps, "run-200-2.jpcap", 100, 600);
     old_file(caps, "run-old.txt", 100, 3 * 86400);
     const char *extra[] = {"--capture-dir", caps, "--capture-max-age", "1d", NULL};
-    int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
-    one_run(sock, 6, 2000);
-    stop(d);
-    char *log = jpt_slurp_fd(errfd);
-    close(errfd);
+    char *log = serve_one_run(sock, extra, 6, 2000);
     cr_assert_lt(at(log, "removed capture run-100-1.jpcap (100 bytes): older than "
                          "--capture-max-age 86400s"), at(log, "run 1 started"), "%s", log);
     cr_assert_null(strstr(log, "run-200-2"), "a capture younger than a day stays: %s", log);
@@ -312,11 +303,8 @@ Test(diskfull, capture_max_age_removes_old_captures_at_start_and_after_runs)
  * prune after another run, and goes once its run has ended. */
 Test(diskfull, a_capture_being_written_survives_the_caps)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], caps[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = caps_fixture(sock, caps);
     const char *extra[] = {"--capture-dir", caps, "--capture-max-bytes", "1", NULL};
     int errfd;
     pid_t d = jpt_serve(sock, extra, &errfd);
@@ -331,7 +319,7 @@ Test(diskfull, a_capture_being_written_survives_the_caps)
     char *log = NULL;
     size_t len = 0;
     wait_log(errfd, &log, &len, "run 1 started");
-    one_run(sock, 8, 2000); /* run 2: its capture is over the cap once it ends */
+    jpt_run_complete(sock, 8, 2000); /* run 2: its capture is over the cap once it ends */
     wait_log(errfd, &log, &len, "-2.jpcap (");
     cr_assert(strstr(log, "removed capture run-") != NULL, "%s", log);
     char name[300];

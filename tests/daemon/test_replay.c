@@ -422,6 +422,26 @@ static void expect_recovered(const char *path, uint32_t mode, uint32_t seed, uin
     }
 }
 
+/* Flips one byte inside the payload of the middle block of the capture bytes b (n of them,
+ * which must hold between min_blocks and 4096 blocks) and writes them to path. The records
+ * in the blocks before it in *before, the damaged block's offset in *offset; the block's
+ * header size is returned. */
+static uint32_t damage_middle_block(const char *path, uint8_t *b, size_t n, uint32_t min_blocks,
+                                    uint64_t *before, uint64_t *offset)
+{
+    static struct jpt_capfile_block blk[4096];
+    uint32_t nb = jpt_capfile_blocks(b, n, blk, 4096);
+    cr_assert(nb > min_blocks && nb <= 4096, "%u blocks", nb);
+    uint32_t mid = nb / 2;
+    *before = 0;
+    for (uint32_t i = 0; i < mid; i++)
+        *before += blk[i].records;
+    b[blk[mid].offset + blk[mid].header_len + blk[mid].payload_len / 2] ^= 0x20;
+    jpt_capfile_put(path, b, n);
+    *offset = blk[mid].offset;
+    return blk[mid].header_len;
+}
+
 Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
 {
     char *dir = jpt_tmpdir();
@@ -432,18 +452,10 @@ Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
     size_t n;
     uint8_t *b = jpt_capfile_read(path, &n);
     cr_assert_gt(n, 4u << 20, "a big capture: %zu bytes", n);
-    static struct jpt_capfile_block blk[4096];
-    uint32_t nb = jpt_capfile_blocks(b, n, blk, 4096);
-    cr_assert(nb > 100 && nb <= 4096, "%u blocks", nb);
-    uint32_t mid = nb / 2;
-    uint64_t before = 0;
-    for (uint32_t i = 0; i < mid; i++)
-        before += blk[i].records;
-    /* one byte inside the middle block's payload */
-    b[blk[mid].offset + blk[mid].header_len + blk[mid].payload_len / 2] ^= 0x20;
-    jpt_capfile_put(path, b, n);
+    uint64_t before, offset;
+    damage_middle_block(path, b, n, 100, &before, &offset);
     free(b);
-    expect_recovered(path, JP_MODE_MEMORY, 61, events, before, blk[mid].offset,
+    expect_recovered(path, JP_MODE_MEMORY, 61, events, before, offset,
                      "block checksum mismatch");
     unlink(path);
     rmdir(dir);
@@ -514,19 +526,11 @@ Test(replay, version_1_captures_still_replay)
             free(o1), free(o2), free(e1), free(e2), free(want);
         }
         /* damage in the middle of a version 1 file */
-        static struct jpt_capfile_block blk[256];
-        uint32_t nb = jpt_capfile_blocks(b1, n1, blk, 256);
-        cr_assert(nb > 4 && nb <= 256, "%u blocks", nb);
-        uint32_t mid = nb / 2;
-        uint64_t before = 0;
-        for (uint32_t i = 0; i < mid; i++)
-            before += blk[i].records;
-        cr_assert_eq(blk[mid].header_len, JP_CAPTURE_BLOCK_HEADER_SIZE_V1);
-        b1[blk[mid].offset + blk[mid].header_len + blk[mid].payload_len / 2] ^= 0x20;
-        jpt_capfile_put(v1, b1, n1);
+        uint64_t before, offset;
+        cr_assert_eq(damage_middle_block(v1, b1, n1, 4, &before, &offset),
+                     JP_CAPTURE_BLOCK_HEADER_SIZE_V1);
         free(b1);
-        expect_recovered(v1, modes[m], 63, events, before, blk[mid].offset,
-                         "block checksum mismatch");
+        expect_recovered(v1, modes[m], 63, events, before, offset, "block checksum mismatch");
         unlink(v1);
         unlink(v2);
         rmdir(dir);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capfile.h"
 #include "support.h"
 
 static const char *tool(const char *name)
@@ -229,16 +230,7 @@ Test(systemd, tells_the_notify_socket_ready_then_stopping_on_sigterm)
     unsetenv("NOTIFY_SOCKET");
     cr_assert_gt(d, 0);
     cr_assert_str_eq(next_notice(nfd), "READY=1");
-    /* ready means serving: a run goes through */
-    struct jpt_client c;
-    cr_assert_eq(jpt_client_connect(&c, sock), 0);
-    struct jpt_stream s;
-    jpt_stream_init(&s, JP_MODE_CPU, 9, 2000);
-    struct jpt_result r;
-    cr_assert_eq(jpt_run(&c, &s, 1024, -1, &r), 0);
-    cr_assert_eq(r.status, JP_STATUS_COMPLETE);
-    jpt_result_free(&r);
-    jpt_client_close(&c);
+    jpt_run_complete(sock, 9, 2000); /* ready means serving */
     kill(d, SIGTERM);
     cr_assert_str_eq(next_notice(nfd), "STOPPING=1");
     int ws = tl_wait(d, 20000);
@@ -298,14 +290,7 @@ Test(systemd, log_lines_carry_journal_priorities_when_stderr_is_the_journal)
         cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
         pid_t d = serve_logging_to(sock, extra, log, journal);
         cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
-        struct jpt_client c;
-        cr_assert_eq(jpt_client_connect(&c, sock), 0);
-        struct jpt_stream s;
-        jpt_stream_init(&s, JP_MODE_CPU, 10, 60000);
-        struct jpt_result r;
-        cr_assert_eq(jpt_run(&c, &s, 4096, -1, &r), 0);
-        jpt_result_free(&r);
-        jpt_client_close(&c);
+        jpt_run_complete(sock, 10, 60000);
         kill(d, SIGTERM);
         int ws = tl_wait(d, 20000);
         cr_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
