@@ -90,15 +90,18 @@ Test(systemd, socket_activation_serves_a_run)
     int errfd;
     pid_t pid = jpt_spawn(argv, -1, &errfd);
     cr_assert_gt(pid, 0);
-    struct stat st;
-    for (int i = 0; i < 500 && stat(sock, &st) != 0; i++) {
+    /* The socket file appears at bind(), a moment before listen(): wait until it accepts
+     * (systemd-socket-activate starts the daemon on that first connection). */
+    struct jpt_client c;
+    int connected = -1;
+    for (int i = 0; i < 1000 && (connected = jpt_client_connect(&c, sock)) != 0; i++) {
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
-    cr_assert_eq(stat(sock, &st), 0, "systemd-socket-activate did not create the socket");
+    cr_assert_eq(connected, 0, "systemd-socket-activate never listened on %s", sock);
     for (int run = 0; run < 2; run++) {
-        struct jpt_client c;
-        cr_assert_eq(jpt_client_connect(&c, sock), 0);
+        if (run > 0)
+            cr_assert_eq(jpt_client_connect(&c, sock), 0, "the daemon listens on");
         struct jpt_stream s, again;
         jpt_stream_init(&s, JP_MODE_CPU, 123u + (uint32_t)run, 20000);
         again = s;
