@@ -54,6 +54,8 @@
 struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
     const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
+    uint64_t capture_max_bytes; /* capture dir: most bytes of captures kept; 0: no cap */
+    uint64_t capture_max_age_s; /* capture dir: oldest capture kept, seconds; 0: no cap */
     const char *runs_log;     /* NULL: no runs log */
     int allow_group;          /* -1: none */
     uint32_t max_runs_per_uid;
@@ -164,6 +166,9 @@ int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
 /* server.c */
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
+/* capture.c: applies --capture-max-bytes and --capture-max-age to the capture directory:
+ * removes (and logs) the oldest finished captures, never one still being written. */
+void jpd_capture_prune(struct jpd_daemon *d);
 const char *jpd_default_socket(char *buf, size_t cap);
 
 /* show.c */
@@ -188,12 +193,27 @@ int jpd_cmd_summarize(int argc, char **argv);
 /* util.c */
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+/* A positive decimal integer, then at most one of the unit letters in units[i].letter, which
+ * multiplies it by units[i].times (none: 1): "64M", "7d". -EINVAL / -ERANGE (0, or past
+ * UINT64_MAX once multiplied). */
+struct jpd_unit {
+    char letter;
+    uint64_t times;
+};
+int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out);
 /* Text is built in the common buffer (common/buf.h) with the common JSON string writer
  * (common/json.h). */
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at a syslog priority (JPD_LOG_*, <syslog.h>'s values); jpd_log is JPD_LOG_INFO.
+ * When stderr is the journal's stream (systemd.h) the line starts with "<N>", which the
+ * journal takes as its priority; elsewhere the line is the same as jpd_log's. */
+#define JPD_LOG_ERR 3
+#define JPD_LOG_WARNING 4
+#define JPD_LOG_INFO 6
+void jpd_log_at(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
 const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that

@@ -1,8 +1,8 @@
 /* jettprofd command line.
  *
  *   jettprofd --session-fd N                  private mode: one run on an inherited socket
- *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]
- *                   [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
+ *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]
+ *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
@@ -42,7 +42,8 @@ static const struct command {
     const char *options;
 } commands[] = {
     {"serve",
-     "jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
+     "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
+     "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
      "                [--max-cpu-budget B] [--max-retention-budget B]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
@@ -51,6 +52,11 @@ static const struct command {
      "                            $XDG_RUNTIME_DIR/jettprofd.sock when not root, else\n"
      "                            /run/jettprofd.sock)\n"
      "  --capture-dir DIR         keep a capture of every run in DIR\n"
+     "  --capture-max-bytes N     keep at most N bytes of captures there (suffix K, M or\n"
+     "                            G: KiB, MiB, GiB), removing the oldest finished ones\n"
+     "  --capture-max-age D       remove captures there older than D (suffix s, m, h or\n"
+     "                            d; seconds without); both caps are checked at start\n"
+     "                            and after each run, and spare captures being written\n"
      "  --runs-log FILE           append one line per finished run to FILE\n"
      "  --allow-group G           also admit members of group G (name or gid)\n"
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
@@ -138,7 +144,9 @@ static int cmd_serve(int argc, char **argv)
                              .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        static const char *const with_value[] = {"--socket", "--capture-dir", "--runs-log",
+        static const char *const with_value[] = {"--socket", "--capture-dir",
+                                                 "--capture-max-bytes", "--capture-max-age",
+                                                 "--runs-log",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
                                                  "--max-retention-budget"};
@@ -155,6 +163,19 @@ static int cmd_serve(int argc, char **argv)
             cfg.socket_path = v;
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
+        } else if (!strcmp(a, "--capture-max-bytes")) {
+            static const struct jpd_unit size_units[] = {
+                {'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}};
+            if (jpd_parse_scaled(v, size_units, 3, &cfg.capture_max_bytes) < 0)
+                return bad("serve", "--capture-max-bytes must be a positive integer of bytes, "
+                                    "with K, M or G after it for KiB, MiB or GiB, not", v);
+        } else if (!strcmp(a, "--capture-max-age")) {
+            static const struct jpd_unit time_units[] = {
+                {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+            if (jpd_parse_scaled(v, time_units, 4, &cfg.capture_max_age_s) < 0 ||
+                cfg.capture_max_age_s > INT32_MAX)
+                return bad("serve", "--capture-max-age must be a positive duration (seconds, "
+                                    "or a number with s, m, h or d after it), not", v);
         } else if (!strcmp(a, "--runs-log")) {
             cfg.runs_log = v;
         } else if (!strcmp(a, "--allow-group")) {
@@ -188,6 +209,10 @@ static int cmd_serve(int argc, char **argv)
             cfg.max_ring_bytes = n;
         }
     }
+    if ((cfg.capture_max_bytes || cfg.capture_max_age_s) && !cfg.capture_dir)
+        return bad("serve", cfg.capture_max_bytes ? "--capture-max-bytes needs --capture-dir"
+                                                  : "--capture-max-age needs --capture-dir",
+                   NULL);
     return jpd_run_serve(&cfg);
 }
 
