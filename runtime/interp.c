@@ -158,7 +158,9 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     vm->fn = f;
     vm->base = base;
     vm->depth++;
-    if (vm->pt)
+    if (vm->pf) /* the call node's cache: no call into the agent on a hit */
+        jettprof_enter_fast(vm->pf, (struct jettprof_site *)&n->site, f->prof_frame);
+    else if (vm->pt)
         jettprof_enter(vm->pt, f->prof_frame);
     if (jt_safe_point(vm)) /* call */
         exec(vm, f->body);
@@ -169,7 +171,9 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     }
     if (!vm->ctl)
         jt_safe_point(vm); /* return */
-    if (vm->pt)
+    if (vm->pf)
+        jettprof_leave_fast(vm->pf);
+    else if (vm->pt)
         jettprof_leave(vm->pt);
     vm->depth--;
     vm->fn = caller;
@@ -579,7 +583,7 @@ void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt)
     vm->stack = jt_xmalloc(sizeof(jv) * JT_STACK_SLOTS);
 }
 
-enum jt_outcome jt_vm_run(struct jt_vm *vm)
+static enum jt_outcome run_program(struct jt_vm *vm)
 {
     struct jt_program *prog = vm->prog;
     for (uint32_t i = 0; i < prog->nmodules && !vm->ctl; i++) {
@@ -616,6 +620,21 @@ enum jt_outcome jt_vm_run(struct jt_vm *vm)
     if (vm->ctl == CTL_ERROR)
         return JT_OUT_RUNTIME_ERROR;
     return JT_OUT_RETURNED;
+}
+
+enum jt_outcome jt_vm_run(struct jt_vm *vm)
+{
+    /* The agent's inline paths for the thread the driver registered: the cheapest enter, leave
+     * and heap hooks. Valid only while that registration is, so they are dropped on return,
+     * before the driver unregisters. NULL (an agent of another layout): the plain calls. */
+    if (vm->pt)
+        vm->pf = jettprof_thread_fast(vm->pt, JETTPROF_FAST_VERSION);
+    if (vm->heap.pt)
+        vm->heap.pf = jettprof_thread_fast(vm->heap.pt, JETTPROF_FAST_VERSION);
+    enum jt_outcome o = run_program(vm);
+    vm->pf = NULL;
+    vm->heap.pf = NULL;
+    return o;
 }
 
 void jt_vm_fini(struct jt_vm *vm)

@@ -28,6 +28,7 @@ struct jt_vm {
     /* profiling: both NULL when not profiled */
     struct jettprof_thread *pt;
     const uint32_t *pw;
+    struct jettprof_fast *pf;      /* pt's inline enter/leave, while jt_vm_run runs (or NULL) */
     struct jettprof_pos *stmt_pos; /* CPU mode: hot lines need the current statement */
     /* output: written through, or captured for the --agent envelope */
     bool capture;

@@ -12,6 +12,10 @@ size_t header_c99_sizeof_result(void);
 size_t header_c99_offsetof_excerpt(void);
 size_t header_c99_offsetof_retention(void);
 int header_c99_poll(jettprof_thread *t);
+size_t header_c99_sizeof_fast(void);
+size_t header_c99_sizeof_site(void);
+size_t header_c99_offsetof_fast_nodes(void);
+int header_c99_fast_calls(jettprof_thread *t, struct jettprof_site *site, uint32_t frame);
 
 Test(header, c99_and_c11_agree_on_every_public_layout)
 {
@@ -21,6 +25,9 @@ Test(header, c99_and_c11_agree_on_every_public_layout)
     cr_assert_eq(header_c99_offsetof_excerpt(), offsetof(struct jettprof_config, excerpt));
     cr_assert_eq(header_c99_offsetof_retention(),
                  offsetof(struct jettprof_config, retention_budget_bytes));
+    cr_assert_eq(header_c99_sizeof_fast(), sizeof(struct jettprof_fast));
+    cr_assert_eq(header_c99_sizeof_site(), sizeof(struct jettprof_site));
+    cr_assert_eq(header_c99_offsetof_fast_nodes(), offsetof(struct jettprof_fast, nodes_));
     /* Every struct passed in starts with its size field. */
     cr_assert_eq(offsetof(struct jettprof_config, size), 0);
     cr_assert_eq(offsetof(struct jettprof_frame_desc, size), 0);
