@@ -22,6 +22,9 @@
 
 #define RUNS 7
 
+/* `quick`: a twentieth of the work, to check that every part runs (figures are then rough). */
+static uint64_t work_div = 1;
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -102,7 +105,7 @@ static void poll_bench(void)
     jettprof_thread *t;
     jettprof_thread_register(run, 1, &t);
     const uint32_t *pw = jettprof_pending_word(t);
-    const uint64_t n = 50000000;
+    const uint64_t n = 50000000 / work_div;
     double base[RUNS], inl[RUNS], fn[RUNS];
     for (int r = 0; r < RUNS; r++) {
         base[r] = bench_loop(0, t, pw, n);
@@ -158,7 +161,7 @@ static void enter_bench(void)
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
     struct jettprof_site sites[2] = {{0}};
     jettprof_enter(t, fm);
-    const uint64_t n = 5000000;
+    const uint64_t n = 5000000 / work_div;
     double base[RUNS], plain[RUNS], fast[RUNS];
     for (int r = 0; r < RUNS; r++) {
         base[r] = enter_loop(0, t, f, sites, fa, fb, n);
@@ -201,8 +204,10 @@ static void alloc_bench(void)
     jettprof_enter(t, fb);
     jettprof_leave(t);
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
-    enum { BATCH = 2000, BATCHES = 301 };
-    static double a_only[BATCHES], a_enter[BATCHES], a_fast[BATCHES], base[BATCHES];
+    enum { BATCH = 2000, BATCHES_MAX = 301 };
+    const int BATCHES = work_div > 1 ? 31 : BATCHES_MAX;
+    static double a_only[BATCHES_MAX], a_enter[BATCHES_MAX], a_fast[BATCHES_MAX],
+        base[BATCHES_MAX];
     volatile uint64_t sink = 0;
     for (int b = 0; b < BATCHES; b++) {
         drain(&cons); /* room for the whole batch, outside the timing */
@@ -382,6 +387,8 @@ static void cpu_bench(void)
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : "";
+    if (argc > 2 && strcmp(argv[2], "quick") == 0)
+        work_div = 20;
     printf("agent_bench: medians of %d runs unless stated\n", RUNS);
     if (!*only || !strcmp(only, "poll"))
         poll_bench();
