@@ -9,31 +9,11 @@
 
 #include "stream.h"
 
-static jettprof_run *local(uint32_t mode, struct stream *s)
-{
-    struct jettprof_config c = test_config(mode);
-    jettprof_run *run = NULL;
-    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
-    stream_open(s, run);
-    return run;
-}
-
 static struct jettprof_fast *fast_of(jettprof_thread *t)
 {
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
     cr_assert_not_null(f);
     return f;
-}
-
-/* The node the thread's next allocation is charged to, through the plain hook (which reads the
- * library's own view of the stack). */
-static uint32_t node_now(jettprof_thread *t, struct stream *s)
-{
-    uint64_t id;
-    cr_assert_eq(jettprof_alloc(t, 1, &id), 0);
-    stream_drain(s);
-    const struct jp_rec_alloc *a = stream_nth(s, JP_REC_ALLOC, stream_count(s, JP_REC_ALLOC) - 1);
-    return a->node;
 }
 
 /* The (parent, frame) of a node, from its definition in the stream. */
@@ -53,7 +33,7 @@ static void node_def(const struct stream *s, uint32_t node, uint32_t *parent, ui
 Test(fast, only_this_layout_is_handed_out)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_not_null(jettprof_thread_fast(t, JETTPROF_FAST_VERSION));
@@ -69,7 +49,7 @@ Test(fast, only_this_layout_is_handed_out)
 Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -79,29 +59,29 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
      * hit while the per-depth cache of the plain path would thrash. */
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(jettprof_enter_fast(f, &main_a, fa), 0);
-        cr_assert_eq(node_now(t, &s), 1);
+        cr_assert_eq(test_node_now(t, &s), 1);
         cr_assert_eq(jettprof_enter_fast(f, &a_b, fb), 0);
-        cr_assert_eq(node_now(t, &s), 2);
+        cr_assert_eq(test_node_now(t, &s), 2);
         jettprof_leave_fast(f);
         cr_assert_eq(jettprof_enter_fast(f, &a_a, fa), 0);
-        cr_assert_eq(node_now(t, &s), 3);
+        cr_assert_eq(test_node_now(t, &s), 3);
         jettprof_leave_fast(f);
-        cr_assert_eq(node_now(t, &s), 1);
+        cr_assert_eq(test_node_now(t, &s), 1);
         jettprof_leave_fast(f);
-        cr_assert_eq(node_now(t, &s), 0);
+        cr_assert_eq(test_node_now(t, &s), 0);
     }
     /* The plain calls agree with what the sites hold. */
     cr_assert_eq(jettprof_enter(t, fa), 0);
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(node_now(t, &s), 2);
+    cr_assert_eq(test_node_now(t, &s), 2);
     jettprof_leave(t);
     jettprof_leave(t);
     cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 3, "each (caller, frame) interned once");
     /* A site used from another caller is a miss that resolves the right node. */
     cr_assert_eq(jettprof_enter_fast(f, &main_a, fb), 0); /* b as a root: a new node */
-    cr_assert_eq(node_now(t, &s), 4);
+    cr_assert_eq(test_node_now(t, &s), 4);
     cr_assert_eq(jettprof_enter_fast(f, &main_a, fa), 0); /* then a under b */
-    cr_assert_eq(node_now(t, &s), 5);
+    cr_assert_eq(test_node_now(t, &s), 5);
     uint32_t parent, frame;
     node_def(&s, 5, &parent, &frame);
     cr_assert_eq(parent, 4);
@@ -109,7 +89,7 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
     jettprof_leave_fast(f);
     jettprof_leave_fast(f);
     jettprof_leave_fast(f); /* unbalanced: ignored, as by jettprof_leave */
-    cr_assert_eq(node_now(t, &s), 0);
+    cr_assert_eq(test_node_now(t, &s), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_free(&s);
@@ -120,26 +100,26 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
 Test(fast, a_site_reused_after_its_run_ended_is_a_miss)
 {
     struct stream s1, s2;
-    jettprof_run *r1 = local(JETTPROF_MODE_MEMORY, &s1);
+    jettprof_run *r1 = test_local_run(JETTPROF_MODE_MEMORY, &s1);
     uint32_t fa = test_frame(r1, "m", "a", 1), fb = test_frame(r1, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(r1, 1, &t), 0);
     struct jettprof_site site = {0};
     cr_assert_eq(jettprof_enter_fast(fast_of(t), &site, fa), 0);
-    cr_assert_eq(node_now(t, &s1), 1, "(root, a) is node 1 in run 1");
+    cr_assert_eq(test_node_now(t, &s1), 1, "(root, a) is node 1 in run 1");
     jettprof_leave_fast(fast_of(t));
     jettprof_thread_unregister(t);
     jp_agent_local_end(r1, JETTPROF_TERM_RETURNED);
     stream_free(&s1);
 
-    jettprof_run *r2 = local(JETTPROF_MODE_MEMORY, &s2);
+    jettprof_run *r2 = test_local_run(JETTPROF_MODE_MEMORY, &s2);
     cr_assert_eq(test_frame(r2, "m", "a", 1), fa);
     cr_assert_eq(test_frame(r2, "m", "b", 2), fb);
     cr_assert_eq(jettprof_thread_register(r2, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, fb), 0); /* (root, b) takes node 1 in run 2 */
     jettprof_leave(t);
     cr_assert_eq(jettprof_enter_fast(fast_of(t), &site, fa), 0);
-    uint32_t n = node_now(t, &s2);
+    uint32_t n = test_node_now(t, &s2);
     cr_assert_eq(n, 2, "run 1's node for (root, a) is run 2's (root, b): never reused");
     uint32_t parent, frame;
     node_def(&s2, n, &parent, &frame);
@@ -169,7 +149,7 @@ static void *use_site(void *arg)
         jettprof_leave(t);
     }
     cr_assert_eq(jettprof_enter_fast(fast_of(t), u->site, u->second), 0);
-    u->node = node_now(t, u->s);
+    u->node = test_node_now(t, u->s);
     jettprof_leave_fast(fast_of(t));
     jettprof_thread_unregister(t);
     return NULL;
@@ -180,8 +160,8 @@ static void *use_site(void *arg)
 Test(fast, a_site_filled_by_another_thread_is_a_miss)
 {
     struct stream s1, s2;
-    jettprof_run *r1 = local(JETTPROF_MODE_MEMORY, &s1);
-    jettprof_run *r2 = local(JETTPROF_MODE_MEMORY, &s2);
+    jettprof_run *r1 = test_local_run(JETTPROF_MODE_MEMORY, &s1);
+    jettprof_run *r2 = test_local_run(JETTPROF_MODE_MEMORY, &s2);
     uint32_t fa = test_frame(r1, "m", "a", 1);
     cr_assert_eq(test_frame(r2, "m", "a", 1), fa);
     uint32_t fb = test_frame(r2, "m", "b", 2);
@@ -204,21 +184,46 @@ Test(fast, a_site_filled_by_another_thread_is_a_miss)
     stream_free(&s2);
 }
 
+/* Two local memory runs driven side by side from this thread with the same program: one
+ * through the plain calls, one through the fast paths. Each run has its own owner. */
+struct twins {
+    struct stream sp, sf;
+    jettprof_run *rp, *rf;
+    jettprof_thread *tp, *tf;
+    struct jettprof_fast *f; /* tf's */
+    uint32_t frame;          /* the same id in both */
+};
+
+static void twins_start(struct twins *w, const char *fn, uint32_t thread_id)
+{
+    w->rp = test_local_run(JETTPROF_MODE_MEMORY, &w->sp);
+    w->rf = test_local_run(JETTPROF_MODE_MEMORY, &w->sf);
+    w->frame = test_frame(w->rp, "m", fn, 1);
+    cr_assert_eq(test_frame(w->rf, "m", fn, 1), w->frame);
+    cr_assert_eq(jettprof_thread_register(w->rp, thread_id, &w->tp), 0);
+    cr_assert_eq(jettprof_thread_register(w->rf, thread_id, &w->tf), 0);
+    w->f = fast_of(w->tf);
+}
+
+static void twins_end(struct twins *w)
+{
+    jettprof_thread_unregister(w->tp);
+    jettprof_thread_unregister(w->tf);
+    jp_agent_local_end(w->rp, JETTPROF_TERM_RETURNED);
+    jp_agent_local_end(w->rf, JETTPROF_TERM_RETURNED);
+    stream_free(&w->sp);
+    stream_free(&w->sf);
+}
+
 /* One site for a recursive call: every level has another caller node, so every level is a
  * miss that resolves its own node, past the truncation at 128, and the unwinding is exact. */
 Test(fast, recursion_through_one_site_matches_plain_calls)
 {
-    struct stream sp, sf;
-    jettprof_run *rp = local(JETTPROF_MODE_MEMORY, &sp);
-    jettprof_run *rf = local(JETTPROF_MODE_MEMORY, &sf);
-    uint32_t fr = test_frame(rp, "m", "rec", 1);
-    cr_assert_eq(test_frame(rf, "m", "rec", 1), fr);
-    jettprof_thread *tp, *tf;
-    cr_assert_eq(jettprof_thread_register(rp, 1, &tp), 0);
-    /* Both runs from this thread: one plain, one through the site (the second registration
-     * is foreign to nothing: each run has its own owner). */
-    cr_assert_eq(jettprof_thread_register(rf, 1, &tf), 0);
-    struct jettprof_fast *f = fast_of(tf);
+    struct twins w;
+    twins_start(&w, "rec", 1);
+    struct jettprof_fast *f = w.f;
+    jettprof_thread *tp = w.tp, *tf = w.tf;
+    uint32_t fr = w.frame;
     struct jettprof_site site = {0};
     for (int rep = 0; rep < 2; rep++) {
         for (int d = 1; d <= 200; d++) {
@@ -226,23 +231,18 @@ Test(fast, recursion_through_one_site_matches_plain_calls)
             cr_assert_eq(jettprof_enter_fast(f, &site, fr), 0);
             jettprof_stmt(tp, (uint32_t)d, 2);
             jettprof_stmt_set(jettprof_stmt_pos(tf), (uint32_t)d, 2);
-            cr_assert_eq(node_now(tf, &sf), node_now(tp, &sp), "depth %d", d);
+            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "depth %d", d);
         }
         for (int d = 200; d >= 1; d--) {
             jettprof_leave(tp);
             jettprof_leave_fast(f);
-            cr_assert_eq(node_now(tf, &sf), node_now(tp, &sp), "back to depth %d", d - 1);
+            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "back to depth %d", d - 1);
             if (d - 1 >= 1 && d - 1 <= 128)
                 cr_assert_eq(f->pos_.line, (uint32_t)(d - 1), "the caller's statement");
         }
     }
-    cr_assert_eq(stream_count(&sf, JP_REC_NODE_DEF), 129);
-    jettprof_thread_unregister(tp);
-    jettprof_thread_unregister(tf);
-    jp_agent_local_end(rp, JETTPROF_TERM_RETURNED);
-    jp_agent_local_end(rf, JETTPROF_TERM_RETURNED);
-    stream_free(&sp);
-    stream_free(&sf);
+    cr_assert_eq(stream_count(&w.sf, JP_REC_NODE_DEF), 129);
+    twins_end(&w);
 }
 
 /* The body of a memory record (after its header), to compare streams. */
@@ -270,15 +270,11 @@ static int same_mem_records(const struct stream *a, const struct stream *b)
  * same ids, the same counters; set_task re-announces the identity before the next event. */
 Test(fast, inline_hooks_record_what_the_plain_hooks_record)
 {
-    struct stream sp, sf;
-    jettprof_run *rp = local(JETTPROF_MODE_MEMORY, &sp);
-    jettprof_run *rf = local(JETTPROF_MODE_MEMORY, &sf);
-    uint32_t fa = test_frame(rp, "m", "a", 1);
-    cr_assert_eq(test_frame(rf, "m", "a", 1), fa);
-    jettprof_thread *tp, *tf;
-    cr_assert_eq(jettprof_thread_register(rp, 3, &tp), 0);
-    cr_assert_eq(jettprof_thread_register(rf, 3, &tf), 0);
-    struct jettprof_fast *f = fast_of(tf);
+    struct twins w;
+    twins_start(&w, "a", 3);
+    struct jettprof_fast *f = w.f;
+    jettprof_thread *tp = w.tp, *tf = w.tf;
+    uint32_t fa = w.frame;
     struct jettprof_site site = {0};
     uint64_t idp[64], idf[64];
     for (int k = 0; k < 64; k++) {
@@ -307,21 +303,16 @@ Test(fast, inline_hooks_record_what_the_plain_hooks_record)
     cr_assert_eq(jettprof_alloc_id_fast(f, 5000, 7), 0);
     cr_assert_eq(jettprof_alloc_fast(f, 1, NULL), 0, "no id wanted");
     cr_assert_eq(jettprof_alloc(tp, 1, NULL), 0);
-    stream_drain(&sp);
-    stream_drain(&sf);
-    cr_assert_gt(stream_count(&sf, JP_REC_ALLOC), 64);
-    cr_assert_eq(stream_count(&sf, JP_REC_EXEC), 2, "one identity, then the task's");
-    cr_assert(same_mem_records(&sp, &sf));
+    stream_drain(&w.sp);
+    stream_drain(&w.sf);
+    cr_assert_gt(stream_count(&w.sf, JP_REC_ALLOC), 64);
+    cr_assert_eq(stream_count(&w.sf, JP_REC_EXEC), 2, "one identity, then the task's");
+    cr_assert(same_mem_records(&w.sp, &w.sf));
     struct jp_rec_counters cp, cf;
-    jp_agent_counters(rp, &cp);
-    jp_agent_counters(rf, &cf);
+    jp_agent_counters(w.rp, &cp);
+    jp_agent_counters(w.rf, &cf);
     cr_assert_eq(memcmp(&cp, &cf, sizeof cp), 0, "the same counters");
-    jettprof_thread_unregister(tp);
-    jettprof_thread_unregister(tf);
-    jp_agent_local_end(rp, JETTPROF_TERM_RETURNED);
-    jp_agent_local_end(rf, JETTPROF_TERM_RETURNED);
-    stream_free(&sp);
-    stream_free(&sf);
+    twins_end(&w);
 }
 
 struct second {
@@ -348,7 +339,7 @@ static void *second_thread(void *arg)
 Test(fast, another_producer_never_takes_the_owners_identity)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
