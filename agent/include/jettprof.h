@@ -342,7 +342,8 @@ static inline int jettprof_enter_fast(struct jettprof_fast *f, struct jettprof_s
 static inline void jettprof_leave_fast(struct jettprof_fast *f)
 {
     uint32_t d = f->depth_;
-    if (JETTPROF_LIKELY_(d - 1u < JETTPROF_FAST_DEPTH)) { /* 1..128: back to the caller's node and statement */
+    /* Depths 1..128: back to the caller's node and statement. */
+    if (JETTPROF_LIKELY_(d - 1u < JETTPROF_FAST_DEPTH)) {
         f->depth_ = d - 1u;
         f->pos_ = f->saved_[d - 1u];
         return;
@@ -386,11 +387,13 @@ static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int
 {
     __atomic_store_n(f->owner_busy_, 1u, __ATOMIC_RELAXED); /* P1 */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    uint64_t head = *f->ring_head_;
-    /* mem_armed_ is read only after P2 saw no foreign producer: a registering foreigner
-     * clears it while this thread is outside the section (produce.c). */
+    /* Everything the section reads (the window, the ring's producer state, which a foreign
+     * producer also writes in its own sections) is read only after P2 saw no foreign producer,
+     * so it is what the last foreign section left (its P5 release pairs with this acquire). */
+    uint64_t head = 0;
     if (__builtin_expect(__atomic_load_n(f->foreign_, __ATOMIC_ACQUIRE) != 0 || /* P2 */
-                             !f->mem_armed_ || head + 1u - *f->ring_tail_ > f->ring_slots_,
+                             !f->mem_armed_ ||
+                             (head = *f->ring_head_) + 1u - *f->ring_tail_ > f->ring_slots_,
                          0)) {
         __atomic_store_n(f->owner_busy_, 0u, __ATOMIC_RELEASE); /* P3 */
         return 0;

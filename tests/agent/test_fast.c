@@ -236,7 +236,8 @@ Test(fast, recursion_through_one_site_matches_plain_calls)
         for (int d = 200; d >= 1; d--) {
             jettprof_leave(tp);
             jettprof_leave_fast(f);
-            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "back to depth %d", d - 1);
+            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "back to depth %d",
+                         d - 1);
             if (d - 1 >= 1 && d - 1 <= 128)
                 cr_assert_eq(f->pos_.line, (uint32_t)(d - 1), "the caller's statement");
         }
