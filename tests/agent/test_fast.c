@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stream.h"
@@ -402,6 +403,71 @@ Test(fast, full_ring_drops_and_counts_like_the_plain_hook)
     struct jp_rec_counters k;
     jp_agent_counters(run, &k);
     cr_assert_eq(k.lost_records, (uint64_t)dropped);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
+struct churn {
+    jettprof_run *run;
+    int rounds;
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    for (int r = 0; r < c->rounds; r++) {
+        struct second x = {c->run, 5};
+        second_thread(&x);
+    }
+    return NULL;
+}
+
+/* The owner allocates through the inline hooks while another thread keeps registering,
+ * allocating and unregistering: every record of both is in the stream once, none overwritten,
+ * each under its own thread's identity. */
+Test(fast, owner_and_churning_producer_lose_nothing)
+{
+    struct stream s;
+    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    c.ring_slots = 1u << 16;
+    jettprof_run *run = NULL;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
+    stream_open(&s, run);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    struct jettprof_fast *f = fast_of(t);
+    enum { OWNER = 20000, ROUNDS = 200 };
+    struct churn ch = {run, ROUNDS};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, churn_thread, &ch), 0);
+    for (int i = 0; i < OWNER; i++) {
+        uint64_t id;
+        cr_assert_eq(jettprof_alloc_fast(f, 100, &id), 0);
+    }
+    pthread_join(th, NULL);
+    stream_drain(&s);
+    const uint64_t total = OWNER + ROUNDS * 5;
+    uint8_t *seen = calloc(total + 1, 1);
+    cr_assert_not_null(seen);
+    uint32_t who = JP_ID_UNAVAILABLE;
+    size_t allocs = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        const struct jp_rec_hdr *h = rec_at(&s, i);
+        if (h->type == JP_REC_EXEC)
+            who = ((const struct jp_rec_exec *)(const void *)h)->runtime_thread_id;
+        if (h->type != JP_REC_ALLOC)
+            continue;
+        const struct jp_rec_alloc *a = (const void *)h;
+        cr_assert(a->allocation_id >= 1 && a->allocation_id <= total);
+        cr_assert_eq(seen[a->allocation_id], 0, "id %llu twice",
+                     (unsigned long long)a->allocation_id);
+        seen[a->allocation_id] = 1;
+        cr_assert_eq(who, a->size == 100 ? 1u : 2u);
+        allocs++;
+    }
+    cr_assert_eq(allocs, total, "every allocation of both threads is in the stream");
+    free(seen);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_free(&s);
