@@ -336,6 +336,34 @@ static void *second_thread(void *arg)
     return NULL;
 }
 
+/* Walks the stream's allocations, each charged to the identity of the last EXEC before it:
+ * the owner (thread 1) allocates 100 bytes, the second thread (2) 200. Every id in 1..total
+ * appears once. Returns how many allocations there were. */
+static size_t check_charges(const struct stream *s, uint64_t total)
+{
+    uint8_t *seen = calloc(total + 1, 1);
+    cr_assert_not_null(seen);
+    uint32_t who = JP_ID_UNAVAILABLE;
+    size_t allocs = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct jp_rec_hdr *h = rec_at(s, i);
+        if (h->type == JP_REC_EXEC)
+            who = ((const struct jp_rec_exec *)(const void *)h)->runtime_thread_id;
+        if (h->type != JP_REC_ALLOC)
+            continue;
+        const struct jp_rec_alloc *a = (const void *)h;
+        allocs++;
+        cr_assert(a->allocation_id >= 1 && a->allocation_id <= total);
+        cr_assert_eq(seen[a->allocation_id], 0, "id %llu twice",
+                     (unsigned long long)a->allocation_id);
+        seen[a->allocation_id] = 1;
+        cr_assert_eq(who, a->size == 100 ? 1u : 2u, "allocation %zu charged to thread %u",
+                     allocs, who);
+    }
+    free(seen);
+    return allocs;
+}
+
 /* Every allocation record is charged to the thread that made it: after a second thread pushed
  * under its own identity, the owner's inline hooks announce the owner again first. */
 Test(fast, another_producer_never_takes_the_owners_identity)
@@ -357,20 +385,7 @@ Test(fast, another_producer_never_takes_the_owners_identity)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(jettprof_alloc_fast(f, 100, &id), 0);
     stream_drain(&s);
-    uint32_t who = JP_ID_UNAVAILABLE;
-    size_t allocs = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        const struct jp_rec_hdr *h = rec_at(&s, i);
-        if (h->type == JP_REC_EXEC)
-            who = ((const struct jp_rec_exec *)(const void *)h)->runtime_thread_id;
-        if (h->type != JP_REC_ALLOC)
-            continue;
-        allocs++;
-        uint64_t size = ((const struct jp_rec_alloc *)(const void *)h)->size;
-        cr_assert_eq(who, size == 100 ? 1u : 2u, "allocation %zu charged to thread %u", allocs,
-                     who);
-    }
-    cr_assert_eq(allocs, 16 + 9);
+    cr_assert_eq(check_charges(&s, 16 + 9), 16 + 9);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_free(&s);
@@ -448,26 +463,7 @@ Test(fast, owner_and_churning_producer_lose_nothing)
     pthread_join(th, NULL);
     stream_drain(&s);
     const uint64_t total = OWNER + ROUNDS * 5;
-    uint8_t *seen = calloc(total + 1, 1);
-    cr_assert_not_null(seen);
-    uint32_t who = JP_ID_UNAVAILABLE;
-    size_t allocs = 0;
-    for (size_t i = 0; i < s.n; i++) {
-        const struct jp_rec_hdr *h = rec_at(&s, i);
-        if (h->type == JP_REC_EXEC)
-            who = ((const struct jp_rec_exec *)(const void *)h)->runtime_thread_id;
-        if (h->type != JP_REC_ALLOC)
-            continue;
-        const struct jp_rec_alloc *a = (const void *)h;
-        cr_assert(a->allocation_id >= 1 && a->allocation_id <= total);
-        cr_assert_eq(seen[a->allocation_id], 0, "id %llu twice",
-                     (unsigned long long)a->allocation_id);
-        seen[a->allocation_id] = 1;
-        cr_assert_eq(who, a->size == 100 ? 1u : 2u);
-        allocs++;
-    }
-    cr_assert_eq(allocs, total, "every allocation of both threads is in the stream");
-    free(seen);
+    cr_assert_eq(check_charges(&s, total), total, "every allocation of both threads is there");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_free(&s);
