@@ -13,10 +13,9 @@
  *    against, so the library can grow them compatibly;
  *  - handles are opaque; a jettprof_thread is used only by the thread that registered it, and
  *    the hot-path calls do not check it (pass a live handle, never NULL);
- *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free, and their inline fast
- *    paths further down) never block, allocate, lock or make a system call while the ring has
- *    room; when it is full they wait a bounded time, then drop and count what they could not
- *    push (it is reported in the profile).
+ *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free) never block, allocate,
+ *    lock or make a system call while the ring has room; when it is full they wait a bounded
+ *    time, then drop and count what they could not push (it is reported in the profile).
  *    The one exception is the first entry into a new (caller, frame) pair, which interns a
  *    call-chain node (amortised table growth) and announces it;
  *  - after a failure, jettprof_last_reason() names what was wrong on the calling thread.
@@ -258,7 +257,8 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
  * this header (read or write none of them); the layout changes only together with that
  * version, and a library with another layout returns NULL, so a runtime built against this
  * header falls back to the plain calls above. Plain and inline calls may be mixed freely on one
- * thread: they share the same state and record the same stream.
+ * thread: they share the same state, record the same stream and are hot-path calls under the
+ * same rules (whatever an inline call cannot do inline, it does through its plain twin).
  *
  * Call sites. jettprof_enter_fast() takes a struct jettprof_site that the runtime keeps per
  * call site, as interpreters keep inline caches (24 bytes, zero-initialised before first use;
