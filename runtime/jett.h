@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "jettprof.h"
 
 /* ---- growable byte buffer (interpreter-internal memory, never a Jett heap event) ---- */
 /* The one text buffer (common/buf.h). The interpreter's appends abort on exhaustion, as the
@@ -152,6 +153,7 @@ struct jt_node {
     char *name;                     /* NAME / LET: identifier (dotted for NAME) */
     struct jt_str *str;             /* STR: immortal literal */
     struct jt_fn *fn;               /* CALL */
+    struct jettprof_site site;      /* CALL: the profiler's call-site cache (interp.c writes it) */
     struct jt_node *a, *b, *c, *d;
     struct jt_node **kids;
     uint32_t nkids;

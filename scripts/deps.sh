@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(gcc pkg-config meson ninja-build libuv1-dev libmsgpack-dev libcriterion-dev
           systemd libsystemd-dev nodejs npm clang libclang-rt-14-dev libzstd-dev
-          groff-base)
+          groff-base heaptrack time)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
