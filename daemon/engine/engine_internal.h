@@ -54,7 +54,7 @@
  *   window.c      the young window in front of the live tables, and the live_* calls that
  *                 find an allocation wherever it is held
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
- *   feed.c        life cycle, record dispatch, and the prefetching batch feed
+ *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
  */
 #ifndef JETTPROF_ENGINE_INTERNAL_H
