@@ -79,28 +79,39 @@ void jp_engine_free(struct jp_engine *e)
 
 /* ---- feeding --------------------------------------------------------------------------- */
 
+/* The record types RUN_STOP's record_count does not count, one bit per type. */
+#define UNCOUNTED_TYPES                                                                          \
+    ((UINT32_C(1) << JP_REC_PAD) | (UINT32_C(1) << JP_REC_EXCERPT) |                              \
+     (UINT32_C(1) << JP_REC_RUN_STOP))
+_Static_assert(JP_REC_TYPE_LIMIT <= 32, "a type is a bit of UNCOUNTED_TYPES");
+
 static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len,
                               const char **why)
 {
-    int rc = jp_rec_validate(rec, len, why);
-    if (rc < 0)
-        return rc;
+    /* Samples and allocation events are checked inline; anything else (or a bad one, for its
+     * reason) by the validator. */
+    if (!jp_rec_event_valid(rec, len)) {
+        int rc = jp_rec_validate(rec, len, why);
+        if (rc < 0)
+            return rc;
+    }
     struct jp_rec_hdr h;
     memcpy(&h, rec, sizeof h);
-    if (e->stopped) {
-        *why = "record after RUN_STOP";
-        return -EPROTO;
+    if (__builtin_expect(e->stopped || !e->started || h.type == JP_REC_RUN_START, 0)) {
+        if (e->stopped) {
+            *why = "record after RUN_STOP";
+            return -EPROTO;
+        }
+        if (!e->started && h.type != JP_REC_RUN_START) {
+            *why = "record before RUN_START";
+            return -EPROTO;
+        }
+        if (e->started && h.type == JP_REC_RUN_START) {
+            *why = "second RUN_START";
+            return -EPROTO;
+        }
     }
-    if (!e->started && h.type != JP_REC_RUN_START) {
-        *why = "record before RUN_START";
-        return -EPROTO;
-    }
-    if (e->started && h.type == JP_REC_RUN_START) {
-        *why = "second RUN_START";
-        return -EPROTO;
-    }
-    if (h.type != JP_REC_PAD && h.type != JP_REC_EXCERPT && h.type != JP_REC_RUN_STOP)
-        e->records_counted++;
+    e->records_counted += !((UNCOUNTED_TYPES >> h.type) & 1u); /* validated: type < LIMIT */
     const uint8_t *p = rec;
     union {
         struct jp_rec_run_start start;
