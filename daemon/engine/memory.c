@@ -119,11 +119,13 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
         return violation(e);
     int rc;
+    struct interval *last = NULL;
+    bool fresh = false;
     if (e->live_exact) {
         /* The next id after the highest ever seen cannot be live or retired: the agent's own
          * counter always takes this path, and it saves a table probe per allocation. */
-        const struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
-        bool fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
+        last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
+        fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
         struct live_ref ref = {0};
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
@@ -152,7 +154,11 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     if (!e->live_exact)
         return 0;
     uint64_t val;
-    if ((rc = seen_add(e, r->allocation_id)) < 0 || (rc = live_pack(e, r->size, chain, &val)) < 0)
+    if (fresh) /* seen_add's common case; nothing above touched the history */
+        last->hi = r->allocation_id;
+    else if ((rc = seen_add(e, r->allocation_id)) < 0)
+        return live_lost(e, rc);
+    if ((rc = live_pack(e, r->size, chain, &val)) < 0)
         return live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
