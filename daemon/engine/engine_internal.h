@@ -11,8 +11,8 @@
  *    Each node precomputes what a sample needs: its function, its call chain (the function
  *    sequence root..node, interned), whether it is the root-most occurrence of its function on
  *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample bumps its leaf node's count and its self/hot-line counters; inclusive and chain
- *    counts are settled from the node counts when a view is taken (cpu_settle).
+ *    sample bumps its leaf node's count and its hot line's; self, inclusive and chain counts
+ *    are settled from the node counts when a view is taken (cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
@@ -46,7 +46,7 @@
  *   intern.c      the open-addressing index (itab) and the one interning sequence
  *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
  *   exec.c        execution identity: identity tuples and distinct runtime threads
- *   cpu.c         CPU samples, hot lines, and settling inclusive/chain counts (cpu_settle)
+ *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (cpu_settle)
  *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
  *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
@@ -146,6 +146,7 @@ struct interval { uint64_t lo, hi; };
 
 struct jp_engine {
     bool started, stopped;
+    bool open; /* started && !stopped: the stream takes records (one test per record) */
     struct jp_rec_run_start start;
     struct jp_rec_counters counters;
     struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
@@ -451,8 +452,10 @@ static inline void win_prefetch_next(struct jp_engine *e, uint64_t id)
  * same steps live_insert_slow takes in that case, without a call; every other case there. */
 static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
-    if (e->win && id > e->win_hi && id - e->win_hi == 1u && id != UINT64_MAX &&
-        e->nwin < e->win_grow_at && win_fits(val)) {
+    /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
+     * win_hi + 1 without wrapping and is not UINT64_MAX (which lives in its own slot). */
+    if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
+        win_fits(val)) {
         uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
         if (!e->win[slot]) {
             e->win[slot] = win_enc(val);

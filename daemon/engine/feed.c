@@ -97,7 +97,7 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
     }
     struct jp_rec_hdr h;
     memcpy(&h, rec, sizeof h);
-    if (__builtin_expect(e->stopped || !e->started || h.type == JP_REC_RUN_START, 0)) {
+    if (__builtin_expect(!e->open || h.type == JP_REC_RUN_START, 0)) {
         if (e->stopped) {
             *why = "record after RUN_STOP";
             return -EPROTO;
@@ -169,6 +169,7 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
     case JP_REC_RUN_STOP:
         memcpy(&u.stop, p, sizeof u.stop);
         e->stopped = e->have_stop = true;
+        e->open = false;
         e->termination = u.stop.termination;
         e->wall_ns = u.stop.wall_ns;
         e->process_cpu_ns = u.stop.process_cpu_ns;

@@ -85,11 +85,11 @@ static inline void total_live_add(struct jp_engine *e, uint64_t add)
 }
 
 /* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
- * budget: totals only); the caller has checked that the id is defined. Counts a truncated
- * stack. */
-static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node)
+ * budget: totals only), given its node_ref (the caller has refused an undefined one). Counts
+ * a truncated stack. */
+static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int ref)
 {
-    if (node_ref(e, node) <= 0)
+    if (ref <= 0)
         return NULL;
     struct jp_node *n = &e->nodes[node - 1u];
     if (n->trunc)
@@ -116,7 +116,8 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
-    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+    int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
+    if (nref < 0 && r->node != JP_ID_NONE)
         return violation(e);
     int rc;
     struct interval *last = NULL;
@@ -130,7 +131,7 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
-    struct jp_node *n = event_node(e, r->node);
+    struct jp_node *n = event_node(e, r->node, nref);
     uint32_t chain = 0;
     e->producer_records++;
     e->allocation_count++;
@@ -173,7 +174,8 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
-    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+    int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
+    if (nref < 0 && r->node != JP_ID_NONE)
         return violation(e);
     struct live_ref ref = {NULL, NULL};
     uint64_t size = r->old_size;
@@ -185,7 +187,7 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         if (size != r->old_size)
             return violation(e); /* the producer's old size disagrees with ours */
     }
-    struct jp_node *n = event_node(e, r->node);
+    struct jp_node *n = event_node(e, r->node, nref);
     e->producer_records++;
     e->resize_count++;
     if (n)
