@@ -16,7 +16,8 @@
 struct jp_engine; /* opaque */
 
 /* Out of memory. Every call below that allocates returns -ENOMEM when malloc, calloc,
- * realloc or aligned_alloc fails, and only then: jp_engine_new and jp_engine_feed. A refusal by the run's metadata budget is never -ENOMEM: it degrades the profile as the
+ * realloc or aligned_alloc fails, and only then: jp_engine_new and jp_engine_feed. A refusal
+ * by the run's metadata budget is never -ENOMEM: it degrades the profile as the
  * contract says (detail stops, or exact live tracking ends) and the call succeeds. So a
  * caller that sees -ENOMEM says "out of memory" and gives up (the daemon ends the session,
  * replay exits non-zero); it never reports the profile as partial for a budget. After a feed

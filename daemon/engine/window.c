@@ -17,8 +17,9 @@
  *
  * A slot is 4 bytes: 0 empty, else 1 + (chain << WIN_SIZE_BITS | size) for a size below
  * 2^WIN_SIZE_BITS and a creation chain (index + 1) below WIN_CHAIN_LIMIT (engine_internal.h).
- * A bit per 64 slots (win_mark) lets a jump of the highest id (sparse or huge ids) find the survivors it displaces in O(W / 4096)
- * words plus the groups that held something, never O(W).
+ * A bit per 64 slots (win_mark) lets a jump of the highest id (sparse or huge ids) find the
+ * survivors it displaces in O(W / 4096) words plus the groups that held something, never
+ * O(W).
  *
  * The window starts at 2^WIN_MIN_BITS slots and doubles (up to 2^WIN_MAX_BITS) while at
  * least 1/WIN_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
