@@ -182,8 +182,18 @@ struct jpd_loaded {
  * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out);
 void jpd_loaded_free(struct jpd_loaded *l);
+/* What is wrong with a capture that is not complete: its reason, and the byte offset when one
+ * is known. */
+void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l);
+/* The one wording of an error code in the offline commands' messages ("out of memory" for
+ * -ENOMEM, else strerror). */
+const char *jpd_error_text(int r);
 int jpd_cmd_replay(int argc, char **argv);
 int jpd_cmd_summarize(int argc, char **argv);
+
+/* export.c */
+int jpd_cmd_export(int argc, char **argv);
+int jpd_cmd_diff(int argc, char **argv);
 
 /* util.c */
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */

@@ -7,6 +7,8 @@
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--profile-threshold P] [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
+ *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ *   jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
@@ -71,6 +73,18 @@ static const struct command {
      "                    [--exit-code C] CAPTURE...\n",
      "Writes one JSON repetition row per capture (integrity and totals), to stdout or\n"
      "appended to OUT.jsonl.\n"},
+    {"export",
+     "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V]\n"
+     "                 [-o FILE|-]\n",
+     "Writes a capture's profile for profile tools: folded stacks (default), pprof\n"
+     "(gzip), speedscope JSON, or an SVG flame graph; to stdout or FILE.\n"
+     "  --value V   memory captures: alloc_bytes (default), alloc_count,\n"
+     "              retained_bytes, peak_bytes; CPU captures: samples\n"},
+    {"diff",
+     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
+     "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
+     "of its share of each run's total, largest change first; svg is a differential\n"
+     "flame graph (red grew, blue shrank).\n"},
 };
 
 static const char usage_tail[] =
@@ -284,6 +298,10 @@ int main(int argc, char **argv)
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))
         return jpd_cmd_summarize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "export"))
+        return jpd_cmd_export(argc - 2, argv + 2);
+    if (!strcmp(cmd, "diff"))
+        return jpd_cmd_diff(argc - 2, argv + 2);
     fprintf(stderr, "jettprofd: unknown command or option: %s\n", cmd);
     return usage();
 }
