@@ -200,9 +200,8 @@ int on_frame_def(struct jp_engine *e, const uint8_t *rec)
     if (rc < 0)
         return budget_fail(e, rc);
     uint64_t h = func_hash_k(e, &k);
-    /* A site must fit the live value's 24-bit field below SITE_OVERFLOW (live_table.c). */
     struct intern in = {&e->func_tab, func_hash, func_eq, (void **)&e->funcs, &e->funcs_cap,
-                        e->nfuncs, SITE_OVERFLOW - 2u, sizeof *e->funcs};
+                        e->nfuncs, UINT32_MAX, sizeof *e->funcs};
     uint32_t idx;
     if ((rc = intern_find(e, &in, h, &k, &idx)) < 0)
         return budget_fail(e, rc);
@@ -269,7 +268,7 @@ int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
     if ((rc = intern_find(e, &in, h, &k, &ci)) < 0)
         return budget_fail(e, rc);
     if (rc) {
-        e->chains[ci] = (struct jp_chain){k.parent, func, depth, 0, 0};
+        e->chains[ci] = (struct jp_chain){.parent = k.parent, .func = func, .depth = depth};
         e->nchains++;
         intern_put(&e->chain_tab, h, ci);
     }

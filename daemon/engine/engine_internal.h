@@ -15,15 +15,21 @@
  *    counts are settled from the node counts when a view is taken (cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
- *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation site
- *    (24 bits), and anything that does not fit goes to an exact overflow array. In front of
+ *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
+ *    chain (24 bits: chain index + 1, 0 for none; the chain's func is the creation site), and
+ *    anything that does not fit (a size of 2^40 - 1 or more, a chain index of 2^24 - 2 or
+ *    more) goes to an exact overflow array. In front of
  *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
  *    the many allocations that die young are never hashed (window.c, live_table.c).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
  *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
- *    before a site's live bytes change, a site whose stamp is older than the current epoch
+ *    before a chain's live bytes change, a chain whose stamp is older than the current epoch
  *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
- *    current stamp. A site untouched since the latest peak still holds its peak value live.
+ *    current stamp. A chain untouched since the latest peak still holds its peak value live.
+ *  - memory mode counts allocations, allocated and live bytes per creation chain only; a
+ *    site's figures are the sums of its chains, settled when a view is taken (mem_settle), so
+ *    an event touches one chain, not a chain and a function. Freed bytes and resize counts are
+ *    the site's alone (the view has no per-chain figure for them).
  *
  * Budgets: every table growth is accounted in `used` against the run's budget before it
  * happens. A refused growth of a definition/detail table stops all detail for the rest of the
@@ -41,7 +47,8 @@
  *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
  *   exec.c        execution identity: identity tuples and distinct runtime threads
  *   cpu.c         CPU samples, hot lines, and settling inclusive/chain counts (cpu_settle)
- *   memory.c      alloc/resize/free accounting, the id history, the live-at-peak snapshot
+ *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
+ *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
  *                 the overflow array for values that do not pack
  *   window.c      the young window in front of the live tables, and the live_* calls that
@@ -74,7 +81,8 @@ struct jp_node {
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
     uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
-    uint32_t exec_epoch; /* the EXEC epoch this node's chain last noted (exec_note) */
+    uint32_t exec_epoch; /* the EXEC epoch this node last noted (exec_note): CPU its chain,
+                          * memory its site */
     uint64_t samples;  /* CPU: jett samples whose leaf is this node */
 };
 _Static_assert(sizeof(struct jp_node) == 32, "two nodes a cache line: samples hit random nodes");
@@ -126,13 +134,13 @@ static inline void val_set(uint32_t *lo, uint64_t v)
     lo[1] = (uint32_t)(v >> 32);
 }
 
-struct overflow_ent { uint64_t size; uint32_t site; uint32_t next_free; };
+struct overflow_ent { uint64_t size; uint32_t chain; uint32_t next_free; };
 
 struct interval { uint64_t lo, hi; };
 
 #define SIZE_BITS 40u
 #define SIZE_MASK ((UINT64_C(1) << SIZE_BITS) - 1u)
-#define SITE_OVERFLOW 0xFFFFFFu /* site field value marking an overflow entry */
+#define CHAIN_OVERFLOW 0xFFFFFFu /* chain field value marking an overflow entry */
 #define LIVE_MAX_LOAD_NUM 9u   /* wide table: grow past 90% load */
 #define LIVE_MAX_LOAD_DEN 10u
 
@@ -345,6 +353,7 @@ void cpu_settle(struct jp_engine *e);
 int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r);
 int on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
 int on_free(struct jp_engine *e, const struct jp_rec_free *r);
+void mem_settle(struct jp_engine *e);
 
 /* ---- live_table.c ------------------------------------------------------------------------- */
 
@@ -355,8 +364,8 @@ uint32_t *table_find(struct jp_engine *e, uint64_t id);
 void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
 int table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
 void ovf_release(struct jp_engine *e, uint64_t val);
-int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out);
-void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site);
+int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
+void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain);
 
 /* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
  * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can

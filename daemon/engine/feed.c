@@ -136,8 +136,6 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
             e->exec_epoch = 1;
             for (uint32_t i = 0; i < e->nnode_stored; i++)
                 e->nodes[i].exec_epoch = 0;
-            for (uint32_t i = 0; i < e->nfuncs; i++)
-                e->funcs[i].exec_epoch = 0;
             e->thread_epoch = 0;
         }
         return 0;

@@ -306,19 +306,19 @@ inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 
 inline void ovf_release(struct jp_engine *e, uint64_t val)
 {
-    if ((val >> SIZE_BITS) != SITE_OVERFLOW)
+    if ((val >> SIZE_BITS) != CHAIN_OVERFLOW)
         return;
     uint32_t i = (uint32_t)(val & SIZE_MASK);
     e->ovf[i].next_free = e->ovf_free;
     e->ovf_free = i + 1u;
 }
 
-/* Packs (size, site) into one value, using the overflow array when either does not fit.
- * site is the function index + 1, 0 for "no site". */
-inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t *out)
+/* Packs (size, creation chain) into one value, using the overflow array when either does not
+ * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
+inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
 {
-    if (size < SIZE_MASK && site < SITE_OVERFLOW) {
-        *out = size | ((uint64_t)site << SIZE_BITS);
+    if (size < SIZE_MASK && chain < CHAIN_OVERFLOW) {
+        *out = size | ((uint64_t)chain << SIZE_BITS);
         return 0;
     }
     uint32_t i;
@@ -331,20 +331,20 @@ inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t site, uint64_t
             return rc;
         i = e->novf++;
     }
-    e->ovf[i] = (struct overflow_ent){size, site, 0};
-    *out = (uint64_t)i | ((uint64_t)SITE_OVERFLOW << SIZE_BITS);
+    e->ovf[i] = (struct overflow_ent){size, chain, 0};
+    *out = (uint64_t)i | ((uint64_t)CHAIN_OVERFLOW << SIZE_BITS);
     return 0;
 }
 
-inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *site)
+inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain)
 {
-    if ((val >> SIZE_BITS) == SITE_OVERFLOW) {
+    if ((val >> SIZE_BITS) == CHAIN_OVERFLOW) {
         const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
         *size = o->size;
-        *site = o->site;
+        *chain = o->chain;
     } else {
         *size = val & SIZE_MASK;
-        *site = (uint32_t)(val >> SIZE_BITS);
+        *chain = (uint32_t)(val >> SIZE_BITS);
     }
 }
 

@@ -1,5 +1,6 @@
-/* Memory mode: ALLOC, RESIZE and FREE accounting per site and in total, the history of every
- * id allocated (reused ids are caught exactly), and the live-at-peak snapshot.
+/* Memory mode: ALLOC, RESIZE and FREE accounting per creation chain and in total (a site's
+ * figures are its chains' sums, settled per view), the history of every id allocated (reused
+ * ids are caught exactly), and the live-at-peak snapshot.
  */
 #include <errno.h>
 
@@ -60,17 +61,18 @@ static int live_lost(struct jp_engine *e, int rc)
     return 0;
 }
 
-/* Site live bytes change only through here, so the peak snapshot is taken first. */
-static inline void site_live_add(struct jp_engine *e, uint32_t site, uint64_t add, uint64_t sub)
+/* Live bytes change only through here, per creation chain (index + 1, 0: none), so the
+ * chain takes its peak snapshot first (the site's live figures are its chains' sums). */
+static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub)
 {
-    if (!site)
+    if (!chain)
         return;
-    struct jp_func *f = &e->funcs[site - 1u];
-    if (f->stamp != e->peak_epoch) {
-        f->snap = f->live;
-        f->stamp = e->peak_epoch;
+    struct jp_chain *c = &e->chains[chain - 1u];
+    if (c->stamp != e->peak_epoch) {
+        c->snap = c->live;
+        c->stamp = e->peak_epoch;
     }
-    f->live = f->live + add - sub;
+    c->live = c->live + add - sub;
 }
 
 static inline void total_live_add(struct jp_engine *e, uint64_t add)
@@ -82,20 +84,17 @@ static inline void total_live_add(struct jp_engine *e, uint64_t add)
     }
 }
 
-/* The site (function index + 1, or 0) an event's node attributes to; -1: undefined node. */
-static int64_t event_site(struct jp_engine *e, uint32_t node)
+/* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
+ * budget: totals only); the caller has checked that the id is defined. Counts a truncated
+ * stack. */
+static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node)
 {
-    if (node == JP_ID_NONE)
-        return 0;
-    int ref = node_ref(e, node);
-    if (ref < 0)
-        return -1;
-    if (ref == 0)
-        return 0;
-    const struct jp_node *n = &e->nodes[node - 1u];
+    if (node_ref(e, node) <= 0)
+        return NULL;
+    struct jp_node *n = &e->nodes[node - 1u];
     if (n->trunc)
         e->truncated_stacks++;
-    return (int64_t)n->func + 1;
+    return n;
 }
 
 /* A free's stack attributes nothing (reading 9), but a free whose stack was cut still counts
@@ -104,6 +103,13 @@ static void free_stack_note(struct jp_engine *e, uint32_t node)
 {
     if (node_ref(e, node) == 1 && e->nodes[node - 1u].trunc)
         e->truncated_stacks++;
+}
+
+/* Freed bytes of the allocation created with chain (index + 1, 0: none) go to its site. */
+static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t bytes)
+{
+    if (chain)
+        e->funcs[e->chains[chain - 1u].func].freed += bytes;
 }
 
 int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
@@ -122,18 +128,22 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
-    uint32_t site = (uint32_t)event_site(e, r->node);
+    struct jp_node *n = event_node(e, r->node);
+    uint32_t chain = 0;
     e->producer_records++;
     e->allocation_count++;
     e->allocated_bytes += r->size;
-    if (site) {
-        struct jp_func *f = &e->funcs[site - 1u];
-        f->mem.count++;
-        f->mem.allocated += r->size;
+    if (n) {
+        struct jp_chain *c = &e->chains[n->chain];
+        chain = n->chain + 1u;
+        c->count++;
+        c->allocated += r->size;
         e->attributed_allocated += r->size;
-        if (f->exec_epoch != e->exec_epoch) { /* creation events carry the identity */
-            f->exec_epoch = e->exec_epoch;
-            if ((rc = exec_note(e, site - 1u)) < 0)
+        /* Creation events carry the identity, noted against the site; once per node and
+         * EXEC epoch (another node of the same site notes the same tuple, a no-op). */
+        if (n->exec_epoch != e->exec_epoch) {
+            n->exec_epoch = e->exec_epoch;
+            if ((rc = exec_note(e, n->func)) < 0)
                 return rc;
         }
     }
@@ -142,13 +152,13 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     if (!e->live_exact)
         return 0;
     uint64_t val;
-    if ((rc = seen_add(e, r->allocation_id)) < 0 || (rc = live_pack(e, r->size, site, &val)) < 0)
+    if ((rc = seen_add(e, r->allocation_id)) < 0 || (rc = live_pack(e, r->size, chain, &val)) < 0)
         return live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
         return live_lost(e, rc);
     }
-    site_live_add(e, site, r->size, 0);
+    chain_live_add(e, chain, r->size, 0);
     total_live_add(e, r->size);
     return 0;
 }
@@ -161,7 +171,7 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         return violation(e);
     struct live_ref ref = {NULL, NULL};
     uint64_t size = r->old_size;
-    uint32_t creation = 0;
+    uint32_t creation = 0; /* the creation chain, index + 1 */
     if (e->live_exact) {
         if (!live_find(e, r->allocation_id, &ref))
             return violation(e); /* unknown or retired id */
@@ -169,22 +179,23 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         if (size != r->old_size)
             return violation(e); /* the producer's old size disagrees with ours */
     }
-    uint32_t site = (uint32_t)event_site(e, r->node);
+    struct jp_node *n = event_node(e, r->node);
     e->producer_records++;
     e->resize_count++;
-    if (site)
-        e->funcs[site - 1u].resize_count++;
+    if (n)
+        e->funcs[n->func].resize_count++;
     if (r->new_size >= r->old_size) {
+        /* Growth is allocation pressure where the resize happened: the resizing event's
+         * chain (and so its leaf), not the creation chain. */
         uint64_t grow = r->new_size - r->old_size;
         e->allocated_bytes += grow;
-        if (site) {
-            e->funcs[site - 1u].mem.allocated += grow;
+        if (n) {
+            e->chains[n->chain].allocated += grow;
             e->attributed_allocated += grow;
         }
     } else {
         e->freed_bytes += r->old_size - r->new_size;
-        if (creation)
-            e->funcs[creation - 1u].freed += r->old_size - r->new_size;
+        site_freed(e, creation, r->old_size - r->new_size);
     }
     int rc = thread_note(e);
     if (rc < 0 || !e->live_exact)
@@ -200,10 +211,10 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     }
     ovf_release(e, oval);
     if (r->new_size >= r->old_size) {
-        site_live_add(e, creation, r->new_size - r->old_size, 0);
+        chain_live_add(e, creation, r->new_size - r->old_size, 0);
         total_live_add(e, r->new_size - r->old_size);
     } else {
-        site_live_add(e, creation, 0, r->old_size - r->new_size);
+        chain_live_add(e, creation, 0, r->old_size - r->new_size);
         e->live_bytes -= r->old_size - r->new_size;
     }
     return 0;
@@ -236,11 +247,32 @@ int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     live_del(e, r->allocation_id, &ref);
     e->freed_bytes += size;
     e->live_bytes -= size;
-    if (creation) {
-        e->funcs[creation - 1u].freed += size;
-        site_live_add(e, creation, 0, size);
-    }
+    site_freed(e, creation, size);
+    chain_live_add(e, creation, 0, size);
     return thread_note(e);
+}
+
+/* A site's allocation count, allocated, live and live-at-peak bytes are the sums of its
+ * creation chains' (the per-event path counts chains only); done when a view is taken, from
+ * scratch, so taking several views is harmless. The site's stamp is the current epoch, so
+ * jp_func_live_at_peak reads the summed snapshot. */
+void mem_settle(struct jp_engine *e)
+{
+    if (e->mode != JP_MODE_MEMORY)
+        return;
+    for (uint32_t i = 0; i < e->nfuncs; i++) {
+        struct jp_func *f = &e->funcs[i];
+        f->mem.allocated = f->mem.count = f->live = f->snap = 0;
+        f->stamp = e->peak_epoch;
+    }
+    for (uint32_t i = 0; i < e->nchains; i++) {
+        const struct jp_chain *c = &e->chains[i];
+        struct jp_func *f = &e->funcs[c->func];
+        f->mem.allocated += c->allocated;
+        f->mem.count += c->count;
+        f->live += c->live;
+        f->snap += jp_chain_live_at_peak(c, e->peak_epoch);
+    }
 }
 
 /* Bytes of the live-allocation table alone, and the allocations it tracks. */

@@ -52,6 +52,7 @@ int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v)
         return -ENODATA;
     }
     cpu_settle(e);
+    mem_settle(e);
     fill_view(e, v);
     return 0;
 }

@@ -35,8 +35,10 @@ struct jp_func {
     };
     uint64_t resize_count;
     uint64_t freed, live;     /* memory: bytes of allocations created here */
+    /* Memory mode: mem.allocated, mem.count, live, snap and stamp are the sums of the site's
+     * chains (struct jp_chain), settled when a view is taken; freed and resize_count are
+     * counted per event. */
     uint64_t snap, stamp;     /* live-at-peak snapshot, see memory.c */
-    uint32_t exec_epoch;      /* memory: the EXEC epoch this site last noted (memory.c) */
 };
 
 /* One distinct execution identity seen with one detail key: CPU mode, the call chain of a
@@ -53,13 +55,27 @@ struct jp_source {
     uint32_t first_id; /* the first source id defined with this identity (excerpt keys) */
 };
 
-/* A call chain: the function sequence root..func, interned as (parent chain, func). */
+/* A call chain: the function sequence root..func, interned as (parent chain, func).
+ * CPU mode: `samples`, the samples counted for func through this chain (settled per view).
+ * Memory mode: the chain is a complete root-to-site creation chain (func is the site, the
+ * event's leaf) and carries the site's figures split by chain, so the chains of a site sum
+ * exactly to its jp_func figures (mem.allocated, mem.count, live, live at peak). */
 struct jp_chain {
     uint32_t parent; /* chain index + 1, 0 for a root */
     uint32_t func;
     uint32_t depth;
     uint32_t reserved;
-    uint64_t samples;
+    union {
+        uint64_t samples; /* CPU */
+        struct {          /* memory */
+            uint64_t allocated;   /* bytes charged to allocations created with this chain
+                                   * (initial + growth, as jp_func.mem.allocated: growth is
+                                   * charged to the resizing event's chain) */
+            uint64_t count;       /* allocations created with this chain */
+            uint64_t live;        /* bytes of those still live (retained at the end of the run) */
+            uint64_t snap, stamp; /* live-at-peak snapshot, same scheme as jp_func */
+        };
+    };
 };
 
 struct jp_hot {
@@ -121,6 +137,12 @@ uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func);
 static inline uint64_t jp_func_live_at_peak(const struct jp_func *f, uint64_t epoch)
 {
     return f->stamp == epoch ? f->snap : f->live;
+}
+
+/* Live bytes of a creation chain's allocations at the global peak (same scheme). */
+static inline uint64_t jp_chain_live_at_peak(const struct jp_chain *c, uint64_t epoch)
+{
+    return c->stamp == epoch ? c->snap : c->live;
 }
 
 /* |RUN_STOP.record_count - records received|; 0 without RUN_STOP. */

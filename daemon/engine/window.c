@@ -15,8 +15,8 @@
  * slot cannot hold; so an empty slot says nothing, and a lookup that finds one goes on to the
  * tables: the window only ever holds a subset, exactly.
  *
- * A slot is 4 bytes: 0 empty, else 1 + (site << WIN_SIZE_BITS | size) for a size below
- * 2^WIN_SIZE_BITS and a site below WIN_SITE_LIMIT. A bit per 64 slots (win_mark) lets a
+ * A slot is 4 bytes: 0 empty, else 1 + (chain << WIN_SIZE_BITS | size) for a size below
+ * 2^WIN_SIZE_BITS and a creation chain (index + 1) below WIN_CHAIN_LIMIT. A bit per 64 slots (win_mark) lets a
  * jump of the highest id (sparse or huge ids) find the survivors it displaces in O(W / 4096)
  * words plus the groups that held something, never O(W).
  *
@@ -39,7 +39,7 @@
  * at the tables' load. */
 #define WIN_GROW_DIV 4u
 #define WIN_SIZE_BITS 20u
-#define WIN_SITE_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
+#define WIN_CHAIN_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
 _Static_assert(WIN_MIN_BITS >= 12u, "the summary needs a whole word");
 
 /* Allocates a window of w slots (all empty), counting it against the budget on top of what
@@ -80,7 +80,7 @@ static int win_ready(struct jp_engine *e)
 static inline bool win_fits(uint64_t val)
 {
     return (val & SIZE_MASK) < (UINT64_C(1) << WIN_SIZE_BITS) &&
-           (val >> SIZE_BITS) < WIN_SITE_LIMIT;
+           (val >> SIZE_BITS) < WIN_CHAIN_LIMIT;
 }
 static inline uint32_t win_enc(uint64_t val)
 {
