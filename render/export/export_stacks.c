@@ -120,7 +120,8 @@ static bool reenters(const struct jp_engine_view *v, uint32_t chain)
     return false;
 }
 
-/* The value of every chain (vals[chain]) and the report's total for the value. */
+/* The value of every chain (vals[chain]) and the report's total for the value. Only called
+ * with a value of the run's mode. */
 static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t *vals,
                         uint64_t *total)
 {
@@ -149,7 +150,19 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
         *total = v->state_samples[JP_STATE_JETT];
         return 0;
     }
-    return -EOPNOTSUPP;
+    /* memory: every creation chain holds its own figures (struct jp_chain) */
+    for (uint32_t c = 0; c < v->nchains; c++) {
+        const struct jp_chain *ch = &v->chains[c];
+        vals[c] = value == JP_XVAL_ALLOC_BYTES   ? ch->allocated
+                  : value == JP_XVAL_ALLOC_COUNT ? ch->count
+                  : value == JP_XVAL_RETAINED_BYTES ? ch->live
+                                                    : jp_chain_live_at_peak(ch, v->peak_epoch);
+    }
+    *total = value == JP_XVAL_ALLOC_BYTES   ? v->allocated_bytes
+             : value == JP_XVAL_ALLOC_COUNT ? v->allocation_count
+             : value == JP_XVAL_RETAINED_BYTES ? v->live_bytes
+                                               : v->peak_bytes;
+    return 0;
 }
 
 static void sort_stacks(const struct jp_engine_view *v, struct xstack *a, struct xstack *tmp,
