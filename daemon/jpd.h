@@ -139,6 +139,9 @@ struct jpd_session_ops {
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
  * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_excerpt_timeout_ms;
+/* Data bytes per EXPORT message (result.c): JP_CTL_EXPORT_CHUNK, or the test knob
+ * JETTPROFD_EXPORT_CHUNK_BYTES, so a test can see an export travel in many pieces. */
+extern uint32_t jpd_export_chunk_bytes;
 /* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_handshake_timeout_ms;

@@ -17,7 +17,9 @@
  * Test knobs, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N
  * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
- * watch each timeout fire. A bad value is a command-line error (exit 2).
+ * watch each timeout fire; JETTPROFD_EXPORT_CHUNK_BYTES=N the 4 MiB pieces a run's exports
+ * travel in, so a test can see one cross many frames. A bad value is a command-line error
+ * (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -96,7 +98,9 @@ static const char usage_tail[] =
     "                                       them\n"
     "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
     "                                       hello and ring within N ms (1..600000)\n"
-    "                                       instead of 3000\n";
+    "                                       instead of 3000\n"
+    "       JETTPROFD_EXPORT_CHUNK_BYTES=N  send a run's exports in pieces of N bytes\n"
+    "                                       (1..600000) instead of 4 MiB\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -244,11 +248,12 @@ static int cmd_show(int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const struct {
-        const char *name;
+        const char *name, *unit;
         uint32_t *ms;
     } knobs[] = {
-        {"JETTPROFD_EXCERPT_TIMEOUT_MS", &jpd_excerpt_timeout_ms},
-        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXCERPT_TIMEOUT_MS", "milliseconds", &jpd_excerpt_timeout_ms},
+        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", "milliseconds", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXPORT_CHUNK_BYTES", "bytes", &jpd_export_chunk_bytes},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *knob = getenv(knobs[i].name);
@@ -256,8 +261,8 @@ int main(int argc, char **argv)
         if (!knob)
             continue;
         if (jpd_parse_u64(knob, 1, 600000, &ms) < 0) {
-            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (milliseconds), not: "
-                            "%s\n", knobs[i].name, knob);
+            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (%s), not: %s\n",
+                    knobs[i].name, knobs[i].unit, knob);
             return 2;
         }
         *knobs[i].ms = (uint32_t)ms;

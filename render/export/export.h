@@ -23,20 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/control.h" /* JP_EXPORT_FORMATS: the formats' one list */
 #include "render/report.h"
-
-/* Export formats: X(NAME, "word") */
-#define JP_EXPORT_FORMATS(X)                                                                      \
-    X(FOLDED, "folded")                                                                           \
-    X(PPROF, "pprof")                                                                             \
-    X(SPEEDSCOPE, "speedscope")                                                                   \
-    X(SVG, "svg")
-enum {
-#define JP_X(n, w) JP_EXPORT_##n,
-    JP_EXPORT_FORMATS(JP_X)
-#undef JP_X
-    JP_EXPORT_FORMAT_COUNT
-};
 
 /* What a stack is valued by: X(NAME, "word", mode, "unit"). DEFAULT picks the mode's first. */
 #define JP_EXPORT_VALUES(X)                                                                       \

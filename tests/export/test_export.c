@@ -586,3 +586,124 @@ Test(diff, captures_of_different_modes_are_refused)
     free(cpu);
     free(mem);
 }
+
+/* ---- jett run --profile-export FORMAT:PATH ---- */
+
+/* The names in dir, one per line, sorted ("" when empty); for "nothing was left behind". */
+static char *listing(const char *dir)
+{
+    const char *argv[] = {"-A", dir, NULL};
+    struct jt_run r;
+    jtt_run_exe("/bin/ls", NULL, argv, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *out = r.out;
+    free(r.err);
+    return out;
+}
+
+Test(live_export, every_format_is_the_export_of_the_runs_own_capture)
+{
+    /* pieces of 100 bytes: every export crosses many EXPORT frames */
+    setenv("JETTPROFD_EXPORT_CHUNK_BYTES", "100", 1);
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", CPU_PROGRAM);
+    const char *argv[] = {"run", "main.jett", "--profile", "--profile-capture", "cap.jpcap",
+                          "--profile-export", "folded:live.folded",
+                          "--profile-export=svg:live.svg", "--profile-export", "pprof:live.pb.gz",
+                          "--profile-export", "speedscope:live.json",
+                          "--profile-export", "folded:again.folded", NULL};
+    struct jt_run r;
+    jtt_run(dir, argv, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "CPU profile"), "the report is unchanged: %s", r.err);
+    cr_expect_null(strstr(r.err, "export"), "no export failed: %s", r.err);
+    jtt_run_free(&r);
+    static const char *const formats[] = {"folded", "svg", "pprof", "speedscope"};
+    static const char *const live[] = {"live.folded", "live.svg", "live.pb.gz", "live.json"};
+    for (int i = 0; i < 4; i++) {
+        size_t ll, lo;
+        char *lp = path_in(dir, live[i]);
+        char *a = slurp(lp, &ll);
+        char *b = export_to(dir, formats[i], NULL, "offline", &lo);
+        cr_expect(ll == lo && !memcmp(a, b, ll), "%s: the live export is not the capture's",
+                  formats[i]);
+        cr_expect_gt(ll, 100, "%s spans several pieces", formats[i]);
+        struct stat st;
+        cr_expect(stat(lp, &st) == 0 && (st.st_mode & 0777) == 0644, "%s is 0644", live[i]);
+        free(a);
+        free(b);
+        free(lp);
+    }
+    char *p1 = path_in(dir, "live.folded"), *p2 = path_in(dir, "again.folded");
+    char *a = slurp(p1, NULL), *b = slurp(p2, NULL);
+    cr_expect_str_eq(a, b, "one format to two paths");
+    free(a);
+    free(b);
+    free(p1);
+    free(p2);
+    char *names = listing(dir);
+    for (int i = 0; i < 4; i++) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%s.", live[i]); /* PATH.XXXXXX, the temporary file */
+        cr_expect_null(strstr(names, tmp), "no temporary file is left: %s", names);
+    }
+    free(names);
+    jtt_rmtree(dir);
+    free(dir);
+    unsetenv("JETTPROFD_EXPORT_CHUNK_BYTES");
+}
+
+/* Runs PROGRAM-at-main.jett with opts; expects a setup failure naming `want` before any user
+ * code, and nothing new left in the directory. */
+static void expect_refused(const char *dir, const char *const *opts, int status,
+                           const char *want)
+{
+    char *before = listing(dir);
+    const char *argv[16] = {"run", "main.jett"};
+    size_t n = 2;
+    for (size_t i = 0; opts[i]; i++)
+        argv[n++] = opts[i];
+    argv[n] = NULL;
+    struct jt_run r;
+    jtt_run(dir, argv, &r);
+    cr_expect_eq(r.status, status, "exit status: %s", r.err);
+    cr_expect(strstr(r.err, want), "names %s: %s", want, r.err);
+    cr_expect_str_eq(r.out, "", "no user code ran");
+    jtt_run_free(&r);
+    char *after = listing(dir);
+    cr_expect_str_eq(after, before, "nothing was left behind");
+    free(after);
+    free(before);
+}
+
+Test(live_export, refuses_what_it_must_not_write_before_user_code)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", "fn main() {\n  print(\"user code ran\")\n}\n");
+    jtt_write(dir, "target", "keep\n");
+    char *link = path_in(dir, "link");
+    cr_assert_eq(symlink("target", link), 0);
+    const char *sym[] = {"--profile", "--profile-export", "svg:link", NULL};
+    expect_refused(dir, sym, 4, "'link' is a symbolic link");
+    const char *own[] = {"--profile", "--profile-export", "folded:main.jett", NULL};
+    expect_refused(dir, own, 4, "'main.jett' is one of the program's own source files");
+    const char *nodir[] = {"--profile", "--profile-export", "pprof:gone/out.pb.gz", NULL};
+    expect_refused(dir, nodir, 4, "'gone/out.pb.gz': No such file or directory");
+    const char *fmt[] = {"--profile", "--profile-export", "png:out.png", NULL};
+    expect_refused(dir, fmt, 2, "FORMAT folded, pprof, speedscope or svg, got 'png:out.png'");
+    const char *nopath[] = {"--profile", "--profile-export", "svg:", NULL};
+    expect_refused(dir, nopath, 2, "--profile-export expects FORMAT:PATH");
+    const char *nomode[] = {"--profile-export", "svg:out.svg", NULL};
+    expect_refused(dir, nomode, 2, "--profile-export requires --profile or --profile-memory");
+    char *target = path_in(dir, "target"), *src = path_in(dir, "main.jett");
+    char *t = slurp(target, NULL), *s = slurp(src, NULL);
+    cr_expect_str_eq(t, "keep\n", "the link's target is untouched");
+    cr_expect(strstr(s, "user code ran"), "the source is untouched");
+    free(t);
+    free(s);
+    free(target);
+    free(src);
+    free(link);
+    jtt_rmtree(dir);
+    free(dir);
+}
