@@ -108,11 +108,13 @@ static uint64_t scale(uint64_t value, uint64_t total)
     return total ? (uint64_t)((u128)value * ((SVG_WIDTH - 2u * SVG_MARGIN) * 100u) / total) : 0;
 }
 
-/* A warm colour from the name's bytes (FNV-1a), the same for a name in every graph. */
-static uint32_t warm(const struct jp_engine_view *v, uint32_t func)
+/* A warm colour from the name's bytes (FNV-1a), the same for a name in every graph; out of
+ * memory for the name latches b. */
+static uint32_t warm(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func)
 {
     struct jp_buf t = {0};
     name_raw(&t, v, func);
+    b->failed |= t.failed;
     uint32_t h = 2166136261u;
     for (size_t i = 0; i < t.len; i++)
         h = (h ^ (unsigned char)t.p[i]) * 16777619u;
@@ -218,7 +220,7 @@ void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *n
         uint64_t x = SVG_MARGIN * 100u + scale(nd->start, p->total);
         uint64_t w = scale(nd->value, p->total);
         uint64_t y = (SVG_TOP + (depth - nd->depth) * SVG_ROW) * 100u;
-        uint32_t rgb = style && style->fill ? style->fill(style->ctx, i) : warm(p->v, nd->func);
+        uint32_t rgb = style && style->fill ? style->fill(style->ctx, i) : warm(b, p->v, nd->func);
         JP_BUF_LIT(b, "<g><title>");
         xsvg_name(b, p->v, nd->func);
         if (style && style->tip)
