@@ -119,21 +119,16 @@ static int row_cmp(const struct drow *a, const struct drow *b)
     return key_cmp(a->key, a->key_len, b->key, b->key_len);
 }
 
-static void sort_rows(struct drow *a, struct drow *tmp, size_t n,
-                      int (*cmp)(const struct drow *, const struct drow *))
+static int by_key(const void *a, const void *b, void *unused)
 {
-    if (n < 2)
-        return;
-    size_t h = n / 2u, i = 0, j = h, k = 0;
-    sort_rows(a, tmp, h, cmp);
-    sort_rows(a + h, tmp, n - h, cmp);
-    while (i < h && j < n)
-        tmp[k++] = cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
-    while (i < h)
-        tmp[k++] = a[i++];
-    while (j < n)
-        tmp[k++] = a[j++];
-    memcpy(a, tmp, n * sizeof *a);
+    (void)unused;
+    return key_order(a, b);
+}
+
+static int by_change(const void *a, const void *b, void *unused)
+{
+    (void)unused;
+    return row_cmp(a, b);
 }
 
 /* num/den (num <= den: a change of share is at most 100 points) as signed hundredths,
@@ -293,20 +288,10 @@ static int dstack_cmp(const struct dstack *a, const struct dstack *b)
     return key_cmp(a->text, a->len, b->text, b->len);
 }
 
-static void sort_dstacks(struct dstack *a, struct dstack *tmp, size_t n)
+static int dstack_order(const void *a, const void *b, void *unused)
 {
-    if (n < 2)
-        return;
-    size_t h = n / 2u, i = 0, j = h, k = 0;
-    sort_dstacks(a, tmp, h);
-    sort_dstacks(a + h, tmp, n - h);
-    while (i < h && j < n)
-        tmp[k++] = dstack_cmp(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
-    while (i < h)
-        tmp[k++] = a[i++];
-    while (j < n)
-        tmp[k++] = a[j++];
-    memcpy(a, tmp, n * sizeof *a);
+    (void)unused;
+    return dstack_cmp(a, b);
 }
 
 static void dstacks_free(struct dstack *s, size_t n)
@@ -321,9 +306,9 @@ static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    struct dstack *s = calloc(p->n + 1u, sizeof *s), *tmp = calloc(p->n + 1u, sizeof *tmp);
+    struct dstack *s = calloc(p->n + 1u, sizeof *s);
     struct jp_buf b = {0}, scratch = {0};
-    int rc = s && tmp ? 0 : -ENOMEM;
+    int rc = s ? 0 : -ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < p->n; i++) {
         b.len = 0;
         jp_buf_put(&b, "", 0);
@@ -341,12 +326,10 @@ static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
     jp_buf_free(&scratch);
     if (rc < 0) {
         dstacks_free(s, *n);
-        free(tmp);
         *n = 0;
         return rc;
     }
-    sort_dstacks(s, tmp, *n);
-    free(tmp);
+    qsort_r(s, *n, sizeof *s, dstack_order, NULL);
     size_t m = 0;
     for (size_t i = 0; i < *n; i++) {
         if (m && !dstack_cmp(&s[m - 1u], &s[i])) {
@@ -469,7 +452,7 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
 {
     struct xsvg_node *nd[2] = {NULL, NULL};
     uint32_t n[2] = {0, 0};
-    struct dstack *path[2] = {NULL, NULL}, *tmp = NULL;
+    struct dstack *path[2] = {NULL, NULL};
     uint64_t *base = NULL;
     int rc = 0;
     for (int s = 0; s < 2 && rc == 0; s++)
@@ -478,8 +461,7 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
             rc = -ENOMEM;
     for (int s = 0; s < 2 && rc == 0; s++)
         rc = node_paths(&x[s], nd[s], n[s], path[s]);
-    if (rc == 0 && !((tmp = calloc(n[0] + 1u, sizeof *tmp)) &&
-                     (base = calloc(n[1] + 1u, sizeof *base))))
+    if (rc == 0 && !(base = calloc(n[1] + 1u, sizeof *base)))
         rc = -ENOMEM;
     if (rc == 0) {
         /* the base boxes sorted by path, then each new box looks its path up */
@@ -488,7 +470,7 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
             rc = -ENOMEM;
         } else {
             memcpy(sorted, path[0], n[0] * sizeof *sorted);
-            sort_dstacks(sorted, tmp, n[0]);
+            qsort_r(sorted, n[0], sizeof *sorted, dstack_order, NULL);
             struct dsvg g = {x, nd[1], base, 0};
             for (uint32_t i = 0; i < n[1]; i++) {
                 size_t lo = 0, hi = n[0];
@@ -542,7 +524,6 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
         free(path[s]);
         free(nd[s]);
     }
-    free(tmp);
     free(base);
     return rc;
 }
@@ -579,13 +560,10 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
         rc = add_run(base, 0, &d.rows, &d.n, &cap);
         if (rc == 0)
             rc = add_run(next, 1, &d.rows, &d.n, &cap);
-        struct drow *tmp = rc == 0 ? calloc(d.n + 1u, sizeof *tmp) : NULL;
-        if (rc == 0 && !tmp)
-            rc = -ENOMEM;
         if (rc == 0) {
             /* one row per key: the same function in both runs (or twice in one, for names
              * that only the declaration span told apart) is one row */
-            sort_rows(d.rows, tmp, d.n, key_order);
+            qsort_r(d.rows, d.n, sizeof *d.rows, by_key, NULL);
             size_t m = 0;
             for (size_t i = 0; i < d.n; i++) {
                 if (m && !key_order(&d.rows[m - 1u], &d.rows[i])) {
@@ -599,13 +577,12 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
             d.n = m;
             for (size_t i = 0; i < d.n; i++)
                 diff_change(&d, &d.rows[i]);
-            sort_rows(d.rows, tmp, d.n, row_cmp);
+            qsort_r(d.rows, d.n, sizeof *d.rows, by_change, NULL);
             if (format == JP_DIFF_HUMAN)
                 human(&b, &d);
             else
                 toon(&b, &d);
         }
-        free(tmp);
         for (size_t i = 0; i < d.n; i++)
             free(d.rows[i].key);
         free(d.rows);

@@ -38,6 +38,9 @@ void xprof_free(struct xprof *p);
 
 /* A chain's functions, root first, into seq[JP_MAX_DEPTH]; returns how many. */
 uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq);
+/* A stack's frames, root first, into seq[JP_MAX_DEPTH]: function indices, v->nfuncs standing
+ * for <unattributed>; returns how many. */
+uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq);
 /* The lexical order of two chains (reading 5). */
 int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
 /* A frame's display name: namespace.function, or the bare function in <root>. */

@@ -79,6 +79,14 @@ uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *
     return depth;
 }
 
+uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq)
+{
+    if (s->chain != XSTACK_UNATTRIBUTED)
+        return xchain_funcs(p->v, s->chain, seq);
+    seq[0] = p->v->nfuncs;
+    return 1;
+}
+
 int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
 {
     uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
@@ -165,22 +173,9 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
     return 0;
 }
 
-static void sort_stacks(const struct jp_engine_view *v, struct xstack *a, struct xstack *tmp,
-                        uint32_t n)
+static int stack_order(const void *a, const void *b, void *v)
 {
-    if (n < 2)
-        return;
-    uint32_t h = n / 2u;
-    sort_stacks(v, a, tmp, h);
-    sort_stacks(v, a + h, tmp, n - h);
-    uint32_t i = 0, j = h, k = 0;
-    while (i < h && j < n)
-        tmp[k++] = xchain_cmp(v, a[j].chain, a[i].chain) < 0 ? a[j++] : a[i++];
-    while (i < h)
-        tmp[k++] = a[i++];
-    while (j < n)
-        tmp[k++] = a[j++];
-    memcpy(a, tmp, (size_t)n * sizeof *a);
+    return xchain_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
 }
 
 int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
@@ -195,15 +190,14 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
         return -ENODATA;
     uint32_t cap = v->nchains + 1u;
     uint64_t *vals = calloc(cap, sizeof *vals);
-    struct xstack *st = malloc(cap * sizeof *st), *tmp = malloc(cap * sizeof *tmp);
-    int rc = vals && st && tmp ? 0 : -ENOMEM;
+    struct xstack *st = malloc(cap * sizeof *st);
+    int rc = vals && st ? 0 : -ENOMEM;
     uint64_t total = 0;
     if (rc == 0)
         rc = chain_values(v, value, vals, &total);
     if (rc < 0) {
         free(vals);
         free(st);
-        free(tmp);
         return rc;
     }
     uint32_t n = 0;
@@ -213,13 +207,12 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
             st[n++] = (struct xstack){c, vals[c]};
             sum += vals[c];
         }
-    sort_stacks(v, st, tmp, n);
+    qsort_r(st, n, sizeof *st, stack_order, (void *)v); /* distinct chains never tie */
     if (total > sum)
         st[n++] = (struct xstack){XSTACK_UNATTRIBUTED, total - sum};
     else
         total = sum;
     free(vals);
-    free(tmp);
     *p = (struct xprof){r, v, value, st, n, total};
     return 0;
 }

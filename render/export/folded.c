@@ -23,16 +23,15 @@ static void folded_name(struct jp_buf *b, struct jp_buf *tmp, const struct jp_fu
 void xfolded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct xprof *p,
                    const struct xstack *s)
 {
-    if (s->chain == XSTACK_UNATTRIBUTED) {
-        JP_BUF_LIT(b, XFRAME_UNATTRIBUTED);
-        return;
-    }
     uint32_t seq[JP_MAX_DEPTH];
-    uint32_t n = xchain_funcs(p->v, s->chain, seq);
+    uint32_t n = xstack_frames(p, s, seq);
     for (uint32_t k = 0; k < n; k++) {
         if (k)
             jp_buf_put(b, ";", 1);
-        folded_name(b, tmp, &p->v->funcs[seq[k]]);
+        if (seq[k] == p->v->nfuncs)
+            JP_BUF_LIT(b, XFRAME_UNATTRIBUTED);
+        else
+            folded_name(b, tmp, &p->v->funcs[seq[k]]);
     }
 }
 

@@ -240,11 +240,7 @@ int xwrite_pprof(const struct xprof *p, char **out, size_t *len)
                 pos[i]++;
             }
         }
-        uint32_t depth = 1;
-        if (next->chain == XSTACK_UNATTRIBUTED)
-            seq[0] = v->nfuncs;
-        else
-            depth = xchain_funcs(v, next->chain, seq);
+        uint32_t depth = xstack_frames(p, next, seq);
         sm->location_id = &locs[(size_t)nsamp * JP_MAX_DEPTH];
         sm->n_location_id = depth;
         for (uint32_t k = 0; k < depth; k++) {

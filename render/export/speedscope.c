@@ -57,11 +57,7 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
     b->failed |= tmp.failed;
     JP_BUF_LIT(b, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
     for (uint32_t i = 0; i < p->n; i++) {
-        uint32_t n = 1;
-        if (p->st[i].chain == XSTACK_UNATTRIBUTED)
-            seq[0] = v->nfuncs;
-        else
-            n = xchain_funcs(v, p->st[i].chain, seq);
+        uint32_t n = xstack_frames(p, &p->st[i], seq);
         for (uint32_t k = 0; k < n; k++) {
             if (idx[seq[k]])
                 continue;
@@ -92,11 +88,7 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
                                                                                  : "bytes",
                   (unsigned long long)p->total);
     for (uint32_t i = 0; i < p->n; i++) {
-        uint32_t n = 1;
-        if (p->st[i].chain == XSTACK_UNATTRIBUTED)
-            seq[0] = v->nfuncs;
-        else
-            n = xchain_funcs(v, p->st[i].chain, seq);
+        uint32_t n = xstack_frames(p, &p->st[i], seq);
         jp_buf_put(b, i ? ",[" : "[", i ? 2 : 1);
         for (uint32_t k = 0; k < n; k++)
             jp_buf_printf(b, k ? ",%u" : "%u", (unsigned)(idx[seq[k]] - 1u));

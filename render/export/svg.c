@@ -34,11 +34,7 @@ int xsvg_tree(const struct xprof *p, struct xsvg_node **nodes, uint32_t *n)
     uint32_t open[JP_MAX_DEPTH], nopen = 0, seq[JP_MAX_DEPTH], count = 0;
     uint64_t at = 0;
     for (uint32_t i = 0; i < p->n; i++) {
-        uint32_t len = 1;
-        if (p->st[i].chain == XSTACK_UNATTRIBUTED)
-            seq[0] = p->v->nfuncs;
-        else
-            len = xchain_funcs(p->v, p->st[i].chain, seq);
+        uint32_t len = xstack_frames(p, &p->st[i], seq);
         /* the stacks are sorted, so a shared prefix is the previous stack's open nodes */
         uint32_t keep = 0;
         while (keep < nopen && keep < len && nd[open[keep]].func == seq[keep])

@@ -653,17 +653,12 @@ Test(live_export, every_format_is_the_export_of_the_runs_own_capture)
     unsetenv("JETTPROFD_EXPORT_CHUNK_BYTES");
 }
 
-/* Runs PROGRAM-at-main.jett with opts; expects a setup failure naming `want` before any user
- * code, and nothing new left in the directory. */
-static void expect_refused(const char *dir, const char *const *opts, int status,
+/* Runs `jett run main.jett ...` (argv); expects a failure naming `want` with `status` before
+ * any user code, and nothing new left in the directory. */
+static void expect_refused(const char *dir, const char *const *argv, int status,
                            const char *want)
 {
     char *before = listing(dir);
-    const char *argv[16] = {"run", "main.jett"};
-    size_t n = 2;
-    for (size_t i = 0; opts[i]; i++)
-        argv[n++] = opts[i];
-    argv[n] = NULL;
     struct jt_run r;
     jtt_run(dir, argv, &r);
     cr_expect_eq(r.status, status, "exit status: %s", r.err);
@@ -683,17 +678,19 @@ Test(live_export, refuses_what_it_must_not_write_before_user_code)
     jtt_write(dir, "target", "keep\n");
     char *link = path_in(dir, "link");
     cr_assert_eq(symlink("target", link), 0);
-    const char *sym[] = {"--profile", "--profile-export", "svg:link", NULL};
+    const char *sym[] = {"run", "main.jett", "--profile", "--profile-export", "svg:link", NULL};
     expect_refused(dir, sym, 4, "'link' is a symbolic link");
-    const char *own[] = {"--profile", "--profile-export", "folded:main.jett", NULL};
+    const char *own[] = {"run", "main.jett", "--profile", "--profile-export", "folded:main.jett",
+                         NULL};
     expect_refused(dir, own, 4, "'main.jett' is one of the program's own source files");
-    const char *nodir[] = {"--profile", "--profile-export", "pprof:gone/out.pb.gz", NULL};
+    const char *nodir[] = {"run", "main.jett", "--profile", "--profile-export",
+                           "pprof:gone/out.pb.gz", NULL};
     expect_refused(dir, nodir, 4, "'gone/out.pb.gz': No such file or directory");
-    const char *fmt[] = {"--profile", "--profile-export", "png:out.png", NULL};
+    const char *fmt[] = {"run", "main.jett", "--profile", "--profile-export", "png:out.png", NULL};
     expect_refused(dir, fmt, 2, "FORMAT folded, pprof, speedscope or svg, got 'png:out.png'");
-    const char *nopath[] = {"--profile", "--profile-export", "svg:", NULL};
+    const char *nopath[] = {"run", "main.jett", "--profile", "--profile-export", "svg:", NULL};
     expect_refused(dir, nopath, 2, "--profile-export expects FORMAT:PATH");
-    const char *nomode[] = {"--profile-export", "svg:out.svg", NULL};
+    const char *nomode[] = {"run", "main.jett", "--profile-export", "svg:out.svg", NULL};
     expect_refused(dir, nomode, 2, "--profile-export requires --profile or --profile-memory");
     char *target = path_in(dir, "target"), *src = path_in(dir, "main.jett");
     char *t = slurp(target, NULL), *s = slurp(src, NULL);
