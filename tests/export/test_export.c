@@ -196,6 +196,17 @@ Test(export, pprof_cpu_totals_equal_the_profile_by_go_tool_pprof)
     uint64_t want = toon_total(dir, "attributed_samples");
     cr_expect_eq(sums[0], want);
     cr_expect_eq(sums[1], want * 1000000u, "1000 Hz: a sample is 1 ms");
+    /* locations leaf first: the program's work is all in leaf, which pprof must see as flat */
+    const char *top[] = {"tool", "pprof", "-top", "-sample_index=samples", "cpu.pb.gz", NULL};
+    struct jt_run r;
+    jtt_run_exe(getenv("JETT_TEST_GO"), dir, top, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *head = strstr(r.out, "flat  flat%");
+    cr_assert_not_null(head, "%s", r.out);
+    const char *row = strchr(head, '\n') + 1, *eol = strchr(row, '\n');
+    cr_expect(eol && eol - row > 5 && !strncmp(eol - 5, " leaf", 5), "leaf has the most flat "
+              "samples:\n%s", r.out);
+    jtt_run_free(&r);
     jtt_rmtree(dir);
     free(dir);
 }
