@@ -431,7 +431,7 @@ static void finish_export(const struct jt_program *prog, struct export_target *t
     const char *refused = NULL;
     if (!x->data) {
         fprintf(stderr, "profiler: export '%s' not written: %s\n", t->shown,
-                x->error ? strerror(x->error) : "the profile is unavailable");
+                x->error ? strerror(x->error) : "the daemon delivered none with the profile");
         drop_export(t);
         return;
     }
