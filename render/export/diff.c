@@ -206,10 +206,11 @@ static void human(struct jp_buf *b, const struct diff *d)
                       r->reason[0] ? " (" : "", r->reason, r->reason[0] ? ")" : "",
                       d->den[s], unit);
     }
-    jp_buf_printf(b, "%zu function%s changed (change of share in percentage points, "
+    bool cpu = d->run[0]->v->mode == JP_MODE_CPU;
+    jp_buf_printf(b, "%zu %s%s, largest change first (change of share in percentage points, "
                      "base share -> new share, base -> new %s):\n",
-                  d->n, d->n == 1 ? "" : "s", d->run[0]->v->mode == JP_MODE_CPU
-                                                  ? "inclusive samples" : "bytes");
+                  d->n, cpu ? "function" : "site", d->n == 1 ? "" : "s",
+                  cpu ? "inclusive samples" : "allocated bytes");
     u128 den = diff_den(d);
     for (size_t i = 0; i < d->n; i++) {
         const struct drow *w = &d->rows[i];
