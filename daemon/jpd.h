@@ -141,6 +141,9 @@ struct jpd_session_ops {
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
  * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_excerpt_timeout_ms;
+/* Data bytes per EXPORT message (result.c): JP_CTL_EXPORT_CHUNK, or the test knob
+ * JETTPROFD_EXPORT_CHUNK_BYTES, so a test can see an export travel in many pieces. */
+extern uint32_t jpd_export_chunk_bytes;
 /* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_handshake_timeout_ms;
@@ -187,8 +190,18 @@ struct jpd_loaded {
  * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out);
 void jpd_loaded_free(struct jpd_loaded *l);
+/* What is wrong with a capture that is not complete: its reason, and the byte offset when one
+ * is known. */
+void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l);
+/* The one wording of an error code in the offline commands' messages ("out of memory" for
+ * -ENOMEM, else strerror). */
+const char *jpd_error_text(int r);
 int jpd_cmd_replay(int argc, char **argv);
 int jpd_cmd_summarize(int argc, char **argv);
+
+/* export.c */
+int jpd_cmd_export(int argc, char **argv);
+int jpd_cmd_diff(int argc, char **argv);
 
 /* util.c */
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */

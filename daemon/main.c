@@ -8,6 +8,8 @@
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
+ *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ *   jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
@@ -16,7 +18,9 @@
  * Test knobs, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N
  * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
- * watch each timeout fire. A bad value is a command-line error (exit 2).
+ * watch each timeout fire; JETTPROFD_EXPORT_CHUNK_BYTES=N the 4 MiB pieces a run's exports
+ * travel in, so a test can see one cross many frames. A bad value is a command-line error
+ * (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -79,6 +83,18 @@ static const struct command {
      "                    [--exit-code C] CAPTURE...\n",
      "Writes one JSON repetition row per capture (integrity and totals), to stdout or\n"
      "appended to OUT.jsonl.\n"},
+    {"export",
+     "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V]\n"
+     "                 [-o FILE|-]\n",
+     "Writes a capture's profile for profile tools: folded stacks (default), pprof\n"
+     "(gzip), speedscope JSON, or an SVG flame graph; to stdout or FILE.\n"
+     "  --value V   memory captures: alloc_bytes (default), alloc_count,\n"
+     "              retained_bytes, peak_bytes; CPU captures: samples\n"},
+    {"diff",
+     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
+     "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
+     "of its share of each run's total, largest change first; svg is a differential\n"
+     "flame graph (red grew, blue shrank).\n"},
 };
 
 static const char usage_tail[] =
@@ -90,7 +106,9 @@ static const char usage_tail[] =
     "                                       them\n"
     "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
     "                                       hello and ring within N ms (1..600000)\n"
-    "                                       instead of 3000\n";
+    "                                       instead of 3000\n"
+    "       JETTPROFD_EXPORT_CHUNK_BYTES=N  send a run's exports in pieces of N bytes\n"
+    "                                       (1..600000) instead of 4 MiB\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -257,11 +275,12 @@ static int cmd_show(int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const struct {
-        const char *name;
+        const char *name, *unit;
         uint32_t *ms;
     } knobs[] = {
-        {"JETTPROFD_EXCERPT_TIMEOUT_MS", &jpd_excerpt_timeout_ms},
-        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXCERPT_TIMEOUT_MS", "milliseconds", &jpd_excerpt_timeout_ms},
+        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", "milliseconds", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXPORT_CHUNK_BYTES", "bytes", &jpd_export_chunk_bytes},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *knob = getenv(knobs[i].name);
@@ -269,8 +288,8 @@ int main(int argc, char **argv)
         if (!knob)
             continue;
         if (jpd_parse_u64(knob, 1, 600000, &ms) < 0) {
-            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (milliseconds), not: "
-                            "%s\n", knobs[i].name, knob);
+            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (%s), not: %s\n",
+                    knobs[i].name, knobs[i].unit, knob);
             return 2;
         }
         *knobs[i].ms = (uint32_t)ms;
@@ -311,6 +330,10 @@ int main(int argc, char **argv)
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))
         return jpd_cmd_summarize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "export"))
+        return jpd_cmd_export(argc - 2, argv + 2);
+    if (!strcmp(cmd, "diff"))
+        return jpd_cmd_diff(argc - 2, argv + 2);
     fprintf(stderr, "jettprofd: unknown command or option: %s\n", cmd);
     return usage();
 }

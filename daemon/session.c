@@ -372,6 +372,7 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
                 return;
             }
             s->finalize_seen = 1;
+            s->exports = m->u.finalize.exports;
             uv_timer_start(&s->timer, on_timer, 0, JPD_DRAIN_PERIOD_MS);
         } else {
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected finalize");

@@ -72,6 +72,14 @@ extern "C" {
 #define JETTPROF_OUT_TOON 0x2u
 #define JETTPROF_OUT_VERBOSE 0x4u
 
+/* Exports the daemon renders from the run's profile when it ends: jettprof_config.exports is
+ * a set of (1u << JETTPROF_EXPORT_*), the documents come back in jettprof_result.exports. */
+#define JETTPROF_EXPORT_FOLDED 0u     /* folded stacks, text */
+#define JETTPROF_EXPORT_PPROF 1u      /* gzip-compressed pprof profile.proto */
+#define JETTPROF_EXPORT_SPEEDSCOPE 2u /* speedscope JSON */
+#define JETTPROF_EXPORT_SVG 3u        /* SVG flame graph */
+#define JETTPROF_EXPORT_COUNT 4u
+
 /* Source origins. */
 #define JETTPROF_ORIGIN_PROJECT 1u
 #define JETTPROF_ORIGIN_DEPENDENCY 2u
@@ -130,6 +138,7 @@ struct jettprof_config {
      * --max-cpu-budget / --max-retention-budget), so asking for more runs at that ceiling. */
     uint64_t cpu_budget_bytes;       /* default 33554432 */
     uint64_t retention_budget_bytes; /* default 67108864 */
+    uint32_t exports;                /* 1u << JETTPROF_EXPORT_*: 0, none */
 };
 
 /* Starts a profiled run before user code runs: checks the mode's required capabilities
@@ -474,6 +483,14 @@ struct jettprof_result {
      * with a private daemon. Filled only when size covers it: a caller compiled before this
      * field passes the smaller size and is served without it. */
     uint64_t run_id;
+    /* The exports cfg->exports asked for, each rendered from the same profile: data is
+     * malloc'ed (len bytes, NUL-terminated past them), or NULL when none arrived (the run's
+     * collector failed, or the daemon could not render it: then error is its positive errno). */
+    struct jettprof_export {
+        char *data;
+        size_t len;
+        int error;
+    } exports[JETTPROF_EXPORT_COUNT];
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to
