@@ -74,14 +74,13 @@ struct jettprof_thread {
     uint32_t task_id, actor_id;
     int exclusive;   /* 1: this thread is run->owner and takes the lock-free path */
     int foreign;     /* 1: registered while another thread owned the run: always locks */
-    uint32_t cur;    /* current call-chain node (0: no frame entered) */
-    uint32_t depth;  /* logical stack depth, may exceed JP_MAX_DEPTH */
-    uint32_t trunc_node; /* the <truncated-stack> node in use while depth > JP_MAX_DEPTH */
-    /* The leaf's current statement: written by jettprof_stmt() or by the runtime directly
-     * through jettprof_stmt_pos(); meaningful at depths 1..128. */
-    struct jp_stmt pos;
-    uint32_t nodes[JP_MAX_DEPTH];      /* node at each depth 1..128 */
-    struct jp_stmt saved[JP_MAX_DEPTH]; /* saved[i]: depth i+1's statement while it calls */
+    /* The call stack, shared with the inline fast paths of jettprof.h (the layout is
+     * JETTPROF_FAST_VERSION's): depth_ (may exceed JP_MAX_DEPTH), nodes_[d] the node at depth
+     * d with nodes_[0] = 0, trunc_node_ the <truncated-stack> node in use below depth 128,
+     * pos_ the leaf's statement (written by jettprof_stmt() or by the runtime directly through
+     * jettprof_stmt_pos(); meaningful at depths 1..128), saved_[d] depth d's statement while
+     * it calls, and the memory-event window (produce.c arms it). */
+    struct jettprof_fast fast;
     /* The last (parent, frame) -> node resolved at each depth. A node, once interned, never
      * changes, so a hit needs neither the table nor a producer section: an interpreter calling
      * the same function from the same place again pays one compare. 0: empty. */

@@ -316,6 +316,56 @@ static inline int exec_sync(struct jettprof_run *run, struct jettprof_thread *t,
 
 /* ---- threads ---- */
 
+/* The inline fast paths of jettprof.h write the ring's allocation records and read the stack
+ * in this library's layouts: tie each of their assumptions to its twin here. */
+#define JP_SAME_OFFSET(a, fa, b, fb) _Static_assert(offsetof(a, fa) == offsetof(b, fb), #fa)
+JP_SAME_OFFSET(struct jettprof_mem_rec_, node, struct jp_rec_alloc, node);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, id, struct jp_rec_alloc, allocation_id);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, a, struct jp_rec_alloc, size);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_alloc, reserved0);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, id, struct jp_rec_resize, allocation_id);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, a, struct jp_rec_resize, old_size);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_resize, new_size);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, id, struct jp_rec_free, allocation_id);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, a, struct jp_rec_free, old_size);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_free, reserved0);
+_Static_assert(sizeof(struct jettprof_mem_rec_) == JP_SLOT_SIZE, "one slot per memory record");
+_Static_assert(sizeof(struct jp_rec_alloc) == JP_SLOT_SIZE && sizeof(struct jp_rec_resize) ==
+               JP_SLOT_SIZE && sizeof(struct jp_rec_free) == JP_SLOT_SIZE, "one slot each");
+_Static_assert(JETTPROF_REC_ALLOC_ == JP_REC_ALLOC && JETTPROF_REC_RESIZE_ == JP_REC_RESIZE &&
+               JETTPROF_REC_FREE_ == JP_REC_FREE, "record types");
+_Static_assert(JETTPROF_FAST_DEPTH == JP_MAX_DEPTH, "the recorded depth");
+_Static_assert(JP_NODE_LOST == 0xffffffffu, "the inline hooks' unavailable node");
+_Static_assert(sizeof(struct jettprof_site) == 24, "a call site's cache is 24 bytes");
+
+/* Stamps of registrations: unique in the process for its whole life (never 0, never reused,
+ * 64 bits never wrap), so a call site filled for one registration never matches another. */
+static uint64_t fast_stamps;
+
+/* The fast-path state of a freshly zeroed registration. The memory window points at the run's
+ * producer state and stays disarmed until a plain hook pushed as the exclusive owner. */
+static void fast_init(struct jettprof_thread *t)
+{
+    struct jettprof_fast *f = &t->fast;
+    struct jettprof_run *run = t->run;
+    f->thread_ = t;
+    f->stamp_ = __atomic_add_fetch(&fast_stamps, 1u, __ATOMIC_RELAXED);
+    f->mem_armed_ = 0;
+    f->ring_data_ = run->ring.data;
+    f->ring_mask_ = run->ring.mask;
+    f->ring_slots_ = run->ring.slot_count;
+    f->ring_head_ = &run->ring.p_head;
+    f->ring_tail_ = &run->ring.p_tail_cache;
+    f->ring_shared_head_ = run->ring.sh ? &run->ring.sh->head : NULL;
+    f->record_count_ = &run->record_count;
+    f->next_alloc_id_ = &run->next_alloc_id;
+    /* Only the owner announces itself in owner_busy; any other thread is foreign for as long
+     * as it is registered, so its inline hooks always see foreign raised and take the plain
+     * path, having announced nothing but in a word of its own. */
+    f->owner_busy_ = &f->busy_scratch_;
+    f->foreign_ = &run->foreign;
+}
+
 int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jettprof_thread **out)
 {
     if (!run || !out) {
@@ -364,6 +414,7 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     memset((char *)t + offsetof(struct jettprof_thread, run), 0,
            sizeof *t - offsetof(struct jettprof_thread, run));
     t->run = run;
+    fast_init(t);
     t->runtime_thread_id = has_ids ? runtime_thread_id : JP_ID_UNAVAILABLE;
     t->task_id = JP_ID_UNAVAILABLE;
     t->actor_id = JP_ID_UNAVAILABLE;
@@ -377,11 +428,18 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     if (run->owner == NULL && run->registered == 0 && run->membarrier_ok) {
         t->exclusive = 1;
         run->owner = t;
+        t->fast.owner_busy_ = &run->owner_busy;
     } else {
         /* Stays raised while registered: the handshake in foreign_begin above already waited
          * for the owner to leave its section, and the owner locks from its next one on. */
         t->foreign = 1;
         __atomic_fetch_add(&run->foreign, 1u, __ATOMIC_SEQ_CST); /* P4 */
+        /* Our records will change the stream's execution identity, which the owner's inline
+         * hooks take as announced: they push again only after a plain hook re-announced it.
+         * The owner reads its window only inside a section, after P2 saw foreign at 0, and
+         * foreign_begin above waited for it to leave: this store cannot race with it. */
+        if (run->owner)
+            run->owner->fast.mem_armed_ = 0;
     }
     run->registered++;
     jp_store_release32(&t->active, 1u); /* R1: pairs with T4 */
@@ -428,38 +486,46 @@ void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id)
         return;
     t->task_id = task_id;
     t->actor_id = actor_id;
+    t->fast.mem_armed_ = 0; /* the next event needs an EXEC first: the plain path pushes it */
 }
 
 /* ---- call stack ---- */
 
+/* The node the thread is in: 0 before any frame, JP_NODE_LOST on an unavailable level. */
+static inline uint32_t cur_node(const struct jettprof_thread *t)
+{
+    uint32_t d = t->fast.depth_;
+    return d <= JP_MAX_DEPTH ? t->fast.nodes_[d] : t->fast.trunc_node_;
+}
+
 /* Statements across calls: entering saves the caller's position and starts the callee with
  * none; leaving restores the caller's. Past depth 128 the position belongs to frames below the
  * truncation and is never reported, so only the 128th frame's is saved (when the 129th is
- * entered) and restored (when it is left). */
+ * entered) and restored (when it is left). At depth 0 the position is never reported. */
 __attribute__((noinline)) static int enter_deep(struct jettprof_thread *t)
 {
-    uint32_t d = t->depth++;
+    struct jettprof_fast *f = &t->fast;
+    uint32_t d = f->depth_++;
     if (d != JP_MAX_DEPTH)
         return 0; /* already truncated: deeper frames stay on <truncated-stack> */
-    t->saved[JP_MAX_DEPTH - 1u] = t->pos;
-    t->pos = (struct jp_stmt){0, 0};
+    f->saved_[JP_MAX_DEPTH] = f->pos_;
+    f->pos_ = (struct jp_stmt){0, 0};
     /* The stack becomes deeper than 128: keep the 127 root-most frames, then one
      * <truncated-stack> frame in place of the 128th and everything below it. */
-    uint32_t parent = t->nodes[JP_MAX_DEPTH - 2u];
+    uint32_t parent = f->nodes_[JP_MAX_DEPTH - 1u];
     uint32_t node = JP_NODE_LOST;
     int err = 0;
     if (parent != JP_NODE_LOST) {
         struct jettprof_run *run = t->run;
         enum jp_sect s = sect_enter(run, t);
-        uint32_t f = jp_truncated_frame(run);
-        if (f)
-            node = jp_node_child(run, parent, f, &err);
+        uint32_t fr = jp_truncated_frame(run);
+        if (fr)
+            node = jp_node_child(run, parent, fr, &err);
         else
             err = -ENOMEM;
         sect_leave(run, s);
     }
-    t->trunc_node = node;
-    t->cur = node;
+    f->trunc_node_ = node;
     return err;
 }
 
@@ -495,10 +561,11 @@ __attribute__((noinline)) static int enter_lookup(struct jettprof_thread *t, uin
 
 int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
 {
-    uint32_t d = t->depth;
+    struct jettprof_fast *f = &t->fast;
+    uint32_t d = f->depth_;
     if (__builtin_expect(d >= JP_MAX_DEPTH, 0))
         return enter_deep(t);
-    uint32_t parent = d ? t->nodes[d - 1u] : 0u;
+    uint32_t parent = f->nodes_[d];
     uint64_t key = jp_node_key(parent, frame_id);
     uint32_t node;
     int err = 0;
@@ -508,41 +575,55 @@ int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
         err = enter_lookup(t, d, parent, key, frame_id, &node);
     /* Even on failure the level is pushed (as an unavailable stack), so the matching leave
      * stays balanced and nothing is charged to the caller. */
-    t->nodes[d] = node;
-    if (d)
-        t->saved[d - 1u] = t->pos;
-    t->pos = (struct jp_stmt){0, 0};
-    t->depth = d + 1u;
-    t->cur = node;
+    f->nodes_[d + 1u] = node;
+    f->saved_[d] = f->pos_;
+    f->pos_ = (struct jp_stmt){0, 0};
+    f->depth_ = d + 1u;
+    return err;
+}
+
+/* The site keeps what a successful enter below depth 128 resolved, under this registration's
+ * stamp: jettprof_enter_fast() checks both before trusting the node, so a site filled for
+ * another thread or run (a stamp never reused in the process) is a miss. Nothing is kept for
+ * an unavailable level or past the truncation, where the inline path never looks. */
+int jettprof_enter_site(jettprof_thread *t, struct jettprof_site *site, uint32_t frame_id)
+{
+    int err = jettprof_enter(t, frame_id);
+    const struct jettprof_fast *f = &t->fast;
+    uint32_t d = f->depth_;
+    if (err == 0 && d <= JP_MAX_DEPTH && f->nodes_[d] != JP_NODE_LOST) {
+        site->key_ = jp_node_key(f->nodes_[d - 1u], frame_id);
+        site->stamp_ = f->stamp_;
+        site->node_ = f->nodes_[d];
+    }
     return err;
 }
 
 void jettprof_leave(jettprof_thread *t)
 {
-    uint32_t d = t->depth;
+    struct jettprof_fast *f = &t->fast;
+    uint32_t d = f->depth_;
     if (__builtin_expect(d == 0, 0))
         return; /* unbalanced leave: ignored rather than corrupting the stack */
     d--;
-    t->depth = d;
-    if (d > JP_MAX_DEPTH) {
-        t->cur = t->trunc_node;
-    } else if (d) {
-        t->cur = t->nodes[d - 1u];
-        t->pos = t->saved[d - 1u];
-    } else {
-        t->cur = 0;
-        t->pos = (struct jp_stmt){0, 0};
-    }
+    f->depth_ = d;
+    if (d <= JP_MAX_DEPTH)
+        f->pos_ = d ? f->saved_[d] : (struct jp_stmt){0, 0};
 }
 
 void jettprof_stmt(jettprof_thread *t, uint32_t line, uint32_t col)
 {
-    t->pos = (struct jp_stmt){line, col};
+    t->fast.pos_ = (struct jp_stmt){line, col};
 }
 
 struct jettprof_pos *jettprof_stmt_pos(jettprof_thread *t)
 {
-    return &t->pos;
+    return &t->fast.pos_;
+}
+
+struct jettprof_fast *jettprof_thread_fast(jettprof_thread *t, uint32_t version)
+{
+    return version == JETTPROF_FAST_VERSION ? &t->fast : NULL;
 }
 
 /* ---- CPU samples ---- */
@@ -566,11 +647,11 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
 {
     struct jettprof_run *run = t->run;
     uint32_t state = jp_load_relaxed32(&t->state);
-    uint32_t node = 0, d = t->depth;
+    uint32_t node = 0, d = t->fast.depth_;
     uint8_t flags = 0;
     struct jp_stmt st = {0, 0};
     if (state == JETTPROF_STATE_JETT) {
-        node = t->cur;
+        node = cur_node(t);
         if (d == 0) {
             state = JP_STATE_RUNTIME; /* executing with no Jett frame: runtime work */
             node = 0;
@@ -578,7 +659,7 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
             state = JP_STATE_UNAVAILABLE; /* the stack could not be interned */
             node = 0;
         } else if (d <= JP_MAX_DEPTH) {
-            st = t->pos;
+            st = t->fast.pos_;
             if (st.line && st.col && (run->caps & JETTPROF_CAP_SOURCE_SPANS))
                 flags = JP_SAMPLE_HAS_STMT;
             else
@@ -648,12 +729,14 @@ void jettprof_set_state(jettprof_thread *t, uint32_t state)
 
 static inline uint32_t stack_node(const struct jettprof_thread *t)
 {
-    uint32_t n = t->cur;
+    uint32_t n = cur_node(t);
     return n == JP_NODE_LOST ? 0u : n;
 }
 
-static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, uint16_t type,
-                           uint64_t id, uint64_t a, uint64_t b)
+/* Pushes one memory event in section s. A push in the owner's lock-free section, with the
+ * thread's identity announced, arms the thread's inline hooks (jettprof.h) for the next ones. */
+static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, enum jp_sect s,
+                           uint16_t type, uint64_t id, uint64_t a, uint64_t b)
 {
     struct jp_rec_alloc *p = NULL; /* alloc, resize and free share one 32-byte shape */
     if (exec_sync(run, t, JP_WAIT_MEM))
@@ -681,6 +764,8 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
     }
     jp_ring_commit(&run->ring);
     run->record_count++;
+    if (s == JP_SECT_EXCLUSIVE)
+        t->fast.mem_armed_ = 1;
     return 0;
 }
 
@@ -691,7 +776,7 @@ int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id)
     uint64_t nid = ++run->next_alloc_id; /* a per-run counter: never reused */
     int r = 0;
     if (run->mode == JETTPROF_MODE_MEMORY)
-        r = push_mem(run, t, JP_REC_ALLOC, nid, size, 0);
+        r = push_mem(run, t, s, JP_REC_ALLOC, nid, size, 0);
     sect_leave(run, s);
     if (id)
         *id = nid;
@@ -704,7 +789,7 @@ int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size)
     if (run->mode != JETTPROF_MODE_MEMORY)
         return 0;
     enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, JP_REC_ALLOC, id, size, 0);
+    int r = push_mem(run, t, s, JP_REC_ALLOC, id, size, 0);
     sect_leave(run, s);
     return r;
 }
@@ -715,7 +800,7 @@ int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size, uint64_t
     if (run->mode != JETTPROF_MODE_MEMORY)
         return 0;
     enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, JP_REC_RESIZE, id, old_size, new_size);
+    int r = push_mem(run, t, s, JP_REC_RESIZE, id, old_size, new_size);
     sect_leave(run, s);
     return r;
 }
@@ -726,7 +811,7 @@ int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size)
     if (run->mode != JETTPROF_MODE_MEMORY)
         return 0;
     enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, JP_REC_FREE, id, old_size, 0);
+    int r = push_mem(run, t, s, JP_REC_FREE, id, old_size, 0);
     sect_leave(run, s);
     return r;
 }

@@ -146,6 +146,8 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
         return bad("limit is outside 1..100");
     if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON | JETTPROF_OUT_VERBOSE))
         return bad("outputs has bits this library does not know");
+    if (c.exports >> JETTPROF_EXPORT_COUNT)
+        return bad("exports has bits this library does not know");
     if (c.capture_fd < -1)
         return bad("capture_fd is neither -1 nor a descriptor");
     if (c.capture_fd >= 0) {
@@ -510,6 +512,49 @@ static void copy_reason(char dst[40], const char *s, size_t len)
     dst[len] = '\0';
 }
 
+_Static_assert(JETTPROF_EXPORT_FOLDED == JP_EXPORT_FOLDED &&
+               JETTPROF_EXPORT_PPROF == JP_EXPORT_PPROF &&
+               JETTPROF_EXPORT_SPEEDSCOPE == JP_EXPORT_SPEEDSCOPE &&
+               JETTPROF_EXPORT_SVG == JP_EXPORT_SVG &&
+               JETTPROF_EXPORT_COUNT == JP_EXPORT_FORMAT_COUNT,
+               "the public export formats are the wire's");
+
+/* One EXPORT piece into out->exports: the pieces of an export come in order, each at the end
+ * of what came before, within the size the first one announced (at most JP_CTL_MAX_EXPORT),
+ * only for a format this run asked for. 0, -EPROTO (out of place), -ENOMEM. */
+static int take_export(struct jettprof_run *run, const struct jp_ctl_msg *m,
+                       struct jettprof_result *out, size_t *have)
+{
+    uint32_t f = m->u.export_piece.format;
+    uint64_t total = m->u.export_piece.total, off = m->u.export_piece.offset;
+    size_t n = m->u.export_piece.data_len;
+    if (f >= JETTPROF_EXPORT_COUNT || !(run->cfg.exports & (1u << f)))
+        return -EPROTO;
+    struct jettprof_export *x = &out->exports[f];
+    if (m->u.export_piece.error) {
+        if (x->data || total || n)
+            return -EPROTO;
+        x->error = (int)m->u.export_piece.error;
+        return 0;
+    }
+    if (!x->data) {
+        if (off || total > JP_CTL_MAX_EXPORT || x->error)
+            return -EPROTO;
+        x->data = malloc((size_t)total + 1u);
+        if (!x->data)
+            return -ENOMEM;
+        x->len = (size_t)total;
+        have[f] = 0;
+    }
+    if (total != x->len || off != have[f] || n > x->len - have[f])
+        return -EPROTO;
+    if (n)
+        memcpy(x->data + have[f], m->u.export_piece.data, n);
+    have[f] += n;
+    x->data[have[f]] = '\0';
+    return 0;
+}
+
 /* How long to look for a RESULT a closing daemon already queued: it is either there or the
  * socket reads EOF at once, so this only bounds a pathological case. */
 #define JP_QUEUED_RESULT_MS 200u
@@ -520,6 +565,7 @@ static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jet
 {
     int r;
     uint64_t deadline = jp_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    size_t have[JETTPROF_EXPORT_COUNT] = {0}; /* bytes of each export received so far */
     for (;;) {
         uint64_t now = jp_mono_ns();
         if (now >= deadline)
@@ -535,6 +581,11 @@ static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jet
                 return r;
             continue;
         }
+        if (a.type == JP_CTL_EXPORT) {
+            if ((r = take_export(run, &a, out, have)) < 0)
+                return r;
+            continue;
+        }
         if (a.type != JP_CTL_RESULT)
             return -EPROTO; /* ERROR, or anything out of place */
         uint32_t st = a.u.result.status;
@@ -544,6 +595,9 @@ static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jet
         copy_reason(out->reason, a.u.result.reason, a.u.result.reason_len);
         out->collector_failed = 0;
         out->capture_errno = (int)a.u.result.capture_errno;
+        for (uint32_t f = 0; run->cfg.exports && f < JETTPROF_EXPORT_COUNT; f++)
+            if (out->exports[f].data && have[f] != out->exports[f].len)
+                return -EPROTO; /* RESULT before the last piece of an export */
         if (run->cfg.outputs & JETTPROF_OUT_HUMAN) {
             out->human = dup_text(a.u.result.human, a.u.result.human_len);
             out->human_len = out->human ? a.u.result.human_len : 0;
@@ -565,6 +619,7 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
 {
     struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
     m.u.finalize.termination = termination;
+    m.u.finalize.exports = run->cfg.exports;
     int r = jp_send(run, &m, NULL, 0);
     if (r < 0)
         return take_result(run, JP_QUEUED_RESULT_MS, out) == 0 ? 0 : r;
@@ -628,6 +683,8 @@ static void render_failure(struct jettprof_run *run, const struct jp_rec_counter
 /* struct jettprof_result grows at its end: the first version ends before run_id, and a caller
  * compiled against it passes that size. Only the fields its size covers are written. */
 #define JP_RESULT_V1_SIZE offsetof(struct jettprof_result, run_id)
+/* Whether the caller's result struct (its size) covers field f. */
+#define RESULT_HAS(r, f) ((r)->size >= offsetof(struct jettprof_result, f) + sizeof((r)->f))
 static size_t result_size(const struct jettprof_result *r)
 {
     return r->size < sizeof *r ? r->size : sizeof *r;
@@ -641,6 +698,8 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
         return bad("termination is not returned, runtime_error or interrupted");
     if (!out || out->size < JP_RESULT_V1_SIZE)
         return bad("result size is smaller than this library's");
+    if (run->cfg.exports && !RESULT_HAS(out, exports))
+        return bad("result size does not cover the exports the configuration asks for");
     uint32_t size = out->size;
     memset(out, 0, result_size(out));
     out->size = size;
@@ -668,7 +727,7 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
     jp_daemon_close(run);
     if (failed)
         render_failure(run, &c, out);
-    if (size >= sizeof *out)
+    if (RESULT_HAS(out, run_id))
         out->run_id = run->run_id;
     run_free(run);
     return 0;
@@ -680,6 +739,8 @@ void jettprof_result_release(struct jettprof_result *r)
         return;
     free(r->human);
     free(r->toon);
+    for (uint32_t f = 0; RESULT_HAS(r, exports) && f < JETTPROF_EXPORT_COUNT; f++)
+        free(r->exports[f].data);
     uint32_t size = r->size;
     memset(r, 0, result_size(r));
     r->size = size;

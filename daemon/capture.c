@@ -1,11 +1,16 @@
 /* A session's capture writers: the client's capture fd and the daemon's capture directory,
  * opened when the ring is, written with every record the engine takes, and what happens when
- * one cannot be written (it stops alone; the run and its profile go on).
+ * one cannot be written (it stops alone; the run and its profile go on). And the capture
+ * directory's caps (--capture-max-bytes, --capture-max-age).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "session.h"
@@ -27,13 +32,15 @@ static void capture_failed(struct jpd_session *s, int i, int err)
         if (!s->cap_errno)
             s->cap_errno = -err;
         if (!s->d->private_mode)
-            jpd_log("run %llu: the client's capture failed (%s); profiling goes on",
+            jpd_log_at(JPD_LOG_WARNING,
+                       "run %llu: the client's capture failed (%s); profiling goes on",
                     (unsigned long long)s->run_id, strerror(-err));
         return;
     }
     int gone = s->d->ops->remove_capture(s->d, s->cap_name) == 0;
-    jpd_log("run %llu: its capture failed (%s); %s", (unsigned long long)s->run_id,
-            strerror(-err), gone ? "removed the capture file" : "cannot remove the capture file");
+    jpd_log_at(JPD_LOG_WARNING, "run %llu: its capture failed (%s); %s",
+               (unsigned long long)s->run_id, strerror(-err),
+               gone ? "removed the capture file" : "cannot remove the capture file");
 }
 
 void jpd_capture_open(struct jpd_session *s)
@@ -58,13 +65,16 @@ void jpd_capture_open(struct jpd_session *s)
     int fd = -1;
     int r = s->d->ops->open_capture(s->d, s->run_id, &fd, s->cap_name, sizeof s->cap_name);
     if (r > 0) {
+        /* The lock marks the file as being written until its fd closes: the caps never
+         * remove it (jpd_capture_prune). The file is new (O_EXCL), so nobody holds it. */
+        (void)flock(fd, LOCK_EX | LOCK_NB);
         s->cap_fd[1] = fd;
         int w = jp_capture_writer_new(fd, &meta, &s->cap[1]);
         if (w < 0)
             capture_failed(s, 1, w);
     } else if (r < 0) {
-        jpd_log("run %llu: cannot create its capture file (%s)", (unsigned long long)s->run_id,
-                strerror(-r));
+        jpd_log_at(JPD_LOG_WARNING, "run %llu: cannot create its capture file (%s)",
+                   (unsigned long long)s->run_id, strerror(-r));
     }
 }
 
@@ -81,6 +91,7 @@ void jpd_capture_write(struct jpd_session *s, const void *rec, uint32_t len)
 
 void jpd_capture_close(struct jpd_session *s)
 {
+    int had_dir_capture = s->cap_fd[1] >= 0;
     for (int i = 0; i < 2; i++) {
         if (s->cap[i]) {
             /* a stream without RUN_STOP reads as missing_stop_event */
@@ -97,4 +108,135 @@ void jpd_capture_close(struct jpd_session *s)
             s->cap_fd[i] = -1;
         }
     }
+    if (had_dir_capture)
+        jpd_capture_prune(s->d);
+}
+
+/* ---- the capture directory's caps ---- */
+
+struct capfile {
+    char name[96]; /* the daemon's own names (open_capture in server.c) fit */
+    uint64_t size;
+    struct timespec mtime;
+};
+
+static int older_first(const void *a, const void *b)
+{
+    const struct capfile *x = a, *y = b;
+    if (x->mtime.tv_sec != y->mtime.tv_sec)
+        return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+    if (x->mtime.tv_nsec != y->mtime.tv_nsec)
+        return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+/* A capture file by the daemon's naming: run-*.jpcap. Nothing else in the directory is ever
+ * counted or removed. */
+static int capture_name(const char *n)
+{
+    size_t len = strlen(n);
+    return len > 10 && len < sizeof((struct capfile *)0)->name && !strncmp(n, "run-", 4) &&
+           !strcmp(n + len - 6, ".jpcap");
+}
+
+/* 1 when some open file description holds the file's lock: a capture being written (this
+ * daemon's or another's sharing the directory). */
+static int being_written(int dir_fd, const char *name)
+{
+    int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return 1; /* gone or unreadable: leave it */
+    int busy = flock(fd, LOCK_SH | LOCK_NB) < 0;
+    close(fd);
+    return busy;
+}
+
+/* Lists the directory's captures into a malloc'ed array. The count, or -errno. */
+static int list_captures(int dir_fd, struct capfile **out, uint64_t *total)
+{
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    DIR *dir = fdopendir(fd);
+    if (!dir) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    struct capfile *v = NULL;
+    size_t n = 0, cap = 0;
+    int err = 0;
+    struct dirent *e;
+    *total = 0;
+    while ((e = readdir(dir))) {
+        struct stat st;
+        if (!capture_name(e->d_name) ||
+            fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct capfile *nv = n < INT32_MAX / 2 ? realloc(v, ncap * sizeof *v) : NULL;
+            if (!nv) {
+                err = -ENOMEM;
+                break;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        strcpy(v[n].name, e->d_name); /* capture_name bounds its length */
+        v[n].size = (uint64_t)st.st_size;
+        v[n].mtime = st.st_mtim;
+        *total += v[n].size;
+        n++;
+    }
+    closedir(dir);
+    if (err < 0) {
+        free(v);
+        return err;
+    }
+    *out = v;
+    return (int)n;
+}
+
+void jpd_capture_prune(struct jpd_daemon *d)
+{
+    const struct jpd_config *c = d->cfg;
+    if (d->capture_dir_fd < 0 || (!c->capture_max_bytes && !c->capture_max_age_s))
+        return;
+    struct capfile *v = NULL;
+    uint64_t total = 0;
+    int n = list_captures(d->capture_dir_fd, &v, &total);
+    if (n < 0) {
+        jpd_log_at(n == -ENOMEM ? JPD_LOG_ERR : JPD_LOG_WARNING,
+                   "%s the capture directory to apply its caps (%s)",
+                   n == -ENOMEM ? "out of memory listing" : "cannot list", strerror(-n));
+        return;
+    }
+    qsort(v, (size_t)n, sizeof *v, older_first);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    for (int i = 0; i < n; i++) {
+        int too_old = c->capture_max_age_s && now.tv_sec > v[i].mtime.tv_sec &&
+                      (uint64_t)(now.tv_sec - v[i].mtime.tv_sec) > c->capture_max_age_s;
+        int too_big = c->capture_max_bytes && total > c->capture_max_bytes;
+        if (!too_old && !too_big)
+            break; /* oldest first: every later one is younger, and the bytes fit */
+        if (being_written(d->capture_dir_fd, v[i].name))
+            continue;
+        if (unlinkat(d->capture_dir_fd, v[i].name, 0) < 0) {
+            jpd_log_at(JPD_LOG_WARNING, "cannot remove capture %s: %s", v[i].name,
+                       strerror(errno));
+            continue;
+        }
+        total -= v[i].size;
+        if (too_old)
+            jpd_log("removed capture %s (%llu bytes): older than --capture-max-age %llus",
+                    v[i].name, (unsigned long long)v[i].size,
+                    (unsigned long long)c->capture_max_age_s);
+        else
+            jpd_log("removed capture %s (%llu bytes): the captures took more than "
+                    "--capture-max-bytes %llu", v[i].name, (unsigned long long)v[i].size,
+                    (unsigned long long)c->capture_max_bytes);
+    }
+    free(v);
 }

@@ -58,6 +58,8 @@ struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
     uint32_t workers;         /* serve: drain threads, 0 = one per online CPU */
     const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
+    uint64_t capture_max_bytes; /* capture dir: most bytes of captures kept; 0: no cap */
+    uint64_t capture_max_age_s; /* capture dir: oldest capture kept, seconds; 0: no cap */
     const char *runs_log;     /* NULL: no runs log */
     int allow_group;          /* -1: none */
     uint32_t max_runs_per_uid;
@@ -197,6 +199,9 @@ struct jpd_session_ops {
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
  * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_excerpt_timeout_ms;
+/* Data bytes per EXPORT message (result.c): JP_CTL_EXPORT_CHUNK, or the test knob
+ * JETTPROFD_EXPORT_CHUNK_BYTES, so a test can see an export travel in many pieces. */
+extern uint32_t jpd_export_chunk_bytes;
 /* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_handshake_timeout_ms;
@@ -260,6 +265,9 @@ void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
 /* server.c */
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
+/* capture.c: applies --capture-max-bytes and --capture-max-age to the capture directory:
+ * removes (and logs) the oldest finished captures, never one still being written. */
+void jpd_capture_prune(struct jpd_daemon *d);
 const char *jpd_default_socket(char *buf, size_t cap);
 
 /* show.c */
@@ -278,18 +286,43 @@ struct jpd_loaded {
  * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out);
 void jpd_loaded_free(struct jpd_loaded *l);
+/* What is wrong with a capture that is not complete: its reason, and the byte offset when one
+ * is known. */
+void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l);
+/* The one wording of an error code in the offline commands' messages ("out of memory" for
+ * -ENOMEM, else strerror). */
+const char *jpd_error_text(int r);
 int jpd_cmd_replay(int argc, char **argv);
 int jpd_cmd_summarize(int argc, char **argv);
+
+/* export.c */
+int jpd_cmd_export(int argc, char **argv);
+int jpd_cmd_diff(int argc, char **argv);
 
 /* util.c */
 /* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
+/* A positive decimal integer, then at most one of the unit letters in units[i].letter, which
+ * multiplies it by units[i].times (none: 1): "64M", "7d". -EINVAL / -ERANGE (0, or past
+ * UINT64_MAX once multiplied). */
+struct jpd_unit {
+    char letter;
+    uint64_t times;
+};
+int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out);
 /* Text is built in the common buffer (common/buf.h) with the common JSON string writer
  * (common/json.h). */
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same at a syslog priority (JPD_LOG_*, <syslog.h>'s values); jpd_log is JPD_LOG_INFO.
+ * When stderr is the journal's stream (systemd.h) the line starts with "<N>", which the
+ * journal takes as its priority; elsewhere the line is the same as jpd_log's. */
+#define JPD_LOG_ERR 3
+#define JPD_LOG_WARNING 4
+#define JPD_LOG_INFO 6
+void jpd_log_at(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
 const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that

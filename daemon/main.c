@@ -1,13 +1,16 @@
 /* jettprofd command line.
  *
  *   jettprofd --session-fd N                  private mode: one run on an inherited socket
- *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]
- *                   [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
+ *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]
+ *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G]
+ *                   [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
+ *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ *   jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
@@ -16,7 +19,9 @@
  * Test knobs, read once at start and never otherwise: JETTPROFD_EXCERPT_TIMEOUT_MS=N
  * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
- * watch each timeout fire. A bad value is a command-line error (exit 2).
+ * watch each timeout fire; JETTPROFD_EXPORT_CHUNK_BYTES=N the 4 MiB pieces a run's exports
+ * travel in, so a test can see one cross many frames. A bad value is a command-line error
+ * (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -42,7 +47,8 @@ static const struct command {
     const char *options;
 } commands[] = {
     {"serve",
-     "jettprofd serve [--socket PATH] [--capture-dir DIR] [--runs-log FILE]\n"
+     "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
+     "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
      "                [--max-cpu-budget B] [--max-retention-budget B] [--workers N]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
@@ -51,6 +57,11 @@ static const struct command {
      "                            $XDG_RUNTIME_DIR/jettprofd.sock when not root, else\n"
      "                            /run/jettprofd.sock)\n"
      "  --capture-dir DIR         keep a capture of every run in DIR\n"
+     "  --capture-max-bytes N     keep at most N bytes of captures there (suffix K, M or\n"
+     "                            G: KiB, MiB, GiB), removing the oldest finished ones\n"
+     "  --capture-max-age D       remove captures there older than D (suffix s, m, h or\n"
+     "                            d; seconds without); both caps are checked at start\n"
+     "                            and after each run, and spare captures being written\n"
      "  --runs-log FILE           append one line per finished run to FILE\n"
      "  --allow-group G           also admit members of group G (name or gid)\n"
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
@@ -76,6 +87,18 @@ static const struct command {
      "                    [--exit-code C] CAPTURE...\n",
      "Writes one JSON repetition row per capture (integrity and totals), to stdout or\n"
      "appended to OUT.jsonl.\n"},
+    {"export",
+     "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V]\n"
+     "                 [-o FILE|-]\n",
+     "Writes a capture's profile for profile tools: folded stacks (default), pprof\n"
+     "(gzip), speedscope JSON, or an SVG flame graph; to stdout or FILE.\n"
+     "  --value V   memory captures: alloc_bytes (default), alloc_count,\n"
+     "              retained_bytes, peak_bytes; CPU captures: samples\n"},
+    {"diff",
+     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
+     "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
+     "of its share of each run's total, largest change first; svg is a differential\n"
+     "flame graph (red grew, blue shrank).\n"},
 };
 
 static const char usage_tail[] =
@@ -87,7 +110,9 @@ static const char usage_tail[] =
     "                                       them\n"
     "       JETTPROFD_HANDSHAKE_TIMEOUT_MS=N  close a connection that has not sent its\n"
     "                                       hello and ring within N ms (1..600000)\n"
-    "                                       instead of 3000\n";
+    "                                       instead of 3000\n"
+    "       JETTPROFD_EXPORT_CHUNK_BYTES=N  send a run's exports in pieces of N bytes\n"
+    "                                       (1..600000) instead of 4 MiB\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -141,7 +166,9 @@ static int cmd_serve(int argc, char **argv)
                              .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        static const char *const with_value[] = {"--socket", "--capture-dir", "--runs-log",
+        static const char *const with_value[] = {"--socket", "--capture-dir",
+                                                 "--capture-max-bytes", "--capture-max-age",
+                                                 "--runs-log",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
                                                  "--max-retention-budget", "--workers"};
@@ -158,6 +185,19 @@ static int cmd_serve(int argc, char **argv)
             cfg.socket_path = v;
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
+        } else if (!strcmp(a, "--capture-max-bytes")) {
+            static const struct jpd_unit size_units[] = {
+                {'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}};
+            if (jpd_parse_scaled(v, size_units, 3, &cfg.capture_max_bytes) < 0)
+                return bad("serve", "--capture-max-bytes must be a positive integer of bytes, "
+                                    "with K, M or G after it for KiB, MiB or GiB, not", v);
+        } else if (!strcmp(a, "--capture-max-age")) {
+            static const struct jpd_unit time_units[] = {
+                {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+            if (jpd_parse_scaled(v, time_units, 4, &cfg.capture_max_age_s) < 0 ||
+                cfg.capture_max_age_s > INT32_MAX)
+                return bad("serve", "--capture-max-age must be a positive duration (seconds, "
+                                    "or a number with s, m, h or d after it), not", v);
         } else if (!strcmp(a, "--runs-log")) {
             cfg.runs_log = v;
         } else if (!strcmp(a, "--allow-group")) {
@@ -195,6 +235,10 @@ static int cmd_serve(int argc, char **argv)
             cfg.max_ring_bytes = n;
         }
     }
+    if ((cfg.capture_max_bytes || cfg.capture_max_age_s) && !cfg.capture_dir)
+        return bad("serve", cfg.capture_max_bytes ? "--capture-max-bytes needs --capture-dir"
+                                                  : "--capture-max-age needs --capture-dir",
+                   NULL);
     return jpd_run_serve(&cfg);
 }
 
@@ -239,11 +283,12 @@ static int cmd_show(int argc, char **argv)
 int main(int argc, char **argv)
 {
     static const struct {
-        const char *name;
+        const char *name, *unit;
         uint32_t *ms;
     } knobs[] = {
-        {"JETTPROFD_EXCERPT_TIMEOUT_MS", &jpd_excerpt_timeout_ms},
-        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXCERPT_TIMEOUT_MS", "milliseconds", &jpd_excerpt_timeout_ms},
+        {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", "milliseconds", &jpd_handshake_timeout_ms},
+        {"JETTPROFD_EXPORT_CHUNK_BYTES", "bytes", &jpd_export_chunk_bytes},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *knob = getenv(knobs[i].name);
@@ -251,8 +296,8 @@ int main(int argc, char **argv)
         if (!knob)
             continue;
         if (jpd_parse_u64(knob, 1, 600000, &ms) < 0) {
-            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (milliseconds), not: "
-                            "%s\n", knobs[i].name, knob);
+            fprintf(stderr, "jettprofd: %s must be an integer 1..600000 (%s), not: %s\n",
+                    knobs[i].name, knobs[i].unit, knob);
             return 2;
         }
         *knobs[i].ms = (uint32_t)ms;
@@ -293,6 +338,10 @@ int main(int argc, char **argv)
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))
         return jpd_cmd_summarize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "export"))
+        return jpd_cmd_export(argc - 2, argv + 2);
+    if (!strcmp(cmd, "diff"))
+        return jpd_cmd_diff(argc - 2, argv + 2);
     fprintf(stderr, "jettprofd: unknown command or option: %s\n", cmd);
     return usage();
 }

@@ -136,13 +136,12 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
     return 0;
 }
 
-/* The one wording of an error code for the offline commands' messages. */
-static const char *error_text(int r)
+const char *jpd_error_text(int r)
 {
     return r == -ENOMEM ? "out of memory" : strerror(-r);
 }
 
-static void describe(char *buf, size_t cap, const struct jpd_loaded *l)
+void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l)
 {
     if (l->offset == UINT64_MAX || l->integrity == JP_CAPI_MISSING)
         snprintf(buf, cap, "%s", l->reason);
@@ -208,11 +207,11 @@ int jpd_cmd_replay(int argc, char **argv)
     struct jpd_loaded l;
     int r = jpd_load_capture(file, &l);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot read %s: %s\n", file, error_text(r));
+        fprintf(stderr, "jettprofd replay: cannot read %s: %s\n", file, jpd_error_text(r));
         return 1;
     }
     char why[256];
-    describe(why, sizeof why, &l);
+    jpd_loaded_describe(why, sizeof why, &l);
     if (l.integrity == JP_CAPI_MISSING) {
         fprintf(stderr, "jettprofd replay: capture_missing: %s: no such file\n", file);
         return 1;
@@ -229,7 +228,7 @@ int jpd_cmd_replay(int argc, char **argv)
     r = jp_profile_render(l.eng, &o, &out);
     jpd_loaded_free(&l);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot render the profile: %s\n", error_text(r));
+        fprintf(stderr, "jettprofd replay: cannot render the profile: %s\n", jpd_error_text(r));
         return 1;
     }
     const char *text = outputs == JP_OUT_TOON ? out.toon : out.human;
@@ -237,7 +236,7 @@ int jpd_cmd_replay(int argc, char **argv)
     r = text ? jpd_write_all(STDOUT_FILENO, text, len) : -EIO;
     jp_rendered_free(&out);
     if (r < 0) {
-        fprintf(stderr, "jettprofd replay: cannot write the profile: %s\n", error_text(r));
+        fprintf(stderr, "jettprofd replay: cannot write the profile: %s\n", jpd_error_text(r));
         return 1;
     }
     if (l.integrity == JP_CAPI_MISSING_STOP_EVENT)
@@ -274,7 +273,7 @@ static int build_row(struct jp_buf *b, const char *path, uint64_t index, long lo
     if (r < 0)
         return r;
     char why[256];
-    describe(why, sizeof why, &l);
+    jpd_loaded_describe(why, sizeof why, &l);
     if (l.integrity == JP_CAPI_MISSING) {
         JP_BUF_LIT(b, "\"capture_missing\",\"summary\":null,\"caveat\":");
         caveat_json(b, "capture_missing", "profiling was requested but produced no capture");
@@ -376,7 +375,7 @@ int jpd_cmd_summarize(int argc, char **argv)
         int r = build_row(&b, a, index, exit_code);
         if (r < 0 || b.failed) {
             fprintf(stderr, "jettprofd summarize: cannot read %s: %s\n", a,
-                    error_text(r < 0 ? r : -ENOMEM));
+                    jpd_error_text(r < 0 ? r : -ENOMEM));
             jp_buf_free(&b);
             rc = 1;
             break;
@@ -399,7 +398,7 @@ int jpd_cmd_summarize(int argc, char **argv)
             close(out_fd);
         jp_buf_free(&b);
         if (r < 0) {
-            fprintf(stderr, "jettprofd summarize: cannot write the row: %s\n", error_text(r));
+            fprintf(stderr, "jettprofd summarize: cannot write the row: %s\n", jpd_error_text(r));
             rc = 1;
             break;
         }

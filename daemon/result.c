@@ -1,15 +1,74 @@
 /* The end of a run and what a session answers with: the profile built and written once, the run
- * logged, kept for `show` and delivered to whoever can still take it; and SHOW, answered from
- * the runs the daemon kept.
+ * logged, kept for `show` and delivered to whoever can still take it (with the exports its
+ * FINALIZE asked for, rendered from that same report); and SHOW, answered from the runs the
+ * daemon kept.
  */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "render/export/export.h"
 #include "session.h"
 
 /* Without a client to deliver to, the profile goes to the place the contract promises a lost
  * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
  * long-lived mode. */
+uint32_t jpd_export_chunk_bytes = JP_CTL_EXPORT_CHUNK;
+
+/* One export the runtime asked for in FINALIZE, rendered from the run's one report. */
+struct rendered_export {
+    char *data;
+    size_t len;
+    int error; /* 0, or the errno that kept it from being rendered */
+};
+
+static void render_exports(struct jpd_session *s, struct rendered_export *ex)
+{
+    for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++) {
+        if (!(s->exports & (1u << f)))
+            continue;
+        struct jp_export_opts o = {.size = sizeof o, .format = f, .value = JP_XVAL_DEFAULT};
+        int r = jp_export_write(s->report, &o, &ex[f].data, &ex[f].len);
+        if (r < 0) {
+            jpd_log("run %llu: cannot render its %s export (%s)", (unsigned long long)s->run_id,
+                    jp_export_format_name(f), strerror(-r));
+            ex[f].error = -r;
+        }
+    }
+}
+
+/* Each asked-for export as EXPORT messages of at most jpd_export_chunk_bytes data bytes, in
+ * order (one empty message for an empty export or a failed one, which carries the errno), so
+ * that no frame nears the frame limit however large the export. Stops when the peer is gone.
+ * 0 or -errno. */
+static int send_exports(struct jpd_session *s, const struct rendered_export *ex)
+{
+    for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++) {
+        if (!(s->exports & (1u << f)))
+            continue;
+        size_t off = 0;
+        do {
+            if (s->eof)
+                return 0;
+            size_t n = ex[f].len - off;
+            if (n > jpd_export_chunk_bytes)
+                n = jpd_export_chunk_bytes;
+            struct jp_ctl_msg m = {.type = JP_CTL_EXPORT};
+            m.u.export_piece.format = f;
+            m.u.export_piece.error = (uint32_t)ex[f].error;
+            m.u.export_piece.total = ex[f].len;
+            m.u.export_piece.offset = off;
+            m.u.export_piece.data = ex[f].data ? ex[f].data + off : "";
+            m.u.export_piece.data_len = n;
+            int r = jpd_conn_send(s, &m);
+            if (r < 0)
+                return r;
+            off += n;
+        } while (off < ex[f].len);
+    }
+    return 0;
+}
+
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
     /* The human text names the run id only where the user can do something with it: a
@@ -36,6 +95,10 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         r = jp_report_build(&v, &o, &s->report);
     if (r == 0)
         r = jp_report_write(s->report, &o, &out);
+    struct rendered_export ex[JP_EXPORT_FORMAT_COUNT];
+    memset(ex, 0, sizeof ex);
+    if (r == 0 && deliver && !s->eof)
+        render_exports(s, ex);
     jp_report_free(s->report);
     s->report = NULL;
     (void)jp_engine_summary(s->eng, &sum);
@@ -79,7 +142,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
         m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
         m.u.result.capture_errno = (uint32_t)s->cap_errno;
-        r = jpd_conn_send(s, &m);
+        r = send_exports(s, ex);
+        if (r == 0 && !s->eof)
+            r = jpd_conn_send(s, &m);
         if (r < 0)
             jpd_log("run %llu: cannot send its result (%s)", (unsigned long long)s->run_id,
                     strerror(-r));
@@ -88,6 +153,8 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
          * process vanished lands there. */
         (void)jpd_write_all(STDERR_FILENO, out.human, out.human_len);
     }
+    for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++)
+        free(ex[f].data);
     jp_rendered_free(&out);
     jp_engine_free(s->eng);
     s->eng = NULL;

@@ -26,8 +26,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
-
-#define SD_LISTEN_FDS_START 3
+#include "systemd.h"
 
 /* ---- kept runs and the runs log ---- */
 
@@ -326,8 +325,10 @@ static void begin_shutdown(struct jpd_daemon *d)
         return;
     d->shutting_down = 1;
     stop_listening(d);
-    if (!d->private_mode)
+    if (!d->private_mode) {
+        jpd_sd_notify("STOPPING=1");
         jpd_log("stopping: %u session(s) in flight", (unsigned)d->nsessions);
+    }
     /* jpd_session_shutdown never frees (only close callbacks do), so next stays valid. */
     for (struct jpd_session *it = d->main.sessions; it;) {
         struct jpd_session *next = jpd_session_next(it);
@@ -626,25 +627,6 @@ const char *jpd_default_socket(char *buf, size_t cap)
     return "/run/jettprofd.sock";
 }
 
-/* A socket handed over by systemd (LISTEN_FDS/LISTEN_PID), or -ENOENT when there is none. */
-static int inherited_socket(void)
-{
-    const char *pid = getenv("LISTEN_PID");
-    const char *n = getenv("LISTEN_FDS");
-    uint64_t p, k;
-    if (!pid || !n || jpd_parse_u64(pid, 1, UINT32_MAX, &p) < 0 ||
-        jpd_parse_u64(n, 1, 64, &k) < 0 || (pid_t)p != getpid())
-        return -ENOENT;
-    unsetenv("LISTEN_PID");
-    unsetenv("LISTEN_FDS");
-    unsetenv("LISTEN_FDNAMES");
-    /* One listening socket is what our .socket unit declares; any further ones are closed so
-     * they do not leak into nothing. */
-    for (int fd = SD_LISTEN_FDS_START + 1; fd < SD_LISTEN_FDS_START + (int)k; fd++)
-        close(fd);
-    return SD_LISTEN_FDS_START;
-}
-
 static int check_listener(int fd)
 {
     int type = 0, acc = 0;
@@ -743,7 +725,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
     if (r < 0)
         return 1;
     signal(SIGPIPE, SIG_IGN);
-    int fd = inherited_socket();
+    int fd = jpd_sd_listen_socket();
     if (fd >= 0) {
         r = check_listener(fd);
         if (r < 0) {
@@ -765,6 +747,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         d.listen_fd = -1;
         goto fail;
     }
+    jpd_capture_prune(&d);
     r = uv_poll_init(&loop, &d.listen, fd);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));
@@ -784,7 +767,8 @@ int jpd_run_serve(const struct jpd_config *cfg)
         goto fail;
     }
     uv_poll_start(&d.listen, UV_READABLE, on_accept);
-    jpd_log("serving with %u worker(s)", (unsigned)d.nworkers);
+    jpd_log("serving");
+    jpd_sd_notify("READY=1");
     return daemon_run(&d);
 fail:
     if (d.created_socket) {

@@ -319,8 +319,8 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         jpd_session_fail(s, JP_CTLE_SHUTTING_DOWN, "the daemon is shutting down");
         return;
     }
-    /* root is not capped: it is the host's own tooling (and could lift the cap anyway). */
-    if (!s->d->private_mode && s->peer.uid != 0 &&
+    /* root is capped like any uid: a runaway root job must not take every run slot. */
+    if (!s->d->private_mode &&
         s->d->ops->runs_of(s->d, s->peer.uid) >= s->d->cfg->max_runs_per_uid) {
         jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS, "too many concurrent runs for this user");
         return;
@@ -468,6 +468,7 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
                 return;
             }
             s->finalize_seen = 1;
+            s->exports = m->u.finalize.exports;
             uv_timer_start(&s->timer, on_timer, 0, JPD_DRAIN_PERIOD_MS);
         } else {
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected finalize");

@@ -83,6 +83,7 @@ struct jpd_session {
     int fds[JPD_MAX_PENDING_FDS];
     unsigned nfds;
     uint32_t mode, outputs;
+    uint32_t exports;   /* FINALIZE's 1u << JP_EXPORT_*: rendered and sent before RESULT */
     struct jp_ring ring;
     int ring_mapped;
     struct jp_engine *eng;

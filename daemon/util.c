@@ -1,5 +1,5 @@
 /* Small helpers of the daemon: strict integer parsing for the CLI, the summary row as JSON, whole
- * writes, and the one-line stderr log. */
+ * writes, and the one-line stderr log (with journal priorities under systemd). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "systemd.h"
 
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
@@ -29,6 +30,33 @@ int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
+int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    size_t n = strlen(s);
+    uint64_t times = 1;
+    for (size_t i = 0; i < nunits; i++)
+        if (s[n - 1] == units[i].letter) {
+            times = units[i].times;
+            n--;
+            break;
+        }
+    char digits[24];
+    if (n == 0 || n >= sizeof digits)
+        return n == 0 ? -EINVAL : -ERANGE;
+    memcpy(digits, s, n);
+    digits[n] = '\0';
+    uint64_t v;
+    int r = jpd_parse_u64(digits, 1, UINT64_MAX, &v);
+    if (r < 0)
+        return r;
+    if (v > UINT64_MAX / times)
+        return -ERANGE;
+    *out = v * times;
+    return 0;
+}
+
 int jpd_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -45,20 +73,34 @@ int jpd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-void jpd_log(const char *fmt, ...)
+static void vlog(int priority, const char *fmt, va_list ap)
 {
     char line[512];
-    int n = snprintf(line, sizeof line, "jettprofd: ");
-    va_list ap;
-    va_start(ap, fmt);
+    int n = jpd_sd_stderr_is_journal() ? snprintf(line, sizeof line, "<%d>", priority & 7) : 0;
+    n += snprintf(line + n, sizeof line - (size_t)n, "jettprofd: ");
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
     if (m < 0)
         return;
     size_t len = strlen(line);
     line[len++] = '\n';
     /* One write per line so concurrent writers to the same terminal do not interleave it. */
     (void)jpd_write_all(STDERR_FILENO, line, len);
+}
+
+void jpd_log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(JPD_LOG_INFO, fmt, ap);
+    va_end(ap);
+}
+
+void jpd_log_at(int priority, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(priority, fmt, ap);
+    va_end(ap);
 }
 
 void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s)

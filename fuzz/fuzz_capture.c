@@ -1,8 +1,9 @@
 /* libFuzzer harness: the capture reader on an arbitrary file (a memfd holding the input).
  *
  * Invariants: any file that can be opened gives a reader; every record handed out is 8-byte
- * aligned, has size == len and validates; records come only from verified blocks, so they
- * never add up to more than the file holds; the end is stable (next keeps returning 0); the
+ * aligned, has size == len and validates; records come only from verified blocks, each at
+ * most JP_CAPTURE_MAX_BLOCK raw bytes from at least one stored byte after its header, so
+ * they never add up to more than that allows (version 1: more than the file holds); the end is stable (next keeps returning 0); the
  * verdict is one of complete / missing_stop_event / invalid, has a reason exactly when it is
  * not complete, and its offset is within the file (the file size when complete); a complete
  * capture starts with RUN_START, ends with a RUN_STOP whose record_count matches, and has its
@@ -59,6 +60,13 @@ static void keep(struct seen *s, const void *rec, uint32_t len)
 /* Reads the whole capture on fd, checking each record; returns the verdict. */
 static uint32_t read_all(int fd, size_t file_size, struct seen *s)
 {
+    /* what the file's blocks can hold: version 1 stores raw bytes; version 2 blocks are at
+     * least a header and one stored byte, each giving at most JP_CAPTURE_MAX_BLOCK */
+    uint8_t version = 0;
+    FUZZ_CHECK(file_size < 9 || pread(fd, &version, 1, 8) == 1, "pread");
+    size_t most = version == JP_CAPTURE_VERSION_1
+                      ? file_size
+                      : file_size / (JP_CAPTURE_BLOCK_HEADER_SIZE + 1) * JP_CAPTURE_MAX_BLOCK;
     struct jp_capture_reader *rd = NULL;
     int r = jp_capture_open_fd(fd, &rd);
     FUZZ_CHECK(r == 0 && rd != NULL, "open_fd refused an open file: %d", r);
@@ -94,7 +102,7 @@ static uint32_t read_all(int fd, size_t file_size, struct seen *s)
             s->counted++;
         }
         keep(s, rec, len);
-        FUZZ_CHECK(s->len <= file_size, "%zu bytes of records from a %zu-byte file", s->len,
+        FUZZ_CHECK(s->len <= most, "%zu bytes of records from a %zu-byte file", s->len,
                    file_size);
     }
     const void *rec;
@@ -139,13 +147,16 @@ static void check_file(const uint8_t *data, size_t size)
     uint32_t v = read_all(fd, size, &s);
     close(fd);
 
-    /* Rewrite what was read with the writer and read it back. A run that did not end with
-     * RUN_STOP reads back as missing_stop_event (the records are all valid and in order). */
+    /* Rewrite what was read with the writer, in the file's version, and read it back. A run
+     * that did not end with RUN_STOP reads back as missing_stop_event (the records are all
+     * valid and in order). */
+    uint8_t version = size > 8 ? data[8] : 0;
     if (s.count == 0) {
         free(s.bytes);
         return;
     }
-    struct jp_capture_meta meta = {.mode = JP_MODE_CPU, .pid = 7, .run_id = 9};
+    struct jp_capture_meta meta = {.mode = JP_MODE_CPU, .pid = 7, .run_id = 9,
+                                   .format = version == JP_CAPTURE_VERSION_1 ? version : 0};
     fd = memfd_create("fuzz-capture-rewrite", MFD_CLOEXEC);
     FUZZ_CHECK(fd >= 0, "memfd_create");
     struct jp_capture_writer *w = NULL;

@@ -1,7 +1,7 @@
-/* Recomputes the checksums of a capture-shaped buffer in place (layout in capture.h), so that
- * mutated lengths, counts and records get past the crc32c checks and reach the code behind
- * them. Walks the header and then block by block as far as the buffer's own lengths allow;
- * touches nothing it cannot bound. */
+/* Recomputes the checksums of a capture-shaped buffer in place (layout in capture.h, either
+ * version), so that mutated lengths, counts, zstd frames and records get past the crc32c
+ * checks and reach the code behind them. Walks the header and then block by block as far as
+ * the buffer's own lengths allow; touches nothing it cannot bound. */
 #ifndef JETTPROF_FUZZ_CRC_FIX_H
 #define JETTPROF_FUZZ_CRC_FIX_H
 
@@ -30,15 +30,20 @@ static inline void fuzz_fix_crcs(uint8_t *b, size_t n)
     if (meta_len > n - JP_CAPTURE_HEADER_SIZE)
         return;
     fuzz_put32(b + 16, jp_crc32c(0, b + JP_CAPTURE_HEADER_SIZE, meta_len));
+    /* version 1 blocks: {magic, payload_len, count, crc}; later ones {magic, stored_len,
+     * raw_len, count, crc}; either way the stored length follows the magic and the crc ends
+     * the header */
+    size_t hs = b[8] == JP_CAPTURE_VERSION_1 ? JP_CAPTURE_BLOCK_HEADER_SIZE_V1
+                                             : JP_CAPTURE_BLOCK_HEADER_SIZE;
     size_t at = JP_CAPTURE_HEADER_SIZE + meta_len;
-    while (n - at >= JP_CAPTURE_BLOCK_HEADER_SIZE) {
+    while (n - at >= hs) {
         uint8_t *h = b + at;
         size_t plen = fuzz_get32(h + 4);
-        if (plen > n - at - JP_CAPTURE_BLOCK_HEADER_SIZE)
+        if (plen > n - at - hs)
             return;
-        uint32_t crc = jp_crc32c(0, h, 12);
-        fuzz_put32(h + 12, jp_crc32c(crc, h + JP_CAPTURE_BLOCK_HEADER_SIZE, plen));
-        at += JP_CAPTURE_BLOCK_HEADER_SIZE + plen;
+        uint32_t crc = jp_crc32c(0, h, hs - 4);
+        fuzz_put32(h + hs - 4, jp_crc32c(crc, h + hs, plen));
+        at += hs + plen;
     }
 }
 

@@ -3,7 +3,8 @@
  *   gen_corpus DIR   -> DIR/records/NAME.rec   one valid record of each type
  *                       DIR/control/NAME.ctl   valid control frames (fuzz_control's layout)
  *                       DIR/capture/NAME.jpcap and DIR/replay/NAME.jpcap: a complete CPU
- *                       run, a complete memory run, and a CPU run cut before its stop record
+ *                       run, a complete memory run, and a CPU run cut before its stop record,
+ *                       each in the current version and (NAME_v1) in version 1
  *                       DIR/engine/NAME.rs: the same three runs as bare record streams
  *
  * The output is deterministic (fixed pids, ids and times), so the committed corpus can be
@@ -264,13 +265,15 @@ static void write_stream(const struct stream *s, const char *name)
     write_file("engine", name, buf, len);
 }
 
+/* format: the capture version (0: the writer's default, compressed blocks). */
 static void write_capture(const struct stream *s, uint32_t mode, uint64_t run_id,
-                          const char *name)
+                          uint32_t format, const char *name)
 {
     static const char *const subs[] = {"capture", "replay"};
     for (unsigned k = 0; k < 2; k++) {
         int fd = create(subs[k], name);
-        struct jp_capture_meta meta = {.mode = mode, .pid = 4242, .run_id = run_id};
+        struct jp_capture_meta meta = {.mode = mode, .pid = 4242, .run_id = run_id,
+                                       .format = format};
         struct jp_capture_writer *w = NULL;
         int r = jp_capture_writer_new(fd, &meta, &w);
         if (r < 0)
@@ -410,9 +413,12 @@ int main(int argc, char **argv)
     memory_run(&mem);
     cpu_run(&cut, 0);
     write_records(&cpu, &mem);
-    write_capture(&cpu, JP_MODE_CPU, 1, "cpu_run.jpcap");
-    write_capture(&mem, JP_MODE_MEMORY, 2, "memory_run.jpcap");
-    write_capture(&cut, JP_MODE_CPU, 3, "cpu_cut.jpcap");
+    write_capture(&cpu, JP_MODE_CPU, 1, 0, "cpu_run.jpcap");
+    write_capture(&mem, JP_MODE_MEMORY, 2, 0, "memory_run.jpcap");
+    write_capture(&cut, JP_MODE_CPU, 3, 0, "cpu_cut.jpcap");
+    write_capture(&cpu, JP_MODE_CPU, 1, JP_CAPTURE_VERSION_1, "cpu_run_v1.jpcap");
+    write_capture(&mem, JP_MODE_MEMORY, 2, JP_CAPTURE_VERSION_1, "memory_run_v1.jpcap");
+    write_capture(&cut, JP_MODE_CPU, 3, JP_CAPTURE_VERSION_1, "cpu_cut_v1.jpcap");
     write_stream(&cpu, "cpu_run.rs");
     write_stream(&mem, "memory_run.rs");
     write_stream(&cut, "cpu_cut.rs");

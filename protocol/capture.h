@@ -3,22 +3,32 @@
  * Layout (little-endian):
  *   file header  { magic "JPCAPT\r\n", u16 format version, u16 header size (20), u32 meta_len,
  *                  u32 crc32c of meta } then meta_len (1..JP_CAPTURE_MAX_META) bytes of
- *                  msgpack run metadata: exactly the map {"format": JP_CAPTURE_VERSION,
+ *                  msgpack run metadata: exactly the map {"format": the header's version,
  *                  "mode": JP_MODE_*, "pid": u32, "run_id": u64} -- never paths or user values;
- *   blocks       { u32 magic "JPBK", u32 payload_len (1..JP_CAPTURE_MAX_BLOCK), u32
- *                  record_count, u32 crc32c } then payload_len bytes of whole records (never
- *                  split across blocks, PAD records dropped) exactly as consumed. The crc32c
- *                  covers the block header's first three fields and then the payload, so a
- *                  damaged length or count is caught like damaged records;
- *   the first record is JP_REC_RUN_START; the last block ends with the JP_REC_RUN_STOP record,
- *   whose record_count matches (records.h: every record before it except PAD and EXCERPT);
- *   nothing follows it. The writer puts RUN_STOP in a block of its own (a reader accepts it
- *   anywhere at the end of the last block), so a file cut short keeps every data record.
+ *   blocks, version 2 (written now): { u32 magic "JPBZ", u32 stored_len, u32 raw_len
+ *                  (1..JP_CAPTURE_MAX_BLOCK), u32 record_count, u32 crc32c } then stored_len
+ *                  bytes: a zstd frame that decompresses to exactly raw_len bytes when
+ *                  stored_len < raw_len, the raw_len bytes themselves when stored_len ==
+ *                  raw_len (a block zstd cannot shrink); stored_len > raw_len is invalid. The
+ *                  crc32c covers the header's first four fields and then the stored bytes, so
+ *                  damage is caught before anything is decompressed;
+ *   blocks, version 1 (still read): { u32 magic "JPBK", u32 payload_len
+ *                  (1..JP_CAPTURE_MAX_BLOCK), u32 record_count, u32 crc32c } then payload_len
+ *                  raw bytes; the crc32c covers the first three fields, then the payload;
+ *   a block's raw bytes are whole records (never split across blocks, PAD records dropped)
+ *   exactly as consumed. The first record is JP_REC_RUN_START; the last block ends with the
+ *   JP_REC_RUN_STOP record, whose record_count matches (records.h: every record before it
+ *   except PAD and EXCERPT); nothing follows it. The writer puts RUN_STOP in a block of its
+ *   own (a reader accepts it anywhere at the end of the last block), so a file cut short keeps
+ *   every data record. Every block stands alone (its own zstd frame, no shared dictionary or
+ *   window), so each complete block before damage can still be read.
  *
  * The reader streams: it never allocates from a length read from the file beyond a fixed
- * bound (a block buffer grows only as bytes actually arrive, up to JP_CAPTURE_MAX_BLOCK),
- * verifies a whole block before handing out any of its records, recovers every complete block
- * before damage, and reports the byte offset where trouble starts.
+ * bound (a block buffer grows only as bytes actually arrive, up to JP_CAPTURE_MAX_BLOCK; a
+ * raw_len over it is refused before anything is allocated; decompression writes into a
+ * raw_len buffer and refuses a frame that would produce more or less), verifies a whole block
+ * before handing out any of its records, recovers every complete block before damage, and
+ * reports the byte offset where trouble starts.
  */
 #ifndef JETTPROF_PROTOCOL_CAPTURE_H
 #define JETTPROF_PROTOCOL_CAPTURE_H
@@ -28,12 +38,15 @@
 
 #include "protocol/records.h"
 
-#define JP_CAPTURE_VERSION 1u
-#define JP_CAPTURE_MAX_BLOCK (1u << 20)
+#define JP_CAPTURE_VERSION 2u   /* what the writer writes by default */
+#define JP_CAPTURE_VERSION_1 1u /* uncompressed blocks: still read, and written on request */
+#define JP_CAPTURE_MAX_BLOCK (1u << 20) /* the most raw bytes of one block */
 #define JP_CAPTURE_MAX_META (1u << 16)
 #define JP_CAPTURE_HEADER_SIZE 20u
-#define JP_CAPTURE_BLOCK_HEADER_SIZE 16u
-#define JP_CAPTURE_BLOCK_TARGET (64u * 1024u) /* the writer ends a block near this size */
+#define JP_CAPTURE_BLOCK_HEADER_SIZE 20u    /* version 2 */
+#define JP_CAPTURE_BLOCK_HEADER_SIZE_V1 16u /* version 1 */
+#define JP_CAPTURE_BLOCK_TARGET (64u * 1024u) /* the writer ends a block near this raw size */
+#define JP_CAPTURE_ZSTD_LEVEL 1 /* see the measurement in capture.c */
 
 /* CRC-32C (Castagnoli, reflected 0x82F63B78). Start with crc 0; chain by passing the previous
  * result. jp_crc32c(0, "123456789", 9) == 0xE3069283. */
@@ -55,17 +68,20 @@ enum jp_capture_integrity {
 };
 const char *jp_capture_integrity_name(uint32_t v);
 
-/* Metadata stored in the header (msgpack). */
+/* Metadata stored in the header (msgpack). format: the reader gives the file's version; the
+ * writer writes JP_CAPTURE_VERSION when it is 0, version 1 when it is JP_CAPTURE_VERSION_1. */
 struct jp_capture_meta {
     uint32_t mode;
     uint32_t pid;
     uint64_t run_id;
+    uint32_t format;
 };
 
 struct jp_capture_writer; /* opaque */
 /* Starts a capture on an fd opened by someone else (the client, or the daemon's capture dir)
  * and writes the file header at the fd's current position (normally 0). Does not take
- * ownership of fd. -EINVAL for a mode that is not JP_MODE_*. */
+ * ownership of fd. -EINVAL for a mode that is not JP_MODE_* or a format that is neither 0,
+ * JP_CAPTURE_VERSION_1 nor JP_CAPTURE_VERSION; -ENOMEM. */
 int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
                           struct jp_capture_writer **out);
 /* Appends one record (it must pass jp_rec_validate with len == its size: else -EINVAL);
@@ -74,8 +90,9 @@ int jp_capture_writer_new(int fd, const struct jp_capture_meta *meta,
  * last block, and any later write is -EINVAL. After a write error (-errno) the writer refuses
  * everything with that error. */
 int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len);
-/* Writes the current block out (if any); a capture ended without a RUN_STOP reads as
- * missing_stop_event. Writes retry on EINTR and partial writes. */
+/* Writes the current block out (if any), compressed in version 2; a capture ended without a
+ * RUN_STOP reads as missing_stop_event. Writes retry on EINTR and partial writes. -ENOMEM when
+ * the compressor could not allocate (sticky, like a write error). */
 int jp_capture_flush(struct jp_capture_writer *w);
 void jp_capture_writer_free(struct jp_capture_writer *w); /* flushes */
 
@@ -98,11 +115,13 @@ const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r)
 int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len);
 /* The verdict once next() returned 0: integrity, a stable reason for INVALID/MISSING_STOP_EVENT
  * ("bad magic", "unsupported version", "block checksum mismatch", "record out of bounds",
- * "truncated block", "stop record count mismatch", ...), and the byte offset where trouble
- * starts (file size when complete). *reason is NULL when complete. The offset is the start of
- * the damaged unit: 0 for the file header, the metadata's start for metadata, the block's start
- * for a damaged or truncated block, the record's own offset for a bad record in a block whose
- * checksum holds, the end of the last good block for a clean end without a stop record.
+ * "truncated block", "stop record count mismatch", "bad compressed block", ...), and the byte
+ * offset where trouble starts (file size when complete). *reason is NULL when complete. The
+ * offset is the start of the damaged unit: 0 for the file header, the metadata's start for
+ * metadata, the block's start for a damaged or truncated block (and for a bad record inside a
+ * compressed block, whose records have no file offset of their own), the record's own offset
+ * for a bad record in an uncompressed block whose checksum holds, the end of the last good
+ * block for a clean end without a stop record.
  * Before next() returned 0 the verdict is JP_CAPI_NONE. */
 uint32_t jp_capture_verdict(const struct jp_capture_reader *r, const char **reason,
                             uint64_t *offset);

@@ -85,6 +85,14 @@ static const struct field ring_fields[] = {
 };
 static const struct field finalize_fields[] = {
     U32(finalize, termination, JP_TERM_RETURNED, JP_TERM_INTERRUPTED),
+    U32(finalize, exports, 0, (1u << JP_EXPORT_FORMAT_COUNT) - 1u),
+};
+static const struct field export_fields[] = {
+    U32(export_piece, format, 0, JP_EXPORT_FORMAT_COUNT - 1u),
+    U32(export_piece, error, 0, 4095),
+    U64(export_piece, total),
+    U64(export_piece, offset),
+    STR(export_piece, data),
 };
 static const struct field excerpt_request_fields[] = {
     {"keys", F_KEYS, OFF(excerpt_request.keys), OFF(excerpt_request.count), 0,
@@ -126,6 +134,7 @@ static const struct schema schemas[JP_CTL_TYPE_LIMIT] = {
     [JP_CTL_RESULT] = SCHEMA(result_fields, "result"),
     [JP_CTL_SHOW] = SCHEMA(show_fields, "show"),
     [JP_CTL_ERROR] = SCHEMA(error_fields, "error"),
+    [JP_CTL_EXPORT] = SCHEMA(export_fields, "export"),
 };
 #define MAX_FIELDS 8u
 _Static_assert(sizeof hello_fields / sizeof hello_fields[0] <= MAX_FIELDS, "seen-mask width");

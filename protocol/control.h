@@ -11,7 +11,8 @@
  *
  * Wire fields are the member names of the union arm below ("pid", "slot_count", ...), each
  * exactly once, integers as msgpack unsigned integers; a (pointer, length) pair is one msgpack
- * str ("reason", "human", "toon", "message"); error.code travels as its stable word from
+ * str ("reason", "human", "toon", "message"; export "data", whose bytes may be any: pprof is
+ * gzip); error.code travels as its stable word from
  * JP_CTL_ERRORS; excerpt_request "keys" is an array of [source_id, line, col]; excerpts "items"
  * an array of [source_id, line, col, flags, text]. Ranges checked both ways: hello.mode and
  * finalize.termination must name a JP_MODE_* / JP_TERM_*, outputs only JP_OUT_* bits,
@@ -40,7 +41,8 @@
     X(EXCERPTS, "excerpts")         /* agent -> daemon: redacted excerpts for those lines */     \
     X(RESULT, "result")             /* daemon -> agent: status and rendered outputs */           \
     X(SHOW, "show")                 /* client -> long-lived daemon: a finished run's profile */  \
-    X(ERROR, "error")               /* either way: stable code + message, then close */
+    X(ERROR, "error")               /* either way: stable code + message, then close */          \
+    X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -55,6 +57,25 @@ const char *jp_ctl_type_name(uint32_t type);
 #define JP_OUT_TOON 0x2u
 #define JP_OUT_VERBOSE 0x4u /* the human text ends with its full totals block */
 #define JP_OUT_ALL (JP_OUT_HUMAN | JP_OUT_TOON | JP_OUT_VERBOSE) /* what hello.outputs may ask */
+
+/* Export formats (render/export/export.h), one list for the wire (finalize.exports bits,
+ * export.format), the renderers and the CLIs: X(NAME, "word") */
+#define JP_EXPORT_FORMATS(X)                                                                      \
+    X(FOLDED, "folded")                                                                           \
+    X(PPROF, "pprof")                                                                             \
+    X(SPEEDSCOPE, "speedscope")                                                                   \
+    X(SVG, "svg")
+enum {
+#define JP_X(n, w) JP_EXPORT_##n,
+    JP_EXPORT_FORMATS(JP_X)
+#undef JP_X
+    JP_EXPORT_FORMAT_COUNT
+};
+/* An export travels as EXPORT messages of at most this many data bytes each, in order, so that
+ * an export of any size stays within the frame limit. The agent takes at most
+ * JP_CTL_MAX_EXPORT bytes of one export. */
+#define JP_CTL_EXPORT_CHUNK (4u << 20)
+#define JP_CTL_MAX_EXPORT (UINT64_C(1) << 30)
 
 /* Stable error codes of JP_CTL_ERROR, one list: X(NAME, "wire word"). */
 #define JP_CTL_ERRORS(X)                                                                          \
@@ -105,7 +126,17 @@ struct jp_ctl_msg {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
         } ring;
-        struct { uint32_t termination; } finalize;      /* JP_TERM_* */
+        struct {
+            uint32_t termination; /* JP_TERM_* */
+            uint32_t exports;     /* 1u << JP_EXPORT_*: what to render before RESULT */
+        } finalize;
+        struct {
+            uint32_t format;         /* JP_EXPORT_* */
+            uint32_t error;          /* 0, or the errno that kept the daemon from rendering it
+                                      * (then total is 0 and data empty) */
+            uint64_t total, offset;  /* the export's size; where data goes in it */
+            const char *data; size_t data_len; /* <= JP_CTL_EXPORT_CHUNK bytes, any bytes */
+        } export_piece;
         struct { const struct jp_ctl_excerpt_key *keys; uint32_t count; } excerpt_request;
         struct { const struct jp_ctl_excerpt *items; uint32_t count; } excerpts;
         struct {

@@ -179,13 +179,8 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
     case JP_REC_CPU_SAMPLE: {
         struct jp_rec_cpu_sample r;
         memcpy(&r, rec, sizeof r);
-        if (r.state >= JP_STATE_LIMIT)
-            return fail(why, "unknown sample state");
-        if (r.flags & ~JP_SAMPLE_HAS_STMT)
-            return fail(why, "unknown sample flags");
-        if (r.state == JP_STATE_JETT && r.node == JP_ID_NONE)
-            return fail(why, "jett sample without a call-chain node");
-        return 0;
+        const char *fault = jp_rec_sample_fault(&r);
+        return fault ? fail(why, fault) : 0;
     }
     case JP_REC_EXCERPT: {
         struct jp_rec_excerpt r;

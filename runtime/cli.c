@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "jett.h"
+#include "protocol/control.h"
 #include "protocol/records.h"
 
 int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -28,6 +29,7 @@ int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 
 enum opt {
     O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_VERBOSE,
+    O_EXPORT,
     O_COUNT
 };
 static const struct {
@@ -40,7 +42,35 @@ static const struct {
     [O_CAPTURE] = {"--profile-capture", true},
     [O_OVERWRITE] = {"--profile-capture-overwrite", false},
     [O_VERBOSE] = {"--profile-verbose", false},
+    [O_EXPORT] = {"--profile-export", true},
 };
+
+/* `--profile-export FORMAT:PATH`: a known format word, a non-empty path. */
+static int parse_export(const char *val, struct jt_cli *c, char *err, size_t errcap)
+{
+    static const char *const words[] = {
+#define JP_X(n, w) w,
+        JP_EXPORT_FORMATS(JP_X)
+#undef JP_X
+    };
+    char v[64];
+    const char *colon = strchr(val, ':');
+    if (c->nexports == JT_MAX_EXPORTS) {
+        snprintf(err, errcap, "--profile-export given more than %u times", JT_MAX_EXPORTS);
+        return -EINVAL;
+    }
+    for (uint32_t f = 0; colon && f < JP_EXPORT_FORMAT_COUNT; f++)
+        if (strlen(words[f]) == (size_t)(colon - val) && !strncmp(val, words[f], colon - val)) {
+            if (!colon[1])
+                break;
+            c->exports[c->nexports++] = (struct jt_export){f, colon + 1};
+            return 0;
+        }
+    jt_shown(val, 40, v, sizeof v);
+    snprintf(err, errcap, "--profile-export expects FORMAT:PATH with FORMAT folded, pprof, "
+             "speedscope or svg, got '%s'", v);
+    return -EINVAL;
+}
 
 void jt_shown(const char *v, size_t max, char *out, size_t cap)
 {
@@ -89,7 +119,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             snprintf(err, errcap, "unknown option '%s'", v);
             return -EINVAL;
         }
-        if (seen[o]) {
+        if (seen[o] && o != O_EXPORT) { /* the one option that may be repeated */
             snprintf(err, errcap, "%s given more than once", opts[o].name);
             return -EINVAL;
         }
@@ -138,6 +168,9 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             }
             c->capture_path = val;
             break;
+        case O_EXPORT:
+            r = parse_export(val, c, err, errcap);
+            break;
         default: break;
         }
         if (r < 0)
@@ -153,7 +186,8 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
         return -EINVAL;
     }
     if (c->mode == JT_MODE_NONE) {
-        static const int need_mode[] = {O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_VERBOSE};
+        static const int need_mode[] = {O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_VERBOSE,
+                                        O_EXPORT};
         for (size_t k = 0; k < sizeof need_mode / sizeof need_mode[0]; k++) {
             if (seen[need_mode[k]]) {
                 snprintf(err, errcap, "%s requires %s", opts[need_mode[k]].name,

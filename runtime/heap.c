@@ -34,7 +34,8 @@ static void report_alloc(struct jt_heap *h, struct jt_obj *o, uint64_t size)
     if (h->pt) {
         uint64_t id = 0;
         /* A dropped event is counted by the agent; the object lives on untracked (pid 0). */
-        if (jettprof_alloc(h->pt, size, &id) == 0)
+        int r = h->pf ? jettprof_alloc_fast(h->pf, size, &id) : jettprof_alloc(h->pt, size, &id);
+        if (r == 0)
             o->pid = id;
     }
 }
@@ -89,7 +90,9 @@ int jt_heap_list_grow(struct jt_heap *h, struct jt_list *l, uint64_t newcap)
     l->items = p;
     l->cap = newcap;
     h->live_bytes += nsz - old;
-    if (h->pt && l->h.pid)
+    if (h->pf && l->h.pid)
+        jettprof_resize_fast(h->pf, l->h.pid, old, nsz);
+    else if (h->pt && l->h.pid)
         jettprof_resize(h->pt, l->h.pid, old, nsz);
     return 0;
 }
@@ -118,7 +121,9 @@ static void free_one(struct jt_heap *h, struct jt_obj *o)
     } else {
         size = ((struct jt_str *)o)->len;
     }
-    if (h->pt && o->pid)
+    if (h->pf && o->pid)
+        jettprof_free_fast(h->pf, o->pid, size);
+    else if (h->pt && o->pid)
         jettprof_free(h->pt, o->pid, size);
     h->objects--;
     h->live_bytes -= size;

@@ -1,4 +1,4 @@
-/* The evaluator. Values returned by eval() are owned references (+1); every path that drops
+/* The evaluator. Values returned by jt_eval() are owned references (+1); every path that drops
  * one releases it, so an object is freed as soon as it becomes unreachable (cycles excepted:
  * they stay alive and are retained at the end of the run).
  *
@@ -15,21 +15,7 @@
 #include "interp.h"
 #include "jettprof.h"
 
-enum ctl { CTL_NONE = 0, CTL_RETURN, CTL_BREAK, CTL_CONTINUE, CTL_ERROR, CTL_INTERRUPT };
-
-#define NIL ((jv){.k = JV_NIL})
-#define MAX_PRINT_DEPTH 64
-
-static inline jv mk_int(int64_t i)
-{
-    return (jv){.k = JV_INT, .u.i = i};
-}
-static inline jv mk_bool(bool b)
-{
-    return (jv){.k = JV_BOOL, .u.i = b};
-}
-
-static const char *kind_name(uint32_t k)
+const char *jt_kind_name(uint32_t k)
 {
     switch (k) {
     case JV_NIL: return "nil";
@@ -42,10 +28,7 @@ static const char *kind_name(uint32_t k)
     }
 }
 
-static void rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt, ...)
+void jt_rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt, ...)
 {
     if (vm->ctl == CTL_ERROR || vm->ctl == CTL_INTERRUPT)
         return;
@@ -59,19 +42,6 @@ static void rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt
     vm->ctl = CTL_ERROR;
 }
 
-/* The safe point: acknowledge a pending profiler tick, then honour an interrupt. */
-static inline bool safe_point(struct jt_vm *vm)
-{
-    if (vm->pw)
-        jettprof_poll(vm->pt, vm->pw);
-    if (__builtin_expect(__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0, 0)) {
-        if (vm->ctl != CTL_ERROR)
-            vm->ctl = CTL_INTERRUPT;
-        return false;
-    }
-    return true;
-}
-
 static inline void prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
 {
     vm->line = line;
@@ -80,53 +50,12 @@ static inline void prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
         jettprof_stmt_set(vm->stmt_pos, line, col); /* two plain stores, no call */
 }
 
-static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
-{
-    if (vm->capture) {
-        jt_buf_put(to_err ? &vm->err : &vm->out, p, n);
-        return;
-    }
-    fwrite(p, 1, n, to_err ? stderr : stdout);
-}
-
-/* Text of a value as print() shows it. Interpreter-internal buffer, not a Jett event. */
-static void to_text(const jv v, struct jp_buf *b, int depth)
-{
-    switch (v.k) {
-    case JV_NIL: jt_buf_puts(b, "nil"); return;
-    case JV_INT: jt_buf_printf(b, "%" PRId64, v.u.i); return;
-    case JV_BOOL: jt_buf_puts(b, v.u.i ? "true" : "false"); return;
-    case JV_STR: {
-        const struct jt_str *s = (const struct jt_str *)v.u.o;
-        jt_buf_put(b, s->data, s->len);
-        return;
-    }
-    case JV_SECRET: jt_buf_puts(b, "<secret>"); return;
-    case JV_LIST: {
-        const struct jt_list *l = (const struct jt_list *)v.u.o;
-        if (depth >= MAX_PRINT_DEPTH) {
-            jt_buf_puts(b, "[...]");
-            return;
-        }
-        jt_buf_puts(b, "[");
-        for (uint64_t i = 0; i < l->len; i++) {
-            if (i)
-                jt_buf_puts(b, ", ");
-            to_text(l->items[i], b, depth + 1);
-        }
-        jt_buf_puts(b, "]");
-        return;
-    }
-    default: return;
-    }
-}
-
-static bool new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, uint64_t n, jv *out,
+bool jt_new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, uint64_t n, jv *out,
                     uint32_t kind)
 {
     struct jt_str *s;
     if (jt_heap_str(&vm->heap, n, &s) < 0) {
-        rt_error(vm, at, "out of memory: cannot allocate a string of %" PRIu64 " bytes", n);
+        jt_rt_error(vm, at, "out of memory: cannot allocate a string of %" PRIu64 " bytes", n);
         return false;
     }
     if (n)
@@ -138,7 +67,7 @@ static bool new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, u
 static int values_equal(struct jt_vm *vm, const struct jt_node *at, jv a, jv b, int depth)
 {
     if (depth > MAX_PRINT_DEPTH) {
-        rt_error(vm, at, "cannot compare lists nested more than %d deep", MAX_PRINT_DEPTH);
+        jt_rt_error(vm, at, "cannot compare lists nested more than %d deep", MAX_PRINT_DEPTH);
         return 0;
     }
     bool as = a.k == JV_STR || a.k == JV_SECRET, bs = b.k == JV_STR || b.k == JV_SECRET;
@@ -191,237 +120,23 @@ static bool convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty,
     } else if (v->k == want[ty]) {
         return true;
     }
-    rt_error(vm, at, "%s '%s' expects %s, got %s", what, name, tyname[ty], kind_name(v->k));
+    jt_rt_error(vm, at, "%s '%s' expects %s, got %s", what, name, tyname[ty], jt_kind_name(v->k));
     jv_release(&vm->heap, *v);
     *v = NIL;
     return false;
 }
 
-static jv eval(struct jt_vm *vm, const struct jt_node *n);
 static void exec(struct jt_vm *vm, const struct jt_node *n);
-
-static bool want_int(struct jt_vm *vm, const struct jt_node *at, jv v, const char *what)
-{
-    if (v.k == JV_INT)
-        return true;
-    rt_error(vm, at, "%s expects int, got %s", what, kind_name(v.k));
-    return false;
-}
-
-static void sleep_ms(struct jt_vm *vm, int64_t ms)
-{
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += ms / 1000;
-    deadline.tv_nsec += (ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    /* Slices of at most 10 ms so an interrupt is honoured promptly. */
-    for (;;) {
-        if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED))
-            return;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t left = (int64_t)(deadline.tv_sec - now.tv_sec) * 1000000000LL +
-                       (deadline.tv_nsec - now.tv_nsec);
-        if (left <= 0)
-            return;
-        if (left > 10000000LL)
-            left = 10000000LL;
-        struct timespec ts = {0, (long)left};
-        nanosleep(&ts, NULL);
-    }
-}
-
-static jv call_builtin(struct jt_vm *vm, const struct jt_node *n)
-{
-    jv a[3] = {NIL, NIL, NIL};
-    jv r = NIL; /* before any goto out */
-    for (uint32_t i = 0; i < n->nkids && i < 3; i++) {
-        a[i] = eval(vm, n->kids[i]);
-        if (vm->ctl)
-            goto out;
-    }
-    switch (n->op) {
-    case JT_B_PRINT:
-    case JT_B_EPRINT: {
-        struct jp_buf b = {0};
-        to_text(a[0], &b, 0);
-        jt_buf_put(&b, "\n", 1);
-        emit(vm, n->op == JT_B_EPRINT, b.p, b.len);
-        jp_buf_free(&b);
-        break;
-    }
-    case JT_B_STR:
-        if (a[0].k == JV_STR || a[0].k == JV_SECRET) {
-            r = a[0];
-            a[0] = NIL;
-        } else {
-            struct jp_buf b = {0};
-            to_text(a[0], &b, 0);
-            new_str(vm, n, b.p, b.len, &r, JV_STR);
-            jp_buf_free(&b);
-        }
-        break;
-    case JT_B_LEN:
-        if (a[0].k == JV_STR || a[0].k == JV_SECRET)
-            r = mk_int((int64_t)((struct jt_str *)a[0].u.o)->len);
-        else if (a[0].k == JV_LIST)
-            r = mk_int((int64_t)((struct jt_list *)a[0].u.o)->len);
-        else
-            rt_error(vm, n, "len expects str, secret or list, got %s", kind_name(a[0].k));
-        break;
-    case JT_B_PUSH: {
-        if (a[0].k != JV_LIST) {
-            rt_error(vm, n, "push expects a list first, got %s", kind_name(a[0].k));
-            break;
-        }
-        struct jt_list *l = (struct jt_list *)a[0].u.o;
-        if (l->len == l->cap) {
-            /* Growth policy (LANGUAGE.md): 0 -> 4 slots, then doubling. */
-            uint64_t nc = l->cap ? l->cap * 2 : 4;
-            if (jt_heap_list_grow(&vm->heap, l, nc) < 0) {
-                rt_error(vm, n, "out of memory: cannot grow a list to %" PRIu64 " slots", nc);
-                break;
-            }
-        }
-        l->items[l->len++] = a[1];
-        a[1] = NIL;
-        break;
-    }
-    case JT_B_POP: {
-        if (a[0].k != JV_LIST) {
-            rt_error(vm, n, "pop expects a list, got %s", kind_name(a[0].k));
-            break;
-        }
-        struct jt_list *l = (struct jt_list *)a[0].u.o;
-        if (l->len == 0) {
-            rt_error(vm, n, "pop from an empty list");
-            break;
-        }
-        r = l->items[--l->len];
-        break;
-    }
-    case JT_B_SLEEP:
-        if (!want_int(vm, n, a[0], "sleep"))
-            break;
-        if (a[0].u.i < 0 || a[0].u.i > 86400000) {
-            rt_error(vm, n, "sleep expects milliseconds from 0 to 86400000, got %" PRId64, a[0].u.i);
-            break;
-        }
-        if (vm->pt)
-            jettprof_set_state(vm->pt, JETTPROF_STATE_WAITING);
-        sleep_ms(vm, a[0].u.i);
-        if (vm->pt)
-            jettprof_set_state(vm->pt, JETTPROF_STATE_JETT);
-        safe_point(vm);
-        break;
-    case JT_B_FAIL: {
-        struct jp_buf b = {0};
-        to_text(a[0], &b, 0);
-        rt_error(vm, n, "%s", b.p ? b.p : "");
-        jp_buf_free(&b);
-        break;
-    }
-    case JT_B_SECRET:
-        if (a[0].k != JV_STR && a[0].k != JV_SECRET) {
-            rt_error(vm, n, "secret expects str, got %s", kind_name(a[0].k));
-            break;
-        }
-        r = a[0];
-        r.k = JV_SECRET;
-        a[0] = NIL;
-        break;
-    case JT_B_SUBSTR: {
-        if (a[0].k != JV_STR) {
-            rt_error(vm, n, "substr expects str first, got %s", kind_name(a[0].k));
-            break;
-        }
-        if (!want_int(vm, n, a[1], "substr's start") || !want_int(vm, n, a[2], "substr's length"))
-            break;
-        const struct jt_str *s = (const struct jt_str *)a[0].u.o;
-        if (a[1].u.i < 0 || a[2].u.i < 0 || (uint64_t)a[1].u.i > s->len ||
-            (uint64_t)a[2].u.i > s->len - (uint64_t)a[1].u.i) {
-            rt_error(vm, n, "substr(%" PRId64 ", %" PRId64 ") is outside a string of %" PRIu64 " bytes",
-                     a[1].u.i, a[2].u.i, s->len);
-            break;
-        }
-        new_str(vm, n, s->data + a[1].u.i, (uint64_t)a[2].u.i, &r, JV_STR);
-        break;
-    }
-    case JT_B_BYTE: {
-        if (a[0].k != JV_STR) {
-            rt_error(vm, n, "byte expects str first, got %s", kind_name(a[0].k));
-            break;
-        }
-        if (!want_int(vm, n, a[1], "byte's index"))
-            break;
-        const struct jt_str *s = (const struct jt_str *)a[0].u.o;
-        if (a[1].u.i < 0 || (uint64_t)a[1].u.i >= s->len) {
-            rt_error(vm, n, "byte index %" PRId64 " is outside a string of %" PRIu64 " bytes",
-                     a[1].u.i, s->len);
-            break;
-        }
-        r = mk_int((unsigned char)s->data[a[1].u.i]);
-        break;
-    }
-    case JT_B_CHR: {
-        if (!want_int(vm, n, a[0], "chr"))
-            break;
-        if (a[0].u.i < 0 || a[0].u.i > 255) {
-            rt_error(vm, n, "chr expects a byte value from 0 to 255, got %" PRId64, a[0].u.i);
-            break;
-        }
-        char c = (char)a[0].u.i;
-        new_str(vm, n, &c, 1, &r, JV_STR);
-        break;
-    }
-    case JT_B_LIST: {
-        if (!want_int(vm, n, a[0], "list's count"))
-            break;
-        if (a[0].u.i < 0 || (uint64_t)a[0].u.i > JT_MAX_LIST_SLOTS) {
-            rt_error(vm, n, "list expects a count from 0 to %" PRIu64 ", got %" PRId64,
-                     JT_MAX_LIST_SLOTS, a[0].u.i);
-            break;
-        }
-        struct jt_list *l;
-        if (jt_heap_list(&vm->heap, (uint64_t)a[0].u.i, &l) < 0) {
-            rt_error(vm, n, "out of memory: cannot allocate a list of %" PRId64 " slots", a[0].u.i);
-            break;
-        }
-        for (uint64_t i = 0; i < l->cap; i++) {
-            jv_retain(a[1]);
-            l->items[i] = a[1];
-        }
-        l->len = l->cap;
-        r = (jv){.k = JV_LIST, .u.o = &l->h};
-        break;
-    }
-    default:
-        rt_error(vm, n, "unknown builtin");
-        break;
-    }
-out:
-    for (int i = 0; i < 3; i++)
-        jv_release(&vm->heap, a[i]);
-    if (vm->ctl) {
-        jv_release(&vm->heap, r);
-        return NIL;
-    }
-    return r;
-}
 
 static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
 {
     const struct jt_fn *f = n->fn;
     if (vm->depth >= JT_MAX_DEPTH) {
-        rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
+        jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
         return NIL;
     }
     if (vm->sp + f->nslots > JT_STACK_SLOTS) {
-        rt_error(vm, n, "stack overflow: too many local variables in active calls");
+        jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
         return NIL;
     }
     uint64_t base = vm->sp;
@@ -430,7 +145,7 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     vm->sp += f->nslots;
     jv r = NIL;
     for (uint32_t i = 0; i < n->nkids; i++) {
-        jv v = eval(vm, n->kids[i]);
+        jv v = jt_eval(vm, n->kids[i]);
         if (vm->ctl)
             goto unwind_args;
         if (!convert(vm, n->kids[i], f->params[i].ty, &v, "parameter", f->params[i].name))
@@ -443,9 +158,11 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
     vm->fn = f;
     vm->base = base;
     vm->depth++;
-    if (vm->pt)
+    if (vm->pf) /* the call node's cache: no call into the agent on a hit */
+        jettprof_enter_fast(vm->pf, (struct jettprof_site *)&n->site, f->prof_frame);
+    else if (vm->pt)
         jettprof_enter(vm->pt, f->prof_frame);
-    if (safe_point(vm)) /* call */
+    if (jt_safe_point(vm)) /* call */
         exec(vm, f->body);
     if (vm->ctl == CTL_RETURN) {
         r = vm->retv;
@@ -453,8 +170,10 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
         vm->ctl = CTL_NONE;
     }
     if (!vm->ctl)
-        safe_point(vm); /* return */
-    if (vm->pt)
+        jt_safe_point(vm); /* return */
+    if (vm->pf)
+        jettprof_leave_fast(vm->pf);
+    else if (vm->pt)
         jettprof_leave(vm->pt);
     vm->depth--;
     vm->fn = caller;
@@ -476,10 +195,10 @@ unwind_args:
 
 static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
 {
-    jv a = eval(vm, n->a);
+    jv a = jt_eval(vm, n->a);
     if (vm->ctl)
         return NIL;
-    jv b = eval(vm, n->b);
+    jv b = jt_eval(vm, n->b);
     if (vm->ctl) {
         jv_release(&vm->heap, a);
         return NIL;
@@ -498,7 +217,7 @@ static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
         case JT_T_SLASH:
         case JT_T_PERCENT:
             if (y == 0) {
-                rt_error(vm, n, "division by zero");
+                jt_rt_error(vm, n, "division by zero");
                 break;
             }
             if (x == INT64_MIN && y == -1) {
@@ -514,18 +233,19 @@ static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
         default: break;
         }
         if (ovf)
-            rt_error(vm, n, "integer overflow in %s", jt_tok_name(n->op));
+            jt_rt_error(vm, n, "integer overflow in %s", jt_tok_name(n->op));
     } else if (n->op == JT_T_PLUS && (a.k == JV_STR || a.k == JV_SECRET) &&
                (b.k == JV_STR || b.k == JV_SECRET)) {
         const struct jt_str *x = (const struct jt_str *)a.u.o, *y = (const struct jt_str *)b.u.o;
         struct jt_str *s;
         if (x->len + y->len > JT_MAX_STR_BYTES || jt_heap_str(&vm->heap, x->len + y->len, &s) < 0) {
-            rt_error(vm, n, "out of memory: cannot allocate a string of %" PRIu64 " bytes",
+            jt_rt_error(vm, n, "out of memory: cannot allocate a string of %" PRIu64 " bytes",
                      x->len + y->len);
         } else {
             memcpy(s->data, x->data, x->len);
             memcpy(s->data + x->len, y->data, y->len);
-            r = (jv){.k = (a.k == JV_SECRET || b.k == JV_SECRET) ? JV_SECRET : JV_STR, .u.o = &s->h};
+            uint32_t k = (a.k == JV_SECRET || b.k == JV_SECRET) ? JV_SECRET : JV_STR;
+            r = (jv){.k = k, .u.o = &s->h};
         }
     } else if (a.k == JV_STR && b.k == JV_STR && n->op >= JT_T_LT && n->op <= JT_T_GE) {
         const struct jt_str *x = (const struct jt_str *)a.u.o, *y = (const struct jt_str *)b.u.o;
@@ -540,8 +260,8 @@ static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
         default: r = mk_bool(c >= 0); break;
         }
     } else {
-        rt_error(vm, n, "%s cannot combine %s and %s", jt_tok_name(n->op), kind_name(a.k),
-                 kind_name(b.k));
+        jt_rt_error(vm, n, "%s cannot combine %s and %s", jt_tok_name(n->op), jt_kind_name(a.k),
+                 jt_kind_name(b.k));
     }
     jv_release(&vm->heap, a);
     jv_release(&vm->heap, b);
@@ -552,29 +272,29 @@ static bool truthy(struct jt_vm *vm, const struct jt_node *at, jv v)
 {
     if (v.k == JV_BOOL)
         return v.u.i != 0;
-    rt_error(vm, at, "a condition expects bool, got %s", kind_name(v.k));
+    jt_rt_error(vm, at, "a condition expects bool, got %s", jt_kind_name(v.k));
     jv_release(&vm->heap, v);
     return false;
 }
 
 static jv eval_index(struct jt_vm *vm, const struct jt_node *n)
 {
-    jv a = eval(vm, n->a);
+    jv a = jt_eval(vm, n->a);
     if (vm->ctl)
         return NIL;
-    jv i = eval(vm, n->b);
+    jv i = jt_eval(vm, n->b);
     jv r = NIL;
     if (vm->ctl)
         goto out;
     if (i.k != JV_INT) {
-        rt_error(vm, n, "an index expects int, got %s", kind_name(i.k));
+        jt_rt_error(vm, n, "an index expects int, got %s", jt_kind_name(i.k));
         goto out;
     }
     if (a.k == JV_LIST) {
         const struct jt_list *l = (const struct jt_list *)a.u.o;
         if (i.u.i < 0 || (uint64_t)i.u.i >= l->len) {
-            rt_error(vm, n, "index %" PRId64 " is out of range for a list of length %" PRIu64, i.u.i,
-                     l->len);
+            jt_rt_error(vm, n, "index %" PRId64 " is out of range for a list of length %" PRIu64,
+                        i.u.i, l->len);
             goto out;
         }
         r = l->items[i.u.i];
@@ -582,20 +302,21 @@ static jv eval_index(struct jt_vm *vm, const struct jt_node *n)
     } else if (a.k == JV_STR) {
         const struct jt_str *s = (const struct jt_str *)a.u.o;
         if (i.u.i < 0 || (uint64_t)i.u.i >= s->len) {
-            rt_error(vm, n, "index %" PRId64 " is out of range for a string of %" PRIu64 " bytes",
-                     i.u.i, s->len);
+            jt_rt_error(vm, n,
+                        "index %" PRId64 " is out of range for a string of %" PRIu64 " bytes",
+                        i.u.i, s->len);
             goto out;
         }
-        new_str(vm, n, s->data + i.u.i, 1, &r, JV_STR);
+        jt_new_str(vm, n, s->data + i.u.i, 1, &r, JV_STR);
     } else {
-        rt_error(vm, n, "only lists and strings can be indexed, got %s", kind_name(a.k));
+        jt_rt_error(vm, n, "only lists and strings can be indexed, got %s", jt_kind_name(a.k));
     }
 out:
     jv_release(&vm->heap, a);
     return r;
 }
 
-static jv eval(struct jt_vm *vm, const struct jt_node *n)
+jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
 {
     switch (n->kind) {
     case JT_N_INT: return mk_int(n->ival);
@@ -614,12 +335,12 @@ static jv eval(struct jt_vm *vm, const struct jt_node *n)
     case JT_N_LIST: {
         struct jt_list *l;
         if (jt_heap_list(&vm->heap, n->nkids, &l) < 0) {
-            rt_error(vm, n, "out of memory: cannot allocate a list of %u slots", n->nkids);
+            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %u slots", n->nkids);
             return NIL;
         }
         jv lv = {.k = JV_LIST, .u.o = &l->h};
         for (uint32_t i = 0; i < n->nkids; i++) {
-            jv v = eval(vm, n->kids[i]);
+            jv v = jt_eval(vm, n->kids[i]);
             if (vm->ctl) {
                 jv_release(&vm->heap, lv);
                 return NIL;
@@ -629,24 +350,24 @@ static jv eval(struct jt_vm *vm, const struct jt_node *n)
         return lv;
     }
     case JT_N_CALL: return call_fn(vm, n);
-    case JT_N_BUILTIN: return call_builtin(vm, n);
+    case JT_N_BUILTIN: return jt_call_builtin(vm, n);
     case JT_N_INDEX: return eval_index(vm, n);
     case JT_N_UNARY: {
-        jv v = eval(vm, n->a);
+        jv v = jt_eval(vm, n->a);
         if (vm->ctl)
             return NIL;
         if (n->op == JT_T_NOT) {
             if (v.k == JV_BOOL)
                 return mk_bool(!v.u.i);
-            rt_error(vm, n, "'!' expects bool, got %s", kind_name(v.k));
+            jt_rt_error(vm, n, "'!' expects bool, got %s", jt_kind_name(v.k));
         } else if (v.k == JV_INT) {
             if (v.u.i == INT64_MIN) {
-                rt_error(vm, n, "integer overflow in '-'");
+                jt_rt_error(vm, n, "integer overflow in '-'");
                 return NIL;
             }
             return mk_int(-v.u.i);
         } else {
-            rt_error(vm, n, "'-' expects int, got %s", kind_name(v.k));
+            jt_rt_error(vm, n, "'-' expects int, got %s", jt_kind_name(v.k));
         }
         jv_release(&vm->heap, v);
         return NIL;
@@ -654,7 +375,7 @@ static jv eval(struct jt_vm *vm, const struct jt_node *n)
     case JT_N_BINARY: return eval_binary(vm, n);
     case JT_N_AND:
     case JT_N_OR: {
-        jv a = eval(vm, n->a);
+        jv a = jt_eval(vm, n->a);
         if (vm->ctl)
             return NIL;
         bool x = truthy(vm, n->a, a);
@@ -662,14 +383,14 @@ static jv eval(struct jt_vm *vm, const struct jt_node *n)
             return NIL;
         if (n->kind == JT_N_AND ? !x : x)
             return mk_bool(x);
-        jv b = eval(vm, n->b);
+        jv b = jt_eval(vm, n->b);
         if (vm->ctl)
             return NIL;
         bool y = truthy(vm, n->b, b);
         return vm->ctl ? NIL : mk_bool(y);
     }
     default:
-        rt_error(vm, n, "internal: not an expression");
+        jt_rt_error(vm, n, "internal: not an expression");
         return NIL;
     }
 }
@@ -695,7 +416,7 @@ static void exec_loop_body(struct jt_vm *vm, const struct jt_node *body, bool *s
         *stop = true;
         return;
     }
-    if (!safe_point(vm)) /* loop back-edge */
+    if (!jt_safe_point(vm)) /* loop back-edge */
         *stop = true;
 }
 
@@ -707,14 +428,14 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     prof_stmt(vm, n->line, n->col);
-    if (!safe_point(vm)) /* statement */
+    if (!jt_safe_point(vm)) /* statement */
         return;
     switch (n->kind) {
     case JT_N_EXPR:
-        jv_release(&vm->heap, eval(vm, n->a));
+        jv_release(&vm->heap, jt_eval(vm, n->a));
         return;
     case JT_N_LET: {
-        jv v = eval(vm, n->a);
+        jv v = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
         if (!convert(vm, n, n->ty, &v, "variable", n->name))
@@ -723,7 +444,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_ASSIGN: {
-        jv v = eval(vm, n->a);
+        jv v = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
         if (n->ival) {
@@ -737,22 +458,23 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_SETINDEX: {
-        jv l = eval(vm, n->b->a);
+        jv l = jt_eval(vm, n->b->a);
         if (vm->ctl)
             return;
-        jv i = eval(vm, n->b->b);
+        jv i = jt_eval(vm, n->b->b);
         jv v = NIL;
         if (!vm->ctl)
-            v = eval(vm, n->a);
+            v = jt_eval(vm, n->a);
         if (!vm->ctl) {
             if (l.k != JV_LIST) {
-                rt_error(vm, n, "only list elements can be assigned, got %s", kind_name(l.k));
+                jt_rt_error(vm, n, "only list elements can be assigned, got %s", jt_kind_name(l.k));
             } else if (i.k != JV_INT) {
-                rt_error(vm, n, "an index expects int, got %s", kind_name(i.k));
+                jt_rt_error(vm, n, "an index expects int, got %s", jt_kind_name(i.k));
             } else {
                 struct jt_list *lp = (struct jt_list *)l.u.o;
                 if (i.u.i < 0 || (uint64_t)i.u.i >= lp->len) {
-                    rt_error(vm, n, "index %" PRId64 " is out of range for a list of length %" PRIu64,
+                    jt_rt_error(vm, n,
+                                "index %" PRId64 " is out of range for a list of length %" PRIu64,
                              i.u.i, lp->len);
                 } else {
                     store(vm, &lp->items[i.u.i], v);
@@ -765,7 +487,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_IF: {
-        jv c = eval(vm, n->a);
+        jv c = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
         bool t = truthy(vm, n->a, c);
@@ -780,7 +502,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
     case JT_N_WHILE: {
         bool stop = false;
         while (!stop) {
-            jv c = eval(vm, n->a);
+            jv c = jt_eval(vm, n->a);
             if (vm->ctl)
                 return;
             bool t = truthy(vm, n->a, c);
@@ -791,16 +513,17 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_FOR_RANGE: {
-        jv a = eval(vm, n->a);
+        jv a = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
-        jv b = eval(vm, n->b);
+        jv b = jt_eval(vm, n->b);
         if (vm->ctl) {
             jv_release(&vm->heap, a);
             return;
         }
         if (a.k != JV_INT || b.k != JV_INT) {
-            rt_error(vm, n, "a range expects int bounds, got %s..%s", kind_name(a.k), kind_name(b.k));
+            jt_rt_error(vm, n, "a range expects int bounds, got %s..%s", jt_kind_name(a.k),
+                        jt_kind_name(b.k));
             jv_release(&vm->heap, a);
             jv_release(&vm->heap, b);
             return;
@@ -813,11 +536,11 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_FOR_EACH: {
-        jv l = eval(vm, n->a);
+        jv l = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
         if (l.k != JV_LIST) {
-            rt_error(vm, n, "for ... in expects a list or a range, got %s", kind_name(l.k));
+            jt_rt_error(vm, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
             jv_release(&vm->heap, l);
             return;
         }
@@ -836,7 +559,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         return;
     }
     case JT_N_RETURN: {
-        jv v = n->a ? eval(vm, n->a) : NIL;
+        jv v = n->a ? jt_eval(vm, n->a) : NIL;
         if (vm->ctl)
             return;
         vm->retv = v;
@@ -846,7 +569,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
     case JT_N_BREAK: vm->ctl = CTL_BREAK; return;
     case JT_N_CONTINUE: vm->ctl = CTL_CONTINUE; return;
     default:
-        rt_error(vm, n, "internal: not a statement");
+        jt_rt_error(vm, n, "internal: not a statement");
         return;
     }
 }
@@ -860,7 +583,7 @@ void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt)
     vm->stack = jt_xmalloc(sizeof(jv) * JT_STACK_SLOTS);
 }
 
-enum jt_outcome jt_vm_run(struct jt_vm *vm)
+static enum jt_outcome run_program(struct jt_vm *vm)
 {
     struct jt_program *prog = vm->prog;
     for (uint32_t i = 0; i < prog->nmodules && !vm->ctl; i++) {
@@ -873,9 +596,9 @@ enum jt_outcome jt_vm_run(struct jt_vm *vm)
         for (uint32_t k = 0; k < m->nglobals && !vm->ctl; k++) {
             const struct jt_global *g = &prog->globals[m->globals[k]];
             prof_stmt(vm, g->line, g->col);
-            if (!safe_point(vm))
+            if (!jt_safe_point(vm))
                 break;
-            jv v = eval(vm, g->init->a);
+            jv v = jt_eval(vm, g->init->a);
             if (vm->ctl)
                 break;
             if (!convert(vm, g->init, g->ty, &v, "variable", g->name))
@@ -897,6 +620,21 @@ enum jt_outcome jt_vm_run(struct jt_vm *vm)
     if (vm->ctl == CTL_ERROR)
         return JT_OUT_RUNTIME_ERROR;
     return JT_OUT_RETURNED;
+}
+
+enum jt_outcome jt_vm_run(struct jt_vm *vm)
+{
+    /* The agent's inline paths for the thread the driver registered: the cheapest enter, leave
+     * and heap hooks. Valid only while that registration is, so they are dropped on return,
+     * before the driver unregisters. NULL (an agent of another layout): the plain calls. */
+    if (vm->pt)
+        vm->pf = jettprof_thread_fast(vm->pt, JETTPROF_FAST_VERSION);
+    if (vm->heap.pt)
+        vm->heap.pf = jettprof_thread_fast(vm->heap.pt, JETTPROF_FAST_VERSION);
+    enum jt_outcome o = run_program(vm);
+    vm->pf = NULL;
+    vm->heap.pf = NULL;
+    return o;
 }
 
 void jt_vm_fini(struct jt_vm *vm)

@@ -6,6 +6,7 @@
 #define JETT_RUNTIME_INTERP_H
 
 #include "jett.h"
+#include "jettprof.h"
 #include "value.h"
 
 enum jt_outcome { JT_OUT_RETURNED = 1, JT_OUT_RUNTIME_ERROR = 2, JT_OUT_INTERRUPTED = 3 };
@@ -20,13 +21,14 @@ struct jt_vm {
     jv *stack;
     uint64_t sp, base;
     uint32_t depth;
-    int ctl;          /* enum ctl in interp.c: nonzero while unwinding */
+    int ctl;          /* enum jt_ctl: nonzero while unwinding */
     jv retv;
     const struct jt_fn *fn;     /* running function (for error locations) */
     uint32_t line, col;         /* current statement */
     /* profiling: both NULL when not profiled */
     struct jettprof_thread *pt;
     const uint32_t *pw;
+    struct jettprof_fast *pf;      /* pt's inline enter/leave, while jt_vm_run runs (or NULL) */
     struct jettprof_pos *stmt_pos; /* CPU mode: hot lines need the current statement */
     /* output: written through, or captured for the --agent envelope */
     bool capture;
@@ -41,5 +43,50 @@ void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt)
 enum jt_outcome jt_vm_run(struct jt_vm *vm);
 /* Frees every value (without profiler events: call after the profile is final). */
 void jt_vm_fini(struct jt_vm *vm);
+
+/* ---- shared by the evaluator (interp.c) and the builtins (builtins.c) only ---- */
+
+/* vm->ctl: nonzero while unwinding. */
+enum jt_ctl { CTL_NONE = 0, CTL_RETURN, CTL_BREAK, CTL_CONTINUE, CTL_ERROR, CTL_INTERRUPT };
+
+#define NIL ((jv){.k = JV_NIL})
+#define MAX_PRINT_DEPTH 64 /* nesting that print() shows and == compares */
+
+static inline jv mk_int(int64_t i)
+{
+    return (jv){.k = JV_INT, .u.i = i};
+}
+static inline jv mk_bool(bool b)
+{
+    return (jv){.k = JV_BOOL, .u.i = b};
+}
+
+/* The safe point: acknowledge a pending profiler tick, then honour an interrupt. */
+static inline bool jt_safe_point(struct jt_vm *vm)
+{
+    if (vm->pw)
+        jettprof_poll(vm->pt, vm->pw);
+    if (__builtin_expect(__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0, 0)) {
+        if (vm->ctl != CTL_ERROR)
+            vm->ctl = CTL_INTERRUPT;
+        return false;
+    }
+    return true;
+}
+
+/* A value kind's name in messages ("int", "list", ...). */
+const char *jt_kind_name(uint32_t k);
+/* Records a runtime error at `at` (or the current statement when NULL) and starts unwinding;
+ * the first error wins, and nothing is recorded once an interrupt is unwinding. */
+void jt_rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A new string value of kind JV_STR or JV_SECRET holding a copy of p[0..n); false after
+ * recording the out-of-memory error. */
+bool jt_new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, uint64_t n, jv *out,
+                uint32_t kind);
+/* Evaluates an expression: an owned reference (+1), or NIL while vm->ctl unwinds. */
+jv jt_eval(struct jt_vm *vm, const struct jt_node *n);
+/* Evaluates a builtin call node (builtins.c), with the same ownership rule as jt_eval(). */
+jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n);
 
 #endif

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "common/buf.h"
+#include "jettprof.h"
 
 /* ---- growable byte buffer (interpreter-internal memory, never a Jett heap event) ---- */
 /* The one text buffer (common/buf.h). The interpreter's appends abort on exhaustion, as the
@@ -29,6 +30,7 @@ char *jt_xstrndup(const char *s, size_t n);
 
 /* ---- CLI ---- */
 enum jt_mode { JT_MODE_NONE = 0, JT_MODE_CPU = 1, JT_MODE_MEMORY = 2 };
+#define JT_MAX_EXPORTS 8u
 struct jt_cli {
     const char *file;
     enum jt_mode mode;
@@ -39,6 +41,9 @@ struct jt_cli {
     const char *capture_path; /* NULL unless --profile-capture */
     bool capture_overwrite;   /* --profile-capture-overwrite: an existing file may be replaced */
     bool verbose;             /* --profile-verbose: the human report ends with every total */
+    /* --profile-export FORMAT:PATH, in command-line order (JP_EXPORT_* formats) */
+    struct jt_export { uint32_t format; const char *path; } exports[JT_MAX_EXPORTS];
+    uint32_t nexports;
 };
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).
  * On error returns -EINVAL and writes one line naming what was wrong to err (no trailing
@@ -152,6 +157,7 @@ struct jt_node {
     char *name;                     /* NAME / LET: identifier (dotted for NAME) */
     struct jt_str *str;             /* STR: immortal literal */
     struct jt_fn *fn;               /* CALL */
+    struct jettprof_site site;      /* CALL: the profiler's call-site cache (interp.c writes it) */
     struct jt_node *a, *b, *c, *d;
     struct jt_node **kids;
     uint32_t nkids;

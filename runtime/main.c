@@ -165,7 +165,7 @@ static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
     "                     [--profile-capture PATH [--profile-capture-overwrite]]\n"
-    "                     [--profile-verbose] [--agent]";
+    "                     [--profile-verbose] [--profile-export FORMAT:PATH]... [--agent]";
 
 static const char usage_text[] =
     "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
@@ -180,6 +180,8 @@ static const char usage_text[] =
     "                                 replay`\n"
     "  --profile-capture-overwrite    replace an existing capture file\n"
     "  --profile-verbose              end the report with every total, as the TOON names them\n"
+    "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
+    "                                 speedscope, svg) to PATH; repeatable\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
@@ -275,6 +277,16 @@ static int intern_program(jettprof_run *run, struct jt_program *prog)
     return 0;
 }
 
+/* Whether st is the file of one of the program's own sources (same device and inode: another
+ * name for the same file is caught too). */
+static bool is_own_source(const struct jt_program *prog, const struct stat *st)
+{
+    for (uint32_t i = 0; i < prog->nsources; i++)
+        if (prog->sources[i]->dev == st->st_dev && prog->sources[i]->ino == st->st_ino)
+            return true;
+    return false;
+}
+
 /* The capture file of `--profile-capture PATH`, opened so that the run can only ever write a
  * file that is its own to write: a new file (O_EXCL: whatever already has the name, a planted
  * symbolic link included, is refused), or, with --profile-capture-overwrite, an existing regular
@@ -317,10 +329,8 @@ static int open_capture(const struct jt_cli *cli, const struct jt_program *prog,
                  shown_path, strerror(e));
     } else if (!S_ISREG(st.st_mode)) {
         refused = "is not a regular file";
-    } else {
-        for (uint32_t i = 0; i < prog->nsources && !refused; i++)
-            if (prog->sources[i]->dev == st.st_dev && prog->sources[i]->ino == st.st_ino)
-                refused = "is one of the program's own source files";
+    } else if (is_own_source(prog, &st)) {
+        refused = "is one of the program's own source files";
     }
     if (refused) {
         e = EEXIST;
@@ -349,6 +359,108 @@ static void remove_own_capture(const char *path, int fd)
     if (fstat(fd, &mine) == 0 && lstat(path, &now) == 0 && mine.st_dev == now.st_dev &&
         mine.st_ino == now.st_ino)
         unlink(path);
+}
+
+/* A `--profile-export FORMAT:PATH` target. The daemon renders the export, this process writes
+ * it: into a temporary file made beside PATH before user code runs (so an unwritable directory
+ * is a setup failure, not a surprise at the end), renamed over PATH once complete, so a failed
+ * run leaves no half file. PATH is never followed: a symbolic link there, anything but a
+ * regular file, or one of the program's own sources is refused before user code and again
+ * just before the rename. An existing regular file is replaced. */
+struct export_target {
+    uint32_t format; /* JETTPROF_EXPORT_* */
+    const char *path;
+    char shown[200];
+    char tmp[4096];
+    int fd; /* the temporary file, -1 once renamed or removed */
+};
+
+/* NULL when path may be replaced, else why not; errno kept for a failed lstat. */
+static const char *export_refusal(const struct jt_program *prog, const char *path, int *e)
+{
+    struct stat st;
+    *e = 0;
+    if (lstat(path, &st) < 0) {
+        *e = errno == ENOENT ? 0 : errno;
+        return *e ? "cannot be inspected" : NULL;
+    }
+    if (S_ISLNK(st.st_mode))
+        return "is a symbolic link, which is never followed";
+    if (!S_ISREG(st.st_mode))
+        return "is not a regular file";
+    return is_own_source(prog, &st) ? "is one of the program's own source files" : NULL;
+}
+
+static int prepare_export(const struct jt_program *prog, struct export_target *t, char *err,
+                          size_t errcap)
+{
+    int e;
+    jt_shown(t->path, 180, t->shown, sizeof t->shown);
+    const char *refused = export_refusal(prog, t->path, &e);
+    if (refused) {
+        snprintf(err, errcap, "profiler: setup failure: the export file '%s' %s%s%s", t->shown,
+                 refused, e ? ": " : "; refusing to write it", e ? strerror(e) : "");
+        return -(e ? e : EEXIST);
+    }
+    if ((size_t)snprintf(t->tmp, sizeof t->tmp, "%s.XXXXXX", t->path) >= sizeof t->tmp) {
+        snprintf(err, errcap, "profiler: setup failure: the export file '%s': %s", t->shown,
+                 strerror(ENAMETOOLONG));
+        return -ENAMETOOLONG;
+    }
+    t->fd = mkostemp(t->tmp, O_CLOEXEC);
+    if (t->fd < 0) {
+        e = errno;
+        snprintf(err, errcap, "profiler: setup failure: cannot create the export file '%s': %s",
+                 t->shown, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+static void drop_export(struct export_target *t)
+{
+    if (t->fd < 0)
+        return;
+    close(t->fd);
+    unlink(t->tmp);
+    t->fd = -1;
+}
+
+/* Writes the export the daemon delivered (x) and renames it over the target; a failure is
+ * said on stderr with the path and errno, and leaves no file behind. */
+static void finish_export(const struct jt_program *prog, struct export_target *t,
+                          const struct jettprof_export *x)
+{
+    int e = 0;
+    const char *refused = NULL;
+    if (!x->data) {
+        fprintf(stderr, "profiler: export '%s' not written: %s\n", t->shown,
+                x->error ? strerror(x->error) : "the daemon delivered none with the profile");
+        drop_export(t);
+        return;
+    }
+    for (size_t off = 0; off < x->len && !e;) {
+        ssize_t n = write(t->fd, x->data + off, x->len - off);
+        if (n < 0 && errno != EINTR)
+            e = errno;
+        else if (n > 0)
+            off += (size_t)n;
+    }
+    if (!e && fchmod(t->fd, 0644) < 0)
+        e = errno;
+    if (close(t->fd) < 0 && !e)
+        e = errno;
+    t->fd = -1;
+    int e2 = 0;
+    if (!e)
+        refused = export_refusal(prog, t->path, &e2);
+    if (!e && !refused && rename(t->tmp, t->path) < 0)
+        e = errno;
+    if (e || refused) {
+        unlink(t->tmp);
+        fprintf(stderr, "profiler: export failed: cannot write '%s': %s\n", t->shown,
+                refused ? refused : strerror(e));
+    }
 }
 
 static int run_command(int argc, char **argv)
@@ -404,12 +516,24 @@ static int run_command(int argc, char **argv)
     int code = 0;
     int capture_fd = -1;
     bool capture_created = false, user_code_started = false;
+    struct export_target exports[JT_MAX_EXPORTS];
+    uint32_t export_bits = 0;
+    for (uint32_t i = 0; i < cli.nexports; i++) {
+        exports[i] = (struct export_target){.format = cli.exports[i].format,
+                                            .path = cli.exports[i].path, .fd = -1};
+        export_bits |= 1u << cli.exports[i].format;
+    }
     if (cli.mode != JT_MODE_NONE) {
         if (cli.capture_path &&
             open_capture(&cli, prog, &capture_fd, &capture_created, err, sizeof err) < 0) {
             code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, err);
             goto out;
         }
+        for (uint32_t i = 0; i < cli.nexports; i++)
+            if (prepare_export(prog, &exports[i], err, sizeof err) < 0) {
+                code = pre_exec_failure(agent, EXIT_SETUP_FAILURE, FAIL_SETUP_FAILURE, err);
+                goto out;
+            }
         struct jettprof_config cfg = {
             .size = sizeof cfg,
             .mode = cli.mode == JT_MODE_CPU ? JETTPROF_MODE_CPU : JETTPROF_MODE_MEMORY,
@@ -426,6 +550,7 @@ static int run_command(int argc, char **argv)
             .capture_fd = capture_fd,
             .excerpt = excerpt_cb,
             .excerpt_user = prog,
+            .exports = export_bits,
         };
         int r = jettprof_start(&cfg, &R->run);
         if (r >= 0) {
@@ -561,9 +686,16 @@ static int run_command(int argc, char **argv)
                 "written before the failure, the profile is unaffected\n", strerror(capture_errno));
         fflush(stderr);
     }
+    /* The exports likewise: extras, written after the report, each failure said. */
+    for (uint32_t i = 0; i < cli.nexports; i++)
+        if (exports[i].fd >= 0)
+            finish_export(prog, &exports[i], &res.exports[exports[i].format]);
+    fflush(stderr);
     if (have_res)
         jettprof_result_release(&res);
 out:
+    for (uint32_t i = 0; i < cli.nexports; i++)
+        drop_export(&exports[i]); /* a run that never ended: no export of it */
     if (capture_fd >= 0) {
         /* a setup failure: no run happened, so no capture of it is left behind */
         if (capture_created && !user_code_started)

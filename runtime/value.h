@@ -54,6 +54,7 @@ struct jt_list {
 struct jettprof_thread;
 struct jt_heap {
     struct jettprof_thread *pt; /* non-NULL: report events to the profiler */
+    struct jettprof_fast *pf;   /* its inline hooks, set while the program runs (interp.c) */
     uint64_t objects;           /* live Jett objects (tests and diagnostics) */
     uint64_t live_bytes;        /* live Jett bytes by this runtime's own accounting */
     struct jt_obj *live;        /* list of live objects */

@@ -5,7 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(gcc pkg-config meson ninja-build libuv1-dev libmsgpack-dev libcriterion-dev
-          systemd nodejs npm clang libclang-rt-14-dev libzstd-dev groff-base)
+          systemd libsystemd-dev nodejs npm clang libclang-rt-14-dev libzstd-dev
+          groff-base heaptrack time
+          protobuf-c-compiler libprotobuf-c-dev zlib1g-dev golang-go librsvg2-bin)
+# (the exports: protoc-c compiles render/export/profile.proto, zlib gzips pprof; the export
+# suite checks pprof with `go tool pprof` and renders the SVG with rsvg-convert)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,4 +29,8 @@ fi
 if [ -f tests/toon/package-lock.json ] && [ ! -d tests/toon/node_modules/@toon-format ]; then
     echo "deps: installing the pinned TOON decoder (tests/toon)"
     (cd tests/toon && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if [ -f tests/export/package-lock.json ] && [ ! -d tests/export/node_modules/speedscope ]; then
+    echo "deps: installing the pinned speedscope schema and its validator (tests/export)"
+    (cd tests/export && npm ci --no-audit --no-fund --loglevel=error)
 fi

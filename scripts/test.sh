@@ -31,6 +31,9 @@ run_tests() { # build dir, extra meson test args...
 
 started=$SECONDS
 run_build build && run_tests build || status=1
+# Every benchmark runs and prints its figures (small sizes; never a speed asserted).
+bash bench/run --quick --build build >build/bench-quick.log 2>&1 ||
+    { cat build/bench-quick.log; echo "test: bench/run --quick failed"; status=1; }
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

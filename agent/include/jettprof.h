@@ -87,6 +87,14 @@ extern "C" {
 #define JETTPROF_OUT_TOON 0x2u
 #define JETTPROF_OUT_VERBOSE 0x4u
 
+/* Exports the daemon renders from the run's profile when it ends: jettprof_config.exports is
+ * a set of (1u << JETTPROF_EXPORT_*), the documents come back in jettprof_result.exports. */
+#define JETTPROF_EXPORT_FOLDED 0u     /* folded stacks, text */
+#define JETTPROF_EXPORT_PPROF 1u      /* gzip-compressed pprof profile.proto */
+#define JETTPROF_EXPORT_SPEEDSCOPE 2u /* speedscope JSON */
+#define JETTPROF_EXPORT_SVG 3u        /* SVG flame graph */
+#define JETTPROF_EXPORT_COUNT 4u
+
 /* Source origins. */
 #define JETTPROF_ORIGIN_PROJECT 1u
 #define JETTPROF_ORIGIN_DEPENDENCY 2u
@@ -147,6 +155,7 @@ struct jettprof_config {
     uint64_t retention_budget_bytes; /* default 67108864 */
     /* Added in the second version of this struct (a caller compiled against the first, whose
      * size ends at JETTPROF_CONFIG_SIZE_V1, gets the defaults for these): */
+    uint32_t exports;                /* 1u << JETTPROF_EXPORT_*: 0, none */
     uint32_t stall_ms; /* the stall bound of the backpressure policy, 1..600000 ms; 0: the
                           environment's JETT_PROFILE_STALL_MS if set (same range, else
                           jettprof_start fails with -EINVAL naming it), else 1000 */
@@ -272,6 +281,109 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
 }
 #endif
 
+/* ---- Inline fast paths ----
+ *
+ * An interpreter calls into this library on every call, return and heap event; the functions
+ * below do the common case of enter, leave and the allocation hooks inline. They work on the
+ * thread's stack state, struct jettprof_fast, which jettprof_thread_fast() hands out in the
+ * layout named by JETTPROF_FAST_VERSION. Its fields are private to the inline functions of
+ * this header (read or write none of them); the layout changes only together with that
+ * version, and a library with another layout returns NULL, so a runtime built against this
+ * header falls back to the plain calls above. Plain and inline calls may be mixed freely on one
+ * thread: they share the same state, record the same stream and are hot-path calls under the
+ * same rules (whatever an inline call cannot do inline, it does through its plain twin).
+ *
+ * Call sites. jettprof_enter_fast() takes a struct jettprof_site that the runtime keeps per
+ * call site, as interpreters keep inline caches (24 bytes, zero-initialised before first use;
+ * its contents are private too). A hit - the site last resolved the same caller node and frame
+ * for this same thread registration - pushes the level with no table lookup and no call. Any
+ * other case (a site never used, another frame or caller, a site filled by another thread's
+ * registration or in another run, a stack deeper than JETTPROF_FAST_DEPTH) takes
+ * jettprof_enter_site(), which is exactly jettprof_enter() and then refills the site. So a site
+ * may outlive runs and move between threads, and never yields a node of another registration;
+ * like the thread handle, it is used by one thread at a time (a runtime whose threads run the
+ * same code keeps its sites per thread).
+ */
+#define JETTPROF_FAST_VERSION 1u
+#if defined(__GNUC__)
+#define JETTPROF_LIKELY_(x) __builtin_expect(!!(x), 1)
+#else
+#define JETTPROF_LIKELY_(x) (x)
+#endif
+#define JETTPROF_FAST_DEPTH 128u /* the deepest recorded stack (see jettprof_enter) */
+
+struct jettprof_site {
+    uint64_t key_;   /* (caller node << 32) | frame id */
+    uint64_t stamp_; /* the registration that filled it; 0: empty */
+    uint32_t node_;
+    uint32_t reserved_;
+};
+
+struct jettprof_fast {
+    jettprof_thread *thread_; /* the handle these fields belong to */
+    uint64_t stamp_;          /* this registration: unique in the process, never 0 */
+    uint32_t depth_;          /* logical stack depth; may exceed JETTPROF_FAST_DEPTH */
+    uint32_t trunc_node_;     /* the node in use while depth_ > JETTPROF_FAST_DEPTH */
+    struct jettprof_pos pos_; /* the leaf's statement (what jettprof_stmt_pos() points to) */
+    /* Memory-event window: mem_armed_ is nonzero while this thread may push allocation events
+     * directly (memory mode, the run's only producer, its execution identity announced). */
+    uint32_t mem_armed_;
+    uint32_t busy_scratch_;      /* owner_busy_ of a thread that is not the run's owner */
+    uint8_t *ring_data_;
+    uint64_t ring_mask_, ring_slots_;
+    uint64_t *ring_head_;        /* the producer's unpublished head */
+    const uint64_t *ring_tail_;  /* the producer's last-seen tail */
+    uint64_t *ring_shared_head_; /* the head the consumer reads */
+    uint64_t *record_count_;
+    uint64_t *next_alloc_id_;
+    uint32_t *owner_busy_;
+    const uint32_t *foreign_;
+    /* nodes_[0] is 0 (the root); nodes_[d] is the node at depth d (1..128); saved_[d] is the
+     * statement of depth d while it calls. */
+    uint32_t nodes_[JETTPROF_FAST_DEPTH + 1u];
+    uint32_t reserved1_;
+    struct jettprof_pos saved_[JETTPROF_FAST_DEPTH + 1u];
+};
+
+/* The thread's fast-path state, valid until the handle is unregistered (or its run finished);
+ * NULL when `version` (pass JETTPROF_FAST_VERSION) is not this library's layout. */
+JETTPROF_API struct jettprof_fast *jettprof_thread_fast(jettprof_thread *t, uint32_t version);
+/* jettprof_enter() that also records in *site what it resolved, for jettprof_enter_fast().
+ * Same return values as jettprof_enter(). */
+JETTPROF_API int jettprof_enter_site(jettprof_thread *t, struct jettprof_site *site,
+                                     uint32_t frame_id);
+
+/* jettprof_enter(f's thread, frame_id), through the call site's cache. */
+static inline int jettprof_enter_fast(struct jettprof_fast *f, struct jettprof_site *site,
+                                      uint32_t frame_id)
+{
+    uint32_t d = f->depth_;
+    if (JETTPROF_LIKELY_(d < JETTPROF_FAST_DEPTH &&
+                         site->key_ == ((uint64_t)f->nodes_[d] << 32 | frame_id) &&
+                         site->stamp_ == f->stamp_)) {
+        f->nodes_[d + 1u] = site->node_;
+        f->saved_[d] = f->pos_;
+        f->pos_.line = 0;
+        f->pos_.col = 0;
+        f->depth_ = d + 1u;
+        return 0;
+    }
+    return jettprof_enter_site(f->thread_, site, frame_id);
+}
+
+/* jettprof_leave(f's thread). */
+static inline void jettprof_leave_fast(struct jettprof_fast *f)
+{
+    uint32_t d = f->depth_;
+    /* Depths 1..128: back to the caller's node and statement. */
+    if (JETTPROF_LIKELY_(d - 1u < JETTPROF_FAST_DEPTH)) {
+        f->depth_ = d - 1u;
+        f->pos_ = f->saved_[d - 1u];
+        return;
+    }
+    jettprof_leave(f->thread_);
+}
+
 /* Jett-heap allocation hooks, after the operation succeeded (never for failed ones).
  * jettprof_alloc assigns the id (a per-run counter from 1, never reused in the run) and
  * returns it in *id; jettprof_alloc_id takes one the runtime assigned (a run uses one scheme
@@ -284,6 +396,98 @@ JETTPROF_API int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t siz
 JETTPROF_API int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size,
                                  uint64_t new_size);
 JETTPROF_API int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size);
+
+/* The allocation hooks inline: the same calls as above, with the same results, that push the
+ * record themselves while the memory-event window is armed and the ring has room (no call,
+ * no wait, no atomic read-modify-write), and otherwise call the functions above. */
+#define JETTPROF_REC_ALLOC_ 8u /* the ring's record types (protocol/records.h) */
+#define JETTPROF_REC_RESIZE_ 9u
+#define JETTPROF_REC_FREE_ 10u
+#if defined(__GNUC__)
+struct jettprof_mem_rec_ { /* the ring's allocation, resize and free records (one slot) */
+    uint16_t type, size;
+    uint32_t node;
+    uint64_t id, a, b;
+};
+
+/* 1: pushed; 0: the caller takes the plain call. `alloc` draws the id from the run's counter
+ * into *id. Ordering: the same producer section as the library's (owner_busy store then a
+ * compiler barrier, P1; acquire load of foreign, P2; release store of owner_busy = 0, P3; the
+ * ring's head published by a release store, A), so a foreign producer and the consumer see
+ * exactly what the plain call would have shown them. */
+static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int alloc,
+                                     uint64_t *id, uint64_t a, uint64_t b)
+{
+    __atomic_store_n(f->owner_busy_, 1u, __ATOMIC_RELAXED); /* P1 */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    /* Everything the section reads (the window, the ring's producer state, which a foreign
+     * producer also writes in its own sections) is read only after P2 saw no foreign producer,
+     * so it is what the last foreign section left (its P5 release pairs with this acquire). */
+    uint64_t head = 0;
+    if (__builtin_expect(__atomic_load_n(f->foreign_, __ATOMIC_ACQUIRE) != 0 || /* P2 */
+                             !f->mem_armed_ ||
+                             (head = *f->ring_head_) + 1u - *f->ring_tail_ > f->ring_slots_,
+                         0)) {
+        __atomic_store_n(f->owner_busy_, 0u, __ATOMIC_RELEASE); /* P3 */
+        return 0;
+    }
+    uint32_t d = f->depth_;
+    uint32_t node = d <= JETTPROF_FAST_DEPTH ? f->nodes_[d] : f->trunc_node_;
+    uint64_t v = alloc ? ++*f->next_alloc_id_ : *id;
+    if (alloc)
+        *id = v;
+    struct jettprof_mem_rec_ *r =
+        (struct jettprof_mem_rec_ *)(void *)(f->ring_data_ + (head & f->ring_mask_) * 32u);
+    node = node == 0xffffffffu ? 0u : node; /* an unavailable stack: no node */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* type, size and node as one store: the hook is bound by its stores */
+    *(uint64_t *)(void *)r = (uint64_t)node << 32 | 32u << 16 | type;
+#else
+    r->type = type;
+    r->size = 32u;
+    r->node = node;
+#endif
+    r->id = v;
+    r->a = a;
+    r->b = b;
+    *f->ring_head_ = head + 1u;
+    __atomic_store_n(f->ring_shared_head_, head + 1u, __ATOMIC_RELEASE); /* A */
+    ++*f->record_count_;
+    __atomic_store_n(f->owner_busy_, 0u, __ATOMIC_RELEASE); /* P3 */
+    return 1;
+}
+#define JETTPROF_MEM_PUSH_(f, type, alloc, id, a, b) jettprof_mem_push_(f, type, alloc, id, a, b)
+#else
+#define JETTPROF_MEM_PUSH_(f, type, alloc, id, a, b) ((void)(f), (void)(id), 0)
+#endif
+
+static inline int jettprof_alloc_fast(struct jettprof_fast *f, uint64_t size, uint64_t *id)
+{
+    uint64_t tmp;
+    uint64_t *p = id ? id : &tmp;
+    if (JETTPROF_MEM_PUSH_(f, JETTPROF_REC_ALLOC_, 1, p, size, 0u))
+        return 0;
+    return jettprof_alloc(f->thread_, size, id);
+}
+static inline int jettprof_alloc_id_fast(struct jettprof_fast *f, uint64_t id, uint64_t size)
+{
+    if (JETTPROF_MEM_PUSH_(f, JETTPROF_REC_ALLOC_, 0, &id, size, 0u))
+        return 0;
+    return jettprof_alloc_id(f->thread_, id, size);
+}
+static inline int jettprof_resize_fast(struct jettprof_fast *f, uint64_t id, uint64_t old_size,
+                                       uint64_t new_size)
+{
+    if (JETTPROF_MEM_PUSH_(f, JETTPROF_REC_RESIZE_, 0, &id, old_size, new_size))
+        return 0;
+    return jettprof_resize(f->thread_, id, old_size, new_size);
+}
+static inline int jettprof_free_fast(struct jettprof_fast *f, uint64_t id, uint64_t old_size)
+{
+    if (JETTPROF_MEM_PUSH_(f, JETTPROF_REC_FREE_, 0, &id, old_size, 0u))
+        return 0;
+    return jettprof_free(f->thread_, id, old_size);
+}
 
 struct jettprof_result {
     uint32_t size;        /* sizeof(struct jettprof_result) */
@@ -301,6 +505,14 @@ struct jettprof_result {
      * with a private daemon. Filled only when size covers it: a caller compiled before this
      * field passes the smaller size and is served without it. */
     uint64_t run_id;
+    /* The exports cfg->exports asked for, each rendered from the same profile: data is
+     * malloc'ed (len bytes, NUL-terminated past them), or NULL when none arrived (the run's
+     * collector failed, or the daemon could not render it: then error is its positive errno). */
+    struct jettprof_export {
+        char *data;
+        size_t len;
+        int error;
+    } exports[JETTPROF_EXPORT_COUNT];
 };
 
 /* Ends the run with its termination: stops the timer, flushes the ring, asks the daemon to

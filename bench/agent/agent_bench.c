@@ -3,9 +3,11 @@
  *
  *   1. safe-point poll with nothing pending (inline jettprof_poll, and the jettprof_safe_point
  *      function FFI users call), against an empty loop;
- *   2. allocation hook (jettprof_alloc) with room in the ring, alone and with the call-chain
- *      lookup of an enter/leave around it; median over batches;
- *   3. CPU mode at 1000 Hz on a call-heavy host loop against the same loop unprofiled, run
+ *   2. enter/leave pairs, plain and inline through call-site caches (jettprof_enter_fast);
+ *   3. allocation hook with room in the ring: jettprof_alloc alone and with the call-chain
+ *      lookup of an enter/leave around it, and the inline jettprof_alloc_fast; median over
+ *      batches;
+ *   4. CPU mode at 1000 Hz on a call-heavy host loop against the same loop unprofiled, run
  *      alternately in this process. With $JETTPROFD set the run goes to a private jettprofd
  *      (the real consumer); otherwise to a local ring nobody drains (big enough for the run).
  */
@@ -20,10 +22,22 @@
 
 #define RUNS 7
 
+/* `quick`: a twentieth of the work, to check that every part runs (figures are then rough). */
+static uint64_t work_div = 1;
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The calling thread's CPU time: the micro-benchmarks' clock, which time slices given to other
+ * processes on a shared machine do not inflate. */
+static uint64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -67,7 +81,7 @@ static uint32_t frame(jettprof_run *run, const char *fn, uint32_t line)
 static double bench_loop(int which, jettprof_thread *t, const uint32_t *pw, uint64_t n)
 {
     volatile uint64_t sink = 0;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = cpu_ns();
     for (uint64_t i = 0; i < n; i++) {
         if (which == 1)
             jettprof_poll(t, pw);
@@ -77,7 +91,7 @@ static double bench_loop(int which, jettprof_thread *t, const uint32_t *pw, uint
     }
     sink = n;
     (void)sink;
-    return (double)(now_ns() - t0) / (double)n;
+    return (double)(cpu_ns() - t0) / (double)n;
 }
 
 static void poll_bench(void)
@@ -91,7 +105,7 @@ static void poll_bench(void)
     jettprof_thread *t;
     jettprof_thread_register(run, 1, &t);
     const uint32_t *pw = jettprof_pending_word(t);
-    const uint64_t n = 50000000;
+    const uint64_t n = 50000000 / work_div;
     double base[RUNS], inl[RUNS], fn[RUNS];
     for (int r = 0; r < RUNS; r++) {
         base[r] = bench_loop(0, t, pw, n);
@@ -108,7 +122,63 @@ static void poll_bench(void)
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
 }
 
-/* ---- 2. allocation hook ---- */
+/* ---- 2. enter/leave ---- */
+
+/* An interpreter's call pattern: a caller that calls two functions in turn from two call sites
+ * at the same depth, so the plain path's one-entry-per-depth cache misses on every call and
+ * each enter looks the (caller, frame) pair up in the node table; the inline path keeps one
+ * cache per site and hits. */
+static double enter_loop(int which, jettprof_thread *t, struct jettprof_fast *f,
+                         struct jettprof_site *s, uint32_t fa, uint32_t fb, uint64_t n)
+{
+    uint64_t t0 = cpu_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        if (which == 1) {
+            jettprof_enter(t, fa);
+            jettprof_leave(t);
+            jettprof_enter(t, fb);
+            jettprof_leave(t);
+        } else if (which == 2) {
+            jettprof_enter_fast(f, &s[0], fa);
+            jettprof_leave_fast(f);
+            jettprof_enter_fast(f, &s[1], fb);
+            jettprof_leave_fast(f);
+        }
+        __asm__ __volatile__("" ::: "memory");
+    }
+    return (double)(cpu_ns() - t0) / (double)(2 * n);
+}
+
+static void enter_bench(void)
+{
+    struct jettprof_config c = config(JETTPROF_MODE_CPU, 0);
+    jettprof_run *run;
+    if (jp_agent_start_local(&c, 0, &run) < 0)
+        exit(1);
+    uint32_t fm = frame(run, "main", 1), fa = frame(run, "a", 2), fb = frame(run, "b", 3);
+    jettprof_thread *t;
+    jettprof_thread_register(run, 1, &t);
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    struct jettprof_site sites[2] = {{0}};
+    jettprof_enter(t, fm);
+    const uint64_t n = 5000000 / work_div;
+    double base[RUNS], plain[RUNS], fast[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        base[r] = enter_loop(0, t, f, sites, fa, fb, n);
+        plain[r] = enter_loop(1, t, f, sites, fa, fb, n);
+        fast[r] = enter_loop(2, t, f, sites, fa, fb, n);
+    }
+    double b = median(base, RUNS), p = median(plain, RUNS), q = median(fast, RUNS);
+    printf("enter+leave pair, plain calls, two callees in turn: %.3f ns/pair (%.3f ns over the "
+           "empty loop)\n", p, p - b);
+    printf("enter+leave pair, inline with call-site caches (hit): %.3f ns/pair (%.3f ns over "
+           "the empty loop; %.2fx cheaper than plain)\n", q, q - b, (p - b) / (q - b));
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+}
+
+/* ---- 3. allocation hook ---- */
 
 static void drain(struct jp_ring *c)
 {
@@ -133,34 +203,46 @@ static void alloc_bench(void)
     jettprof_enter(t, fa);
     jettprof_enter(t, fb);
     jettprof_leave(t);
-    enum { BATCH = 2000, BATCHES = 301 };
-    static double a_only[BATCHES], a_enter[BATCHES], base[BATCHES];
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    enum { BATCH = 2000, BATCHES_MAX = 301 };
+    const int BATCHES = work_div > 1 ? 31 : BATCHES_MAX;
+    static double a_only[BATCHES_MAX], a_enter[BATCHES_MAX], a_fast[BATCHES_MAX],
+        base[BATCHES_MAX];
     volatile uint64_t sink = 0;
     for (int b = 0; b < BATCHES; b++) {
         drain(&cons); /* room for the whole batch, outside the timing */
-        uint64_t t0 = now_ns();
+        uint64_t t0 = cpu_ns();
         for (int i = 0; i < BATCH; i++) {
             uint64_t id;
             jettprof_alloc(t, 64, &id);
         }
-        uint64_t t1 = now_ns();
+        uint64_t t1 = cpu_ns();
         drain(&cons);
-        uint64_t t2 = now_ns();
+        uint64_t t2 = cpu_ns();
         for (int i = 0; i < BATCH; i++) {
             uint64_t id;
             jettprof_enter(t, fb); /* the call-chain lookup of (outer, inner) */
             jettprof_alloc(t, 64, &id);
             jettprof_leave(t);
         }
-        uint64_t t3 = now_ns();
+        uint64_t t3 = cpu_ns();
         for (int i = 0; i < BATCH; i++) {
             sink += (uint64_t)i;
             __asm__ __volatile__("" ::: "memory");
         }
-        uint64_t t4 = now_ns();
+        uint64_t t4 = cpu_ns();
+        drain(&cons);
+        uint64_t t5 = cpu_ns();
+        for (int i = 0; i < BATCH; i++) {
+            uint64_t id;
+            jettprof_alloc_fast(f, 64, &id);
+            __asm__ __volatile__("" ::: "memory");
+        }
+        uint64_t t6 = cpu_ns();
         a_only[b] = (double)(t1 - t0) / BATCH;
         a_enter[b] = (double)(t3 - t2) / BATCH;
         base[b] = (double)(t4 - t3) / BATCH;
+        a_fast[b] = (double)(t6 - t5) / BATCH;
     }
     (void)sink;
     double bl = median(base, BATCHES);
@@ -168,6 +250,8 @@ static void alloc_bench(void)
            median(a_only, BATCHES), BATCHES, BATCH);
     printf("allocation hook + enter/leave (call-chain lookup): %.2f ns/event median\n",
            median(a_enter, BATCHES));
+    printf("allocation hook inline (jettprof_alloc_fast), room in the ring: %.2f ns/event "
+           "median\n", median(a_fast, BATCHES));
     printf("baseline empty loop: %.2f ns/iteration\n", bl);
     jettprof_leave(t);
     jettprof_thread_unregister(t);
@@ -175,7 +259,7 @@ static void alloc_bench(void)
     jp_ring_unmap(&cons);
 }
 
-/* ---- 3. CPU mode on a call-heavy loop ---- */
+/* ---- 4. CPU mode on a call-heavy loop ---- */
 
 /* The host: a recursive function (fib) whose every call runs `stmts` statements of a fixed
  * amount of dependent arithmetic the compiler cannot remove, with the agent calls a tree-walking
@@ -303,9 +387,13 @@ static void cpu_bench(void)
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : "";
+    if (argc > 2 && strcmp(argv[2], "quick") == 0)
+        work_div = 20;
     printf("agent_bench: medians of %d runs unless stated\n", RUNS);
     if (!*only || !strcmp(only, "poll"))
         poll_bench();
+    if (!*only || !strcmp(only, "enter"))
+        enter_bench();
     if (!*only || !strcmp(only, "alloc"))
         alloc_bench();
     if (!*only || !strcmp(only, "cpu"))

@@ -165,7 +165,7 @@ struct mem_result {
     uint64_t events, live, table_bytes, metadata_bytes, peak_bytes, exact;
 };
 
-enum { FEED_EACH, FEED_BATCH, FEED_VALIDATE };
+enum { FEED_EACH, FEED_VALIDATE };
 #define CHUNK_SLOTS 2048u /* 64 KiB: one drain's worth of ring */
 
 static double cpu_s(void)
@@ -180,20 +180,11 @@ static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint
 {
     double t0 = now_s(), c0 = cpu_s();
     const char *why;
-    if (how == FEED_BATCH) {
-#ifdef JP_ENGINE_FEED_BATCH
-        uint32_t consumed = 0;
-        must(jp_engine_feed_batch(e, chunk, nrec * JP_SLOT_SIZE, &consumed, &why), "batch");
-        if (consumed != nrec * JP_SLOT_SIZE)
-            must(-1, "batch consumed");
-#endif
-    } else {
-        for (uint32_t i = 0; i < nrec; i++) {
-            const uint8_t *r = chunk + (size_t)i * JP_SLOT_SIZE;
-            int rc = how == FEED_EACH ? jp_engine_feed(e, r, JP_SLOT_SIZE, &why)
-                                      : jp_rec_validate(r, JP_SLOT_SIZE, &why);
-            must(rc, "feed");
-        }
+    for (uint32_t i = 0; i < nrec; i++) {
+        const uint8_t *r = chunk + (size_t)i * JP_SLOT_SIZE;
+        int rc = how == FEED_EACH ? jp_engine_feed(e, r, JP_SLOT_SIZE, &why)
+                                  : jp_rec_validate(r, JP_SLOT_SIZE, &why);
+        must(rc, "feed");
     }
     res->seconds += now_s() - t0;
     res->cpu_seconds += cpu_s() - c0;
@@ -301,29 +292,19 @@ int main(int argc, char **argv)
 mem:;
     /* Two lifetime mixes, both with ~10% of allocations retained to the end: most others die
      * young (freed at random from the newest 64), or live long (the newest 65536). Each run
-     * feeds the same stream record by record (jp_engine_feed), as one batch per chunk
-     * (jp_engine_feed_batch, when the engine has it) and through validation only, in turn,
-     * so the three see the same machine state. Rates are per second of this thread's CPU
+     * feeds the same stream record by record (jp_engine_feed) and through validation only, in
+     * turn, so the two see the same machine state. Rates are per second of this thread's CPU
      * time (a shared machine's other load does not count), wall time beside. */
     static const uint32_t windows[] = {64, 65536};
     for (int w = 0; w < 2; w++) {
         if (only_window && only_window != windows[w])
             continue;
         struct mem_result last = {0};
-        double tc[RUNS_MAX], tw[RUNS_MAX], bc[RUNS_MAX], bw[RUNS_MAX], vc[RUNS_MAX];
+        double tc[RUNS_MAX], tw[RUNS_MAX], vc[RUNS_MAX];
         for (int i = 0; i < runs; i++) {
             last = run_mem(FEED_EACH, allocs, windows[w], 64u << 20, 1);
             tc[i] = last.cpu_seconds / (double)last.events;
             tw[i] = last.seconds / (double)last.events;
-#ifdef JP_ENGINE_FEED_BATCH
-            struct mem_result bt = run_mem(FEED_BATCH, allocs, windows[w], 64u << 20, 1);
-            bc[i] = bt.cpu_seconds / (double)bt.events;
-            bw[i] = bt.seconds / (double)bt.events;
-#else
-            bc[i] = bw[i] = 0;
-            (void)bc;
-            (void)bw;
-#endif
             struct mem_result b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
             vc[i] = b.cpu_seconds / (double)b.events;
         }
@@ -332,13 +313,8 @@ mem:;
                "%llu live at end, ~10%% retained):\n",
                windows[w], runs, (unsigned long long)last.events,
                (unsigned long long)last.live);
-        printf("  jp_engine_feed:       %.1f M events/s CPU time (%.1f M/s wall), exact live "
+        printf("  jp_engine_feed: %.1f M events/s CPU time (%.1f M/s wall), exact live "
                "tracking\n", 1.0 / mc / 1e6, 1.0 / mw / 1e6);
-#ifdef JP_ENGINE_FEED_BATCH
-        double mbc = median(bc, runs), mbw = median(bw, runs);
-        printf("  jp_engine_feed_batch: %.1f M events/s CPU time (%.1f M/s wall); "
-               "batch/feed time %.2fx\n", 1.0 / mbc / 1e6, 1.0 / mbw / 1e6, mbc / mc);
-#endif
         printf("  validate-only baseline %.1f M rec/s CPU time; feed/baseline time %.2fx\n",
                1.0 / mv / 1e6, mc / mv);
         printf("  live metadata: %.2f bytes per live allocation (%llu bytes of live tracking "

@@ -14,8 +14,8 @@
  *     replay:  `jettprofd replay FILE --format toon`, process start and output included
  *   idle RSS:  a long-lived daemon with no run, before and after serving runs (target <= 4 MiB)
  *
- * Usage: daemon_bench [runs] [records-per-run] [replay]   (defaults 4, 4000000; "replay" skips
- * the aggregate and RSS parts)
+ * Usage: daemon_bench [runs] [records-per-run] [replay|aggregate]   (defaults 4, 4000000;
+ * "replay" skips the aggregate and RSS parts, "aggregate" the replay part)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -284,6 +284,7 @@ struct job {
     const char *sock;
     const struct pregen *p;
     int rc;
+    unsigned long long lost; /* the profile's lost_records */
 };
 
 static void *produce(void *arg)
@@ -332,6 +333,8 @@ static void *produce(void *arg)
     j->rc = jpt_finish(&c, &r, 120000);
     if (j->rc == 0 && (r.error_code || r.status != JP_STATUS_COMPLETE))
         j->rc = -EPROTO;
+    const char *lost = r.toon ? strstr(r.toon, "lost_records: ") : NULL;
+    j->lost = lost ? strtoull(lost + strlen("lost_records: "), NULL, 10) : 0;
     jpt_result_free(&r);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
@@ -343,8 +346,11 @@ int main(int argc, char **argv)
     int runs = argc > 1 ? atoi(argv[1]) : 4;
     uint64_t per_run = argc > 2 ? strtoull(argv[2], NULL, 10) : 4000000u;
     int replay_only = argc > 3 && !strcmp(argv[3], "replay");
-    if (runs < 1 || runs > MAX_RUNS || per_run < 1000 || (argc > 3 && !replay_only)) {
-        fprintf(stderr, "usage: daemon_bench [runs 1..16] [records-per-run >= 1000] [replay]\n");
+    int aggregate_only = argc > 3 && !strcmp(argv[3], "aggregate");
+    if (runs < 1 || runs > MAX_RUNS || per_run < 1000 ||
+        (argc > 3 && !replay_only && !aggregate_only)) {
+        fprintf(stderr,
+                "usage: daemon_bench [runs 1..16] [records-per-run >= 1000] [replay|aggregate]\n");
         return 2;
     }
     char dir[] = "/tmp/jpd-bench-XXXXXX";
@@ -378,6 +384,8 @@ int main(int argc, char **argv)
 
         double agg[REPS];
         uint64_t all = 0;
+        unsigned long long lost = 0;
+        int failed = 0;
         double dcpu0 = proc_cpu_s(d);
         for (int k = 0; k < REPS; k++) {
             struct job jobs[MAX_RUNS];
@@ -391,8 +399,11 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < runs; i++) {
                 pthread_join(th[i], NULL);
-                if (jobs[i].rc < 0)
+                if (jobs[i].rc < 0) {
                     fprintf(stderr, "run %d failed: %d\n", i, jobs[i].rc);
+                    failed++;
+                }
+                lost += jobs[i].lost;
             }
             agg[k] = (double)total / (now_s() - t0);
             all += total;
@@ -408,12 +419,14 @@ int main(int argc, char **argv)
         printf("  daemon CPU time:             %8.1f ns per record (%.2f M records per CPU "
                "second; the daemon's own cost, which the shared machine's load disturbs least)\n",
                dcpu * 1e9 / (double)all, (double)all / dcpu / 1e6);
+        printf("  lost records, summed:        %8llu over %d runs of %d rounds (%d failed)\n",
+               lost, runs * REPS, REPS, failed);
         printf("  idle RSS before runs:        %8.2f MiB (target <= 4)\n", (double)idle0 / 1024.0);
         printf("  idle RSS after runs:         %8.2f MiB\n", (double)idle1 / 1024.0);
     }
 
     /* Replay: a CPU and a memory capture of the first two streams. */
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 2 && !aggregate_only; m++) {
         char cap[160];
         snprintf(cap, sizeof cap, "%s/bench-%d.jpcap", dir, m);
         int r = write_capture(&streams[m], cap);

@@ -254,8 +254,8 @@ static double alternating_rate(uint32_t bytes, uint32_t slots, uint64_t n)
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    uint64_t push_total = quick ? 2000000 : 20000000;
-    uint64_t cross_n = quick ? 2000000 : 20000000;
+    uint64_t push_total = quick ? 500000 : 20000000;
+    uint64_t cross_n = quick ? 500000 : 20000000;
     int runs = quick ? 3 : RUNS;
     static const uint32_t sizes[] = {16, 32, 64};
     double v[RUNS], b[RUNS];

@@ -53,11 +53,10 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     if (leaf->trunc)
         e->truncated_stacks++;
     e->attributed_stacks++;
-    /* Inclusive and chain counts are settled per node when a report is built (cpu_settle):
-     * a sample costs one counter on its leaf node, not a walk to the root. */
+    /* Self, inclusive and chain counts are settled per node when a report is built
+     * (cpu_settle): a sample costs one counter on its leaf node, not a walk to the root. */
     leaf->samples++;
     e->cpu_dirty = true;
-    e->funcs[leaf->func].cpu.self++;
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
         return 0; /* reading 6: self still counted, no hot line */
     if (leaf->last_hot) {
@@ -69,36 +68,40 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     }
     struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
     uint64_t h = hot_hash_k(e, &k);
-    struct intern in = {&e->hot_tab, hot_hash, hot_eq, (void **)&e->hots, &e->hots_cap,
-                        e->nhots, UINT32_MAX, sizeof *e->hots};
-    uint32_t hi;
-    if ((rc = intern_find(e, &in, h, &k, &hi)) < 0)
-        return budget_fail(e, rc);
-    if (rc) {
-        e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
-        e->nhots++;
-        intern_put(&e->hot_tab, h, hi);
+    uint32_t hi = itab_find(e, &e->hot_tab, h, hot_eq, &k); /* a known line: no interning */
+    if (hi == UINT32_MAX) {
+        struct intern in = {&e->hot_tab, hot_hash, hot_eq, (void **)&e->hots, &e->hots_cap,
+                            e->nhots, UINT32_MAX, sizeof *e->hots};
+        if ((rc = intern_find(e, &in, h, &k, &hi)) < 0)
+            return budget_fail(e, rc);
+        if (rc) {
+            e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
+            e->nhots++;
+            intern_put(&e->hot_tab, h, hi);
+        }
     }
     e->hots[hi].samples++;
     leaf->last_hot = hi + 1u;
     return 0;
 }
 
-/* Turns per-node leaf counts into inclusive samples per function and samples per call chain:
- * each node's count goes to every function whose root-most occurrence is on its path (reading
- * 4) and to that occurrence's chain. Cost: nodes x depth, once per report, not per sample. */
+/* Turns per-node leaf counts into self and inclusive samples per function and samples per
+ * call chain: each node's count is self for its function, and goes to every function whose
+ * root-most occurrence is on its path (reading 4) and to that occurrence's chain. Cost:
+ * nodes x depth, once per report, not per sample. */
 void cpu_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_CPU || !e->cpu_dirty)
         return;
     for (uint32_t i = 0; i < e->nfuncs; i++)
-        e->funcs[i].cpu.inclusive = 0;
+        e->funcs[i].cpu.inclusive = e->funcs[i].cpu.self = 0;
     for (uint32_t i = 0; i < e->nchains; i++)
         e->chains[i].samples = 0;
     for (uint32_t i = 0; i < e->nnode_stored; i++) {
         uint64_t c = e->nodes[i].samples;
         if (!c)
             continue;
+        e->funcs[e->nodes[i].func].cpu.self += c;
         for (const struct jp_node *n = &e->nodes[i];; n = &e->nodes[n->parent - 1u]) {
             if (n->first) {
                 e->funcs[n->func].cpu.inclusive += c;

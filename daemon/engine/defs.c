@@ -101,7 +101,7 @@ int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const ch
     e->start = *r;
     e->mode = r->mode;
     e->budget = r->mode == JP_MODE_CPU ? r->cpu_budget_bytes : r->retention_budget_bytes;
-    e->started = true;
+    e->started = e->open = true;
     return 0;
 }
 

@@ -16,9 +16,8 @@
 struct jp_engine; /* opaque */
 
 /* Out of memory. Every call below that allocates returns -ENOMEM when malloc, calloc,
- * realloc or aligned_alloc fails, and only then: jp_engine_new, jp_engine_feed and
- * jp_engine_feed_batch. A
- * refusal by the run's metadata budget is never -ENOMEM: it degrades the profile as the
+ * realloc or aligned_alloc fails, and only then: jp_engine_new and jp_engine_feed. A refusal
+ * by the run's metadata budget is never -ENOMEM: it degrades the profile as the
  * contract says (detail stops, or exact live tracking ends) and the call succeeds. So a
  * caller that sees -ENOMEM says "out of memory" and gives up (the daemon ends the session,
  * replay exits non-zero); it never reports the profile as partial for a budget. After a feed
@@ -52,25 +51,6 @@ int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed);
  * detail table. A source whose path is absolute or not normalized is a counted violation; its
  * id stays defined and its location is reported unavailable. */
 int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
-
-/* Feeds a contiguous run of records laid out as in the ring: each record starts at a
- * JP_SLOT_SIZE boundary and takes jp_rec_slots(size) slots (PAD records allowed); the last one
- * may end without its padding. Same result, record for record, as calling jp_engine_feed on
- * each in order, but faster on allocation streams: while feeding record i it starts loading
- * the live-table lines of the allocation events a few records ahead, so their cache misses
- * overlap the work in between. The bytes are the caller's private copy (never the ring
- * itself), as for jp_engine_feed.
- * *consumed (may be NULL) is the byte offset where feeding stopped:
- *   return 0       every whole record was fed; *consumed < len when a partial record (or a
- *                  partial header) is left at the end: pass it again with the rest;
- *   return < 0     the record at *consumed failed as jp_engine_feed would have failed it
- *                  (-EPROTO with *why, also for a header whose size is below 4 or above
- *                  JP_REC_MAX_SIZE; -ENOMEM); the records before it were fed.
- * RUN_STOP is fed like any record: a caller that holds RUN_STOP back (for excerpts) ends the
- * batch before it. JP_ENGINE_FEED_BATCH is defined when this call exists. */
-#define JP_ENGINE_FEED_BATCH 1
-int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
-                         uint32_t *consumed, const char **why);
 
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
  * became unavailable have the matching *_exact flag cleared. The run's status is the report's

@@ -11,8 +11,8 @@
  *    Each node precomputes what a sample needs: its function, its call chain (the function
  *    sequence root..node, interned), whether it is the root-most occurrence of its function on
  *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample bumps its leaf node's count and its self/hot-line counters; inclusive and chain
- *    counts are settled from the node counts when a view is taken (cpu_settle).
+ *    sample bumps its leaf node's count and its hot line's; self, inclusive and chain counts
+ *    are settled from the node counts when a view is taken (cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
@@ -46,7 +46,7 @@
  *   intern.c      the open-addressing index (itab) and the one interning sequence
  *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
  *   exec.c        execution identity: identity tuples and distinct runtime threads
- *   cpu.c         CPU samples, hot lines, and settling inclusive/chain counts (cpu_settle)
+ *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (cpu_settle)
  *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
  *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
@@ -54,7 +54,7 @@
  *   window.c      the young window in front of the live tables, and the live_* calls that
  *                 find an allocation wherever it is held
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
- *   feed.c        life cycle, record dispatch, and the prefetching batch feed
+ *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
  */
 #ifndef JETTPROF_ENGINE_INTERNAL_H
@@ -146,6 +146,7 @@ struct interval { uint64_t lo, hi; };
 
 struct jp_engine {
     bool started, stopped;
+    bool open; /* started && !stopped: the stream takes records (one test per record) */
     struct jp_rec_run_start start;
     struct jp_rec_counters counters;
     struct jp_rec_exec exec; /* current execution identity (run-local, not aggregated) */
@@ -266,7 +267,10 @@ int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
 /* Inserts idx under h: the caller knows the key is absent and room is reserved. */
 void intern_put(struct itab *t, uint64_t h, uint32_t idx);
 
-/* The index of the entry equal to key under hash h, or UINT32_MAX. */
+/* The index of the entry equal to key under hash h, or UINT32_MAX. Always inlined, so the
+ * constant eq of each caller is inlined too (a hot-line lookup per sample is no indirect
+ * call per probe). */
+__attribute__((always_inline))
 static inline uint32_t itab_find(const struct jp_engine *e, const struct itab *t, uint64_t h,
                                  itab_eq eq, const void *key)
 {
@@ -300,6 +304,7 @@ struct intern {
  * when absent with room made (*idx = n: the caller fills entry n, counts it, and publishes it
  * with intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
  * budget (or max) refuses, -ENOMEM when malloc does. */
+__attribute__((always_inline))
 static inline int intern_find(struct jp_engine *e, const struct intern *in, uint64_t h,
                               const void *key, uint32_t *idx)
 {
@@ -410,7 +415,59 @@ bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r);
 uint64_t live_val(const struct live_ref *r);
 void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r);
 int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val);
-int live_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
+
+/* A window slot's value (window.c): see the slot format there. */
+#define WIN_SIZE_BITS 20u
+#define WIN_CHAIN_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
+static inline bool win_fits(uint64_t val)
+{
+    return (val & SIZE_MASK) < (UINT64_C(1) << WIN_SIZE_BITS) &&
+           (val >> SIZE_BITS) < WIN_CHAIN_LIMIT;
+}
+static inline uint32_t win_enc(uint64_t val)
+{
+    return 1u + (uint32_t)((val >> SIZE_BITS) << WIN_SIZE_BITS | (val & SIZE_MASK));
+}
+
+/* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
+ * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
+ * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
+static inline void win_mark(struct jp_engine *e, uint32_t s)
+{
+    e->win_grp[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
+}
+
+/* The next id will most likely displace the slot after id's: if a survivor sits there, start
+ * loading the buckets it moves to now, so that move does not wait on memory. */
+static inline void win_prefetch_next(struct jp_engine *e, uint64_t id)
+{
+    uint64_t next_occ = id + 1u - e->win_w;
+    if (e->win[(id + 1u) & (e->win_w - 1u)] && next_occ < UINT32_MAX)
+        ln_prefetch(e, (uint32_t)(next_occ + 1u));
+}
+
+/* Tracks a new live allocation. Inline for the agent's counter (the next id after the
+ * highest, its window slot free, the window not due to grow, a value the slot holds): the
+ * same steps live_insert_slow takes in that case, without a call; every other case there. */
+static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+{
+    /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
+     * win_hi + 1 without wrapping and is not UINT64_MAX (which lives in its own slot). */
+    if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
+        win_fits(val)) {
+        uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
+        if (!e->win[slot]) {
+            e->win[slot] = win_enc(val);
+            win_mark(e, slot);
+            e->nwin++;
+            e->win_hi = id;
+            win_prefetch_next(e, id);
+            return 0;
+        }
+    }
+    return live_insert_slow(e, id, val);
+}
 
 /* Bytes a window of w slots holds: the slots and a bit per 64 of them. */
 static inline uint64_t win_bytes(uint32_t w)

@@ -1,5 +1,4 @@
-/* The engine's life cycle, record dispatch (validation and place in the stream) and the
- * batch feed that prefetches the live-table lines of allocation events ahead.
+/* The engine's life cycle and record dispatch (validation and place in the stream).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -80,28 +79,39 @@ void jp_engine_free(struct jp_engine *e)
 
 /* ---- feeding --------------------------------------------------------------------------- */
 
+/* The record types RUN_STOP's record_count does not count, one bit per type. */
+#define UNCOUNTED_TYPES                                                                          \
+    ((UINT32_C(1) << JP_REC_PAD) | (UINT32_C(1) << JP_REC_EXCERPT) |                              \
+     (UINT32_C(1) << JP_REC_RUN_STOP))
+_Static_assert(JP_REC_TYPE_LIMIT <= 32, "a type is a bit of UNCOUNTED_TYPES");
+
 static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len,
                               const char **why)
 {
-    int rc = jp_rec_validate(rec, len, why);
-    if (rc < 0)
-        return rc;
+    /* Samples and allocation events are checked inline; anything else (or a bad one, for its
+     * reason) by the validator. */
+    if (!jp_rec_event_valid(rec, len)) {
+        int rc = jp_rec_validate(rec, len, why);
+        if (rc < 0)
+            return rc;
+    }
     struct jp_rec_hdr h;
     memcpy(&h, rec, sizeof h);
-    if (e->stopped) {
-        *why = "record after RUN_STOP";
-        return -EPROTO;
+    if (__builtin_expect(!e->open || h.type == JP_REC_RUN_START, 0)) {
+        if (e->stopped) {
+            *why = "record after RUN_STOP";
+            return -EPROTO;
+        }
+        if (!e->started && h.type != JP_REC_RUN_START) {
+            *why = "record before RUN_START";
+            return -EPROTO;
+        }
+        if (e->started && h.type == JP_REC_RUN_START) {
+            *why = "second RUN_START";
+            return -EPROTO;
+        }
     }
-    if (!e->started && h.type != JP_REC_RUN_START) {
-        *why = "record before RUN_START";
-        return -EPROTO;
-    }
-    if (e->started && h.type == JP_REC_RUN_START) {
-        *why = "second RUN_START";
-        return -EPROTO;
-    }
-    if (h.type != JP_REC_PAD && h.type != JP_REC_EXCERPT && h.type != JP_REC_RUN_STOP)
-        e->records_counted++;
+    e->records_counted += !((UNCOUNTED_TYPES >> h.type) & 1u); /* validated: type < LIMIT */
     const uint8_t *p = rec;
     union {
         struct jp_rec_run_start start;
@@ -159,6 +169,7 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
     case JP_REC_RUN_STOP:
         memcpy(&u.stop, p, sizeof u.stop);
         e->stopped = e->have_stop = true;
+        e->open = false;
         e->termination = u.stop.termination;
         e->wall_ns = u.stop.wall_ns;
         e->process_cpu_ns = u.stop.process_cpu_ns;
@@ -187,99 +198,4 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
         why = &dummy;
     *why = NULL;
     return feed_one(e, rec, len, why);
-}
-
-/* How many records ahead the batch feed starts loading what a record will touch: enough to
- * cover a miss to memory with the work of the records in between, few enough that the lines
- * are still in cache when their record comes. */
-#define BATCH_LOOKAHEAD 12u
-
-/* Starts loading the live-table lines the record at p will touch, if it is an allocation
- * event; returns the record's span in the batch (slots), 0 when its header is not sound (the
- * feed loop then reports it). Reads only the copy the caller owns, and only hints: nothing
- * here changes state, so a record that turns out invalid costs a wasted prefetch. */
-static inline uint32_t batch_prefetch(struct jp_engine *e, const uint8_t *p, uint32_t avail)
-{
-    struct jp_rec_hdr h;
-    if (avail < JP_SLOT_SIZE)
-        return 0;
-    memcpy(&h, p, sizeof h);
-    if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE)
-        return 0;
-    uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
-    if (!e->live_exact || e->mode != JP_MODE_MEMORY || h.size != JP_SLOT_SIZE)
-        return span;
-    uint64_t id;
-    memcpy(&id, p + 8, sizeof id); /* allocation_id sits at offset 8 in all three */
-    if (h.type == JP_REC_ALLOC) {
-        /* A fresh id evicts its window slot's survivor into the table: load where it goes. */
-        if (!e->win || id <= e->win_hi || id == UINT64_MAX)
-            return span;
-        uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-        if (!e->win[slot])
-            return span;
-        uint64_t occ = e->win_hi - ((e->win_hi - slot) & (e->win_w - 1u));
-        if (occ < UINT32_MAX)
-            ln_prefetch(e, (uint32_t)(occ + 1u));
-    } else if (h.type == JP_REC_FREE || h.type == JP_REC_RESIZE) {
-        if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
-            if (e->win_hi - id >= 2048u) /* the newest few KiB of the window are in cache */
-                __builtin_prefetch(&e->win[id & (e->win_w - 1u)], 1);
-            return span;
-        }
-        if (id < UINT32_MAX)
-            ln_prefetch(e, (uint32_t)(id + 1u));
-    }
-    return span;
-}
-
-int jp_engine_feed_batch(struct jp_engine *e, const uint8_t *recs, uint32_t len,
-                         uint32_t *consumed, const char **why)
-{
-    const char *dummy;
-    if (!why)
-        why = &dummy;
-    *why = NULL;
-    uint32_t off = 0, ahead = 0, lead = 0;
-    int rc = e->oom ? -ENOMEM : 0;
-    while (rc == 0 && off < len) {
-        /* Software pipeline: keep the prefetch cursor BATCH_LOOKAHEAD records ahead. */
-        while (lead < BATCH_LOOKAHEAD && ahead < len) {
-            uint32_t span = batch_prefetch(e, recs + ahead, len - ahead);
-            if (!span) {
-                ahead = len;
-                break;
-            }
-            ahead += span;
-            lead++;
-        }
-        struct jp_rec_hdr h;
-        if (len - off < sizeof h)
-            break; /* a partial header: the caller's next batch starts here */
-        memcpy(&h, recs + off, sizeof h);
-        if (h.size < sizeof h || h.size > JP_REC_MAX_SIZE) {
-            /* The same verdict and reason as feeding this record alone would give. */
-            if (jp_rec_validate(recs + off, len - off, why) == 0 || !*why)
-                *why = h.size < sizeof h ? "record smaller than its fixed part"
-                                         : "record larger than JP_REC_MAX_SIZE";
-            rc = -EPROTO;
-            break;
-        }
-        if (h.size > len - off)
-            break; /* incomplete record at the end: not consumed */
-        rc = feed_one(e, recs + off, h.size, why);
-        if (rc < 0)
-            break;
-        uint32_t span = jp_rec_slots(h.size) * JP_SLOT_SIZE;
-        off += span < len - off ? span : len - off;
-        if (lead)
-            lead--;
-        if (ahead < off) { /* the cursor stopped at a bad header the feed skipped past */
-            ahead = off;
-            lead = 0;
-        }
-    }
-    if (consumed)
-        *consumed = off;
-    return rc;
 }

@@ -85,11 +85,11 @@ static inline void total_live_add(struct jp_engine *e, uint64_t add)
 }
 
 /* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
- * budget: totals only); the caller has checked that the id is defined. Counts a truncated
- * stack. */
-static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node)
+ * budget: totals only), given its node_ref (the caller has refused an undefined one). Counts
+ * a truncated stack. */
+static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int ref)
 {
-    if (node_ref(e, node) <= 0)
+    if (ref <= 0)
         return NULL;
     struct jp_node *n = &e->nodes[node - 1u];
     if (n->trunc)
@@ -116,19 +116,22 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
-    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+    int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
+    if (nref < 0 && r->node != JP_ID_NONE)
         return violation(e);
     int rc;
+    struct interval *last = NULL;
+    bool fresh = false;
     if (e->live_exact) {
         /* The next id after the highest ever seen cannot be live or retired: the agent's own
          * counter always takes this path, and it saves a table probe per allocation. */
-        const struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
-        bool fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
+        last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
+        fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
         struct live_ref ref = {0};
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
     }
-    struct jp_node *n = event_node(e, r->node);
+    struct jp_node *n = event_node(e, r->node, nref);
     uint32_t chain = 0;
     e->producer_records++;
     e->allocation_count++;
@@ -152,7 +155,11 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     if (!e->live_exact)
         return 0;
     uint64_t val;
-    if ((rc = seen_add(e, r->allocation_id)) < 0 || (rc = live_pack(e, r->size, chain, &val)) < 0)
+    if (fresh) /* seen_add's common case; nothing above touched the history */
+        last->hi = r->allocation_id;
+    else if ((rc = seen_add(e, r->allocation_id)) < 0)
+        return live_lost(e, rc);
+    if ((rc = live_pack(e, r->size, chain, &val)) < 0)
         return live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
@@ -167,7 +174,8 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
-    if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
+    int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
+    if (nref < 0 && r->node != JP_ID_NONE)
         return violation(e);
     struct live_ref ref = {NULL, NULL};
     uint64_t size = r->old_size;
@@ -179,7 +187,7 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         if (size != r->old_size)
             return violation(e); /* the producer's old size disagrees with ours */
     }
-    struct jp_node *n = event_node(e, r->node);
+    struct jp_node *n = event_node(e, r->node, nref);
     e->producer_records++;
     e->resize_count++;
     if (n)

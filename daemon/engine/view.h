@@ -125,8 +125,9 @@ struct jp_engine_view {
     bool threads_exact;
 };
 
-/* Fills *v from the engine, after settling the CPU inclusive and chain counts from the node
- * counts (cpu_settle), which is why the engine is not const. 0, or -ENODATA without RUN_START
+/* Fills *v from the engine, after settling the CPU self, inclusive and chain counts from the
+ * node counts (cpu_settle) and the memory sites' figures from their chains (mem_settle),
+ * which is why the engine is not const. 0, or -ENODATA without RUN_START
  * (no mode, nothing to report). */
 int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v);
 /* The function table slot holding function index func (UINT32_MAX: none), so tests can show

@@ -16,9 +16,10 @@
  * tables: the window only ever holds a subset, exactly.
  *
  * A slot is 4 bytes: 0 empty, else 1 + (chain << WIN_SIZE_BITS | size) for a size below
- * 2^WIN_SIZE_BITS and a creation chain (index + 1) below WIN_CHAIN_LIMIT. A bit per 64 slots (win_mark) lets a
- * jump of the highest id (sparse or huge ids) find the survivors it displaces in O(W / 4096)
- * words plus the groups that held something, never O(W).
+ * 2^WIN_SIZE_BITS and a creation chain (index + 1) below WIN_CHAIN_LIMIT (engine_internal.h).
+ * A bit per 64 slots (win_mark) lets a jump of the highest id (sparse or huge ids) find the
+ * survivors it displaces in O(W / 4096) words plus the groups that held something, never
+ * O(W).
  *
  * The window starts at 2^WIN_MIN_BITS slots and doubles (up to 2^WIN_MAX_BITS) while at
  * least 1/WIN_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
@@ -38,8 +39,6 @@
 /* Doubles at 1/4 full: 16 bytes of window per allocation it holds, about a table slot's cost
  * at the tables' load. */
 #define WIN_GROW_DIV 4u
-#define WIN_SIZE_BITS 20u
-#define WIN_CHAIN_LIMIT 4095u /* keeps 1 + the largest packed slot below 2^32 */
 _Static_assert(WIN_MIN_BITS >= 12u, "the summary needs a whole word");
 
 /* Allocates a window of w slots (all empty), counting it against the budget on top of what
@@ -77,15 +76,6 @@ static int win_ready(struct jp_engine *e)
     return 1;
 }
 
-static inline bool win_fits(uint64_t val)
-{
-    return (val & SIZE_MASK) < (UINT64_C(1) << WIN_SIZE_BITS) &&
-           (val >> SIZE_BITS) < WIN_CHAIN_LIMIT;
-}
-static inline uint32_t win_enc(uint64_t val)
-{
-    return 1u + (uint32_t)((val >> SIZE_BITS) << WIN_SIZE_BITS | (val & SIZE_MASK));
-}
 static inline uint64_t win_dec(uint32_t v)
 {
     v--;
@@ -93,13 +83,6 @@ static inline uint64_t win_dec(uint32_t v)
            (uint64_t)(v >> WIN_SIZE_BITS) << SIZE_BITS;
 }
 
-/* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
- * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
- * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
-static inline void win_mark(struct jp_engine *e, uint32_t s)
-{
-    e->win_grp[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
-}
 static inline void win_clear(struct jp_engine *e, uint32_t s)
 {
     e->win[s] = 0;
@@ -246,7 +229,8 @@ inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, 
     return 0;
 }
 
-inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+/* Every case live_insert's inline fast path leaves (engine_internal.h). */
+int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id <= e->win_hi || id == UINT64_MAX)
@@ -280,11 +264,6 @@ inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
         return rc;
     }
     e->win_hi = id;
-    /* The next id will most likely displace the slot after this one: if a survivor sits
-     * there, start loading the buckets it moves to now, so that move does not wait on
-     * memory. */
-    uint64_t next_occ = id + 1u - e->win_w;
-    if (e->win[(id + 1u) & m] && next_occ < UINT32_MAX)
-        ln_prefetch(e, (uint32_t)(next_occ + 1u));
+    win_prefetch_next(e, id);
     return 0;
 }

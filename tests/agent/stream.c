@@ -140,3 +140,21 @@ const void *stream_last(const struct stream *s, uint16_t type)
     cr_assert(n > 0, "no %s record", jp_rec_type_name(type));
     return stream_nth(s, type, n - 1);
 }
+
+jettprof_run *test_local_run(uint32_t mode, struct stream *s)
+{
+    struct jettprof_config c = test_config(mode);
+    jettprof_run *run = NULL;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
+    stream_open(s, run);
+    return run;
+}
+
+uint32_t test_node_now(jettprof_thread *t, struct stream *s)
+{
+    uint64_t id;
+    cr_assert_eq(jettprof_alloc(t, 1, &id), 0);
+    stream_drain(s);
+    const struct jp_rec_alloc *a = stream_nth(s, JP_REC_ALLOC, stream_count(s, JP_REC_ALLOC) - 1);
+    return a->node;
+}

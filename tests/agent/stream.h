@@ -37,6 +37,12 @@ const void *stream_nth(const struct stream *s, uint16_t type, size_t i);
 /* The last record of a type (the final COUNTERS: earlier ones are mid-run snapshots). */
 const void *stream_last(const struct stream *s, uint16_t type);
 
+/* A local run (jp_agent_start_local, no timer) of test_config(mode), with s open on its ring
+ * (asserts). */
+jettprof_run *test_local_run(uint32_t mode, struct stream *s);
+/* The node the thread's next allocation is charged to: one jettprof_alloc, read back from the
+ * ring (drains s). */
+uint32_t test_node_now(jettprof_thread *t, struct stream *s);
 /* A config with both modes' capabilities and small, valid values. */
 struct jettprof_config test_config(uint32_t mode);
 /* Interns one project source and a function frame in it. */

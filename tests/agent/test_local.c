@@ -14,15 +14,6 @@
 
 #include "stream.h"
 
-static jettprof_run *local(uint32_t mode, struct stream *s)
-{
-    struct jettprof_config c = test_config(mode);
-    jettprof_run *run = NULL;
-    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
-    stream_open(s, run);
-    return run;
-}
-
 /* ---- configuration ---- */
 
 Test(config, cpu_needs_tick_source_and_safe_stacks)
@@ -185,7 +176,7 @@ Test(config, setup_messages_are_stable)
 Test(sources, absolute_and_unnormalised_paths_are_rejected)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     static const struct {
         const char *path, *why;
     } bad[] = {
@@ -228,7 +219,7 @@ Test(sources, absolute_and_unnormalised_paths_are_rejected)
 Test(sources, same_origin_and_path_is_one_id)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t a, b, c, d;
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &a), 0);
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_DEPENDENCY, "src/a.jett", &b), 0);
@@ -263,7 +254,7 @@ Test(sources, same_origin_and_path_is_one_id)
 Test(frames, interning_is_by_full_identity)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f1 = test_frame(run, "app.core", "run", 10);
     uint32_t f2 = test_frame(run, "app.core", "run", 10);
     uint32_t f3 = test_frame(run, "app.core", "run", 11); /* another declaration */
@@ -300,7 +291,7 @@ Test(frames, interning_is_by_full_identity)
 Test(frames, rejects_bad_descriptions)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t src;
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "a.jett", &src), 0);
     struct jettprof_frame_desc ok = {.size = sizeof ok, .function = "f", .source_id = src};
@@ -359,38 +350,29 @@ Test(frames, without_source_spans_declarations_are_unavailable)
 /* ---- call stacks ---- */
 
 /* The node the thread is at, as the next allocation record reports it. */
-static uint32_t node_now(jettprof_thread *t, struct stream *s)
-{
-    uint64_t id;
-    cr_assert_eq(jettprof_alloc(t, 1, &id), 0);
-    stream_drain(s);
-    const struct jp_rec_alloc *a = stream_nth(s, JP_REC_ALLOC, stream_count(s, JP_REC_ALLOC) - 1);
-    return a->node;
-}
-
 Test(stack, nodes_are_interned_once_per_caller_and_frame)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 7, &t), 0);
-    cr_assert_eq(node_now(t, &s), 0, "no frame: no stack");
+    cr_assert_eq(test_node_now(t, &s), 0, "no frame: no stack");
     cr_assert_eq(jettprof_enter(t, fa), 0);
-    cr_assert_eq(node_now(t, &s), 1);
+    cr_assert_eq(test_node_now(t, &s), 1);
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(node_now(t, &s), 2);
+    cr_assert_eq(test_node_now(t, &s), 2);
     jettprof_leave(t);
-    cr_assert_eq(node_now(t, &s), 1, "leave returns to the caller's node");
+    cr_assert_eq(test_node_now(t, &s), 1, "leave returns to the caller's node");
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(node_now(t, &s), 2, "the same (caller, frame) is the same node");
+    cr_assert_eq(test_node_now(t, &s), 2, "the same (caller, frame) is the same node");
     jettprof_leave(t);
     jettprof_leave(t);
     cr_assert_eq(jettprof_enter(t, fb), 0); /* b as a root: another node */
-    cr_assert_eq(node_now(t, &s), 3);
+    cr_assert_eq(test_node_now(t, &s), 3);
     jettprof_leave(t);
     jettprof_leave(t); /* unbalanced: ignored */
-    cr_assert_eq(node_now(t, &s), 0);
+    cr_assert_eq(test_node_now(t, &s), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     stream_drain(&s);
@@ -417,18 +399,18 @@ Test(stack, nodes_are_interned_once_per_caller_and_frame)
 Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     uint32_t f = test_frame(run, "m", "rec", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     for (int i = 0; i < 128; i++)
         cr_assert_eq(jettprof_enter(t, f), 0);
-    uint32_t at128 = node_now(t, &s);
+    uint32_t at128 = test_node_now(t, &s);
     cr_assert_eq(at128, 128, "exactly 128 frames are not truncated");
     cr_assert_eq(stream_count(&s, JP_REC_FRAME_DEF), 1);
     for (int i = 128; i < 200; i++)
         cr_assert_eq(jettprof_enter(t, f), 0);
-    uint32_t deep = node_now(t, &s);
+    uint32_t deep = test_node_now(t, &s);
     cr_assert_eq(deep, 129);
     /* The truncated node hangs under the 127th frame and names the agent's frame. */
     const struct jp_rec_node_def *n = stream_nth(&s, JP_REC_NODE_DEF, 128);
@@ -442,14 +424,14 @@ Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
     /* Deeper enters stay on it; leaving unwinds exactly. */
     for (int i = 200; i > 129; i--)
         jettprof_leave(t);
-    cr_assert_eq(node_now(t, &s), 129);
+    cr_assert_eq(test_node_now(t, &s), 129);
     jettprof_leave(t); /* back to 128 frames: the real 128th node again */
-    cr_assert_eq(node_now(t, &s), 128);
+    cr_assert_eq(test_node_now(t, &s), 128);
     jettprof_leave(t);
-    cr_assert_eq(node_now(t, &s), 127);
+    cr_assert_eq(test_node_now(t, &s), 127);
     cr_assert_eq(jettprof_enter(t, f), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
-    cr_assert_eq(node_now(t, &s), 129, "the truncated node is reused");
+    cr_assert_eq(test_node_now(t, &s), 129, "the truncated node is reused");
     cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 129);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
@@ -459,7 +441,7 @@ Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
 Test(stack, unknown_frame_is_an_unavailable_level)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -492,7 +474,7 @@ Test(stack, unknown_frame_is_an_unavailable_level)
 Test(cpu, ticks_coalesce_into_one_pending_request)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
@@ -538,7 +520,7 @@ Test(cpu, ticks_coalesce_into_one_pending_request)
 Test(cpu, a_late_timer_counts_every_elapsed_tick)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -565,7 +547,7 @@ Test(cpu, a_late_timer_counts_every_elapsed_tick)
 Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
@@ -604,7 +586,7 @@ Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
 Test(cpu, statement_is_the_leafs_and_restored_on_return)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -638,7 +620,7 @@ Test(cpu, statement_is_the_leafs_and_restored_on_return)
 Test(cpu, task_changes_emit_exec_records)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
@@ -730,7 +712,7 @@ Test(cpu, full_ring_drops_samples_without_waiting)
 Test(memory, hooks_push_events_with_agent_ids)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -784,7 +766,7 @@ Test(memory, hooks_push_events_with_agent_ids)
 Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     uint64_t a, b;
@@ -930,7 +912,7 @@ Test(memory, a_lost_definition_fails_the_collector)
 Test(cpu, counters_snapshots_during_the_run)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -960,7 +942,7 @@ Test(cpu, counters_snapshots_during_the_run)
 Test(cpu, inline_statement_word_and_truncated_frames)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t f = test_frame(run, "m", "deep", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
@@ -1007,7 +989,7 @@ Test(cpu, inline_statement_word_and_truncated_frames)
 Test(fork, a_child_never_writes_into_the_parents_ring)
 {
     struct stream s;
-    jettprof_run *run = local(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
     uint32_t f = test_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);

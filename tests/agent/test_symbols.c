@@ -8,13 +8,15 @@
 #include <string.h>
 
 static const char *const api[] = {
-    "jettprof_alloc", "jettprof_alloc_id", "jettprof_enter", "jettprof_finish",
+    "jettprof_alloc", "jettprof_alloc_id", "jettprof_enter", "jettprof_enter_site",
+    "jettprof_finish",
     "jettprof_frame", "jettprof_free", "jettprof_last_reason", "jettprof_leave",
     "jettprof_pending_word", "jettprof_resize", "jettprof_result_release",
     "jettprof_safe_point", "jettprof_safe_point_slow", "jettprof_set_state",
     "jettprof_set_task", "jettprof_source", "jettprof_start", "jettprof_stmt",
     "jettprof_stmt_pos",
-    "jettprof_strerror", "jettprof_thread_register", "jettprof_thread_unregister",
+    "jettprof_strerror", "jettprof_thread_fast", "jettprof_thread_register",
+    "jettprof_thread_unregister",
 };
 #define NAPI (sizeof api / sizeof api[0])
 

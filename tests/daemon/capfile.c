@@ -13,9 +13,15 @@
 
 uint64_t jpt_capfile_write(const char *path, uint32_t mode, uint32_t seed, uint64_t events)
 {
+    return jpt_capfile_write_format(path, mode, seed, events, 0);
+}
+
+uint64_t jpt_capfile_write_format(const char *path, uint32_t mode, uint32_t seed,
+                                  uint64_t events, uint32_t format)
+{
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     cr_assert_geq(fd, 0, "cannot create %s", path);
-    struct jp_capture_meta meta = {.mode = mode, .pid = 4321, .run_id = seed};
+    struct jp_capture_meta meta = {.mode = mode, .pid = 4321, .run_id = seed, .format = format};
     struct jp_capture_writer *w;
     cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "capture writer");
     struct jpt_stream s;
@@ -72,16 +78,32 @@ uint32_t jpt_capfile_blocks(const uint8_t *file, size_t len, struct jpt_capfile_
 {
     if (len < JP_CAPTURE_HEADER_SIZE)
         return 0;
+    int v1 = file[8] == JP_CAPTURE_VERSION_1;
+    uint32_t hsize = v1 ? JP_CAPTURE_BLOCK_HEADER_SIZE_V1 : JP_CAPTURE_BLOCK_HEADER_SIZE;
     uint64_t at = JP_CAPTURE_HEADER_SIZE + (uint64_t)le32(file + 12);
     uint32_t n = 0;
-    while (at + JP_CAPTURE_BLOCK_HEADER_SIZE <= len) {
+    while (at + hsize <= len) {
         uint32_t plen = le32(file + at + 4);
         if (n < max)
-            out[n] = (struct jpt_capfile_block){at, plen, le32(file + at + 8)};
+            out[n] = (struct jpt_capfile_block){at, hsize, plen, le32(file + at + (v1 ? 8 : 12))};
         n++;
-        at += JP_CAPTURE_BLOCK_HEADER_SIZE + (uint64_t)plen;
+        at += hsize + (uint64_t)plen;
     }
     return n;
+}
+
+void jpt_run_complete(const char *sock, uint32_t seed, uint64_t events)
+{
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, seed, events);
+    struct jpt_result r;
+    cr_assert_eq(jpt_run(&c, &s, 4096, -1, &r), 0);
+    cr_assert_eq(r.error_code, 0, "%s", r.error);
+    cr_assert_eq(r.status, JP_STATUS_COMPLETE, "a complete profile");
+    jpt_result_free(&r);
+    jpt_client_close(&c);
 }
 
 uint8_t *jpt_capfile_read(const char *path, size_t *len)

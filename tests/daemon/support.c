@@ -772,6 +772,11 @@ int jpt_fd_count(pid_t pid)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    return jpt_count_entries(path);
+}
+
+int jpt_count_entries(const char *path)
+{
     DIR *d = opendir(path);
     if (!d)
         return -errno;

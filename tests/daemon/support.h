@@ -109,6 +109,8 @@ int jpt_capture_cmd(char *const argv[], char **out, size_t *out_len, char **err)
 char *jpt_tmpdir(void);
 /* Count of open fds of pid, and its RSS in KiB, from /proc. */
 int jpt_fd_count(pid_t pid);
+/* Entries of a directory but . and .. (e.g. /proc/PID/task), or -errno. */
+int jpt_count_entries(const char *path);
 long jpt_rss_kib(pid_t pid);
 /* Count of lines in a file that contain needle. */
 int jpt_count_lines(const char *path, const char *needle);

@@ -287,7 +287,8 @@ Test(limits, unfinished_frames_of_all_connections_are_bounded_together)
     char *saved = asan ? strdup(asan) : NULL, opts[1024];
     snprintf(opts, sizeof opts, "%s%squarantine_size_mb=0", asan ? asan : "", asan ? ":" : "");
     setenv("ASAN_OPTIONS", opts, 1);
-    pid_t d = jpt_serve(sock, NULL, NULL);
+    const char *many_runs[] = {"--max-runs-per-uid", "1000", NULL}; /* root is capped too */
+    pid_t d = jpt_serve(sock, many_runs, NULL);
     if (saved)
         setenv("ASAN_OPTIONS", saved, 1);
     else

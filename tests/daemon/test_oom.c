@@ -132,6 +132,51 @@ Test(oom, replay_and_summarize_of_a_memory_capture_survive_every_allocation_fail
     sweep_mode(JP_MODE_MEMORY, 72);
 }
 
+/* `jettprofd export` in every format and `jettprofd diff`, on the same small captures. */
+static void sweep_exports(uint32_t mode, uint32_t seed)
+{
+    char *dir = jpt_tmpdir();
+    char cap[600], cap2[600];
+    snprintf(cap, sizeof cap, "%s/run.jpcap", dir);
+    snprintf(cap2, sizeof cap2, "%s/other.jpcap", dir);
+    jpt_capfile_write(cap, mode, seed, 24);
+    jpt_capfile_write(cap2, mode, seed + 1u, 24);
+    static const char *const formats[] = {"folded", "pprof", "speedscope", "svg"};
+    char what[80];
+    for (int i = 0; i < 4; i++) {
+        char *argv[] = {(char *)jpt_daemon_bin(), "export", cap, "--format",
+                        (char *)formats[i], NULL};
+        snprintf(what, sizeof what, "export --format %s (%s)", formats[i],
+                 mode == JP_MODE_CPU ? "cpu" : "memory");
+        sweep(what, argv, dir);
+    }
+    static const char *const diffs[] = {"human", "svg"};
+    for (int i = 0; i < 2; i++) {
+        char *argv[] = {(char *)jpt_daemon_bin(), "diff", cap, cap2, "--format",
+                        (char *)diffs[i], NULL};
+        snprintf(what, sizeof what, "diff --format %s (%s)", diffs[i],
+                 mode == JP_MODE_CPU ? "cpu" : "memory");
+        sweep(what, argv, dir);
+    }
+    char count_file[600];
+    snprintf(count_file, sizeof count_file, "%s/count", dir);
+    unlink(count_file);
+    unlink(cap);
+    unlink(cap2);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(oom, exports_and_diffs_of_a_cpu_capture_survive_every_allocation_failure)
+{
+    sweep_exports(JP_MODE_CPU, 81);
+}
+
+Test(oom, exports_and_diffs_of_a_memory_capture_survive_every_allocation_failure)
+{
+    sweep_exports(JP_MODE_MEMORY, 82);
+}
+
 /* The injector itself: it counts, and the one failure it injects is seen, first or last. */
 Test(oom, the_injector_counts_and_fails_the_chosen_allocation)
 {

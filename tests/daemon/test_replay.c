@@ -422,6 +422,26 @@ static void expect_recovered(const char *path, uint32_t mode, uint32_t seed, uin
     }
 }
 
+/* Flips one byte inside the payload of the middle block of the capture bytes b (n of them,
+ * which must hold between min_blocks and 4096 blocks) and writes them to path. The records
+ * in the blocks before it in *before, the damaged block's offset in *offset; the block's
+ * header size is returned. */
+static uint32_t damage_middle_block(const char *path, uint8_t *b, size_t n, uint32_t min_blocks,
+                                    uint64_t *before, uint64_t *offset)
+{
+    static struct jpt_capfile_block blk[4096];
+    uint32_t nb = jpt_capfile_blocks(b, n, blk, 4096);
+    cr_assert(nb > min_blocks && nb <= 4096, "%u blocks", nb);
+    uint32_t mid = nb / 2;
+    *before = 0;
+    for (uint32_t i = 0; i < mid; i++)
+        *before += blk[i].records;
+    b[blk[mid].offset + blk[mid].header_len + blk[mid].payload_len / 2] ^= 0x20;
+    jpt_capfile_put(path, b, n);
+    *offset = blk[mid].offset;
+    return blk[mid].header_len;
+}
+
 Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
 {
     char *dir = jpt_tmpdir();
@@ -431,19 +451,11 @@ Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
     jpt_capfile_write(path, JP_MODE_MEMORY, 61, events);
     size_t n;
     uint8_t *b = jpt_capfile_read(path, &n);
-    cr_assert_gt(n, 40u << 20, "a big capture: %zu bytes", n);
-    static struct jpt_capfile_block blk[4096];
-    uint32_t nb = jpt_capfile_blocks(b, n, blk, 4096);
-    cr_assert(nb > 100 && nb <= 4096, "%u blocks", nb);
-    uint32_t mid = nb / 2;
-    uint64_t before = 0;
-    for (uint32_t i = 0; i < mid; i++)
-        before += blk[i].records;
-    /* one byte inside the middle block's payload */
-    b[blk[mid].offset + JP_CAPTURE_BLOCK_HEADER_SIZE + blk[mid].payload_len / 2] ^= 0x20;
-    jpt_capfile_put(path, b, n);
+    cr_assert_gt(n, 4u << 20, "a big capture: %zu bytes", n);
+    uint64_t before, offset;
+    damage_middle_block(path, b, n, 100, &before, &offset);
     free(b);
-    expect_recovered(path, JP_MODE_MEMORY, 61, events, before, blk[mid].offset,
+    expect_recovered(path, JP_MODE_MEMORY, 61, events, before, offset,
                      "block checksum mismatch");
     unlink(path);
     rmdir(dir);
@@ -452,12 +464,13 @@ Test(replay, a_damaged_block_in_a_big_capture_gives_the_profile_before_it)
 
 Test(replay, a_small_capture_cut_by_one_byte_keeps_its_complete_blocks)
 {
-    static const uint32_t modes[] = {JP_MODE_CPU, JP_MODE_MEMORY};
-    for (int m = 0; m < 2; m++) {
+    static const uint32_t modes[] = {JP_MODE_CPU, JP_MODE_MEMORY, JP_MODE_CPU, JP_MODE_MEMORY};
+    for (int m = 0; m < 4; m++) {
         char *dir = jpt_tmpdir();
         char path[600];
         snprintf(path, sizeof path, "%s/small.jpcap", dir);
-        uint64_t nrecs = jpt_capfile_write(path, modes[m], 62, 40);
+        uint64_t nrecs = jpt_capfile_write_format(path, modes[m], 62, 40,
+                                                  m < 2 ? 0 : JP_CAPTURE_VERSION_1);
         size_t n;
         uint8_t *b = jpt_capfile_read(path, &n);
         cr_assert_lt(n, JP_CAPTURE_BLOCK_TARGET, "a small capture");
@@ -470,6 +483,56 @@ Test(replay, a_small_capture_cut_by_one_byte_keeps_its_complete_blocks)
         expect_recovered(path, modes[m], 62, 40, nrecs - 1, blk[nb - 1].offset,
                          "missing_stop_event");
         unlink(path);
+        rmdir(dir);
+        free(dir);
+    }
+}
+
+/* Captures written before compression (version 1) replay as they always did: the whole
+ * profile from a complete one, and every complete block before damage from a damaged one. The
+ * compressed capture of the same stream is a fraction of the size and gives the same bytes. */
+Test(replay, version_1_captures_still_replay)
+{
+    static const uint32_t modes[] = {JP_MODE_CPU, JP_MODE_MEMORY};
+    for (int m = 0; m < 2; m++) {
+        char *dir = jpt_tmpdir();
+        char v1[600], v2[600];
+        snprintf(v1, sizeof v1, "%s/v1.jpcap", dir);
+        snprintf(v2, sizeof v2, "%s/v2.jpcap", dir);
+        const uint64_t events = 60000;
+        uint64_t nrecs = jpt_capfile_write_format(v1, modes[m], 63, events,
+                                                  JP_CAPTURE_VERSION_1);
+        cr_assert_eq(jpt_capfile_write(v2, modes[m], 63, events), nrecs);
+        size_t n1, n2;
+        uint8_t *b1 = jpt_capfile_read(v1, &n1), *b2 = jpt_capfile_read(v2, &n2);
+        cr_assert(b1[8] == JP_CAPTURE_VERSION_1 && b2[8] == JP_CAPTURE_VERSION, "versions");
+        cr_assert_lt(n2 * 3, n1, "compressed: %zu of %zu bytes", n2, n1);
+        free(b2);
+        static const char *const formats[] = {"human", "toon"};
+        for (int f = 0; f < 2; f++) {
+            size_t want_len, l1, l2;
+            char *want = jpt_capfile_expected(modes[m], 63, events, nrecs, JP_END_STOP,
+                                              f ? JP_OUT_TOON : JP_OUT_HUMAN, &want_len);
+            char *o1, *o2, *e1, *e2;
+            int s1 = replay(v1, formats[f], &o1, &l1, &e1);
+            int s2 = replay(v2, formats[f], &o2, &l2, &e2);
+            cr_assert(WIFEXITED(s1) && WEXITSTATUS(s1) == 0, "v1 replay: %s", e1);
+            cr_assert(WIFEXITED(s2) && WEXITSTATUS(s2) == 0, "v2 replay: %s", e2);
+            cr_assert(l1 == want_len && memcmp(o1, want, l1) == 0, "v1 %s differs:\n%.2000s",
+                      formats[f], o1);
+            cr_assert(l2 == want_len && memcmp(o2, want, l2) == 0, "v2 %s differs",
+                      formats[f]);
+            cr_assert_str_eq(e1, "", "no caveat");
+            free(o1), free(o2), free(e1), free(e2), free(want);
+        }
+        /* damage in the middle of a version 1 file */
+        uint64_t before, offset;
+        cr_assert_eq(damage_middle_block(v1, b1, n1, 4, &before, &offset),
+                     JP_CAPTURE_BLOCK_HEADER_SIZE_V1);
+        free(b1);
+        expect_recovered(v1, modes[m], 63, events, before, offset, "block checksum mismatch");
+        unlink(v1);
+        unlink(v2);
         rmdir(dir);
         free(dir);
     }

@@ -139,9 +139,16 @@ Test(timeouts, a_late_daemon_takes_the_hello_and_ring_sent_in_time)
     char sock[600];
     snprintf(sock, sizeof sock, "%s/d.sock", dir);
     setenv("JETTPROFD_HANDSHAKE_TIMEOUT_MS", "300", 1);
-    pid_t d = jpt_serve(sock, NULL, NULL);
+    const char *extra[] = {"--workers", "1", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
     unsetenv("JETTPROFD_HANDSHAKE_TIMEOUT_MS");
     cr_assert_gt(d, 0);
+    /* The worker's loop adds fds of its own: count from when it is up (two threads). */
+    char task[64];
+    snprintf(task, sizeof task, "/proc/%d/task", (int)d);
+    for (int i = 0; i < 1000 && jpt_count_entries(task) < 2; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    nanosleep(&(struct timespec){0, 100000000}, NULL);
     int fds0 = jpt_fd_count(d);
     struct jpt_client c;
     cr_assert_eq(jpt_client_connect(&c, sock), 0);

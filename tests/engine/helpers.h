@@ -13,7 +13,7 @@
 
 /* While a tap is set, every record the helpers feed (accepted or not) is also appended to it,
  * laid out as in the ring (each at a JP_SLOT_SIZE boundary, padding zeroed), so a test can
- * replay the same stream another way (jp_engine_feed_batch). */
+ * replay the same stream (the allocation-failure sweep replays it once per failure). */
 struct t_tap {
     uint8_t *buf;
     uint32_t len, cap;

@@ -80,6 +80,19 @@ static uint32_t m_find(const struct jp_engine_view *v, uint32_t ci)
     return UINT32_MAX;
 }
 
+/* A memory run (threshold 0) with one source and frames 1..n, frame k the function m.f<k>
+ * (frame_of reads k back). */
+static void chain_program(struct jp_engine *e, const char *path, uint32_t n)
+{
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, path);
+    for (uint32_t f = 1; f <= n; f++) {
+        char name[16];
+        snprintf(name, sizeof name, "f%u", f);
+        t_frame(e, f, 1, "m", name, f * 10, f * 10 + 5, f, JP_FRAME_FUNCTION);
+    }
+}
+
 static uint64_t rnd(uint64_t *x)
 {
     *x ^= *x << 13;
@@ -95,13 +108,7 @@ static uint64_t rnd(uint64_t *x)
 Test(chains, memory_chain_figures_match_a_model_and_sum_to_their_sites)
 {
     struct jp_engine *e = t_engine();
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    t_source(e, 1, JP_ORIGIN_PROJECT, "src/chains.jett");
-    for (uint32_t f = 1; f <= NFRAMES; f++) {
-        char name[8];
-        snprintf(name, sizeof name, "f%u", f);
-        t_frame(e, f, 1, "m", name, f * 10, f * 10 + 5, f, JP_FRAME_FUNCTION);
-    }
+    chain_program(e, "src/chains.jett", NFRAMES);
     uint64_t x = 0x243F6A8885A308D3u;
     nmch = 0;
     memset(msite, 0, sizeof msite);
@@ -258,15 +265,9 @@ Test(chains, chains_past_the_window_slot_width_keep_their_figures)
 {
     enum { W = 4200 };
     struct jp_engine *e = t_engine();
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    t_source(e, 1, JP_ORIGIN_PROJECT, "src/wide.jett");
-    /* frame 1 main, frames 2..W f2..fW; node n (2..W) main>fn, node W+1 main>f2>fW: site fW
-     * is reached through two chains, both of index 4095 or more */
-    for (uint32_t f = 1; f <= W; f++) {
-        char name[16];
-        snprintf(name, sizeof name, "f%u", f);
-        t_frame(e, f, 1, "m", f == 1 ? "main" : name, f * 10, f * 10 + 5, f, JP_FRAME_FUNCTION);
-    }
+    /* node 1 m.f1, node n (2..W) m.f1>m.fn, node W+1 m.f1>m.f2>m.fW: site m.fW is reached
+     * through two chains, both of index 4095 or more */
+    chain_program(e, "src/wide.jett", W);
     t_node(e, 1, 0, 1);
     for (uint32_t n = 2; n <= W; n++)
         t_node(e, n, 1, n);
@@ -274,8 +275,8 @@ Test(chains, chains_past_the_window_slot_width_keep_their_figures)
     t_alloc(e, W, 1, 40);         /* into the tables: the slot cannot name the chain */
     t_alloc(e, 2, 2, 7);          /* into the window */
     t_alloc(e, W + 1, 3, 10);
-    t_resize(e, 2, 1, 40, 100);   /* growth charged to main>f2, the resizing chain */
-    t_resize(e, W, 3, 10, 4);     /* a shrink: 6 freed to fW, off main>f2>fW's live bytes */
+    t_resize(e, 2, 1, 40, 100);   /* growth charged to m.f1>m.f2, the resizing chain */
+    t_resize(e, W, 3, 10, 4);     /* a shrink: 6 freed to m.fW, off m.f1>m.f2>m.fW's live */
     t_free(e, 1, 2, 7);
     struct jp_engine_view v;
     cr_assert_eq(jp_engine_view(e, &v), 0);

@@ -1,7 +1,7 @@
 /* Out of memory is reported as out of memory. An allocation-failure sweep: for every N, the
  * N-th allocation made by the engine, the report builder or a writer fails, over a CPU run and
- * a memory run with excerpts, fed record by record and in batches. Each run either returns
- * -ENOMEM from one of the public calls (feed, feed_batch, excerpt keys, render, summary), or,
+ * a memory run with excerpts, fed record by record. Each run either returns
+ * -ENOMEM from one of the public calls (feed, excerpt keys, render, summary), or,
  * where the failure cost nothing visible, gives exactly the bytes of the run without a failure.
  * Never other bytes with success (a host out of memory must not pass for a budget refusal, a
  * missing excerpt or a partial profile), and nothing is leaked: every allocation made while the
@@ -200,16 +200,9 @@ static void memory_stream(struct stream *s)
     jp_engine_free(e);
 }
 
-static int feed_run(struct jp_engine *e, const struct t_tap *t, bool batch)
+static int feed_run(struct jp_engine *e, const struct t_tap *t)
 {
     const char *why = NULL;
-    if (batch) {
-        uint32_t consumed = 0;
-        int rc = jp_engine_feed_batch(e, t->buf, t->len, &consumed, &why);
-        if (rc == 0)
-            cr_assert_eq(consumed, t->len);
-        return rc;
-    }
     for (uint32_t off = 0; off < t->len;) {
         struct jp_rec_hdr h;
         memcpy(&h, t->buf + off, sizeof h);
@@ -233,7 +226,7 @@ struct result {
 /* The whole life of one run: engine, feeding, excerpt keys, excerpts, stop, summary, report
  * in both outputs (and at threshold 0, limit 100, so every entry is written). Returns 0 with
  * *res filled (the caller frees toon/human), or the first error. */
-static int run_once(const struct stream *s, bool batch, struct result *res)
+static int run_once(const struct stream *s, struct result *res)
 {
     memset(res, 0, sizeof *res);
     struct jp_engine *e;
@@ -246,11 +239,11 @@ static int run_once(const struct stream *s, bool batch, struct result *res)
     struct jp_engine_view v;
     struct jp_report *rep = NULL;
     /* As the daemon does it: one report built before the excerpts, rebound after the stop. */
-    if ((rc = feed_run(e, &s->body, batch)) == 0 && (rc = jp_engine_view(e, &v)) == 0 &&
+    if ((rc = feed_run(e, &s->body)) == 0 && (rc = jp_engine_view(e, &v)) == 0 &&
         (rc = jp_report_build(&v, &o, &rep)) == 0 &&
         (rc = jp_report_excerpt_keys(rep, &keys, &res->nkeys)) == 0 &&
-        (rc = feed_run(e, &s->excerpts, batch)) == 0 &&
-        (rc = feed_run(e, &s->stop, batch)) == 0 &&
+        (rc = feed_run(e, &s->excerpts)) == 0 &&
+        (rc = feed_run(e, &s->stop)) == 0 &&
         (rc = jp_engine_summary(e, &res->sum)) == 0 && (rc = jp_engine_view(e, &v)) == 0) {
         struct jp_rendered a, b;
         struct jp_report_opts all = {sizeof all, 0, 100, JP_END_STOP, JP_OUT_TOON, 0};
@@ -291,13 +284,13 @@ static int run_once(const struct stream *s, bool batch, struct result *res)
     return rc;
 }
 
-static void sweep(const char *what, void (*make)(struct stream *), bool batch)
+static void sweep(const char *what, void (*make)(struct stream *))
 {
     struct stream s;
     make(&s);
     struct result ref;
     hook_arm(0);
-    cr_assert_eq(run_once(&s, batch, &ref), 0, "%s: the run without a failure", what);
+    cr_assert_eq(run_once(&s, &ref), 0, "%s: the run without a failure", what);
     hook_disarm();
     uint64_t total = hook.count;
     cr_assert_gt(total, 50, "%s: only %llu allocations to fail", what,
@@ -310,7 +303,7 @@ static void sweep(const char *what, void (*make)(struct stream *), bool batch)
     for (uint64_t n = 1;; n++) {
         struct result got;
         hook_arm(n);
-        int rc = run_once(&s, batch, &got);
+        int rc = run_once(&s, &got);
         bool failed = hook.failed;
         /* compared and freed while armed, so the blocks still live at the end are leaks */
         bool toon_same = rc == 0 && got.toon_len == ref.toon_len &&
@@ -358,22 +351,12 @@ static void sweep(const char *what, void (*make)(struct stream *), bool batch)
 
 Test(oom, cpu_run_fed_record_by_record)
 {
-    sweep("cpu", cpu_stream, false);
-}
-
-Test(oom, cpu_run_fed_in_batches)
-{
-    sweep("cpu batch", cpu_stream, true);
+    sweep("cpu", cpu_stream);
 }
 
 Test(oom, memory_run_with_excerpts_fed_record_by_record)
 {
-    sweep("memory", memory_stream, false);
-}
-
-Test(oom, memory_run_with_excerpts_fed_in_batches)
-{
-    sweep("memory batch", memory_stream, true);
+    sweep("memory", memory_stream);
 }
 
 /* After a feed ran out of memory the engine takes nothing more, and still renders what it
@@ -399,9 +382,6 @@ Test(oom, an_engine_out_of_memory_refuses_further_records)
     off += jp_rec_slots(h.size) * JP_SLOT_SIZE;
     memcpy(&h, t->buf + off, sizeof h);
     cr_assert_eq(jp_engine_feed(e, t->buf + off, h.size, NULL), -ENOMEM, "latched");
-    uint32_t consumed = 7;
-    cr_assert_eq(jp_engine_feed_batch(e, t->buf + off, t->len - off, &consumed, NULL), -ENOMEM);
-    cr_assert_eq(consumed, 0);
     struct jp_rendered r;
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST, JP_OUT_TOON, 0};
     cr_assert_eq(jp_profile_render(e, &o, &r), 0);

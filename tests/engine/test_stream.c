@@ -301,3 +301,41 @@ Test(stream, control_characters_in_names_are_escaped_by_both_writers)
     free(json);
     jp_engine_free(e);
 }
+
+/* Structurally bad records are refused with the reason jp_rec_validate gives, whichever path
+ * the engine checks them on: headers it cannot step over, and the per-event records (samples,
+ * allocation events) in a wrong size or with bad fields. */
+Test(stream, bad_records_get_the_validators_reason)
+{
+    static const struct {
+        uint16_t type, size;
+        uint8_t state; /* CPU_SAMPLE: its state byte, at offset 4 */
+        const char *reason;
+    } cases[] = {
+        {JP_REC_PAD, JP_REC_MAX_SIZE + 4, 0, "record larger than JP_REC_MAX_SIZE"},
+        {99, JP_REC_MAX_SIZE + 4, 0, "unknown record type"},
+        {JP_REC_PAD, 2, 0, "record smaller than its fixed part"},
+        {JP_REC_CPU_SAMPLE, 2, 0, "record smaller than its fixed part"},
+        {JP_REC_ALLOC, 40, 0, "fixed-size record has the wrong size"},
+        {JP_REC_FREE, 24, 0, "record smaller than its fixed part"},
+        {JP_REC_RESIZE, 64, 0, "fixed-size record has the wrong size"},
+        {JP_REC_CPU_SAMPLE, 32, JP_STATE_LIMIT, "unknown sample state"},
+        {JP_REC_CPU_SAMPLE, 32, JP_STATE_JETT, "jett sample without a call-chain node"},
+    };
+    static uint8_t buf[JP_REC_MAX_SIZE + 64];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct jp_engine *e = t_engine();
+        t_start(e, JP_MODE_CPU, 100, 0, 10, 32 * MiB, 64 * MiB);
+        memset(buf, 0, sizeof buf);
+        struct jp_rec_hdr h = {cases[i].type, cases[i].size};
+        memcpy(buf, &h, sizeof h);
+        buf[4] = cases[i].state;
+        const char *why = NULL, *vwhy = NULL;
+        uint32_t len = cases[i].size > sizeof h ? cases[i].size : JP_SLOT_SIZE;
+        cr_assert_eq(jp_rec_validate(buf, len, &vwhy), -EPROTO, "case %zu", i);
+        cr_assert_eq(jp_engine_feed(e, buf, len, &why), -EPROTO, "case %zu", i);
+        cr_assert_str_eq(why, cases[i].reason, "case %zu", i);
+        cr_assert_str_eq(vwhy, cases[i].reason, "case %zu", i);
+        jp_engine_free(e);
+    }
+}

@@ -28,7 +28,7 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     items[0] = (struct jp_ctl_excerpt){1, 10, 2, JP_EXCERPT_REDACTED, long_text, JP_EXCERPT_MAX};
     items[1] = (struct jp_ctl_excerpt){2, 1, 1, JP_EXCERPT_UNAVAILABLE, "", 0};
     unsigned n = 0;
-    memset(out, 0, sizeof(struct jp_ctl_msg) * 12);
+    memset(out, 0, sizeof(struct jp_ctl_msg) * 16);
     out[n].type = JP_CTL_HELLO;
     out[n].u.hello.version = JP_CTL_VERSION;
     out[n].u.hello.pid = 4242;
@@ -44,7 +44,14 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].u.ring.slot_count = 1u << 16;
     out[n++].u.ring.has_capture = 1;
     out[n].type = JP_CTL_FINALIZE;
+    out[n].u.finalize.exports = 1u << JP_EXPORT_SVG;
     out[n++].u.finalize.termination = JP_TERM_RUNTIME_ERROR;
+    out[n].type = JP_CTL_EXPORT; /* any bytes, a NUL among them */
+    out[n].u.export_piece.format = JP_EXPORT_PPROF;
+    out[n].u.export_piece.total = UINT64_MAX;
+    out[n].u.export_piece.offset = 3;
+    out[n].u.export_piece.data = "\x1f\x8b\0\xff";
+    out[n++].u.export_piece.data_len = 4;
     out[n].type = JP_CTL_EXCERPT_REQUEST;
     out[n].u.excerpt_request.keys = keys;
     out[n++].u.excerpt_request.count = 3;
@@ -98,6 +105,15 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         break;
     case JP_CTL_FINALIZE:
         cr_assert_eq(a->u.finalize.termination, b->u.finalize.termination, "termination");
+        cr_assert_eq(a->u.finalize.exports, b->u.finalize.exports, "exports");
+        break;
+    case JP_CTL_EXPORT:
+        cr_assert_eq(a->u.export_piece.format, b->u.export_piece.format, "format");
+        cr_assert_eq(a->u.export_piece.error, b->u.export_piece.error, "error");
+        cr_assert_eq(a->u.export_piece.total, b->u.export_piece.total, "total");
+        cr_assert_eq(a->u.export_piece.offset, b->u.export_piece.offset, "offset");
+        assert_str(a->u.export_piece.data, a->u.export_piece.data_len, b->u.export_piece.data,
+                   b->u.export_piece.data_len, "data");
         break;
     case JP_CTL_EXCERPT_REQUEST:
         cr_assert_eq(a->u.excerpt_request.count, b->u.excerpt_request.count, "key count");
@@ -148,7 +164,7 @@ Test(control, names_come_from_the_lists)
 
 Test(control, round_trips_every_message_type)
 {
-    struct jp_ctl_msg msgs[12];
+    struct jp_ctl_msg msgs[16];
     unsigned n = sample_messages(msgs);
     int seen[JP_CTL_TYPE_LIMIT] = {0};
     for (unsigned i = 0; i < n; i++) {
@@ -198,7 +214,7 @@ static uint8_t *sample_stream(size_t *len, unsigned *count, struct jp_ctl_msg *m
 
 Test(control, decodes_a_stream_fed_one_byte_at_a_time)
 {
-    struct jp_ctl_msg msgs[12], got;
+    struct jp_ctl_msg msgs[16], got;
     unsigned count;
     size_t len;
     uint8_t *all = sample_stream(&len, &count, msgs);
@@ -223,7 +239,7 @@ Test(control, decodes_a_stream_fed_one_byte_at_a_time)
 
 Test(control, decodes_a_stream_split_at_every_byte)
 {
-    struct jp_ctl_msg msgs[12], got;
+    struct jp_ctl_msg msgs[16], got;
     unsigned count;
     size_t len;
     uint8_t *all = sample_stream(&len, &count, msgs);
@@ -579,7 +595,7 @@ Test(control_strict, oversize_frame_is_refused_before_buffering)
  * never a success (a msgpack map cut short is not a map). */
 Test(control_fuzz, truncated_bodies_at_every_byte)
 {
-    struct jp_ctl_msg msgs[12];
+    struct jp_ctl_msg msgs[16];
     unsigned n = sample_messages(msgs);
     for (unsigned i = 0; i < n; i++) {
         uint8_t *buf;
@@ -599,7 +615,7 @@ Test(control_fuzz, truncated_bodies_at_every_byte)
  * crashes, and a failure always has a reason. */
 Test(control_fuzz, flipped_bytes_never_crash)
 {
-    struct jp_ctl_msg msgs[12];
+    struct jp_ctl_msg msgs[16];
     unsigned n = sample_messages(msgs);
     static const uint8_t pats[] = {0x01, 0x80, 0xff};
     unsigned failures = 0;

@@ -1,0 +1,83 @@
+/* Exports of one run's profile for the usual profile tools: folded stacks, pprof, speedscope
+ * and an SVG flame graph; and the diff of two runs. Everything here reads a built report and
+ * the engine's read-only view it points to (render/report.h, daemon/engine/view.h): the
+ * figures are the engine's aggregates, never a second aggregation, so an export's totals are
+ * the report's totals by construction.
+ *
+ * Stacks and values:
+ *   CPU     one stack per call chain, valued by the jett samples whose leaf it is (derived from
+ *           the engine's chain counts, export_stacks.c); unit: samples.
+ *   memory  one stack per creation chain, valued by --value: alloc_bytes (default; initial and
+ *           growth bytes), alloc_count, retained_bytes (live at the end), peak_bytes (live at
+ *           the global peak); the last two only while live tracking is exact.
+ *   Figures of the run's totals that no chain holds (a stack the budget refused to keep, an
+ *   event without a stack) become one stack of the single frame `<unattributed>`, so the
+ *   stacks always add up to the report's total for the value.
+ * Frames are `namespace.function` (the bare function in the `<root>` namespace), with the
+ * source's relative logical path where it is known: never an absolute path, never a value.
+ * Every export is byte-deterministic: the same capture gives the same bytes.
+ */
+#ifndef JETTPROF_RENDER_EXPORT_H
+#define JETTPROF_RENDER_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "protocol/control.h" /* JP_EXPORT_FORMATS: the formats' one list */
+#include "render/report.h"
+
+/* What a stack is valued by: X(NAME, "word", mode, "unit"). DEFAULT picks the mode's first. */
+#define JP_EXPORT_VALUES(X)                                                                       \
+    X(SAMPLES, "samples", JP_MODE_CPU, "samples")                                                 \
+    X(ALLOC_BYTES, "alloc_bytes", JP_MODE_MEMORY, "bytes")                                        \
+    X(ALLOC_COUNT, "alloc_count", JP_MODE_MEMORY, "allocations")                                  \
+    X(RETAINED_BYTES, "retained_bytes", JP_MODE_MEMORY, "bytes")                                  \
+    X(PEAK_BYTES, "peak_bytes", JP_MODE_MEMORY, "bytes")
+enum {
+#define JP_X(n, w, m, u) JP_XVAL_##n,
+    JP_EXPORT_VALUES(JP_X)
+#undef JP_X
+    JP_XVAL_COUNT,
+    JP_XVAL_DEFAULT = JP_XVAL_COUNT
+};
+
+/* The word of a format or value (NULL when out of range), and the reverse: 0, or -EINVAL
+ * for a word that names none. */
+const char *jp_export_format_name(uint32_t format);
+int jp_export_format_parse(const char *word, uint32_t *format);
+const char *jp_export_value_name(uint32_t value);
+int jp_export_value_parse(const char *word, uint32_t *value);
+
+struct jp_export_opts {
+    uint32_t size;   /* sizeof(struct jp_export_opts) */
+    uint32_t format; /* JP_EXPORT_* */
+    uint32_t value;  /* JP_XVAL_*, or JP_XVAL_DEFAULT */
+};
+
+/* Writes the export of a built report. *out is malloc'ed (NUL-terminated at *len for the
+ * text formats; pprof is gzip bytes). 0; -EINVAL (bad opts, or a value of the other mode:
+ * samples for a memory run, a memory value for a CPU run); -ENODATA (retained_bytes or
+ * peak_bytes while the run's live figures are unavailable); -ENOMEM (nothing to free). */
+int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, char **out,
+                    size_t *len);
+
+/* ---- diff (render/export/diff.c) ---- */
+
+/* Diff formats: X(NAME, "word") */
+#define JP_DIFF_FORMATS(X) X(HUMAN, "human") X(TOON, "toon") X(FOLDED, "folded") X(SVG, "svg")
+enum {
+#define JP_X(n, w) JP_DIFF_##n,
+    JP_DIFF_FORMATS(JP_X)
+#undef JP_X
+    JP_DIFF_FORMAT_COUNT
+};
+int jp_diff_format_parse(const char *word, uint32_t *format);
+
+/* The change from run `base` to run `next`, per function (CPU: inclusive samples) or site
+ * (memory: attributed allocated bytes), each as a share of its own run's denominator so runs
+ * of different length compare; ranked by the absolute change of share. 0; -EINVAL (bad
+ * format), -EDOM (the runs are of different modes), -ENOMEM (nothing to free). */
+int jp_diff_write(const struct jp_report *base, const struct jp_report *next, uint32_t format,
+                  char **out, size_t *len);
+
+#endif

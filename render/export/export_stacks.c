@@ -1,0 +1,264 @@
+/* The stacks every export writes, read from the engine's aggregates (export.h), and the frame
+ * facts the formats share.
+ *
+ * CPU leaf counts. The engine counts a sample once on its leaf node and settles, per call
+ * chain, the samples of every stack that passes through the chain's function at its root-most
+ * occurrence (cpu_settle, reading 4): a chain's `samples` is the total of its subtree, and a
+ * chain that re-enters a function already on it (a recursive chain) holds nothing of its own.
+ * So a chain that is not a re-entry ("kept") is valued by its samples less those of the
+ * nearest kept chains below it (through any re-entries between): exactly the samples whose
+ * leaf is it, plus those whose leaf is a re-entry below it with no kept chain between, which
+ * the engine's counts cannot tell apart from it. A stack ending in a recursive re-entry is
+ * therefore exported as the stack up to the frame above its trailing re-entries; every other
+ * stack, and every stack of a run without recursion, is exported whole and exact. The values
+ * add up to the chain roots' samples: every jett sample whose stack was kept.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "export_internal.h"
+
+static const char *const format_names[] = {
+#define JP_X(n, w) w,
+    JP_EXPORT_FORMATS(JP_X)
+#undef JP_X
+};
+static const struct {
+    const char *word, *unit;
+    uint32_t mode;
+} values[] = {
+#define JP_X(n, w, m, u) {w, u, m},
+    JP_EXPORT_VALUES(JP_X)
+#undef JP_X
+};
+
+const char *jp_export_format_name(uint32_t format)
+{
+    return format < JP_EXPORT_FORMAT_COUNT ? format_names[format] : NULL;
+}
+
+int jp_export_format_parse(const char *word, uint32_t *format)
+{
+    for (uint32_t i = 0; i < JP_EXPORT_FORMAT_COUNT; i++)
+        if (!strcmp(word, format_names[i])) {
+            *format = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+const char *jp_export_value_name(uint32_t value)
+{
+    return value < JP_XVAL_COUNT ? values[value].word : NULL;
+}
+
+int jp_export_value_parse(const char *word, uint32_t *value)
+{
+    for (uint32_t i = 0; i < JP_XVAL_COUNT; i++)
+        if (!strcmp(word, values[i].word)) {
+            *value = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
+const char *xvalue_unit(uint32_t value)
+{
+    return value < JP_XVAL_COUNT ? values[value].unit : "";
+}
+
+uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq)
+{
+    uint32_t depth = v->chains[chain].depth;
+    if (depth > JP_MAX_DEPTH)
+        depth = JP_MAX_DEPTH;
+    uint32_t i = depth;
+    for (uint32_t c = chain + 1u; c && i; c = v->chains[c - 1u].parent)
+        seq[--i] = v->chains[c - 1u].func;
+    return depth;
+}
+
+uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq)
+{
+    if (s->chain != XSTACK_UNATTRIBUTED)
+        return xchain_funcs(p->v, s->chain, seq);
+    seq[0] = p->v->nfuncs;
+    return 1;
+}
+
+int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
+{
+    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
+    uint32_t la = xchain_funcs(v, a, sa), lb = xchain_funcs(v, b, sb);
+    uint32_t n = la < lb ? la : lb;
+    for (uint32_t i = 0; i < n; i++) {
+        int c = jp_func_cmp(v, sa[i], sb[i]);
+        if (c)
+            return c;
+    }
+    return la < lb ? -1 : la > lb;
+}
+
+void xframe_name(struct jp_buf *b, const struct jp_func *f)
+{
+    if (!(f->ns_len == 6 && !memcmp(f->ns, "<root>", 6))) {
+        jp_buf_put(b, f->ns, f->ns_len);
+        jp_buf_put(b, ".", 1);
+    }
+    jp_buf_put(b, f->fn, f->fn_len);
+}
+
+const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len)
+{
+    if (!f->source || f->source >= v->nsources)
+        return NULL;
+    *len = v->sources[f->source].path_len;
+    return v->sources[f->source].path;
+}
+
+/* Whether a chain's function is already on its prefix (a recursive re-entry). */
+static bool reenters(const struct jp_engine_view *v, uint32_t chain)
+{
+    uint32_t seq[JP_MAX_DEPTH];
+    uint32_t n = xchain_funcs(v, chain, seq);
+    for (uint32_t j = 0; j + 1u < n; j++)
+        if (seq[j] == seq[n - 1u])
+            return true;
+    return false;
+}
+
+/* The value of every chain (vals[chain]) and the report's total for the value. Only called
+ * with a value of the run's mode. */
+static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t *vals,
+                        uint64_t *total)
+{
+    if (value == JP_XVAL_SAMPLES) {
+        bool *skip = calloc(v->nchains ? v->nchains : 1u, sizeof *skip);
+        if (!skip)
+            return -ENOMEM;
+        for (uint32_t c = 0; c < v->nchains; c++) {
+            skip[c] = reenters(v, c);
+            vals[c] = skip[c] ? 0 : v->chains[c].samples;
+        }
+        for (uint32_t c = 0; c < v->nchains; c++) {
+            if (skip[c])
+                continue;
+            /* the nearest kept ancestor counted each of this chain's samples too */
+            uint32_t up = v->chains[c].parent;
+            while (up && up <= v->nchains && skip[up - 1u])
+                up = v->chains[up - 1u].parent;
+            if (!up || up > v->nchains)
+                continue;
+            uint64_t *pv = &vals[up - 1u];
+            /* saturating only so that a table cut short by the budget can never wrap */
+            *pv = *pv > v->chains[c].samples ? *pv - v->chains[c].samples : 0;
+        }
+        free(skip);
+        *total = v->state_samples[JP_STATE_JETT];
+        return 0;
+    }
+    /* memory: every creation chain holds its own figures (struct jp_chain) */
+    for (uint32_t c = 0; c < v->nchains; c++) {
+        const struct jp_chain *ch = &v->chains[c];
+        vals[c] = value == JP_XVAL_ALLOC_BYTES   ? ch->allocated
+                  : value == JP_XVAL_ALLOC_COUNT ? ch->count
+                  : value == JP_XVAL_RETAINED_BYTES ? ch->live
+                                                    : jp_chain_live_at_peak(ch, v->peak_epoch);
+    }
+    *total = value == JP_XVAL_ALLOC_BYTES   ? v->allocated_bytes
+             : value == JP_XVAL_ALLOC_COUNT ? v->allocation_count
+             : value == JP_XVAL_RETAINED_BYTES ? v->live_bytes
+                                               : v->peak_bytes;
+    return 0;
+}
+
+static int stack_order(const void *a, const void *b, void *v)
+{
+    return xchain_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
+}
+
+int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
+{
+    const struct jp_engine_view *v = r->v;
+    memset(p, 0, sizeof *p);
+    if (value == JP_XVAL_DEFAULT)
+        value = v->mode == JP_MODE_CPU ? JP_XVAL_SAMPLES : JP_XVAL_ALLOC_BYTES;
+    if (value >= JP_XVAL_COUNT || values[value].mode != v->mode)
+        return -EINVAL;
+    if ((value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_PEAK_BYTES) && !r->live_exact)
+        return -ENODATA;
+    uint32_t cap = v->nchains + 1u;
+    uint64_t *vals = calloc(cap, sizeof *vals);
+    struct xstack *st = malloc(cap * sizeof *st);
+    int rc = vals && st ? 0 : -ENOMEM;
+    uint64_t total = 0;
+    if (rc == 0)
+        rc = chain_values(v, value, vals, &total);
+    if (rc < 0) {
+        free(vals);
+        free(st);
+        return rc;
+    }
+    uint32_t n = 0;
+    uint64_t sum = 0;
+    for (uint32_t c = 0; c < v->nchains; c++)
+        if (vals[c]) {
+            st[n++] = (struct xstack){c, vals[c]};
+            sum += vals[c];
+        }
+    qsort_r(st, n, sizeof *st, stack_order, (void *)v); /* distinct chains never tie */
+    if (total > sum)
+        st[n++] = (struct xstack){XSTACK_UNATTRIBUTED, total - sum};
+    else
+        total = sum;
+    free(vals);
+    *p = (struct xprof){r, v, value, st, n, total};
+    return 0;
+}
+
+void xprof_free(struct xprof *p)
+{
+    free(p->st);
+    memset(p, 0, sizeof *p);
+}
+
+void xprof_title(struct jp_buf *b, const struct xprof *p)
+{
+    const struct jp_report *r = p->r;
+    jp_buf_puts(b, p->v->mode == JP_MODE_CPU ? "CPU profile, " : "Memory profile, ");
+    jp_buf_puts(b, jp_status_word(r->status) ? jp_status_word(r->status) : "unknown");
+    if (r->reason && r->reason[0])
+        jp_buf_printf(b, " (%s)", r->reason);
+    jp_buf_printf(b, ", %llu %s", (unsigned long long)p->total, xvalue_unit(p->value));
+    if (p->value != JP_XVAL_SAMPLES && p->value != JP_XVAL_DEFAULT)
+        jp_buf_printf(b, " (%s)", values[p->value].word);
+}
+
+int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, char **out,
+                    size_t *len)
+{
+    if (!r || !o || o->size < sizeof *o || o->format >= JP_EXPORT_FORMAT_COUNT || !out || !len)
+        return -EINVAL;
+    *out = NULL;
+    *len = 0;
+    struct xprof p;
+    int rc = xprof_build(r, o->value, &p);
+    if (rc < 0)
+        return rc;
+    if (o->format == JP_EXPORT_PPROF) {
+        rc = xwrite_pprof(&p, out, len);
+        xprof_free(&p);
+        return rc;
+    }
+    struct jp_buf b = {0};
+    jp_buf_put(&b, "", 0); /* an empty profile is an empty document, not a failure */
+    if (o->format == JP_EXPORT_FOLDED)
+        xwrite_folded(&b, &p);
+    else if (o->format == JP_EXPORT_SPEEDSCOPE)
+        xwrite_speedscope(&b, &p);
+    else
+        xwrite_svg(&b, &p);
+    xprof_free(&p);
+    return jp_buf_finish(&b, out, len);
+}

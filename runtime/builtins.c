@@ -1,0 +1,268 @@
+/* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep and
+ * fail. They evaluate their own arguments through the interpreter (interp.c) and report errors
+ * through it, so a builtin's failure unwinds exactly like any other runtime error. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "interp.h"
+#include "jettprof.h"
+
+static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
+{
+    if (vm->capture) {
+        jt_buf_put(to_err ? &vm->err : &vm->out, p, n);
+        return;
+    }
+    fwrite(p, 1, n, to_err ? stderr : stdout);
+}
+
+/* Text of a value as print() shows it. Interpreter-internal buffer, not a Jett event. */
+static void to_text(const jv v, struct jp_buf *b, int depth)
+{
+    switch (v.k) {
+    case JV_NIL: jt_buf_puts(b, "nil"); return;
+    case JV_INT: jt_buf_printf(b, "%" PRId64, v.u.i); return;
+    case JV_BOOL: jt_buf_puts(b, v.u.i ? "true" : "false"); return;
+    case JV_STR: {
+        const struct jt_str *s = (const struct jt_str *)v.u.o;
+        jt_buf_put(b, s->data, s->len);
+        return;
+    }
+    case JV_SECRET: jt_buf_puts(b, "<secret>"); return;
+    case JV_LIST: {
+        const struct jt_list *l = (const struct jt_list *)v.u.o;
+        if (depth >= MAX_PRINT_DEPTH) {
+            jt_buf_puts(b, "[...]");
+            return;
+        }
+        jt_buf_puts(b, "[");
+        for (uint64_t i = 0; i < l->len; i++) {
+            if (i)
+                jt_buf_puts(b, ", ");
+            to_text(l->items[i], b, depth + 1);
+        }
+        jt_buf_puts(b, "]");
+        return;
+    }
+    default: return;
+    }
+}
+
+static bool want_int(struct jt_vm *vm, const struct jt_node *at, jv v, const char *what)
+{
+    if (v.k == JV_INT)
+        return true;
+    jt_rt_error(vm, at, "%s expects int, got %s", what, jt_kind_name(v.k));
+    return false;
+}
+
+static void sleep_ms(struct jt_vm *vm, int64_t ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    /* Slices of at most 10 ms so an interrupt is honoured promptly. */
+    for (;;) {
+        if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED))
+            return;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = (int64_t)(deadline.tv_sec - now.tv_sec) * 1000000000LL +
+                       (deadline.tv_nsec - now.tv_nsec);
+        if (left <= 0)
+            return;
+        if (left > 10000000LL)
+            left = 10000000LL;
+        struct timespec ts = {0, (long)left};
+        nanosleep(&ts, NULL);
+    }
+}
+
+jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
+{
+    jv a[3] = {NIL, NIL, NIL};
+    jv r = NIL; /* before any goto out */
+    for (uint32_t i = 0; i < n->nkids && i < 3; i++) {
+        a[i] = jt_eval(vm, n->kids[i]);
+        if (vm->ctl)
+            goto out;
+    }
+    switch (n->op) {
+    case JT_B_PRINT:
+    case JT_B_EPRINT: {
+        struct jp_buf b = {0};
+        to_text(a[0], &b, 0);
+        jt_buf_put(&b, "\n", 1);
+        emit(vm, n->op == JT_B_EPRINT, b.p, b.len);
+        jp_buf_free(&b);
+        break;
+    }
+    case JT_B_STR:
+        if (a[0].k == JV_STR || a[0].k == JV_SECRET) {
+            r = a[0];
+            a[0] = NIL;
+        } else {
+            struct jp_buf b = {0};
+            to_text(a[0], &b, 0);
+            jt_new_str(vm, n, b.p, b.len, &r, JV_STR);
+            jp_buf_free(&b);
+        }
+        break;
+    case JT_B_LEN:
+        if (a[0].k == JV_STR || a[0].k == JV_SECRET)
+            r = mk_int((int64_t)((struct jt_str *)a[0].u.o)->len);
+        else if (a[0].k == JV_LIST)
+            r = mk_int((int64_t)((struct jt_list *)a[0].u.o)->len);
+        else
+            jt_rt_error(vm, n, "len expects str, secret or list, got %s", jt_kind_name(a[0].k));
+        break;
+    case JT_B_PUSH: {
+        if (a[0].k != JV_LIST) {
+            jt_rt_error(vm, n, "push expects a list first, got %s", jt_kind_name(a[0].k));
+            break;
+        }
+        struct jt_list *l = (struct jt_list *)a[0].u.o;
+        if (l->len == l->cap) {
+            /* Growth policy (LANGUAGE.md): 0 -> 4 slots, then doubling. */
+            uint64_t nc = l->cap ? l->cap * 2 : 4;
+            if (jt_heap_list_grow(&vm->heap, l, nc) < 0) {
+                jt_rt_error(vm, n, "out of memory: cannot grow a list to %" PRIu64 " slots", nc);
+                break;
+            }
+        }
+        l->items[l->len++] = a[1];
+        a[1] = NIL;
+        break;
+    }
+    case JT_B_POP: {
+        if (a[0].k != JV_LIST) {
+            jt_rt_error(vm, n, "pop expects a list, got %s", jt_kind_name(a[0].k));
+            break;
+        }
+        struct jt_list *l = (struct jt_list *)a[0].u.o;
+        if (l->len == 0) {
+            jt_rt_error(vm, n, "pop from an empty list");
+            break;
+        }
+        r = l->items[--l->len];
+        break;
+    }
+    case JT_B_SLEEP:
+        if (!want_int(vm, n, a[0], "sleep"))
+            break;
+        if (a[0].u.i < 0 || a[0].u.i > 86400000) {
+            jt_rt_error(vm, n, "sleep expects milliseconds from 0 to 86400000, got %" PRId64,
+                        a[0].u.i);
+            break;
+        }
+        if (vm->pt)
+            jettprof_set_state(vm->pt, JETTPROF_STATE_WAITING);
+        sleep_ms(vm, a[0].u.i);
+        if (vm->pt)
+            jettprof_set_state(vm->pt, JETTPROF_STATE_JETT);
+        jt_safe_point(vm);
+        break;
+    case JT_B_FAIL: {
+        struct jp_buf b = {0};
+        to_text(a[0], &b, 0);
+        jt_rt_error(vm, n, "%s", b.p ? b.p : "");
+        jp_buf_free(&b);
+        break;
+    }
+    case JT_B_SECRET:
+        if (a[0].k != JV_STR && a[0].k != JV_SECRET) {
+            jt_rt_error(vm, n, "secret expects str, got %s", jt_kind_name(a[0].k));
+            break;
+        }
+        r = a[0];
+        r.k = JV_SECRET;
+        a[0] = NIL;
+        break;
+    case JT_B_SUBSTR: {
+        if (a[0].k != JV_STR) {
+            jt_rt_error(vm, n, "substr expects str first, got %s", jt_kind_name(a[0].k));
+            break;
+        }
+        if (!want_int(vm, n, a[1], "substr's start") || !want_int(vm, n, a[2], "substr's length"))
+            break;
+        const struct jt_str *s = (const struct jt_str *)a[0].u.o;
+        if (a[1].u.i < 0 || a[2].u.i < 0 || (uint64_t)a[1].u.i > s->len ||
+            (uint64_t)a[2].u.i > s->len - (uint64_t)a[1].u.i) {
+            jt_rt_error(vm, n,
+                        "substr(%" PRId64 ", %" PRId64 ") is outside a string of %" PRIu64
+                        " bytes",
+                     a[1].u.i, a[2].u.i, s->len);
+            break;
+        }
+        jt_new_str(vm, n, s->data + a[1].u.i, (uint64_t)a[2].u.i, &r, JV_STR);
+        break;
+    }
+    case JT_B_BYTE: {
+        if (a[0].k != JV_STR) {
+            jt_rt_error(vm, n, "byte expects str first, got %s", jt_kind_name(a[0].k));
+            break;
+        }
+        if (!want_int(vm, n, a[1], "byte's index"))
+            break;
+        const struct jt_str *s = (const struct jt_str *)a[0].u.o;
+        if (a[1].u.i < 0 || (uint64_t)a[1].u.i >= s->len) {
+            jt_rt_error(vm, n, "byte index %" PRId64 " is outside a string of %" PRIu64 " bytes",
+                     a[1].u.i, s->len);
+            break;
+        }
+        r = mk_int((unsigned char)s->data[a[1].u.i]);
+        break;
+    }
+    case JT_B_CHR: {
+        if (!want_int(vm, n, a[0], "chr"))
+            break;
+        if (a[0].u.i < 0 || a[0].u.i > 255) {
+            jt_rt_error(vm, n, "chr expects a byte value from 0 to 255, got %" PRId64, a[0].u.i);
+            break;
+        }
+        char c = (char)a[0].u.i;
+        jt_new_str(vm, n, &c, 1, &r, JV_STR);
+        break;
+    }
+    case JT_B_LIST: {
+        if (!want_int(vm, n, a[0], "list's count"))
+            break;
+        if (a[0].u.i < 0 || (uint64_t)a[0].u.i > JT_MAX_LIST_SLOTS) {
+            jt_rt_error(vm, n, "list expects a count from 0 to %" PRIu64 ", got %" PRId64,
+                     JT_MAX_LIST_SLOTS, a[0].u.i);
+            break;
+        }
+        struct jt_list *l;
+        if (jt_heap_list(&vm->heap, (uint64_t)a[0].u.i, &l) < 0) {
+            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %" PRId64 " slots",
+                        a[0].u.i);
+            break;
+        }
+        for (uint64_t i = 0; i < l->cap; i++) {
+            jv_retain(a[1]);
+            l->items[i] = a[1];
+        }
+        l->len = l->cap;
+        r = (jv){.k = JV_LIST, .u.o = &l->h};
+        break;
+    }
+    default:
+        jt_rt_error(vm, n, "unknown builtin");
+        break;
+    }
+out:
+    for (int i = 0; i < 3; i++)
+        jv_release(&vm->heap, a[i]);
+    if (vm->ctl) {
+        jv_release(&vm->heap, r);
+        return NIL;
+    }
+    return r;
+}
