@@ -60,45 +60,12 @@ const char *xvalue_unit(uint32_t value)
     return value < JP_XVAL_COUNT ? values[value].unit : "";
 }
 
-uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq)
-{
-    uint32_t depth = v->chains[chain].depth;
-    if (depth > JP_MAX_DEPTH)
-        depth = JP_MAX_DEPTH;
-    uint32_t i = depth;
-    for (uint32_t c = chain + 1u; c && i; c = v->chains[c - 1u].parent)
-        seq[--i] = v->chains[c - 1u].func;
-    return depth;
-}
-
 uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq)
 {
     if (s->chain != XSTACK_UNATTRIBUTED)
-        return xchain_funcs(p->v, s->chain, seq);
+        return jp_chain_funcs(p->v, s->chain, seq);
     seq[0] = p->v->nfuncs;
     return 1;
-}
-
-int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
-{
-    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
-    uint32_t la = xchain_funcs(v, a, sa), lb = xchain_funcs(v, b, sb);
-    uint32_t n = la < lb ? la : lb;
-    for (uint32_t i = 0; i < n; i++) {
-        int c = jp_func_cmp(v, sa[i], sb[i]);
-        if (c)
-            return c;
-    }
-    return la < lb ? -1 : la > lb;
-}
-
-void xframe_name(struct jp_buf *b, const struct jp_func *f)
-{
-    if (!(f->ns_len == 6 && !memcmp(f->ns, "<root>", 6))) {
-        jp_buf_put(b, f->ns, f->ns_len);
-        jp_buf_put(b, ".", 1);
-    }
-    jp_buf_put(b, f->fn, f->fn_len);
 }
 
 const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len)
@@ -137,7 +104,7 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
 
 static int stack_order(const void *a, const void *b, void *v)
 {
-    return xchain_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
+    return jp_chain_lex_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
 }
 
 int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
