@@ -36,9 +36,15 @@
  * `unavailable`, allocations have no stack. Never written to the ring. */
 #define JP_NODE_LOST UINT32_MAX
 
-/* Bounded waits when the ring is full (nanoseconds). */
-#define JP_WAIT_META_NS 2000000000ull   /* per metadata record; then the run is collector-failed */
-#define JP_WAIT_MEM_TOTAL_NS 1000000000ull /* all memory events of a run together */
+/* Waiting for ring room (produce.c): a producer waits while the consumer makes progress and
+ * gives up only after the stall bound without any (jettprof_config.stall_ms, else
+ * $JETT_PROFILE_STALL_MS, else the default), then drops (memory events) or fails the
+ * collector (definitions). */
+#define JP_STALL_DEFAULT_MS 1000u
+#define JP_STALL_MAX_MS 600000u     /* 10 minutes: the largest stall bound accepted */
+#define JP_WAIT_SPINS 64u           /* reloads of the tail before the first sleep */
+#define JP_WAIT_SLICE_NS 10000000ull /* the longest single sleep: the daemon's liveness and the
+                                      * stall bound are checked at least this often */
 /* Control-socket waits (milliseconds). */
 #define JP_HANDSHAKE_TIMEOUT_MS 5000
 #define JP_FINISH_TIMEOUT_MS 10000
@@ -141,7 +147,10 @@ struct jettprof_run {
     uint32_t samples_since_counters;
     uint64_t lost_records;
     uint64_t next_alloc_id;
-    uint64_t mem_wait_left_ns;
+    uint64_t stall_ns;          /* the stall bound */
+    uint64_t producer_wait_ns;  /* time spent waiting for ring room */
+    int stalled;                /* the consumer made no progress for the stall bound ... */
+    uint64_t stalled_tail;      /* ... and its tail is still this: drop without waiting */
     uint32_t exec_thread, exec_task, exec_actor; /* identity of the last EXEC pushed */
     uint32_t failed;       /* collector failed: atomic, any thread may read (relaxed) */
     uint32_t daemon_gone;  /* the control socket hung up: atomic */

@@ -1,5 +1,5 @@
-/* Producing records: producer sections, pushes with bounded waits, thread registration and the
- * hot-path API (enter, leave, stmt, state, safe points, allocation hooks).
+/* Producing records: producer sections, pushes that wait for room (the backpressure policy of
+ * jettprof.h), thread registration and the hot-path API (enter, leave, stmt, state, safe points, allocation hooks).
  *
  * One ring per run has exactly one producer at a time. With one registered runtime thread (the
  * reference runtime) that thread is the run's *owner* and its sections are lock-free: it only
@@ -214,39 +214,61 @@ int jp_daemon_alive(struct jettprof_run *run)
     return 1;
 }
 
+/* The ring is full: the backpressure policy (jettprof.h, "Backpressure"). A short spin, then
+ * sleeps on the ring's futex (jp_ring_wait) in slices of at most JP_WAIT_SLICE_NS, for as long
+ * as the consumer keeps releasing slots; every slice also checks that the daemon is still there.
+ * The wait ends without room when the consumer has released nothing for the stall bound (the
+ * run is then `stalled` at that tail: later waits drop at once until the tail moves again, so a
+ * stopped daemon costs the program one stall bound, not one per event) or the daemon is gone
+ * (the run is failed: nothing more is waited for). The time spent here is producer_wait_ns.
+ * In-section: the section's other producers wait for us, which is the point (one ring). */
 __attribute__((noinline, cold)) static void *reserve_slow(struct jettprof_run *run,
                                                           uint32_t bytes, enum jp_wait w)
 {
     if (w == JP_WAIT_NONE || jp_load_relaxed32(&run->failed))
         return NULL;
-    uint64_t budget = w == JP_WAIT_META ? JP_WAIT_META_NS : run->mem_wait_left_ns;
-    if (budget == 0)
-        return NULL;
+    struct jp_ring *ring = &run->ring;
+    /* The failed reserve reloaded the tail: a stall is over once it moved. */
+    if (run->stalled && ring->p_tail_cache == run->stalled_tail)
+        goto give_up;
+    run->stalled = 0;
     /* Whatever this section already wrote must be visible, or the consumer could not make
      * the room we wait for. */
-    jp_ring_commit(&run->ring);
+    jp_ring_commit(ring);
+    uint64_t t0 = jp_mono_ns();
     void *p = NULL;
-    uint64_t t0 = jp_mono_ns(), spent = 0;
-    long sleep_ns = 20000;
-    for (;;) {
+    for (unsigned i = 0; i < JP_WAIT_SPINS && !p; i++) {
+        cpu_relax();
+        p = jp_ring_reserve(ring, bytes);
+    }
+    uint64_t seen = ring->p_tail_cache, progress_at = t0, now = t0;
+    while (!p) {
         if (!jp_daemon_alive(run)) {
             jp_mark_failed(run);
             break;
         }
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000)
-            sleep_ns *= 2;
-        p = jp_ring_reserve(&run->ring, bytes);
-        spent = jp_mono_ns() - t0;
-        if (p || spent >= budget)
+        now = jp_mono_ns();
+        if (ring->p_tail_cache != seen) {
+            seen = ring->p_tail_cache;
+            progress_at = now;
+        }
+        uint64_t idle = now - progress_at;
+        if (idle >= run->stall_ns) {
+            run->stalled = 1;
+            run->stalled_tail = seen;
             break;
+        }
+        uint64_t slice = run->stall_ns - idle;
+        (void)jp_ring_wait(ring, bytes, slice < JP_WAIT_SLICE_NS ? slice : JP_WAIT_SLICE_NS);
+        p = jp_ring_reserve(ring, bytes);
     }
-    if (w == JP_WAIT_MEM)
-        run->mem_wait_left_ns = spent >= budget ? 0 : budget - spent;
-    else if (!p)
+    run->producer_wait_ns += jp_mono_ns() - t0;
+    if (p)
+        return p;
+give_up:
+    if (w == JP_WAIT_META)
         jp_mark_failed(run); /* a lost definition would leave later records dangling */
-    return p;
+    return NULL;
 }
 
 static inline void *push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)

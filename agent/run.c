@@ -90,17 +90,39 @@ static int bad(const char *why)
     return -EINVAL;
 }
 
+/* The stall bound from $JETT_PROFILE_STALL_MS: milliseconds as plain decimal digits in
+ * 1..JP_STALL_MAX_MS. 0 with *ms (unchanged when the variable is unset or empty), or -EINVAL. */
+static int stall_from_env(uint32_t *ms)
+{
+    const char *v = getenv("JETT_PROFILE_STALL_MS");
+    if (!v || !*v)
+        return 0;
+    uint64_t n = 0;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9' || n > JP_STALL_MAX_MS)
+            return bad("JETT_PROFILE_STALL_MS is not an integer 1..600000 (milliseconds)");
+        n = n * 10u + (uint64_t)(*p - '0');
+    }
+    if (n < 1 || n > JP_STALL_MAX_MS)
+        return bad("JETT_PROFILE_STALL_MS is not an integer 1..600000 (milliseconds)");
+    *ms = (uint32_t)n;
+    return 0;
+}
+
 /* Capabilities first (an unsupported mode is a backend verdict, whatever else is wrong), then
- * every field. */
+ * every field. The struct is size-versioned: a caller's struct may end after any version's last
+ * field (the fields it lacks read as 0, their defaults) or carry a longer zero tail. */
 static int config_check(const struct jettprof_config *cfg, struct jettprof_config *out)
 {
     if (!cfg)
         return bad("no configuration");
-    if (cfg->size < sizeof *cfg)
-        return bad("configuration size is smaller than this library's");
+    if (cfg->size != JETTPROF_CONFIG_SIZE_V1 && cfg->size < sizeof *cfg)
+        return bad("configuration size is none of this library's versions");
     if (cfg->size > sizeof *cfg && !tail_zero(cfg, sizeof *cfg, cfg->size))
         return bad("configuration uses fields this library does not know");
-    struct jettprof_config c = *cfg;
+    struct jettprof_config c;
+    memset(&c, 0, sizeof c);
+    memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
     c.size = sizeof c;
     if (c.mode != JETTPROF_MODE_CPU && c.mode != JETTPROF_MODE_MEMORY)
         return bad("mode is neither cpu nor memory");
@@ -145,6 +167,14 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
         c.cpu_budget_bytes = JP_DEFAULT_CPU_BUDGET;
     if (!c.retention_budget_bytes)
         c.retention_budget_bytes = JP_DEFAULT_RETENTION_BUDGET;
+    if (c.stall_ms > JP_STALL_MAX_MS)
+        return bad("stall_ms is above 600000");
+    if (!c.stall_ms) {
+        c.stall_ms = JP_STALL_DEFAULT_MS;
+        int r = stall_from_env(&c.stall_ms);
+        if (r < 0)
+            return r;
+    }
     *out = c;
     return 0;
 }
@@ -230,7 +260,7 @@ static int run_new(const struct jettprof_config *cfg, jettprof_run **out)
     run->sock = -1;
     run->ring.fd = -1;
     run->membarrier_ok = jp_membarrier_available();
-    run->mem_wait_left_ns = JP_WAIT_MEM_TOTAL_NS;
+    run->stall_ns = (uint64_t)c.stall_ms * 1000000u;
     run->exec_thread = run->exec_task = run->exec_actor = JP_ID_UNAVAILABLE;
     run->slot_count = c.ring_slots ? c.ring_slots
                       : c.mode == JETTPROF_MODE_CPU ? JP_DEFAULT_SLOTS_CPU
@@ -348,6 +378,7 @@ void jp_counters_fill(struct jettprof_run *run, struct jp_rec_counters *c)
         .waiting_ticks = jp_load_relaxed64(&run->waiting_ticks),
         .runtime_ticks = jp_load_relaxed64(&run->runtime_ticks),
         .lost_records = run->lost_records,
+        .producer_wait_ns = run->producer_wait_ns,
     };
 }
 

@@ -136,14 +136,16 @@ int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m)
 static int account_buffered(struct jpd_session *s)
 {
     size_t now = jp_ctl_decoder_pending(s->dec);
-    s->d->buffered = s->d->buffered - s->buffered + now;
+    /* Sessions on every loop add to it: an atomic sum, relaxed (it bounds memory, it orders
+     * nothing). */
+    size_t total = __atomic_add_fetch(&s->d->buffered, now - s->buffered, __ATOMIC_RELAXED);
     s->buffered = now;
-    return s->d->buffered > JPD_MAX_BUFFERED ? -ENOBUFS : 0;
+    return total > JPD_MAX_BUFFERED ? -ENOBUFS : 0;
 }
 
 void jpd_conn_end_input(struct jpd_session *s)
 {
-    s->d->buffered -= s->buffered;
+    __atomic_sub_fetch(&s->d->buffered, s->buffered, __ATOMIC_RELAXED);
     s->buffered = 0;
     jp_ctl_decoder_free(s->dec);
     s->dec = NULL;
@@ -164,10 +166,39 @@ int jpd_conn_take_fd(struct jpd_session *s)
     return fd;
 }
 
-static void read_input(struct jpd_session *s)
+/* Hands every whole frame the decoder holds to the session. 0 to go on reading, 1 when the
+ * session must not be read any further here (done, closing, gone, or moving to a worker). */
+static int take_frames(struct jpd_session *s)
+{
+    for (;;) {
+        struct jp_ctl_msg m;
+        const char *why = NULL;
+        int r = jp_ctl_decoder_next(s->dec, &m, &why);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, why ? why : "malformed control message");
+            return 1;
+        }
+        jpd_session_msg(s, &m);
+        if (s->state == JPD_S_DONE || s->closing || s->eof || s->moving)
+            return 1;
+    }
+    (void)account_buffered(s); /* only shrinks here: whole frames were taken */
+    return 0;
+}
+
+void jpd_conn_resume(struct jpd_session *s)
+{
+    if (s->dec)
+        (void)take_frames(s);
+}
+
+void jpd_conn_read(struct jpd_session *s)
 {
     uint8_t buf[65536];
-    for (int turn = 0; turn < 16 && s->state != JPD_S_DONE && !s->closing && !s->eof; turn++) {
+    for (int turn = 0;
+         turn < 16 && s->state != JPD_S_DONE && !s->closing && !s->eof && !s->moving; turn++) {
         int got[JP_CTL_MAX_FDS], fds_rc;
         unsigned k;
         ssize_t n = recv_some(s->fd, buf, sizeof buf, got, &k, &fds_rc);
@@ -219,28 +250,15 @@ static void read_input(struct jpd_session *s)
                              "the daemon holds too many unfinished control frames");
             return;
         }
-        for (;;) {
-            struct jp_ctl_msg m;
-            const char *why = NULL;
-            r = jp_ctl_decoder_next(s->dec, &m, &why);
-            if (r == 0)
-                break;
-            if (r < 0) {
-                jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, why ? why : "malformed control message");
-                return;
-            }
-            jpd_session_msg(s, &m);
-            if (s->state == JPD_S_DONE || s->closing || s->eof)
-                return;
-        }
-        (void)account_buffered(s); /* only shrinks here: whole frames were taken */
+        if (take_frames(s))
+            return;
     }
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
 {
     struct jpd_session *s = h->data;
-    if (s->closing)
+    if (s->closing || s->moving)
         return;
     if (status < 0) {
         jpd_session_eof(s);
@@ -248,15 +266,15 @@ static void on_poll(uv_poll_t *h, int status, int events)
     }
     if (events & UV_WRITABLE)
         jpd_conn_flush(s);
-    if (s->closing)
+    if (s->closing || s->moving)
         return;
     if (events & (UV_READABLE | UV_DISCONNECT))
-        read_input(s);
+        jpd_conn_read(s);
 }
 
 void jpd_conn_update_poll(struct jpd_session *s)
 {
-    if (s->closing)
+    if (s->closing || s->moving)
         return;
     int ev = 0;
     if (!s->eof && s->state != JPD_S_DONE)
@@ -277,12 +295,20 @@ int jpd_conn_open(struct jpd_session *s)
     int r = jp_ctl_decoder_new(JPD_MAX_SMALL_FRAME, &s->dec);
     if (r < 0)
         return r;
-    r = uv_poll_init(s->d->loop, &s->poll, s->fd);
+    r = jpd_conn_attach(s);
     if (r < 0) {
         jp_ctl_decoder_free(s->dec);
         s->dec = NULL;
         return r;
     }
+    return 0;
+}
+
+int jpd_conn_attach(struct jpd_session *s)
+{
+    int r = uv_poll_init(s->lp->uv, &s->poll, s->fd);
+    if (r < 0)
+        return r;
     s->poll.data = s;
     return 0;
 }
@@ -301,7 +327,7 @@ void jpd_conn_free(struct jpd_session *s)
 int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid)
 {
     uint32_t all = 0, mine = 0;
-    for (const struct jpd_session *s = d->sessions; s; s = s->next)
+    for (const struct jpd_session *s = d->main.sessions; s; s = s->next) /* HELLO: main's */
         if (s->state == JPD_S_HELLO && !s->closing) {
             all++;
             mine += s->peer.uid == uid;

@@ -149,8 +149,8 @@ static void on_again(uv_idle_t *h)
 void jpd_drain_pump(struct jpd_session *s)
 {
     const char *why = NULL;
-    /* A lone run has no one to be fair to: larger slices, fewer loop turns. */
-    int r = drain(s, s->d->live_runs > 1 ? JPD_DRAIN_SLICE : JPD_DRAIN_SLICE_ALONE, &why);
+    /* A run alone on its loop has no one to be fair to: larger slices, fewer loop turns. */
+    int r = drain(s, s->lp->live_runs > 1 ? JPD_DRAIN_SLICE : JPD_DRAIN_SLICE_ALONE, &why);
     if (r < 0) {
         drain_failed(s, r, why);
         return;

@@ -6,6 +6,7 @@
 #ifndef JETTPROF_DAEMON_JPD_H
 #define JETTPROF_DAEMON_JPD_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -51,8 +52,11 @@
 #define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
 #define JPD_DEFAULT_RETENTION_BUDGET (64ull << 20)
 
+#define JPD_MAX_WORKERS 256u       /* --workers N: 1..this; default the online CPUs */
+
 struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
+    uint32_t workers;         /* serve: drain threads, 0 = one per online CPU */
     const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
     uint64_t capture_max_bytes; /* capture dir: most bytes of captures kept; 0: no cap */
     uint64_t capture_max_age_s; /* capture dir: oldest capture kept, seconds; 0: no cap */
@@ -75,9 +79,32 @@ struct jpd_kept {
 
 struct jpd_session;
 struct jpd_session_ops;
+struct jpd_post;
+
+/* One event loop and the sessions on it. The main loop (accept, signals, every connection until
+ * its HELLO is accepted, SHOW, and in private mode the one run) is the daemon's; in `serve` each
+ * worker thread runs its own loop, and a run belongs to one worker for its life (workers.c).
+ * Everything here but the fields marked otherwise is touched only by the loop's own thread. */
+struct jpd_loop {
+    struct jpd_daemon *d;
+    uv_loop_t *uv;
+    struct jpd_session *sessions; /* this loop's sessions, doubly linked (session.c) */
+    uint32_t live_runs;           /* of them, in the live (draining) state */
+    /* Workers only (workers.c). */
+    uv_loop_t own;
+    pthread_t thread;
+    int started;                  /* the thread runs (joined at exit) */
+    uv_async_t wake;              /* main -> worker: look at the fields under mu */
+    pthread_mutex_t mu;           /* guards inbox, shutdown and quit */
+    struct jpd_session *inbox;    /* handed over by the main loop, not adopted yet */
+    int shutdown, quit;
+    int shut_done;                /* the worker's own: its sessions were shut down */
+    uint32_t assigned;            /* atomic: runs handed here and not yet freed (balancing) */
+};
 
 struct jpd_daemon {
-    uv_loop_t *loop;
+    uv_loop_t *loop;       /* the main loop (main.uv) */
+    struct jpd_loop main;
     const struct jpd_config *cfg;
     const struct jpd_session_ops *ops; /* what sessions may ask of the daemon (server.c) */
     int private_mode;
@@ -95,13 +122,28 @@ struct jpd_daemon {
     uv_signal_t sigterm, sigint;
     int signals_active;
 
-    /* Kept by the session side (a session links itself in at start and out in its close
-     * callback, and counts itself); the server only reads them. */
-    struct jpd_session *sessions; /* doubly linked */
+    /* Sessions of every loop, counted at accept on the main loop (session.c) and off when one
+     * is freed: on the main loop at once, on a worker through the post below. Main loop only. */
     uint32_t nsessions;
-    uint32_t live_runs;   /* sessions in the live (draining) state */
-    uint64_t next_run_id; /* the run id the next HELLO gets */
-    size_t buffered;      /* bytes of unfinished frames in every session's decoder */
+    uint64_t next_run_id; /* the run id the next HELLO gets (main loop) */
+    size_t buffered;      /* bytes of unfinished frames in every session's decoder: atomic
+                           * (relaxed: a bound, not a synchronisation) */
+
+    /* serve: the worker pool and what workers post back to the main loop (workers.c). */
+    pthread_t main_thread;
+    struct jpd_loop *workers;
+    uint32_t nworkers;    /* 0: everything on the main loop (private mode) */
+    uv_async_t post;      /* worker -> main: look at the fields under post_mu */
+    int post_active;
+    pthread_mutex_t post_mu; /* guards posts and gone */
+    struct jpd_post *posts, *posts_tail; /* runs-log rows and kept profiles, in order */
+    uint32_t gone;        /* sessions freed on workers, not yet counted off nsessions */
+    int workers_stopping; /* main loop: the workers were told to quit */
+    /* Runs in flight per uid, for --max-runs-per-uid: counted from an accepted HELLO until the
+     * run's session is done, on whichever loop that happens; guarded by flights_mu. */
+    pthread_mutex_t flights_mu;
+    struct jpd_flight { uid_t uid; uint32_t runs; } flights[JPD_MAX_SESSIONS];
+    uint32_t nflights;
 
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
@@ -111,13 +153,20 @@ struct jpd_daemon {
 };
 
 /* What a session asks of the daemon that holds it. The two sides and what each owns:
- *   the server (server.c) owns the daemon object, the listener, the signals, the runs log, the
- *     store of kept runs for `show` and the capture directory, and implements these calls;
+ *   the server (server.c, workers.c) owns the daemon object, the listener, the signals, the
+ *     runs log, the store of kept runs for `show`, the capture directory and the worker pool,
+ *     and implements these calls;
  *   a session (session.c and the files session.h names) owns its socket, ring, engine and
- *     capture writers, and the session list and counters noted in struct jpd_daemon.
+ *     capture writers, and the session lists and counters noted in struct jpd_loop and
+ *     struct jpd_daemon.
  * A session never calls into server.c: only through d->ops. The server calls sessions through
- * the jpd_session_* functions below. Each call is made on the loop's thread and returns before
- * the session goes on; none of them calls back into the session. */
+ * the jpd_session_* functions below. Each call is made on the session's loop's thread and
+ * returns before the session goes on; none of them calls back into the session. A call made on
+ * a worker's thread is safe there: log_run and keep post their work to the main loop (which
+ * owns the runs log and the kept store) before returning, so a run is logged and kept, in the
+ * order of the calls, before anything the session sends after them can reach a client;
+ * open_capture and remove_capture only use the capture directory's fd, which does not change
+ * while the daemon runs. */
 struct jpd_session_ops {
     /* One row in the runs log for a finished run (nothing without a runs log). */
     void (*log_run)(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
@@ -125,16 +174,25 @@ struct jpd_session_ops {
                     uint32_t status);
     /* Keeps a copy of a finished run's rendered profile for `show` (long-lived mode). */
     void (*keep)(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
-    /* A kept run, or NULL; valid until the next keep. */
-    const struct jpd_kept *(*find_kept)(const struct jpd_daemon *d, uint64_t run_id);
+    /* A kept run, or NULL; valid until the next keep. Main loop only (SHOW). */
+    const struct jpd_kept *(*find_kept)(struct jpd_daemon *d, uint64_t run_id);
     /* Creates the run's capture file in the capture directory: 1 with its fd in *fd (the
      * session's now) and its name in name[cap], 0 when the daemon keeps no capture directory,
      * or -errno. */
     int (*open_capture)(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap);
     /* Removes a capture file open_capture made (by its name). 0 or -errno. */
     int (*remove_capture)(struct jpd_daemon *d, const char *name);
-    /* The session's memory is freed: the daemon may be done (private mode, shutdown). */
-    void (*session_gone)(struct jpd_daemon *d);
+    /* The session's memory is freed, on lp's thread: the daemon may be done (private mode,
+     * shutdown). */
+    void (*session_gone)(struct jpd_daemon *d, struct jpd_loop *lp);
+    /* Runs in flight of a uid (--max-runs-per-uid), and the two ends of one: begins when the
+     * main loop accepts a HELLO, ends once when the run's session is done or closes. */
+    uint32_t (*runs_of)(struct jpd_daemon *d, uid_t uid);
+    void (*run_begins)(struct jpd_daemon *d, uid_t uid);
+    void (*run_ends)(struct jpd_daemon *d, uid_t uid);
+    /* serve (d->nworkers > 0): the session has left the main loop after its HELLO (its handles
+     * are closed, it is on no loop's list); a worker adopts it (jpd_session_adopt). */
+    void (*hand_over)(struct jpd_daemon *d, struct jpd_session *s);
 };
 
 /* session.c */
@@ -160,11 +218,49 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 /* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
 void jpd_session_shutdown(struct jpd_session *s);
 struct jpd_session *jpd_session_next(struct jpd_session *s);
+/* On a worker's thread: a session handed over (ops->hand_over) joins lp and goes on where the
+ * main loop left it (frames it already buffered, the rest of its handshake time); shut down at
+ * once when shutting_down. */
+void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down);
+/* The link a session is queued by while it is on no loop (workers.c's inbox). */
+struct jpd_session **jpd_session_link(struct jpd_session *s);
 
 /* conn.c */
 /* 1 (and a log line) when a new connection of uid must be refused because too many
  * connections, of uid or in all, have not said HELLO yet; else 0. */
 int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
+
+/* workers.c: the worker pool of `serve` and the posts from workers to the main loop. */
+/* Starts n worker threads, each with its own loop. 0 or -errno (nothing left running). */
+int jpd_workers_start(struct jpd_daemon *d, uint32_t n);
+/* Main loop: SIGTERM reached the daemon; every worker shuts its sessions down. */
+void jpd_workers_shutdown(struct jpd_daemon *d);
+/* Main loop, when no session is left: the workers end their loops; joined in _join. */
+void jpd_workers_stop(struct jpd_daemon *d);
+void jpd_workers_join(struct jpd_daemon *d);
+/* Main loop (ops->hand_over): queues a session that left the main loop to the worker with the
+ * fewest runs. */
+void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
+/* Main loop: applies what workers posted (runs-log rows, kept profiles, freed sessions), so
+ * what follows sees every post made before it. Called from the post handle and before anything
+ * that reads the state the posts change. */
+void jpd_workers_absorb(struct jpd_daemon *d);
+/* 1 on the main loop's thread. */
+int jpd_on_main(const struct jpd_daemon *d);
+/* From a worker: a runs-log row (copied) / a kept profile (its texts taken: *r keeps none) for
+ * the main loop. */
+void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                  const struct jp_engine_summary *sum, const char *reason, uint32_t status);
+void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
+void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
+/* What the main loop does with them (server.c). */
+void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                        uint32_t status);
+void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
+/* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
+int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
+void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
 
 /* server.c */
 int jpd_run_private(int fd);

@@ -2,8 +2,9 @@
  *
  *   jettprofd --session-fd N                  private mode: one run on an inherited socket
  *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]
- *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]
- *                   [--max-cpu-budget B] [--max-retention-budget B]
+ *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G]
+ *                   [--max-runs-per-uid N] [--max-ring-bytes B]
+ *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
@@ -49,7 +50,7 @@ static const struct command {
      "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
      "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
-     "                [--max-cpu-budget B] [--max-retention-budget B]\n",
+     "                [--max-cpu-budget B] [--max-retention-budget B] [--workers N]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
      "  --socket PATH             where to listen, unless systemd handed over a socket\n"
      "                            (default: $JETTPROFD_SOCKET, else\n"
@@ -68,7 +69,10 @@ static const struct command {
      "  --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
      "                            33554432); a client may ask for less, never more\n"
      "  --max-retention-budget B  most retention metadata bytes a run may use\n"
-     "                            (default 67108864); likewise\n"},
+     "                            (default 67108864); likewise\n"
+     "  --workers N               threads that drain the runs, each with its own event\n"
+     "                            loop, 1..256 (default: one per online CPU); a run stays\n"
+     "                            on one of them for its life\n"},
     {"show",
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
@@ -167,7 +171,7 @@ static int cmd_serve(int argc, char **argv)
                                                  "--runs-log",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
-                                                 "--max-retention-budget"};
+                                                 "--max-retention-budget", "--workers"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= !strcmp(a, with_value[k]);
@@ -209,6 +213,10 @@ static int cmd_serve(int argc, char **argv)
             if (jpd_parse_u64(v, 1, 100000, &n) < 0)
                 return bad("serve", "--max-runs-per-uid must be an integer 1..100000, not", v);
             cfg.max_runs_per_uid = (uint32_t)n;
+        } else if (!strcmp(a, "--workers")) {
+            if (jpd_parse_u64(v, 1, JPD_MAX_WORKERS, &n) < 0)
+                return bad("serve", "--workers must be an integer 1..256, not", v);
+            cfg.workers = (uint32_t)n;
         } else if (!strcmp(a, "--max-cpu-budget") || !strcmp(a, "--max-retention-budget")) {
             if (jpd_parse_u64(v, 1, UINT64_MAX, &n) < 0)
                 return bad("serve", !strcmp(a, "--max-cpu-budget")

@@ -1,6 +1,8 @@
-/* The daemon object: private mode (one run on an inherited socket), long-lived mode (a
- * listening unix socket, created or handed over by systemd), signals, the runs log, the
- * `show` store and the capture directory.
+/* The daemon object: private mode (one run on an inherited socket, on one loop), long-lived
+ * mode (a listening unix socket, created or handed over by systemd; runs drained by the worker
+ * pool of workers.c), signals, the runs log, the `show` store, the runs in flight per uid and
+ * the capture directory. All of it is the main loop's, but the per-uid counts (their own lock)
+ * and the capture directory's fd (fixed while the daemon runs).
  *
  * Runs log (long-lived mode, --runs-log FILE): one JSON object per line and per finished run,
  * written with a single write() on an O_APPEND file:
@@ -11,6 +13,7 @@
  * pid and uid come from SO_PEERCRED, not from what the client says. No paths, no user values.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -35,8 +38,34 @@ static void kept_clear(struct jpd_kept *k)
     memset(k, 0, sizeof *k);
 }
 
-static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
-                     const struct jp_rendered *r)
+static char *text_copy(const char *t, size_t len)
+{
+    char *c = malloc(len + 1);
+    if (c) {
+        memcpy(c, t, len);
+        c[len] = '\0';
+    }
+    return c;
+}
+
+int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out)
+{
+    memset(out, 0, sizeof *out);
+    out->status = r->status;
+    memcpy(out->reason, r->reason, sizeof out->reason);
+    out->reason[sizeof out->reason - 1] = '\0';
+    if ((r->human && !(out->human = text_copy(r->human, r->human_len))) ||
+        (r->toon && !(out->toon = text_copy(r->toon, r->toon_len)))) {
+        jp_rendered_free(out);
+        return -ENOMEM;
+    }
+    out->human_len = r->human ? r->human_len : 0;
+    out->toon_len = r->toon ? r->toon_len : 0;
+    return 0;
+}
+
+/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
+static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
      * not grow the daemon. */
@@ -44,8 +73,10 @@ static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         total += d->kept[i].human_len + d->kept[i].toon_len;
     size_t add = r->human_len + r->toon_len;
-    if (add > JPD_KEEP_BYTES)
+    if (add > JPD_KEEP_BYTES) {
+        jp_rendered_free(r);
         return;
+    }
     struct jpd_kept *k = &d->kept[d->kept_next];
     total -= k->human_len + k->toon_len;
     kept_clear(k);
@@ -59,25 +90,37 @@ static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
     k->status = r->status;
     memcpy(k->reason, r->reason, sizeof k->reason);
     k->reason[sizeof k->reason - 1] = '\0';
-    if (r->human) {
-        k->human = malloc(r->human_len + 1);
-        if (k->human) {
-            memcpy(k->human, r->human, r->human_len + 1);
-            k->human_len = r->human_len;
-        }
-    }
-    if (r->toon) {
-        k->toon = malloc(r->toon_len + 1);
-        if (k->toon) {
-            memcpy(k->toon, r->toon, r->toon_len + 1);
-            k->toon_len = r->toon_len;
-        }
-    }
+    k->human = r->human;
+    k->human_len = r->human_len;
+    k->toon = r->toon;
+    k->toon_len = r->toon_len;
+    r->human = r->toon = NULL;
+    r->human_len = r->toon_len = 0;
     d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
 }
 
-static const struct jpd_kept *find_kept(const struct jpd_daemon *d, uint64_t run_id)
+/* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
+ * cannot be copied is not kept. */
+static void keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid,
+                     const struct jp_rendered *r)
 {
+    struct jp_rendered copy;
+    if (jpd_rendered_copy(r, &copy) < 0)
+        return;
+    if (jpd_on_main(d))
+        keep_owned(d, run_id, uid, &copy);
+    else
+        jpd_post_keep(d, run_id, uid, &copy);
+}
+
+void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+{
+    keep_owned(d, run_id, uid, r);
+}
+
+static const struct jpd_kept *find_kept(struct jpd_daemon *d, uint64_t run_id)
+{
+    jpd_workers_absorb(d); /* a run a worker kept before its RESULT went out is found */
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         if (d->kept[i].run_id == run_id && run_id != 0)
             return &d->kept[i];
@@ -102,8 +145,9 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
+                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
+                        uint32_t status)
 {
     if (d->runs_log_fd < 0)
         return;
@@ -135,6 +179,61 @@ static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
     else
         append_row(d->runs_log_fd, b.p, b.len);
     jp_buf_free(&b);
+}
+
+/* The runs log is the main loop's: a worker's row is posted there, in order. */
+static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+{
+    if (d->runs_log_fd < 0)
+        return;
+    if (jpd_on_main(d))
+        jpd_server_log_run(d, run_id, pid, uid, ending, sum, reason, status);
+    else
+        jpd_post_log(d, run_id, pid, uid, ending, sum, reason, status);
+}
+
+/* ---- runs in flight per uid (--max-runs-per-uid) ---- */
+
+static struct jpd_flight *flight_of(struct jpd_daemon *d, uid_t uid)
+{
+    for (uint32_t i = 0; i < d->nflights; i++)
+        if (d->flights[i].uid == uid)
+            return &d->flights[i];
+    return NULL;
+}
+
+static uint32_t runs_of(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    uint32_t n = f ? f->runs : 0;
+    pthread_mutex_unlock(&d->flights_mu);
+    return n;
+}
+
+/* One entry per uid with a run in flight: at most one per session, and sessions are capped at
+ * JPD_MAX_SESSIONS, so the table never fills. */
+static void run_begins(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    if (!f && d->nflights < JPD_MAX_SESSIONS) {
+        f = &d->flights[d->nflights++];
+        *f = (struct jpd_flight){uid, 0};
+    }
+    if (f)
+        f->runs++;
+    pthread_mutex_unlock(&d->flights_mu);
+}
+
+static void run_ends(struct jpd_daemon *d, uid_t uid)
+{
+    pthread_mutex_lock(&d->flights_mu);
+    struct jpd_flight *f = flight_of(d, uid);
+    if (f && --f->runs == 0)
+        *f = d->flights[--d->nflights];
+    pthread_mutex_unlock(&d->flights_mu);
 }
 
 static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
@@ -200,14 +299,25 @@ static void stop_signals(struct jpd_daemon *d)
     }
 }
 
-static void session_gone(struct jpd_daemon *d)
+/* n sessions were freed (on the main loop, or on workers as their posts say). Private mode
+ * serves exactly one run; long-lived mode ends when it was told to and the last in-flight run is
+ * delivered: the workers stop, and with no handle left, uv_run returns. */
+void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n)
 {
-    /* Private mode serves exactly one run; long-lived mode ends when it was told to and the
-     * last in-flight run is delivered. With no handle left, uv_run returns. */
+    d->nsessions -= n;
     if (d->private_mode || (d->shutting_down && d->nsessions == 0)) {
         stop_listening(d);
         stop_signals(d);
+        jpd_workers_stop(d);
     }
+}
+
+static void session_gone(struct jpd_daemon *d, struct jpd_loop *lp)
+{
+    if (lp == &d->main)
+        jpd_server_sessions_gone(d, 1);
+    else
+        jpd_post_gone(d, lp);
 }
 
 static void begin_shutdown(struct jpd_daemon *d)
@@ -221,13 +331,15 @@ static void begin_shutdown(struct jpd_daemon *d)
         jpd_log("stopping: %u session(s) in flight", (unsigned)d->nsessions);
     }
     /* jpd_session_shutdown never frees (only close callbacks do), so next stays valid. */
-    for (struct jpd_session *it = d->sessions; it;) {
+    for (struct jpd_session *it = d->main.sessions; it;) {
         struct jpd_session *next = jpd_session_next(it);
         jpd_session_shutdown(it);
         it = next;
     }
+    jpd_workers_shutdown(d);
+    jpd_workers_absorb(d);
     if (d->nsessions == 0)
-        session_gone(d);
+        jpd_server_sessions_gone(d, 0);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -243,6 +355,10 @@ static const struct jpd_session_ops session_ops = {
     .open_capture = open_capture,
     .remove_capture = remove_capture,
     .session_gone = session_gone,
+    .runs_of = runs_of,
+    .run_begins = run_begins,
+    .run_ends = run_ends,
+    .hand_over = jpd_workers_hand_over,
 };
 
 static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
@@ -250,6 +366,11 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
 {
     memset(d, 0, sizeof *d);
     d->loop = loop;
+    d->main.d = d;
+    d->main.uv = loop;
+    d->main_thread = pthread_self();
+    pthread_mutex_init(&d->post_mu, NULL);
+    pthread_mutex_init(&d->flights_mu, NULL);
     d->cfg = cfg;
     d->ops = &session_ops;
     d->private_mode = private_mode;
@@ -300,6 +421,7 @@ static int start_loop(uv_loop_t *loop, struct jpd_daemon *d, const struct jpd_co
 static int daemon_run(struct jpd_daemon *d)
 {
     uv_run(d->loop, UV_RUN_DEFAULT);
+    jpd_workers_join(d);
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         kept_clear(&d->kept[i]);
     if (d->runs_log_fd >= 0)
@@ -307,6 +429,8 @@ static int daemon_run(struct jpd_daemon *d)
     if (d->capture_dir_fd >= 0)
         close(d->capture_dir_fd);
     int r = uv_loop_close(d->loop);
+    pthread_mutex_destroy(&d->post_mu);
+    pthread_mutex_destroy(&d->flights_mu);
     if (r < 0) {
         jpd_log("internal: handles left open at exit");
         return 1;
@@ -472,6 +596,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
         }
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
+        jpd_workers_absorb(d); /* sessions freed on workers no longer count */
         if (!peer_allowed(d, fd, &uc)) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
@@ -636,8 +761,21 @@ int jpd_run_serve(const struct jpd_config *cfg)
     uv_timer_init(&loop, &d.accept_retry);
     d.accept_retry.data = &d;
     d.accept_retry_active = 1;
+    r = jpd_workers_start(&d, cfg->workers);
+    if (r < 0) {
+        jpd_log("cannot start the worker threads: %s", strerror(-r));
+        stop_listening(&d);
+        goto fail;
+    }
     uv_poll_start(&d.listen, UV_READABLE, on_accept);
-    jpd_log("serving");
+    /* The operator's first question is where: the socket's own name, whoever bound it. */
+    struct sockaddr_un self = {0};
+    socklen_t self_len = sizeof self;
+    if (getsockname(fd, (struct sockaddr *)&self, &self_len) < 0 || !self.sun_path[0] ||
+        self_len <= offsetof(struct sockaddr_un, sun_path))
+        strcpy(self.sun_path, "an unnamed socket");
+    self.sun_path[sizeof self.sun_path - 1] = '\0';
+    jpd_log("serving on %s with %u worker(s)", self.sun_path, (unsigned)d.nworkers);
     jpd_sd_notify("READY=1");
     return daemon_run(&d);
 fail:

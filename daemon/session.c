@@ -14,15 +14,26 @@
 uint32_t jpd_excerpt_timeout_ms = JPD_EXCERPT_MS;
 uint32_t jpd_handshake_timeout_ms = JPD_HANDSHAKE_MS;
 
-/* Every state change goes through here: the daemon counts its live runs, so a lone run can be
- * drained in larger slices (nobody else waits for the loop). */
+/* The run stops counting against its uid's --max-runs-per-uid once its session is done. */
+static void run_over(struct jpd_session *s)
+{
+    if (s->counted) {
+        s->counted = 0;
+        s->d->ops->run_ends(s->d, s->peer.uid);
+    }
+}
+
+/* Every state change goes through here: each loop counts its live runs, so a run alone on its
+ * loop can be drained in larger slices (nobody else waits for that loop). */
 static void set_state(struct jpd_session *s, int st)
 {
     if (s->state == JPD_S_LIVE && st != JPD_S_LIVE)
-        s->d->live_runs--;
+        s->lp->live_runs--;
     else if (s->state != JPD_S_LIVE && st == JPD_S_LIVE)
-        s->d->live_runs++;
+        s->lp->live_runs++;
     s->state = st;
+    if (st == JPD_S_DONE)
+        run_over(s);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -143,6 +154,11 @@ static void on_timer(uv_timer_t *t)
     switch (s->state) {
     case JPD_S_HELLO:
     case JPD_S_RING:
+        /* A daemon that was itself late (stopped, starved of CPU) runs its timers before it
+         * polls its sockets: what the client sent in time is taken first. */
+        jpd_conn_read(s);
+        if (s->closing || s->moving || (s->state != JPD_S_HELLO && s->state != JPD_S_RING))
+            return;
         if (!s->d->private_mode)
             jpd_log("closing a connection of uid %u: no hello and ring within %u ms",
                     (unsigned)s->peer.uid, (unsigned)jpd_handshake_timeout_ms);
@@ -206,15 +222,89 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
     return 0;
 }
 
-/* Runs of uid in flight: the cap of --max-runs-per-uid counts these. */
-static uint32_t live_runs_of(const struct jpd_daemon *d, uid_t uid)
+static void on_closed(uv_handle_t *h);
+static void on_moved(uv_handle_t *h);
+
+/* serve: after its HELLO the session leaves the main loop for a worker's (session.h, Loops). */
+static void begin_move(struct jpd_session *s)
 {
-    uint32_t n = 0;
-    for (const struct jpd_session *s = d->sessions; s; s = s->next)
-        if (s->peer.uid == uid && s->run_id != 0 && !s->run_finished && !s->closing &&
-            s->state != JPD_S_DONE)
-            n++;
-    return n;
+    s->moving = 1;
+    uv_poll_stop(&s->poll);
+    uv_timer_stop(&s->timer);
+    uv_idle_stop(&s->again);
+    uv_close((uv_handle_t *)&s->poll, on_moved);
+    uv_close((uv_handle_t *)&s->timer, on_moved);
+    uv_close((uv_handle_t *)&s->again, on_moved);
+}
+
+static void unlink_session(struct jpd_session *s)
+{
+    struct jpd_loop *lp = s->lp;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        lp->sessions = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->prev = s->next = NULL;
+}
+
+static void link_session(struct jpd_loop *lp, struct jpd_session *s)
+{
+    s->lp = lp;
+    s->prev = NULL;
+    s->next = lp->sessions;
+    if (lp->sessions)
+        lp->sessions->prev = s;
+    lp->sessions = s;
+}
+
+static void on_moved(uv_handle_t *h)
+{
+    struct jpd_session *s = h->data;
+    if (--s->handles_open > 0)
+        return;
+    unlink_session(s);
+    s->lp = NULL;
+    s->d->ops->hand_over(s->d, s); /* the last the main loop does with it */
+}
+
+struct jpd_session **jpd_session_link(struct jpd_session *s)
+{
+    return &s->next;
+}
+
+void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down)
+{
+    link_session(lp, s);
+    s->moving = 0;
+    s->poll_events = 0;
+    uv_timer_init(lp->uv, &s->timer);
+    uv_idle_init(lp->uv, &s->again);
+    s->timer.data = s;
+    s->again.data = s;
+    if (jpd_conn_attach(s) < 0) {
+        /* No way to watch its socket on this loop: it ends here, unanswered. */
+        jpd_log("run %llu: cannot watch its connection on a worker",
+                (unsigned long long)s->run_id);
+        s->handles_open = 2;
+        s->closing = 1;
+        run_over(s);
+        uv_close((uv_handle_t *)&s->timer, on_closed);
+        uv_close((uv_handle_t *)&s->again, on_closed);
+        return;
+    }
+    s->handles_open = 3;
+    /* What is left of its handshake time, on the same clock as the main loop's. */
+    uint64_t now = uv_hrtime();
+    uint64_t left = s->handshake_deadline_ns > now ? s->handshake_deadline_ns - now : 0;
+    uv_timer_start(&s->timer, on_timer, (left + 999999u) / 1000000u, 0);
+    jpd_conn_resume(s);
+    if (s->closing || s->state == JPD_S_DONE)
+        return;
+    jpd_conn_update_poll(s);
+    if (shutting_down)
+        jpd_session_shutdown(s);
 }
 
 static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
@@ -231,7 +321,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     /* root is capped like any uid: a runaway root job must not take every run slot. */
     if (!s->d->private_mode &&
-        live_runs_of(s->d, s->peer.uid) >= s->d->cfg->max_runs_per_uid) {
+        s->d->ops->runs_of(s->d, s->peer.uid) >= s->d->cfg->max_runs_per_uid) {
         jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS, "too many concurrent runs for this user");
         return;
     }
@@ -244,7 +334,13 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
         return;
     }
+    if (s->closing || s->state == JPD_S_DONE)
+        return; /* the peer went away while it was answered: nothing to hand over */
     set_state(s, JPD_S_RING);
+    s->counted = 1;
+    s->d->ops->run_begins(s->d, s->peer.uid);
+    if (s->d->nworkers)
+        begin_move(s); /* RING and everything after it is a worker's */
 }
 
 static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
@@ -418,27 +514,23 @@ static void on_closed(uv_handle_t *h)
     if (--s->handles_open > 0)
         return;
     struct jpd_daemon *d = s->d;
+    struct jpd_loop *lp = s->lp;
     jpd_conn_free(s);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
     jp_report_free(s->report);
     jp_engine_free(s->eng);
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        d->sessions = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
-    d->nsessions--;
+    unlink_session(s);
     free(s);
-    d->ops->session_gone(d);
+    d->ops->session_gone(d, lp);
 }
 
 void jpd_session_close(struct jpd_session *s)
 {
-    if (s->closing)
+    if (s->closing || s->moving)
         return;
     s->closing = 1;
+    run_over(s);
     if (s->state == JPD_S_LIVE)
         set_state(s, JPD_S_DONE);
     uv_poll_stop(&s->poll);
@@ -458,6 +550,7 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
         return -ENOMEM;
     }
     s->d = d;
+    s->lp = &d->main;
     s->fd = fd;
     s->peer = *peer;
     s->cap_fd[0] = s->cap_fd[1] = -1;
@@ -467,15 +560,12 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
         free(s);
         return r;
     }
-    uv_timer_init(d->loop, &s->timer);
-    uv_idle_init(d->loop, &s->again);
+    uv_timer_init(d->main.uv, &s->timer);
+    uv_idle_init(d->main.uv, &s->again);
     s->timer.data = s;
     s->again.data = s;
     s->handles_open = 3;
-    s->next = d->sessions;
-    if (d->sessions)
-        d->sessions->prev = s;
-    d->sessions = s;
+    link_session(&d->main, s);
     d->nsessions++;
     *out = s;
     return 0;
@@ -488,6 +578,7 @@ int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer)
     if (r < 0)
         return r;
     s->state = JPD_S_HELLO;
+    s->handshake_deadline_ns = uv_hrtime() + (uint64_t)jpd_handshake_timeout_ms * 1000000u;
     uv_timer_start(&s->timer, on_timer, jpd_handshake_timeout_ms, 0);
     jpd_conn_update_poll(s);
     return 0;
@@ -507,8 +598,8 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 
 void jpd_session_shutdown(struct jpd_session *s)
 {
-    if (s->closing || s->state == JPD_S_DONE)
-        return;
+    if (s->closing || s->moving || s->state == JPD_S_DONE)
+        return; /* a moving session is shut down by the worker that adopts it */
     if (s->state == JPD_S_LIVE || s->state == JPD_S_EXCERPTS) {
         /* Drain what is in the ring now, then deliver the run as interrupted. */
         if (jpd_drain_now(s) < 0)

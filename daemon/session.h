@@ -12,7 +12,15 @@
  *
  * Lifetime: a session is created on accept (or from --session-fd), owns its socket, its ring
  * mapping, its engine and its capture writers, and is freed only in the close callback of its
- * last libuv handle (a uv_poll_t on the socket, a uv_timer_t and a uv_idle_t). Everything the
+ * last libuv handle (a uv_poll_t on the socket, a uv_timer_t and a uv_idle_t).
+ *
+ * Loops: a session lives on one loop at a time (s->lp) and is touched only by that loop's
+ * thread. In `serve` it starts on the main loop and, once its HELLO is accepted, moves to a
+ * worker's for the rest of its life: its three handles are closed on the main loop (moving),
+ * the server queues the session to a worker (ops->hand_over), and the worker opens new handles
+ * on its own loop (jpd_session_adopt) and goes on with the frames the main loop had already
+ * read. The queue's mutex orders everything the main loop wrote before the hand-over before
+ * anything the worker reads after it; the main loop never touches the session again. Everything the
  * client sends is untrusted: control frames go through the strict decoder, passed fds are
  * counted and bounded, ring records are copied out and bounded before anything looks at them.
  * A client can end only its own session.
@@ -49,6 +57,7 @@ struct jpd_out {
 
 struct jpd_session {
     struct jpd_daemon *d;
+    struct jpd_loop *lp;      /* the loop it lives on; NULL while handed over */
     struct jpd_session *prev, *next;
     uv_poll_t poll;
     uv_timer_t timer;
@@ -64,6 +73,9 @@ struct jpd_session {
     int run_started;    /* ring mapped: the run exists and will be logged */
     int run_finished;
     int linger;         /* after an ERROR: drop unread input before closing */
+    int moving;         /* leaving the main loop for a worker: its handles are closing */
+    int counted;        /* counted in the runs in flight of its uid (ops->run_begins) */
+    uint64_t handshake_deadline_ns; /* uv_hrtime() by which HELLO and RING must be in */
     struct jpd_peer peer;
     uint64_t run_id;
     struct jp_ctl_decoder *dec; /* NULL once DONE: nothing more is decoded */
@@ -114,6 +126,12 @@ void jpd_session_unmap_ring(struct jpd_session *s);
 /* The decoder (bounded to JPD_MAX_SMALL_FRAME until excerpts are asked for) and the poll
  * handle on s->fd. 0 or -errno; on failure nothing is left to free (s->fd is the caller's). */
 int jpd_conn_open(struct jpd_session *s);
+/* The poll handle on s->fd on the session's (new) loop, for an adopted session. 0 or -errno. */
+int jpd_conn_attach(struct jpd_session *s);
+/* Reads what the socket holds now (non-blocking) and handles every whole frame. */
+void jpd_conn_read(struct jpd_session *s);
+/* Handles the frames the decoder already holds (read on the loop the session came from). */
+void jpd_conn_resume(struct jpd_session *s);
 /* Frees what jpd_conn_open made and closes s->fd, pending fds and queued output. */
 void jpd_conn_free(struct jpd_session *s);
 /* Watches the socket for what the session wants now (input until DONE, output while queued). */

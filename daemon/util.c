@@ -1,6 +1,7 @@
 /* Small helpers of the daemon: strict integer parsing for the CLI, the summary row as JSON, whole
  * writes, and the one-line stderr log (with journal priorities under systemd). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,27 +135,35 @@ void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s)
     jp_buf_put(b, "}", 1);
 }
 
+/* The engine's JP_ENDINGS list, lower-cased once: the runs log and the stderr lines use the same
+ * words and cannot drift from the list. Once for the process (pthread_once): in `serve` every
+ * worker thread logs the runs it ends. */
+static const char *const ending_upper[] = {
+#define JP_X(n, s) #n,
+    JP_ENDINGS(JP_X)
+#undef JP_X
+};
+static char ending_lower[sizeof ending_upper / sizeof ending_upper[0]][32];
+static pthread_once_t ending_once = PTHREAD_ONCE_INIT;
+
+static void ending_lower_init(void)
+{
+    for (size_t e = 0; e < sizeof ending_upper / sizeof ending_upper[0]; e++) {
+        size_t i = 0;
+        for (; ending_upper[e][i] && i + 1 < sizeof ending_lower[0]; i++) {
+            char c = ending_upper[e][i];
+            ending_lower[e][i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+        }
+        ending_lower[e][i] = '\0';
+    }
+}
+
 const char *jpd_ending_word(uint32_t ending)
 {
-    /* The engine's JP_ENDINGS list, lower-cased once: the runs log and the stderr lines use the
-     * same words and cannot drift from the list. */
-    static const char *const upper[] = {
-#define JP_X(n, s) #n,
-        JP_ENDINGS(JP_X)
-#undef JP_X
-    };
-    static char lower[sizeof upper / sizeof upper[0]][32];
-    if (ending >= sizeof upper / sizeof upper[0])
+    if (ending >= sizeof ending_upper / sizeof ending_upper[0])
         return "unknown";
-    if (!lower[ending][0]) {
-        size_t i = 0;
-        for (; upper[ending][i] && i + 1 < sizeof lower[0]; i++) {
-            char c = upper[ending][i];
-            lower[ending][i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        }
-        lower[ending][i] = '\0';
-    }
-    return lower[ending];
+    pthread_once(&ending_once, ending_lower_init);
+    return ending_lower[ending];
 }
 
 const char *jpd_status_word(uint32_t status)

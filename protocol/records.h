@@ -268,7 +268,7 @@ struct jp_rec_counters {
     uint64_t waiting_ticks;   /* ticks observed by the timer while the thread was waiting */
     uint64_t runtime_ticks;   /* ticks observed by the timer while the thread was in runtime work */
     uint64_t lost_records;    /* non-sample records the agent could not push (ring full) */
-    uint64_t reserved1;
+    uint64_t producer_wait_ns; /* time the program waited for ring room (backpressure) */
 };
 
 #define JP_EXCERPT_REDACTED 0x01u    /* a redaction rule changed the excerpt */

@@ -17,6 +17,31 @@
  *                                                                 a consumer that saw closed
  *   F      consumer  load-acquire closed (drained)   E
  *
+ * Backpressure adds a sleeping producer and a consumer that wakes it only when asked:
+ *
+ *   W1     producer  load-acquire wake (seq0)        K3          a wake bumped after W1 makes
+ *                                                                 the futex wait return at once
+ *   W2     producer  store-release waiting = 1       K2
+ *   W3     producer  seq_cst fence, then B           K1          Dekker: the producer's load
+ *                                                                 of tail (B) after W2, or the
+ *                                                                 consumer's load of waiting
+ *                                                                 (K2) after D, sees the other
+ *                                                                 side's store
+ *          producer  FUTEX_WAIT(wake, seq0) if B still finds no room
+ *   K1     consumer  after D, seq_cst fence          W3
+ *   K2     consumer  load-acquire waiting            W2
+ *   K3     consumer  if raised: store-release wake = c_wake + 1, then FUTEX_WAKE
+ *
+ * Why no wake-up is lost. Either the producer's B after W3 sees the tail of the release (then
+ * it does not sleep), or the consumer's K2 after K1 sees waiting = 1 (the two seq_cst fences
+ * forbid both loads missing both stores). In the second case K2 reads W2's store, so W1, which
+ * is sequenced before W2, happens before K3: W1 cannot have read K3's value, seq0 differs from
+ * the word once K3 stored it, and the kernel's FUTEX_WAIT, which compares the word and queues
+ * the waiter atomically against FUTEX_WAKE, either returns at once (it sees the bump) or is
+ * queued before the wake and woken by it. The producer never trusts being woken either: it
+ * re-checks the room and waits with a timeout, so a consumer that never wakes it (an old or a
+ * hostile one) slows it down, never hangs it.
+ *
  * Each side keeps a cached copy of the other's index and reloads it only when the cached value
  * says "full" (producer) or "empty" (consumer), so in steady state a push touches only the
  * producer's own cache line. Indices are free-running uint64_t; the fill level is the unsigned
@@ -29,9 +54,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 static uint32_t load_acquire32(const uint32_t *p)
@@ -117,6 +146,7 @@ static int header_valid(const struct jp_ring_shared *h, uint64_t real_size)
         return 0;
     if (h->closed > 1u || h->head - h->tail > h->slot_count)
         return 0;
+    /* waiting and wake are not checked: a producer may already wait, and neither is trusted. */
     return all_zero(h->reserved0, sizeof h->reserved0) &&
            all_zero(h->reserved1, sizeof h->reserved1) &&
            all_zero(h->reserved2, sizeof h->reserved2) &&
@@ -164,6 +194,7 @@ int jp_ring_map(int fd, struct jp_ring *out)
     out->p_tail_cache = snap.tail;
     out->c_tail = snap.tail;
     out->c_head_cache = snap.tail;
+    out->c_wake = snap.wake;
     return 0;
 }
 
@@ -182,6 +213,48 @@ void jp_ring_unmap(struct jp_ring *r)
 void jp_ring_close(struct jp_ring *r)
 {
     store_release32(&r->sh->closed, 1u); /* E: pairs with F */
+}
+
+int jp_ring_room(struct jp_ring *r, uint32_t bytes)
+{
+    if (bytes - 1u >= JP_REC_MAX_SIZE)
+        return 0;
+    uint64_t n = jp_rec_slots(bytes);
+    uint64_t to_end = r->slot_count - (r->p_head & r->mask);
+    uint64_t need = n <= to_end ? n : to_end + n; /* as jp_ring_reserve counts it */
+    r->p_tail_cache = jp_ring__load_acquire(&r->sh->tail); /* B: pairs with D */
+    return r->p_head + need - r->p_tail_cache <= r->slot_count;
+}
+
+/* The futex word is in a MAP_SHARED mapping of a memfd that another process maps too, so the
+ * calls are the shared (not FUTEX_PRIVATE_FLAG) ones: the kernel keys them by file and offset. */
+static void futex_wait(uint32_t *word, uint32_t expect, uint64_t timeout_ns)
+{
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000u), (long)(timeout_ns % 1000000000u)};
+    (void)syscall(SYS_futex, word, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+
+static void futex_wake(uint32_t *word)
+{
+    (void)syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int jp_ring_wait(struct jp_ring *r, uint32_t bytes, uint64_t timeout_ns)
+{
+    if (jp_ring_room(r, bytes))
+        return 1;
+    uint32_t seq0 = load_acquire32(&r->sh->wake);  /* W1: pairs with K3 */
+    store_release32(&r->sh->waiting, 1u);           /* W2: pairs with K2 */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);        /* W3: pairs with K1 */
+    int room = jp_ring_room(r, bytes);              /* B after W3 */
+    if (!room && timeout_ns) {
+        futex_wait(&r->sh->wake, seq0, timeout_ns);
+        room = jp_ring_room(r, bytes);
+    }
+    /* Lowered before returning: a consumer that still sees it raised pays one needless wake,
+     * never a missed one (the next wait raises it again before sleeping). */
+    __atomic_store_n(&r->sh->waiting, 0u, __ATOMIC_RELAXED);
+    return room;
 }
 
 uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first)
@@ -212,8 +285,17 @@ void jp_ring_release(struct jp_ring *r, uint64_t slots)
     uint64_t peeked = r->c_head_cache - r->c_tail;
     if (slots > peeked)
         slots = peeked;
+    if (slots == 0)
+        return; /* nothing moved: nobody to wake */
     r->c_tail += slots;
     jp_ring__store_release(&r->sh->tail, r->c_tail); /* D: pairs with B */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);          /* K1: pairs with W3 */
+    /* A hint from the client's memory: any nonzero value asks for one wake, nothing more. */
+    if (load_acquire32(&r->sh->waiting)) {            /* K2: pairs with W2 */
+        store_release32(&r->sh->wake, ++r->c_wake);   /* K3: pairs with W1 */
+        futex_wake(&r->sh->wake);
+        r->c_wakes++;
+    }
 }
 
 int jp_ring_check(struct jp_ring *r)

@@ -3,9 +3,17 @@
  *
  * Geometry: a JP_RING_HEADER_SIZE-byte header, then slot_count slots of JP_SLOT_SIZE bytes
  * (slot_count a power of two). Indices count slots and run free as uint64_t; the slot of index i
- * is i & (slot_count - 1); fill level is head - tail. The producer owns head and the closed flag,
- * the consumer owns tail; each sits on its own cache line. Memory ordering is documented in
- * ring.c at the top and labelled at each atomic.
+ * is i & (slot_count - 1); fill level is head - tail. The producer owns head, the closed flag
+ * and the waiting flag, the consumer owns tail and the wake word; each side's words sit on its
+ * own cache line. Memory ordering is documented in ring.c at the top and labelled at each
+ * atomic.
+ *
+ * Backpressure: a producer that finds the ring full may sleep until the consumer releases slots
+ * (jp_ring_wait: it raises `waiting`, then sleeps on the futex word `wake`); a consumer that
+ * releases slots while `waiting` is raised bumps `wake` and wakes it (jp_ring_release). With
+ * nobody waiting a release costs one fence and one load, never a system call. To the consumer
+ * `waiting` is a hint only: a hostile producer that keeps it raised buys itself at most one
+ * futex wake per release, and no size or index is ever taken from it.
  *
  * The consumer side never trusts the mapping: jp_ring_map() validates the whole header against
  * the real mapping size, and consumers copy each record out before looking at it.
@@ -18,7 +26,7 @@
 #include "protocol/records.h"
 
 #define JP_RING_MAGIC 0x474e5250u /* "PRNG" little-endian */
-#define JP_RING_VERSION 1u
+#define JP_RING_VERSION 2u /* 2: the waiting flag and the wake word */
 #define JP_RING_HEADER_SIZE 256u
 #define JP_RING_MIN_SLOTS 64u
 #define JP_RING_MAX_SLOTS (1u << 24) /* 512 MiB of slots */
@@ -37,10 +45,12 @@ struct jp_ring_shared {
     /* line 1: producer-owned */
     uint64_t head;        /* next slot the producer will write */
     uint32_t closed;      /* 1 once the producer is done; no further commits */
-    uint8_t reserved1[52];
+    uint32_t waiting;     /* 1 while the producer sleeps (or is about to) for room: a hint */
+    uint8_t reserved1[48];
     /* line 2: consumer-owned */
     uint64_t tail;        /* next slot the consumer will read */
-    uint8_t reserved2[56];
+    uint32_t wake;        /* futex word: bumped by a release that found `waiting` raised */
+    uint8_t reserved2[52];
     uint8_t reserved3[64];
 };
 _Static_assert(sizeof(struct jp_ring_shared) == JP_RING_HEADER_SIZE, "ring header is an ABI");
@@ -61,6 +71,8 @@ struct jp_ring {
     uint64_t c_tail;
     uint64_t c_head_cache;
     uint32_t c_corrupt;     /* latched once the producer's head was seen out of bounds */
+    uint32_t c_wake;        /* the last value this consumer stored in `wake` */
+    uint64_t c_wakes;       /* futex wakes this consumer issued (tests, statistics) */
 };
 
 /* Creates a memfd of the right size, maps it and writes the header. The memfd is sealed against
@@ -86,7 +98,11 @@ void jp_ring_unmap(struct jp_ring *r);
  *   D  consumer: store-release tail (release)          pairs with B
  *   E  producer: store-release closed (close)          pairs with F
  *   F  consumer: load-acquire closed (drained)         pairs with E
- * The helpers below are the only atomics on the shared header. */
+ *   W1 producer: load-acquire wake, then W2 store-release waiting = 1, then W3 a seq_cst
+ *      fence, then B                                   pairs with K1, K2
+ *   K1 consumer: after D a seq_cst fence, then K2 load-acquire waiting; if raised, K3
+ *      store-release wake + 1 and FUTEX_WAKE           pairs with W3, W2
+ * The helpers below and jp_ring_wait/jp_ring_release are the only atomics on the header. */
 static inline uint64_t jp_ring__load_acquire(const uint64_t *p)
 {
     return __atomic_load_n(p, __ATOMIC_ACQUIRE);
@@ -134,6 +150,16 @@ static inline void jp_ring_commit(struct jp_ring *r)
 }
 /* Marks the producer closed (after a final commit). */
 void jp_ring_close(struct jp_ring *r);
+/* Producer: 1 when a reserve of `bytes` would find room now (reloads the tail, B), else 0.
+ * Changes nothing but the cached tail. */
+int jp_ring_room(struct jp_ring *r, uint32_t bytes);
+/* Producer, ring full: sleeps until the consumer releases slots, at most timeout_ns (a futex
+ * wait on `wake`, shared between the two processes). Returns 1 when a reserve of `bytes` finds
+ * room now, 0 otherwise (the timeout passed, a signal, or a release too small for `bytes`): the
+ * caller decides whether to wait again. Raises `waiting` only for the sleep and lowers it
+ * before returning, so a consumer never pays a wake for a producer that is not waiting. No
+ * wake-up is lost: see the ordering table in ring.c (W1-W3 against K1-K3). */
+int jp_ring_wait(struct jp_ring *r, uint32_t bytes, uint64_t timeout_ns);
 
 /* Consumer. Returns the number of committed, unread slots (0 if empty) and a pointer to the
  * first; the slots are contiguous up to the end of the ring (the count is capped there). The
@@ -147,7 +173,8 @@ void jp_ring_close(struct jp_ring *r);
  * the returned count (or a size below 4) is a producer violation, not "wait for more". */
 uint64_t jp_ring_peek(struct jp_ring *r, const uint8_t **first);
 /* Releases `slots` slots (<= what peek returned) back to the producer. Releasing more than was
- * peeked is clamped to what was peeked. */
+ * peeked is clamped to what was peeked. When the producer has raised `waiting`, bumps `wake`
+ * and wakes it (one system call); otherwise no system call. Releasing 0 slots does nothing. */
 void jp_ring_release(struct jp_ring *r, uint64_t slots);
 /* 1 when the producer has closed and every committed slot has been read, 0 while more may
  * come, -EPROTO once the ring was found corrupt. */

@@ -202,6 +202,7 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
         ADD("wall_duration_ns", v->have_stop, v->wall_ns);
     }
     ADD("lost_records", true, c->lost_records);
+    ADD("producer_wait_ns", true, c->producer_wait_ns); /* ns the program waited for room */
     ADD("record_count_mismatch", v->have_stop, r->record_mismatch);
     ADD("protocol_violations", true, v->violations);
     ADD("eligible_bottlenecks", true, r->eligible);

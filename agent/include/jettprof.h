@@ -14,10 +14,11 @@
  *  - handles are opaque; a jettprof_thread is used only by the thread that registered it, and
  *    the hot-path calls do not check it (pass a live handle, never NULL);
  *  - hot-path calls (enter, leave, stmt, poll, alloc, resize, free) never block, allocate,
- *    lock or make a system call while the ring has room; when it is full they wait a bounded
- *    time, then drop and count what they could not push (it is reported in the profile).
- *    The one exception is the first entry into a new (caller, frame) pair, which interns a
- *    call-chain node (amortised table growth) and announces it;
+ *    lock or make a system call while the ring has room. The one exception is the first entry
+ *    into a new (caller, frame) pair, which interns a call-chain node (amortised table growth)
+ *    and announces it;
+ *  - a full ring applies backpressure (the policy below), it does not lose data while the
+ *    daemon keeps up;
  *  - after a failure, jettprof_last_reason() names what was wrong on the calling thread.
  *
  * Threads. One ring per run has one producer at a time. While a single runtime thread is
@@ -25,6 +26,20 @@
  * (jettprof_source, jettprof_frame, jettprof_finish) made from a thread that is not the only
  * registered one, producers are serialised by a small spin flag; the single thread then takes it
  * too until the others unregister. Any thread may call the run-level functions.
+ *
+ * Backpressure. When the ring is full, an allocation event or a definition (source, frame,
+ * call-chain node, the final counters and stop) waits for the daemon: a short spin, then a
+ * sleep on a futex word in the ring's shared header that the daemon signals after it releases
+ * slots, only when the producer has said it is waiting (so a ring with room costs the daemon no
+ * system call either). It keeps waiting as long as the daemon makes progress, however long that
+ * takes. Only when the daemon has released nothing for the stall bound (stall_ms below,
+ * default 1 s), or is gone (its socket closed), does the wait end: an allocation event is then
+ * dropped and counted (lost_records; the profile becomes partial with reason records_dropped
+ * and its live figures unavailable), a definition fails the collector (collector_failure).
+ * After a stall, further events drop without waiting until the daemon moves again. CPU samples
+ * never wait: a tick that finds the ring full is dropped and counted in dropped_ticks. The time
+ * the program spent waiting for room is reported as producer_wait_ns in the profile's totals.
+ * Memory ordering of the wait and the wake (why no wake-up is lost): protocol/ring.c.
  *
  * Capabilities shape what is recorded, never what is guessed: without
  * JETTPROF_CAP_THREAD_REGISTRATION the thread id is unavailable and one thread may register;
@@ -138,8 +153,15 @@ struct jettprof_config {
      * --max-cpu-budget / --max-retention-budget), so asking for more runs at that ceiling. */
     uint64_t cpu_budget_bytes;       /* default 33554432 */
     uint64_t retention_budget_bytes; /* default 67108864 */
-    uint32_t exports;                /* 1u << JETTPROF_EXPORT_*: 0, none */
+    /* Added in the second version of this struct (a caller compiled against the first, whose
+     * size ends at JETTPROF_CONFIG_SIZE_V1, gets the defaults for these): */
+    uint32_t stall_ms; /* the stall bound of the backpressure policy, 1..600000 ms; 0: the
+                          environment's JETT_PROFILE_STALL_MS if set (same range, else
+                          jettprof_start fails with -EINVAL naming it), else 1000 */
+    uint32_t exports;  /* 1u << JETTPROF_EXPORT_*: 0, none */
 };
+/* The size of the first version of struct jettprof_config (up to retention_budget_bytes). */
+#define JETTPROF_CONFIG_SIZE_V1 (offsetof(struct jettprof_config, retention_budget_bytes) + 8u)
 
 /* Starts a profiled run before user code runs: checks the mode's required capabilities
  * (-ENOTSUP), validates the config (-EINVAL), attaches to the daemon named by
@@ -365,9 +387,9 @@ static inline void jettprof_leave_fast(struct jettprof_fast *f)
 /* Jett-heap allocation hooks, after the operation succeeded (never for failed ones).
  * jettprof_alloc assigns the id (a per-run counter from 1, never reused in the run) and
  * returns it in *id; jettprof_alloc_id takes one the runtime assigned (a run uses one scheme
- * or the other). Sizes are bytes; zero is allowed. No clock is read. With the ring full an
- * event waits (at most 1 s over the whole run), then is dropped and counted: -ENOBUFS, with
- * *id still assigned. In CPU mode the hooks record nothing and return 0 (ids are still
+ * or the other). Sizes are bytes; zero is allowed. No clock is read while the ring has room.
+ * With the ring full an event waits for the daemon as the backpressure policy at the top says;
+ * one it could not deliver is dropped and counted: -ENOBUFS, with *id still assigned. In CPU mode the hooks record nothing and return 0 (ids are still
  * assigned), so a runtime may call them unconditionally. */
 JETTPROF_API int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id);
 JETTPROF_API int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size);

@@ -38,14 +38,14 @@ static void append(struct stream *s, const uint8_t *p, uint32_t len)
     s->len += room;
 }
 
-size_t stream_drain(struct stream *s)
+static size_t drain_upto(struct stream *s, size_t most)
 {
     size_t before = s->n;
     const uint8_t *first;
     uint64_t n;
-    while ((n = jp_ring_peek(&s->ring, &first)) > 0) {
+    while (s->n - before < most && (n = jp_ring_peek(&s->ring, &first)) > 0) {
         uint64_t used = 0;
-        while (used < n) {
+        while (used < n && s->n - before < most) {
             const uint8_t *p = first + used * JP_SLOT_SIZE;
             struct jp_rec_hdr h;
             memcpy(&h, p, sizeof h);
@@ -63,6 +63,16 @@ size_t stream_drain(struct stream *s)
         jp_ring_release(&s->ring, used);
     }
     return s->n - before;
+}
+
+size_t stream_drain(struct stream *s)
+{
+    return drain_upto(s, SIZE_MAX);
+}
+
+size_t stream_drain_one(struct stream *s)
+{
+    return drain_upto(s, 1);
 }
 
 const void *rec_at(const struct stream *s, size_t i)

@@ -26,6 +26,8 @@ void stream_open(struct stream *s, jettprof_run *run);
 /* Copies every committed record out (PAD skipped), validating each with jp_rec_validate.
  * Returns how many were added. Safe to call from a consumer thread while producers run. */
 size_t stream_drain(struct stream *s);
+/* The same for at most one record (and the PAD before it): a slow consumer. */
+size_t stream_drain_one(struct stream *s);
 void stream_free(struct stream *s);
 /* Count of records of a type; the i-th record of a type (asserts it exists; the pointer is
  * valid until the next drain). rec_at: the i-th record of the stream. */

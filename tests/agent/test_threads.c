@@ -77,10 +77,10 @@ static void *produce(void *arg)
     return NULL;
 }
 
-Test(producers, several_threads_share_one_ring)
+static void share_one_ring(uint32_t slots)
 {
     struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
-    c.ring_slots = 1u << 14;
+    c.ring_slots = slots;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct consumer con;
@@ -134,7 +134,22 @@ Test(producers, several_threads_share_one_ring)
     const struct jp_rec_run_stop *st = rec_at(s, s->n - 1);
     cr_assert_eq(st->h.type, JP_REC_RUN_STOP);
     cr_assert_eq(st->record_count, s->n - 1);
+    const struct jp_rec_counters *k = stream_last(s, JP_REC_COUNTERS);
+    cr_assert_eq(k->lost_records, 0, "backpressure: nothing is lost while the consumer moves");
     stream_free(s);
+}
+
+Test(producers, several_threads_share_one_ring)
+{
+    share_one_ring(1u << 14);
+}
+
+/* The smallest ring: the producers wait for room all the time, one of them asleep on the ring's
+ * futex inside its section while the others wait for the section, and the consumer thread wakes
+ * it on each release it sees flagged (the wait/wake under ThreadSanitizer). */
+Test(producers, several_threads_wait_for_room_in_a_tiny_ring)
+{
+    share_one_ring(64);
 }
 
 /* ---- the owner produces lock-free while another thread interns ---- */

@@ -402,6 +402,7 @@ int jpt_client_hello(struct jpt_client *c, const struct jpt_stream *s, uint32_t 
 
 int jpt_push(struct jp_ring *r, const void *rec, uint32_t len)
 {
+    uint64_t tail = r->p_tail_cache;
     for (int spins = 0;; spins++) {
         void *p = jp_ring_reserve(r, len);
         if (p) {
@@ -409,7 +410,11 @@ int jpt_push(struct jp_ring *r, const void *rec, uint32_t len)
             jp_ring_commit(r);
             return 0;
         }
-        if (spins > 200000) /* ~10 s of 50 us naps */
+        if (r->p_tail_cache != tail) { /* the daemon is draining: keep waiting */
+            tail = r->p_tail_cache;
+            spins = 0;
+        }
+        if (spins > 200000) /* ~10 s of 50 us naps without the daemon moving */
             return -ETIMEDOUT;
         if (spins > 64) {
             struct timespec ts = {0, 50000};

@@ -70,7 +70,8 @@ int jpt_client_recv(struct jpt_client *c, struct jp_ctl_msg *m, int timeout_ms);
 int jpt_client_hello(struct jpt_client *c, const struct jpt_stream *s, uint32_t outputs,
                      uint64_t *run_id, struct jpt_result *err);
 
-/* Pushes one record, waiting (bounded) while the ring is full. 0 or -ETIMEDOUT. */
+/* Pushes one record, waiting while the ring is full and the daemon drains it: -ETIMEDOUT after
+ * about 10 s without the daemon moving, else 0. */
 int jpt_push(struct jp_ring *r, const void *rec, uint32_t len);
 
 /* A whole run over an open client: HELLO, RING (+capture fd if >= 0), the stream, FINALIZE,

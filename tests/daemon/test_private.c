@@ -316,6 +316,9 @@ Test(private, bad_command_lines_name_the_flag_and_exit_2)
     expect_cli_error((char *[]){bin, "serve", "--max-runs-per-uid", "0", NULL},
                      "--max-runs-per-uid");
     expect_cli_error((char *[]){bin, "serve", "--socket", NULL}, "--socket");
+    expect_cli_error((char *[]){bin, "serve", "--workers", "0", NULL}, "--workers");
+    expect_cli_error((char *[]){bin, "serve", "--workers", "257", NULL}, "--workers");
+    expect_cli_error((char *[]){bin, "serve", "--workers", "2x", NULL}, "--workers");
     expect_cli_error((char *[]){bin, "replay", NULL}, "FILE");
     expect_cli_error((char *[]){bin, "replay", "x", "--profile-threshold", "100.01", NULL},
                      "--profile-threshold");

@@ -1,5 +1,5 @@
 /* SIGTERM on a long-lived daemon with runs in flight: it stops accepting, delivers each run as
- * a partial `interrupted` profile, logs them, and exits 0. */
+ * a partial `interrupted` profile (whichever worker drains it), logs them, and exits 0. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,15 +11,16 @@
 
 #include "support.h"
 
-#define INFLIGHT 4
+#define INFLIGHT 6
 
-Test(sigterm, runs_in_flight_are_delivered_interrupted_and_the_daemon_exits_0)
+/* workers: the --workers value, NULL for the default. */
+static void runs_in_flight_are_delivered_interrupted(const char *workers)
 {
     char *dir = jpt_tmpdir();
     char sock[600], log[600];
     snprintf(sock, sizeof sock, "%s/d.sock", dir);
     snprintf(log, sizeof log, "%s/runs.jsonl", dir);
-    const char *extra[] = {"--runs-log", log, NULL};
+    const char *extra[] = {"--runs-log", log, workers ? "--workers" : NULL, workers, NULL};
     int errfd;
     pid_t d = jpt_serve(sock, extra, &errfd);
     cr_assert_gt(d, 0);
@@ -83,4 +84,16 @@ Test(sigterm, runs_in_flight_are_delivered_interrupted_and_the_daemon_exits_0)
     unlink(log);
     rmdir(dir);
     free(dir);
+}
+
+Test(sigterm, runs_in_flight_are_delivered_interrupted_and_the_daemon_exits_0)
+{
+    runs_in_flight_are_delivered_interrupted(NULL);
+}
+
+/* Six runs over four workers (the fewest-runs worker takes each): every worker's loop is told,
+ * shuts its own runs down, and ends; the daemon exits once all are delivered. */
+Test(sigterm, every_worker_delivers_its_runs_and_the_daemon_exits_0)
+{
+    runs_in_flight_are_delivered_interrupted("4");
 }

@@ -3,6 +3,7 @@
  * with the test knob JETTPROFD_EXCERPT_TIMEOUT_MS (read by the daemon at start). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,4 +126,78 @@ Test(timeouts, a_bad_excerpt_timeout_knob_is_refused_naming_it)
         free(err);
     }
     unsetenv("JETTPROFD_EXCERPT_TIMEOUT_MS");
+}
+
+/* A daemon that is itself late: stopped (SIGSTOP) with a connection accepted, while the client
+ * sends its HELLO and RING well within the handshake time, and continued only after that time.
+ * Its expired timer runs before it polls the socket; the HELLO and RING that were sent in time
+ * are taken first, so the run goes on and ends with its profile instead of a handshake error. */
+Test(timeouts, a_late_daemon_takes_the_hello_and_ring_sent_in_time)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    setenv("JETTPROFD_HANDSHAKE_TIMEOUT_MS", "300", 1);
+    pid_t d = jpt_serve(sock, NULL, NULL);
+    unsetenv("JETTPROFD_HANDSHAKE_TIMEOUT_MS");
+    cr_assert_gt(d, 0);
+    int fds0 = jpt_fd_count(d);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    /* Accepted: the daemon holds one more fd (the connection), its handshake timer runs. */
+    for (int i = 0; i < 1000 && jpt_fd_count(d) <= fds0; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    cr_assert_gt(jpt_fd_count(d), fds0, "the daemon never accepted");
+    cr_assert_eq(kill(d, SIGSTOP), 0);
+    /* HELLO, then RING with its memfd, written while the daemon cannot read them. */
+    struct jpt_stream s, again;
+    jpt_stream_init(&s, JP_MODE_CPU, 41, 2000);
+    again = s;
+    struct jp_ctl_msg m = {.type = JP_CTL_HELLO};
+    m.u.hello.version = JP_CTL_VERSION;
+    m.u.hello.mode = JP_MODE_CPU;
+    m.u.hello.rate_hz = 1000;
+    m.u.hello.threshold_bp = s.threshold_bp;
+    m.u.hello.limit = s.limit;
+    m.u.hello.outputs = JP_OUT_HUMAN | JP_OUT_TOON;
+    m.u.hello.capabilities = 0xffu;
+    cr_assert_eq(jp_ctl_send(c.fd, &m, NULL, 0), 0);
+    struct jp_ring ring;
+    cr_assert_eq(jp_ring_create(4096, &ring), 0);
+    struct jp_ctl_msg rm = {.type = JP_CTL_RING};
+    rm.u.ring.slot_count = 4096;
+    cr_assert_eq(jp_ctl_send(c.fd, &rm, &ring.fd, 1), 0);
+    uint8_t buf[JP_REC_MAX_SIZE];
+    for (uint32_t len; (len = jpt_stream_next(&s, buf));)
+        cr_assert_eq(jpt_push(&ring, buf, len), 0);
+    /* Three handshake times pass, then the daemon goes on. */
+    nanosleep(&(struct timespec){0, 900000000}, NULL);
+    cr_assert_eq(kill(d, SIGCONT), 0);
+    struct jp_ctl_msg w;
+    cr_assert_eq(jpt_client_recv(&c, &w, 10000), 1);
+    cr_assert_eq(w.type, JP_CTL_WELCOME, "got %s (%.*s)", jp_ctl_type_name(w.type),
+                 w.type == JP_CTL_ERROR ? (int)w.u.error.message_len : 0,
+                 w.type == JP_CTL_ERROR ? w.u.error.message : "");
+    jp_ring_close(&ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(c.fd, &f, NULL, 0), 0);
+    struct jpt_result got;
+    memset(&got, 0, sizeof got);
+    cr_assert_eq(jpt_finish(&c, &got, 30000), 0);
+    cr_assert_eq(got.error_code, 0, "daemon error: %s", got.error);
+    cr_assert_eq(got.status, JP_STATUS_COMPLETE, "%s", got.reason);
+    struct jpt_result want;
+    cr_assert_eq(jpt_expected(&again, &want), 0);
+    cr_assert_str_eq(got.toon, want.toon);
+    jpt_result_free(&want);
+    jpt_result_free(&got);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    kill(d, SIGTERM);
+    int st = tl_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    rmdir(dir);
+    free(dir);
 }

@@ -1,9 +1,13 @@
 /* The ring's single-process behaviour: geometry, full and empty, batches, PAD at the end,
- * free-running indices past 2^32 and 2^64, header validation of a peer's fd, a hostile head. */
+ * free-running indices past 2^32 and 2^64, header validation of a peer's fd, a hostile head,
+ * and the backpressure words (a producer sleeping for room, the release that wakes it). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
+#include <time.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -330,6 +334,7 @@ static void t_head_ahead(struct jp_ring_shared *h) { h->head = h->tail + h->slot
 static void t_head_behind(struct jp_ring_shared *h) { h->head = h->tail - 1u; }
 static void t_reserved0(struct jp_ring_shared *h) { h->reserved0[39] = 1; }
 static void t_reserved1(struct jp_ring_shared *h) { h->reserved1[0] = 1; }
+static void t_reserved1_end(struct jp_ring_shared *h) { h->reserved1[47] = 1; }
 static void t_reserved2(struct jp_ring_shared *h) { h->reserved2[17] = 1; }
 static void t_reserved3(struct jp_ring_shared *h) { h->reserved3[63] = 1; }
 
@@ -371,6 +376,7 @@ Test(ring_map, rejects_each_tampered_field)
         {"head behind tail", t_head_behind},
         {"reserved0", t_reserved0},
         {"reserved1", t_reserved1},
+        {"reserved1 end", t_reserved1_end},
         {"reserved2", t_reserved2},
         {"reserved3", t_reserved3},
     };
@@ -534,5 +540,109 @@ Test(ring_producer, nonsense_tail_reads_as_no_room)
     cr_assert_not(push(&prod, 32, 0), "no room invented");
     prod.sh->tail = UINT64_MAX - 5;
     cr_assert_not(push(&prod, 32, 0), "no room invented");
+    jp_ring_unmap(&prod);
+}
+
+/* ---- backpressure: the waiting flag and the wake word ---- */
+
+static void fill_up(struct jp_ring *r)
+{
+    uint64_t seq = 0;
+    while (push(r, JP_SLOT_SIZE, seq))
+        seq++;
+    jp_ring_commit(r);
+}
+
+Test(ring_wait, a_release_with_nobody_waiting_wakes_nobody)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0);
+    for (int round = 0; round < 10; round++) {
+        fill_up(&r);
+        for (uint64_t i = 0; pop(&r, i); i++)
+            ;
+    }
+    cr_assert_eq(r.c_wakes, 0, "no waiter flagged: no futex wake");
+    cr_assert_eq(r.sh->wake, 0, "the wake word moves only for a waiter");
+    jp_ring_release(&r, 0);
+    cr_assert_eq(r.c_wakes, 0);
+    jp_ring_unmap(&r);
+}
+
+Test(ring_wait, returns_at_once_when_there_is_room)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0);
+    cr_assert_eq(jp_ring_wait(&r, JP_SLOT_SIZE, 60000000000u), 1, "room: no sleep");
+    cr_assert_eq(r.sh->waiting, 0);
+    cr_assert_eq(jp_ring_room(&r, JP_REC_MAX_SIZE + 1u), 0, "an impossible size has no room");
+    jp_ring_unmap(&r);
+}
+
+Test(ring_wait, times_out_without_a_consumer_and_lowers_its_flag)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(64, &r), 0);
+    fill_up(&r);
+    cr_assert_eq(jp_ring_wait(&r, JP_SLOT_SIZE, 1000000u), 0, "full, nobody releases");
+    cr_assert_eq(r.sh->waiting, 0, "not waiting any more: the flag is down");
+    cr_assert_eq(jp_ring_wait(&r, JP_SLOT_SIZE, 0), 0, "a zero timeout only checks");
+    jp_ring_unmap(&r);
+}
+
+Test(ring_wait, a_raised_flag_gets_one_wake_per_release_and_bumps_the_word)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0);
+    fill_up(&prod);
+    /* A waiter flagged at map time (or a hostile producer's garbage) maps fine. */
+    prod.sh->waiting = 0xdeadbeefu;
+    prod.sh->wake = 77;
+    cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "waiting and wake are not validated");
+    uint32_t w0 = cons.sh->wake;
+    for (uint64_t i = 0; i < 3; i++)
+        cr_assert_gt(pop(&cons, i), 0);
+    cr_assert_eq(cons.c_wakes, 3, "one wake per release while the flag is raised");
+    cr_assert_neq(cons.sh->wake, w0, "each wake moves the word a sleeper compares");
+    prod.sh->waiting = 0;
+    cr_assert_gt(pop(&cons, 3), 0);
+    cr_assert_eq(cons.c_wakes, 3, "flag down: no more wakes");
+    cr_assert_eq(jp_ring_fill(&cons), 60, "the flag changed nothing the consumer reads");
+    jp_ring_unmap(&cons);
+    jp_ring_unmap(&prod);
+}
+
+struct sleeper {
+    struct jp_ring *r;
+    int room;
+};
+
+static void *sleep_for_room(void *p)
+{
+    struct sleeper *s = p;
+    s->room = jp_ring_wait(s->r, JP_SLOT_SIZE, 60000000000u);
+    return NULL;
+}
+
+Test(ring_wait, a_sleeping_producer_is_woken_by_the_release)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0);
+    fill_up(&prod);
+    cons = prod; /* one mapping: the threads share it, as ThreadSanitizer needs */
+    struct sleeper s = {&prod, -1};
+    pthread_t t;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(pthread_create(&t, NULL, sleep_for_room, &s), 0);
+    while (!__atomic_load_n(&prod.sh->waiting, __ATOMIC_ACQUIRE))
+        sched_yield();
+    cr_assert_gt(pop(&cons, 0), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_assert_eq(s.room, 1, "woken with room");
+    cr_assert_geq(cons.c_wakes, 1, "the release saw the flag and woke it");
+    /* Its timeout is 60 s: only a lost wake-up takes anywhere near that long. */
+    cr_assert_lt(t1.tv_sec - t0.tv_sec, 30, "woken by the release, not by its timeout");
     jp_ring_unmap(&prod);
 }

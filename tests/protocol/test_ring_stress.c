@@ -49,8 +49,10 @@ static void backoff(unsigned *spins)
     }
 }
 
-/* Writes count records; returns the checksum of what it wrote. */
-static uint64_t produce(struct jp_ring *r, uint64_t count)
+/* Writes count records; returns the checksum of what it wrote. A sleeping producer waits for
+ * room on the ring's futex (jp_ring_wait) instead of spinning; its timeout is long, so a lost
+ * wake-up would show as a stall of seconds per full ring. */
+static uint64_t produce_as(struct jp_ring *r, uint64_t count, int sleeping)
 {
     uint64_t sum = 1;
     unsigned spins = 0;
@@ -59,7 +61,10 @@ static uint64_t produce(struct jp_ring *r, uint64_t count)
         uint8_t *p = jp_ring_reserve(r, bytes);
         if (!p) {
             jp_ring_commit(r);
-            backoff(&spins);
+            if (sleeping)
+                (void)jp_ring_wait(r, bytes, 5000000000u);
+            else
+                backoff(&spins);
             continue;
         }
         spins = 0;
@@ -76,6 +81,11 @@ static uint64_t produce(struct jp_ring *r, uint64_t count)
     jp_ring_commit(r);
     jp_ring_close(r);
     return sum;
+}
+
+static uint64_t produce(struct jp_ring *r, uint64_t count)
+{
+    return produce_as(r, count, 0);
 }
 
 struct consumed {
@@ -130,11 +140,13 @@ static struct consumed consume(struct jp_ring *r)
 
 #define PROCESS_RECORDS 10000000ull
 
-Test(ring_stress, two_processes_move_10m_records_in_order)
+/* A producer process (fork) and this consumer over their own mappings of one memfd, starting at
+ * free-running index `start`. Returns the consumer's view's wakes issued. */
+static uint64_t two_processes(uint32_t slots, uint64_t start, uint64_t records, int sleeping)
 {
     struct jp_ring prod, cons;
-    cr_assert_eq(jp_ring_create(STRESS_SLOTS, &prod), 0, "create");
-    jp_ring_set_start_index(&prod, UINT32_MAX - 5000u); /* cross 2^32 on the way */
+    cr_assert_eq(jp_ring_create(slots, &prod), 0, "create");
+    jp_ring_set_start_index(&prod, start);
     cr_assert_eq(jp_ring_map(dup(prod.fd), &cons), 0, "consumer maps its own view");
     int pfd[2];
     cr_assert_eq(pipe(pfd), 0, "pipe");
@@ -144,7 +156,7 @@ Test(ring_stress, two_processes_move_10m_records_in_order)
         /* Producer: if the consumer's test fails and exits, do not spin on a full ring. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(pfd[0]);
-        uint64_t sum = produce(&prod, PROCESS_RECORDS);
+        uint64_t sum = produce_as(&prod, records, sleeping);
         _exit(write(pfd[1], &sum, sizeof sum) == (ssize_t)sizeof sum ? 0 : 1);
     }
     close(pfd[1]);
@@ -154,13 +166,21 @@ Test(ring_stress, two_processes_move_10m_records_in_order)
     int status;
     cr_assert_eq(waitpid(pid, &status, 0), pid, "wait");
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "producer exited cleanly");
-    cr_assert_eq(c.records, PROCESS_RECORDS, "every record arrived");
+    cr_assert_eq(c.records, records, "every record arrived");
     cr_assert_eq(c.sum, want, "checksums agree: each record once, in order, intact");
     cr_assert_gt(c.pads, 0, "PAD records occurred");
-    cr_assert_gt(cons.c_tail, (uint64_t)UINT32_MAX, "indices crossed 2^32");
+    if (start > (uint64_t)UINT32_MAX - records)
+        cr_assert_gt(cons.c_tail, (uint64_t)UINT32_MAX, "indices crossed 2^32");
+    uint64_t wakes = cons.c_wakes;
     close(pfd[0]);
     jp_ring_unmap(&cons);
     jp_ring_unmap(&prod);
+    return wakes;
+}
+
+Test(ring_stress, two_processes_move_10m_records_in_order)
+{
+    two_processes(STRESS_SLOTS, UINT32_MAX - 5000u, PROCESS_RECORDS, 0); /* cross 2^32 */
 }
 
 #define THREAD_RECORDS 2000000ull
@@ -174,6 +194,13 @@ static void *producer_thread(void *p)
 {
     struct prod_arg *a = p;
     a->sum = produce(a->r, THREAD_RECORDS);
+    return NULL;
+}
+
+static void *sleeping_producer_thread(void *p)
+{
+    struct prod_arg *a = p;
+    a->sum = produce_as(a->r, THREAD_RECORDS, 1);
     return NULL;
 }
 
@@ -195,6 +222,39 @@ Test(ring_stress, two_threads_move_records_in_order)
     cr_assert_eq(c.sum, a.sum, "checksums agree");
     cr_assert_gt(c.pads, 0, "PAD records occurred");
     jp_ring_unmap(&prod); /* cons shares the mapping */
+}
+
+/* Backpressure: the producer sleeps on the ring's futex whenever the ring is full and the
+ * consumer wakes it from jp_ring_release. Under ThreadSanitizer the wait/wake protocol's atomics
+ * are checked; everywhere, every record must arrive once and in order, and the consumer must
+ * have woken the producer (the sleeping path really ran). Each wait has a 5 s timeout: a lost
+ * wake-up would cost seconds per full ring, and this 64-slot ring fills tens of thousands of
+ * times, so the test's deadline would end it. */
+Test(ring_stress, a_sleeping_producer_is_woken_by_every_release_it_waits_for)
+{
+    struct jp_ring prod, cons;
+    cr_assert_eq(jp_ring_create(64, &prod), 0, "smallest ring: full constantly");
+    jp_ring_set_start_index(&prod, UINT32_MAX - 3000u);
+    cons = prod; /* one mapping, as above, so ThreadSanitizer sees both sides */
+    struct prod_arg a = {&prod, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, sleeping_producer_thread, &a), 0, "thread");
+    struct consumed c = consume(&cons);
+    cr_assert_eq(pthread_join(t, NULL), 0, "join");
+    cr_assert_eq(c.records, THREAD_RECORDS, "every record arrived");
+    cr_assert_eq(c.sum, a.sum, "checksums agree");
+    cr_assert_gt(cons.c_wakes, 0, "the producer slept and was woken");
+    cr_assert_eq(__atomic_load_n(&prod.sh->waiting, __ATOMIC_RELAXED), 0,
+                 "a producer that is not waiting leaves the flag down");
+    jp_ring_unmap(&prod);
+}
+
+/* The same across two processes: the futex word lives in the shared memfd, so the wait and the
+ * wake must be the shared (not process-private) futex operations. */
+Test(ring_stress, a_sleeping_producer_in_another_process_is_woken)
+{
+    cr_assert_gt(two_processes(STRESS_SLOTS, 0, THREAD_RECORDS, 1), 0,
+                 "the producer slept and was woken");
 }
 
 /* The seal race: a hostile peer hands over an unsealed memfd of the right size and, while the

@@ -1,0 +1,322 @@
+/* The worker pool of `jettprofd serve`: N threads, each running its own libuv loop, that drain
+ * the runs; and what the workers post back to the main loop.
+ *
+ * Ownership. The main loop (the daemon's thread) owns the listener, the signals, every
+ * connection until its HELLO is accepted, SHOW, the runs log, the kept store and the session
+ * count. After its HELLO a session is handed to one worker and belongs to it for the rest of its
+ * life (session.h, Loops): that worker's thread alone touches it, its ring, its engine and its
+ * captures. Nothing a worker does reaches another worker.
+ *
+ * Crossings, each through one mutex and one uv_async_t (uv_async_send may be called from any
+ * thread; several sends may run the callback once, so each callback takes everything queued):
+ *   main -> worker   w->mu: the inbox of handed-over sessions, and the shutdown and quit
+ *                    requests; w->wake
+ *   worker -> main   d->post_mu: runs-log rows and kept profiles (in the order they were
+ *                    posted), and the count of sessions freed; d->post
+ *   any loop         d->flights_mu: runs in flight per uid (server.c)
+ * Memory ordering: a pthread mutex's unlock releases and its lock acquires, so whatever a thread
+ * wrote before queueing (a session's whole state, a post's contents) is visible to the thread
+ * that dequeues it under the same mutex. After queueing, the sender never touches the item
+ * again. A worker posts a run's row and profile before it sends the run's RESULT, and the main
+ * loop takes every post (jpd_workers_absorb) before it reads the kept store (SHOW) or the session
+ * count (accept), so a client that got its RESULT always finds its run with `show`, as with a
+ * single loop. The per-worker run count used to balance hand-overs is a relaxed atomic: a hint.
+ *
+ * A profile's bytes depend only on its run's records: which worker drained it changes nothing.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jpd.h"
+
+enum { POST_LOG, POST_KEEP };
+
+struct jpd_post {
+    struct jpd_post *next;
+    int kind;
+    uint64_t run_id;
+    pid_t pid;
+    uid_t uid;
+    uint32_t ending, status;
+    struct jp_engine_summary sum;
+    char reason[64];
+    struct jp_rendered r; /* POST_KEEP: copies of the texts, owned by the post */
+};
+
+int jpd_on_main(const struct jpd_daemon *d)
+{
+    return pthread_equal(pthread_self(), d->main_thread);
+}
+
+/* ---- worker side ---- */
+
+static void on_wake(uv_async_t *h)
+{
+    struct jpd_loop *w = h->data;
+    pthread_mutex_lock(&w->mu);
+    struct jpd_session *in = w->inbox;
+    w->inbox = NULL;
+    int shutdown = w->shutdown, quit = w->quit;
+    pthread_mutex_unlock(&w->mu);
+    /* The inbox is pushed at its head: adopt in the order the sessions were handed over. */
+    struct jpd_session *order = NULL;
+    while (in) {
+        struct jpd_session *next = *jpd_session_link(in);
+        *jpd_session_link(in) = order;
+        order = in;
+        in = next;
+    }
+    if (shutdown && !w->shut_done) {
+        /* Never frees (only close callbacks do), so next stays valid. */
+        w->shut_done = 1;
+        for (struct jpd_session *it = w->sessions; it;) {
+            struct jpd_session *next = jpd_session_next(it);
+            jpd_session_shutdown(it);
+            it = next;
+        }
+    }
+    while (order) {
+        struct jpd_session *next = *jpd_session_link(order);
+        jpd_session_adopt(w, order, shutdown);
+        order = next;
+    }
+    if (quit)
+        uv_close((uv_handle_t *)&w->wake, NULL); /* the loop's last handle: uv_run returns */
+}
+
+static void *worker_main(void *arg)
+{
+    struct jpd_loop *w = arg;
+    uv_run(w->uv, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void ask(struct jpd_loop *w, int *flag)
+{
+    pthread_mutex_lock(&w->mu);
+    *flag = 1;
+    pthread_mutex_unlock(&w->mu);
+    uv_async_send(&w->wake);
+}
+
+/* ---- main side ---- */
+
+static void on_post(uv_async_t *h)
+{
+    jpd_workers_absorb(h->data);
+}
+
+/* Undoes a worker whose thread never started: its loop holds only the async handle. */
+static void worker_unmake(struct jpd_loop *w)
+{
+    uv_close((uv_handle_t *)&w->wake, NULL);
+    uv_run(&w->own, UV_RUN_DEFAULT);
+    (void)uv_loop_close(&w->own);
+    pthread_mutex_destroy(&w->mu);
+}
+
+static int worker_make(struct jpd_daemon *d, struct jpd_loop *w)
+{
+    w->d = d;
+    w->uv = &w->own;
+    int r = uv_loop_init(&w->own);
+    if (r < 0)
+        return r;
+    r = uv_async_init(&w->own, &w->wake, on_wake);
+    if (r < 0) {
+        (void)uv_loop_close(&w->own);
+        return r;
+    }
+    w->wake.data = w;
+    pthread_mutex_init(&w->mu, NULL);
+    /* Signals are the main loop's: a worker never takes SIGTERM or SIGINT itself. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    r = -pthread_create(&w->thread, NULL, worker_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r < 0) {
+        worker_unmake(w);
+        return r;
+    }
+    w->started = 1;
+    return 0;
+}
+
+int jpd_workers_start(struct jpd_daemon *d, uint32_t n)
+{
+    if (n == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus < 1 ? 1u : cpus > (long)JPD_MAX_WORKERS ? JPD_MAX_WORKERS : (uint32_t)cpus;
+    }
+    d->workers = calloc(n, sizeof *d->workers);
+    if (!d->workers)
+        return -ENOMEM;
+    int r = uv_async_init(d->loop, &d->post, on_post);
+    if (r < 0) {
+        free(d->workers);
+        d->workers = NULL;
+        return r;
+    }
+    d->post.data = d;
+    d->post_active = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        r = worker_make(d, &d->workers[i]);
+        if (r < 0)
+            break;
+        d->nworkers++;
+    }
+    if (r < 0) {
+        jpd_workers_stop(d);
+        jpd_workers_join(d);
+        return r;
+    }
+    return 0;
+}
+
+void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s)
+{
+    struct jpd_loop *best = &d->workers[0];
+    uint32_t least = __atomic_load_n(&best->assigned, __ATOMIC_RELAXED);
+    for (uint32_t i = 1; i < d->nworkers; i++) {
+        uint32_t a = __atomic_load_n(&d->workers[i].assigned, __ATOMIC_RELAXED);
+        if (a < least) {
+            least = a;
+            best = &d->workers[i];
+        }
+    }
+    __atomic_add_fetch(&best->assigned, 1u, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&best->mu);
+    *jpd_session_link(s) = best->inbox;
+    best->inbox = s;
+    pthread_mutex_unlock(&best->mu);
+    uv_async_send(&best->wake);
+}
+
+void jpd_workers_shutdown(struct jpd_daemon *d)
+{
+    for (uint32_t i = 0; i < d->nworkers; i++)
+        ask(&d->workers[i], &d->workers[i].shutdown);
+}
+
+void jpd_workers_stop(struct jpd_daemon *d)
+{
+    if (d->workers_stopping)
+        return;
+    d->workers_stopping = 1;
+    for (uint32_t i = 0; i < d->nworkers; i++)
+        ask(&d->workers[i], &d->workers[i].quit);
+    if (d->post_active) {
+        /* No session is left anywhere, so no worker posts again. */
+        d->post_active = 0;
+        uv_close((uv_handle_t *)&d->post, NULL);
+    }
+}
+
+void jpd_workers_join(struct jpd_daemon *d)
+{
+    for (uint32_t i = 0; i < d->nworkers; i++) {
+        struct jpd_loop *w = &d->workers[i];
+        if (!w->started)
+            continue;
+        pthread_join(w->thread, NULL);
+        if (uv_loop_close(&w->own) < 0) {
+            jpd_log("internal: a worker left handles open at exit");
+            d->exit_code = 1;
+        }
+        pthread_mutex_destroy(&w->mu);
+    }
+    free(d->workers);
+    d->workers = NULL;
+    d->nworkers = 0;
+    /* Posts that raced the end are applied (a run's row is never lost to the shutdown). */
+    struct jpd_post *p = d->posts;
+    d->posts = d->posts_tail = NULL;
+    while (p) {
+        struct jpd_post *next = p->next;
+        if (p->kind == POST_LOG)
+            jpd_server_log_run(d, p->run_id, p->pid, p->uid, p->ending, &p->sum, p->reason,
+                               p->status);
+        jp_rendered_free(&p->r);
+        free(p);
+        p = next;
+    }
+}
+
+void jpd_workers_absorb(struct jpd_daemon *d)
+{
+    pthread_mutex_lock(&d->post_mu);
+    struct jpd_post *p = d->posts;
+    uint32_t gone = d->gone;
+    d->posts = d->posts_tail = NULL;
+    d->gone = 0;
+    pthread_mutex_unlock(&d->post_mu);
+    while (p) {
+        struct jpd_post *next = p->next;
+        if (p->kind == POST_LOG)
+            jpd_server_log_run(d, p->run_id, p->pid, p->uid, p->ending, &p->sum, p->reason,
+                               p->status);
+        else
+            jpd_server_keep(d, p->run_id, p->uid, &p->r); /* takes the texts */
+        jp_rendered_free(&p->r);
+        free(p);
+        p = next;
+    }
+    if (gone)
+        jpd_server_sessions_gone(d, gone);
+}
+
+/* ---- posts (worker threads) ---- */
+
+static void post_push(struct jpd_daemon *d, struct jpd_post *p)
+{
+    p->next = NULL;
+    pthread_mutex_lock(&d->post_mu);
+    if (d->posts_tail)
+        d->posts_tail->next = p;
+    else
+        d->posts = p;
+    d->posts_tail = p;
+    pthread_mutex_unlock(&d->post_mu);
+    uv_async_send(&d->post);
+}
+
+void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
+                  const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+{
+    struct jpd_post *p = calloc(1, sizeof *p);
+    if (!p) {
+        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+        return;
+    }
+    *p = (struct jpd_post){.kind = POST_LOG, .run_id = run_id, .pid = pid, .uid = uid,
+                           .ending = ending, .status = status, .sum = *sum};
+    snprintf(p->reason, sizeof p->reason, "%s", reason ? reason : "");
+    post_push(d, p);
+}
+
+void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+{
+    struct jpd_post *p = calloc(1, sizeof *p);
+    if (!p) {
+        jp_rendered_free(r); /* as keeping does: a profile that cannot be had is not kept */
+        return;
+    }
+    *p = (struct jpd_post){.kind = POST_KEEP, .run_id = run_id, .uid = uid, .r = *r};
+    memset(r, 0, sizeof *r);
+    post_push(d, p);
+}
+
+void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp)
+{
+    __atomic_sub_fetch(&lp->assigned, 1u, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&d->post_mu);
+    d->gone++;
+    pthread_mutex_unlock(&d->post_mu);
+    uv_async_send(&d->post);
+}
