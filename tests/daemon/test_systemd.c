@@ -165,7 +165,7 @@ Test(systemd, the_service_is_a_notify_service_of_its_own_user_within_budgets)
     cr_assert_not_null(unit);
     static const char *const want[][2] = {
         {"Type", "notify"},          {"DynamicUser", "yes"},   {"PrivateUsers", "no"},
-        {"StateDirectoryMode", "0700"}, {"LogsDirectoryMode", "0700"}, {"TasksMax", "16"},
+        {"StateDirectoryMode", "0700"}, {"LogsDirectoryMode", "0700"}, {"TasksMax", "256"},
         {"LimitNOFILE", "5184"},     {"NoNewPrivileges", "yes"}, {"ProtectSystem", "strict"},
         {"PrivateTmp", "yes"},       {"RestrictAddressFamilies", "AF_UNIX"},
     };
