@@ -13,6 +13,7 @@
  * pid and uid come from SO_PEERCRED, not from what the client says. No paths, no user values.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
@@ -767,7 +768,14 @@ int jpd_run_serve(const struct jpd_config *cfg)
         goto fail;
     }
     uv_poll_start(&d.listen, UV_READABLE, on_accept);
-    jpd_log("serving");
+    /* The operator's first question is where: the socket's own name, whoever bound it. */
+    struct sockaddr_un self = {0};
+    socklen_t self_len = sizeof self;
+    if (getsockname(fd, (struct sockaddr *)&self, &self_len) < 0 || !self.sun_path[0] ||
+        self_len <= offsetof(struct sockaddr_un, sun_path))
+        strcpy(self.sun_path, "an unnamed socket");
+    self.sun_path[sizeof self.sun_path - 1] = '\0';
+    jpd_log("serving on %s with %u worker(s)", self.sun_path, (unsigned)d.nworkers);
     jpd_sd_notify("READY=1");
     return daemon_run(&d);
 fail:

@@ -86,13 +86,27 @@ static void sort_entries(const struct jp_engine_view *v, struct jp_entry *a, str
     memcpy(a, tmp, (size_t)n * sizeof *a);
 }
 
-/* Fills seq[] with a chain's functions root first; returns the length. */
-static uint32_t chain_seq(const struct jp_engine_view *v, uint32_t ci, uint32_t *seq)
+uint32_t jp_chain_funcs(const struct jp_engine_view *v, uint32_t ci, uint32_t *seq)
 {
-    uint32_t d = v->chains[ci].depth, i = d;
+    uint32_t d = v->chains[ci].depth;
+    if (d > JP_MAX_DEPTH)
+        d = JP_MAX_DEPTH;
+    uint32_t i = d;
     for (uint32_t c = ci + 1u; c && i; c = v->chains[c - 1u].parent)
         seq[--i] = v->chains[c - 1u].func;
     return d;
+}
+
+int jp_chain_lex_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
+{
+    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
+    uint32_t la = jp_chain_funcs(v, a, sa), lb = jp_chain_funcs(v, b, sb);
+    for (uint32_t i = 0; i < la && i < lb; i++) {
+        int c = jp_func_cmp(v, sa[i], sb[i]);
+        if (c)
+            return c;
+    }
+    return la < lb ? -1 : la > lb;
 }
 
 /* A chain's ranking figure: CPU its samples, memory the bytes charged through it. */
@@ -108,14 +122,7 @@ static int chain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
     uint64_t ia = chain_impact(v, a), ib = chain_impact(v, b);
     if (ia != ib)
         return ia > ib ? -1 : 1;
-    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
-    uint32_t la = chain_seq(v, a, sa), lb = chain_seq(v, b, sb);
-    for (uint32_t i = 0; i < la && i < lb; i++) {
-        int c = jp_func_cmp(v, sa[i], sb[i]);
-        if (c)
-            return c;
-    }
-    return la < lb ? -1 : la > lb;
+    return jp_chain_lex_cmp(v, a, b);
 }
 
 /* Hot lines of one function: descending self samples, then source identity (one source per

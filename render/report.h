@@ -144,6 +144,10 @@ struct jp_report {
 };
 
 int jp_func_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
+/* Fills seq[] (room for JP_MAX_DEPTH) with a chain's functions root first; returns how many. */
+uint32_t jp_chain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq);
+/* Two chains element by element by the function keys, a shorter prefix first (reading 5). */
+int jp_chain_lex_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
 
 /* impact / den as a percentage in hundredths, rounded half away from zero (reading 13). */
 static inline uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)

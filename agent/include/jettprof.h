@@ -155,10 +155,10 @@ struct jettprof_config {
     uint64_t retention_budget_bytes; /* default 67108864 */
     /* Added in the second version of this struct (a caller compiled against the first, whose
      * size ends at JETTPROF_CONFIG_SIZE_V1, gets the defaults for these): */
-    uint32_t exports;                /* 1u << JETTPROF_EXPORT_*: 0, none */
     uint32_t stall_ms; /* the stall bound of the backpressure policy, 1..600000 ms; 0: the
                           environment's JETT_PROFILE_STALL_MS if set (same range, else
                           jettprof_start fails with -EINVAL naming it), else 1000 */
+    uint32_t exports;  /* 1u << JETTPROF_EXPORT_*: 0, none */
 };
 /* The size of the first version of struct jettprof_config (up to retention_budget_bytes). */
 #define JETTPROF_CONFIG_SIZE_V1 (offsetof(struct jettprof_config, retention_budget_bytes) + 8u)

@@ -86,8 +86,9 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 }
 
 /* Turns per-node leaf counts into self and inclusive samples per function and samples per
- * call chain: each node's count is self for its function, and goes to every function whose
- * root-most occurrence is on its path (reading 4) and to that occurrence's chain. Cost:
+ * call chain: each node's count is self for its function and leaf for its own chain, and goes
+ * to every function whose root-most occurrence is on its path (reading 4) and to that
+ * occurrence's chain. Cost:
  * nodes x depth, once per report, not per sample. */
 void cpu_settle(struct jp_engine *e)
 {
@@ -96,12 +97,13 @@ void cpu_settle(struct jp_engine *e)
     for (uint32_t i = 0; i < e->nfuncs; i++)
         e->funcs[i].cpu.inclusive = e->funcs[i].cpu.self = 0;
     for (uint32_t i = 0; i < e->nchains; i++)
-        e->chains[i].samples = 0;
+        e->chains[i].samples = e->chains[i].leaf = 0;
     for (uint32_t i = 0; i < e->nnode_stored; i++) {
         uint64_t c = e->nodes[i].samples;
         if (!c)
             continue;
         e->funcs[e->nodes[i].func].cpu.self += c;
+        e->chains[e->nodes[i].chain].leaf += c; /* a node's chain is its whole path */
         for (const struct jp_node *n = &e->nodes[i];; n = &e->nodes[n->parent - 1u]) {
             if (n->first) {
                 e->funcs[n->func].cpu.inclusive += c;

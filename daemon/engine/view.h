@@ -66,7 +66,11 @@ struct jp_chain {
     uint32_t depth;
     uint32_t reserved;
     union {
-        uint64_t samples; /* CPU */
+        struct {          /* CPU, settled from the node counts (cpu_settle) */
+            uint64_t samples; /* jett samples whose stack passes through this chain's function
+                               * at its root-most occurrence (reading 4): the subtree's */
+            uint64_t leaf;    /* jett samples whose stack is exactly this chain */
+        };
         struct {          /* memory */
             uint64_t allocated;   /* bytes charged to allocations created with this chain
                                    * (initial + growth, as jp_func.mem.allocated: growth is

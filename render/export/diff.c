@@ -75,7 +75,7 @@ static int add_run(const struct jp_report *r, int side, struct drow **rows, size
             continue;
         k.len = 0;
         jp_buf_put(&k, "", 0);
-        xframe_name(&k, f);
+        jp_wr_qualified(&k, f);
         size_t name_len = k.len;
         jp_buf_put(&k, "", 1);
         uint16_t plen;
@@ -436,7 +436,7 @@ static int node_paths(const struct xprof *p, const struct xsvg_node *nd, uint32_
         if (nd[i].func >= p->v->nfuncs)
             JP_BUF_LIT(&b, XFRAME_UNATTRIBUTED);
         else
-            xframe_name(&b, &p->v->funcs[nd[i].func]);
+            jp_wr_qualified(&b, &p->v->funcs[nd[i].func]);
         if (b.failed || !(out[i].text = malloc(b.len + 1u))) {
             jp_buf_free(&b);
             return -ENOMEM;

@@ -9,6 +9,7 @@
 
 #include "common/buf.h"
 #include "export.h"
+#include "render/writers.h" /* jp_wr_qualified: one way to name a frame */
 
 /* The chain index of the one stack holding what no chain holds (export.h) */
 #define XSTACK_UNATTRIBUTED UINT32_MAX
@@ -36,15 +37,9 @@ struct xprof {
 int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p);
 void xprof_free(struct xprof *p);
 
-/* A chain's functions, root first, into seq[JP_MAX_DEPTH]; returns how many. */
-uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq);
 /* A stack's frames, root first, into seq[JP_MAX_DEPTH]: function indices, v->nfuncs standing
  * for <unattributed>; returns how many. */
 uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq);
-/* The lexical order of two chains (reading 5). */
-int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
-/* A frame's display name: namespace.function, or the bare function in <root>. */
-void xframe_name(struct jp_buf *b, const struct jp_func *f);
 /* The frame's source path (relative, as the report prints it), or NULL when unavailable. */
 const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len);
 /* The value's unit word ("samples", "bytes", "allocations"). */

@@ -1,17 +1,9 @@
 /* The stacks every export writes, read from the engine's aggregates (export.h), and the frame
  * facts the formats share.
  *
- * CPU leaf counts. The engine counts a sample once on its leaf node and settles, per call
- * chain, the samples of every stack that passes through the chain's function at its root-most
- * occurrence (cpu_settle, reading 4): a chain's `samples` is the total of its subtree, and a
- * chain that re-enters a function already on it (a recursive chain) holds nothing of its own.
- * So a chain that is not a re-entry ("kept") is valued by its samples less those of the
- * nearest kept chains below it (through any re-entries between): exactly the samples whose
- * leaf is it, plus those whose leaf is a re-entry below it with no kept chain between, which
- * the engine's counts cannot tell apart from it. A stack ending in a recursive re-entry is
- * therefore exported as the stack up to the frame above its trailing re-entries; every other
- * stack, and every stack of a run without recursion, is exported whole and exact. The values
- * add up to the chain roots' samples: every jett sample whose stack was kept.
+ * CPU stacks are valued by the engine's per-chain leaf counts (jp_chain.leaf: the samples
+ * whose stack is exactly that chain, recursion included), so every stack is exported whole and
+ * exact; the values add up to every jett sample whose stack the budget kept.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,45 +60,12 @@ const char *xvalue_unit(uint32_t value)
     return value < JP_XVAL_COUNT ? values[value].unit : "";
 }
 
-uint32_t xchain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq)
-{
-    uint32_t depth = v->chains[chain].depth;
-    if (depth > JP_MAX_DEPTH)
-        depth = JP_MAX_DEPTH;
-    uint32_t i = depth;
-    for (uint32_t c = chain + 1u; c && i; c = v->chains[c - 1u].parent)
-        seq[--i] = v->chains[c - 1u].func;
-    return depth;
-}
-
 uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq)
 {
     if (s->chain != XSTACK_UNATTRIBUTED)
-        return xchain_funcs(p->v, s->chain, seq);
+        return jp_chain_funcs(p->v, s->chain, seq);
     seq[0] = p->v->nfuncs;
     return 1;
-}
-
-int xchain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
-{
-    uint32_t sa[JP_MAX_DEPTH], sb[JP_MAX_DEPTH];
-    uint32_t la = xchain_funcs(v, a, sa), lb = xchain_funcs(v, b, sb);
-    uint32_t n = la < lb ? la : lb;
-    for (uint32_t i = 0; i < n; i++) {
-        int c = jp_func_cmp(v, sa[i], sb[i]);
-        if (c)
-            return c;
-    }
-    return la < lb ? -1 : la > lb;
-}
-
-void xframe_name(struct jp_buf *b, const struct jp_func *f)
-{
-    if (!(f->ns_len == 6 && !memcmp(f->ns, "<root>", 6))) {
-        jp_buf_put(b, f->ns, f->ns_len);
-        jp_buf_put(b, ".", 1);
-    }
-    jp_buf_put(b, f->fn, f->fn_len);
 }
 
 const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len)
@@ -117,44 +76,14 @@ const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f,
     return v->sources[f->source].path;
 }
 
-/* Whether a chain's function is already on its prefix (a recursive re-entry). */
-static bool reenters(const struct jp_engine_view *v, uint32_t chain)
-{
-    uint32_t seq[JP_MAX_DEPTH];
-    uint32_t n = xchain_funcs(v, chain, seq);
-    for (uint32_t j = 0; j + 1u < n; j++)
-        if (seq[j] == seq[n - 1u])
-            return true;
-    return false;
-}
-
 /* The value of every chain (vals[chain]) and the report's total for the value. Only called
  * with a value of the run's mode. */
 static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t *vals,
                         uint64_t *total)
 {
     if (value == JP_XVAL_SAMPLES) {
-        bool *skip = calloc(v->nchains ? v->nchains : 1u, sizeof *skip);
-        if (!skip)
-            return -ENOMEM;
-        for (uint32_t c = 0; c < v->nchains; c++) {
-            skip[c] = reenters(v, c);
-            vals[c] = skip[c] ? 0 : v->chains[c].samples;
-        }
-        for (uint32_t c = 0; c < v->nchains; c++) {
-            if (skip[c])
-                continue;
-            /* the nearest kept ancestor counted each of this chain's samples too */
-            uint32_t up = v->chains[c].parent;
-            while (up && up <= v->nchains && skip[up - 1u])
-                up = v->chains[up - 1u].parent;
-            if (!up || up > v->nchains)
-                continue;
-            uint64_t *pv = &vals[up - 1u];
-            /* saturating only so that a table cut short by the budget can never wrap */
-            *pv = *pv > v->chains[c].samples ? *pv - v->chains[c].samples : 0;
-        }
-        free(skip);
+        for (uint32_t c = 0; c < v->nchains; c++)
+            vals[c] = v->chains[c].leaf;
         *total = v->state_samples[JP_STATE_JETT];
         return 0;
     }
@@ -175,7 +104,7 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
 
 static int stack_order(const void *a, const void *b, void *v)
 {
-    return xchain_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
+    return jp_chain_lex_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
 }
 
 int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)

@@ -7,7 +7,7 @@
 static void folded_name(struct jp_buf *b, struct jp_buf *tmp, const struct jp_func *f)
 {
     tmp->len = 0;
-    xframe_name(tmp, f);
+    jp_wr_qualified(tmp, f);
     if (tmp->failed) {
         b->failed = true;
         return;

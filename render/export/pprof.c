@@ -114,7 +114,7 @@ static int stack_cmp(const struct jp_engine_view *v, const struct xstack *a,
         return 1;
     if (b->chain == XSTACK_UNATTRIBUTED)
         return -1;
-    return xchain_cmp(v, a->chain, b->chain);
+    return jp_chain_lex_cmp(v, a->chain, b->chain);
 }
 
 static int types_build(const struct xprof *p, struct types *t)
@@ -255,7 +255,7 @@ int xwrite_pprof(const struct xprof *p, char **out, size_t *len)
                 if (f == v->nfuncs)
                     JP_BUF_LIT(&name, XFRAME_UNATTRIBUTED);
                 else
-                    xframe_name(&name, &v->funcs[f]);
+                    jp_wr_qualified(&name, &v->funcs[f]);
                 st.failed |= name.failed;
                 fn->name = fn->system_name = name.failed ? 0 : str_add(&st, name.p, name.len);
                 if (f < v->nfuncs && v->funcs[f].source && v->funcs[f].source < v->nsources) {

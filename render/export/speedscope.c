@@ -18,7 +18,7 @@ static void json_name(struct jp_buf *b, struct jp_buf *tmp, const struct jp_func
 {
     tmp->len = 0;
     jp_buf_put(tmp, "", 0);
-    xframe_name(tmp, f);
+    jp_wr_qualified(tmp, f);
     if (tmp->failed) {
         b->failed = true;
         return;

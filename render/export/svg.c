@@ -78,7 +78,7 @@ static void name_raw(struct jp_buf *b, const struct jp_engine_view *v, uint32_t 
     if (func >= v->nfuncs)
         JP_BUF_LIT(b, XFRAME_UNATTRIBUTED);
     else
-        xframe_name(b, &v->funcs[func]);
+        jp_wr_qualified(b, &v->funcs[func]);
 }
 
 void xsvg_name(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func)

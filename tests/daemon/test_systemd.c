@@ -165,7 +165,7 @@ Test(systemd, the_service_is_a_notify_service_of_its_own_user_within_budgets)
     cr_assert_not_null(unit);
     static const char *const want[][2] = {
         {"Type", "notify"},          {"DynamicUser", "yes"},   {"PrivateUsers", "no"},
-        {"StateDirectoryMode", "0700"}, {"LogsDirectoryMode", "0700"}, {"TasksMax", "16"},
+        {"StateDirectoryMode", "0700"}, {"LogsDirectoryMode", "0700"}, {"TasksMax", "256"},
         {"LimitNOFILE", "5184"},     {"NoNewPrivileges", "yes"}, {"ProtectSystem", "strict"},
         {"PrivateTmp", "yes"},       {"RestrictAddressFamilies", "AF_UNIX"},
     };
@@ -300,8 +300,8 @@ Test(systemd, log_lines_carry_journal_priorities_when_stderr_is_the_journal)
         char *text = jpt_slurp_file(log, NULL);
         cr_assert_not_null(text);
         const char *p = journal ? "<6>" : "", *w = journal ? "<4>" : "";
-        char serving[64], failed[64];
-        snprintf(serving, sizeof serving, "%sjettprofd: serving\n", p);
+        char serving[700], failed[64];
+        snprintf(serving, sizeof serving, "%sjettprofd: serving on %s with ", p, sock);
         snprintf(failed, sizeof failed, "%sjettprofd: run 1: its capture failed", w);
         cr_assert(!strncmp(text, serving, strlen(serving)), "first line: %s", text);
         cr_assert(strstr(text, failed) != NULL, "a warning: %s", text);
