@@ -73,6 +73,7 @@ int jpd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+__attribute__((format(printf, 2, 0)))
 static void vlog(int priority, const char *fmt, va_list ap)
 {
     char line[512];

@@ -21,20 +21,21 @@
  *
  *   W1     producer  load-acquire wake (seq0)        K3          a wake bumped after W1 makes
  *                                                                 the futex wait return at once
- *   W2     producer  store-release waiting = 1       K2
- *   W3     producer  seq_cst fence, then B           K1          Dekker: the producer's load
- *                                                                 of tail (B) after W2, or the
+ *   W2     producer  seq_cst store waiting = 1       K2
+ *   W3     producer  seq_cst load of tail (B)        K1          Dekker: the producer's load
+ *                                                                 of tail after W2, or the
  *                                                                 consumer's load of waiting
- *                                                                 (K2) after D, sees the other
+ *                                                                 (K2) after K1, sees the other
  *                                                                 side's store
- *          producer  FUTEX_WAIT(wake, seq0) if B still finds no room
- *   K1     consumer  after D, seq_cst fence          W3
- *   K2     consumer  load-acquire waiting            W2
+ *          producer  FUTEX_WAIT(wake, seq0) if W3 still finds no room
+ *   K1     consumer  D as a seq_cst store of tail    W3
+ *   K2     consumer  seq_cst load of waiting         W2
  *   K3     consumer  if raised: store-release wake = c_wake + 1, then FUTEX_WAKE
  *
- * Why no wake-up is lost. Either the producer's B after W3 sees the tail of the release (then
- * it does not sleep), or the consumer's K2 after K1 sees waiting = 1 (the two seq_cst fences
- * forbid both loads missing both stores). In the second case K2 reads W2's store, so W1, which
+ * Why no wake-up is lost. Either the producer's W3 sees the tail of the release (then
+ * it does not sleep), or the consumer's K2 after K1 sees waiting = 1 (the four operations are
+ * seq_cst, so they have one total order and both loads cannot miss both stores; seq_cst
+ * operations rather than fences, which ThreadSanitizer does not model). In the second case K2 reads W2's store, so W1, which
  * is sequenced before W2, happens before K3: W1 cannot have read K3's value, seq0 differs from
  * the word once K3 stored it, and the kernel's FUTEX_WAIT, which compares the word and queues
  * the waiter atomically against FUTEX_WAKE, either returns at once (it sees the bump) or is
@@ -215,15 +216,22 @@ void jp_ring_close(struct jp_ring *r)
     store_release32(&r->sh->closed, 1u); /* E: pairs with F */
 }
 
-int jp_ring_room(struct jp_ring *r, uint32_t bytes)
+/* Whether `bytes` fit, reloading the consumer's tail with `order` (B: acquire, pairs with D;
+ * seq_cst after W2, see W3). */
+static int room_for(struct jp_ring *r, uint32_t bytes, int order)
 {
     if (bytes - 1u >= JP_REC_MAX_SIZE)
         return 0;
     uint64_t n = jp_rec_slots(bytes);
     uint64_t to_end = r->slot_count - (r->p_head & r->mask);
     uint64_t need = n <= to_end ? n : to_end + n; /* as jp_ring_reserve counts it */
-    r->p_tail_cache = jp_ring__load_acquire(&r->sh->tail); /* B: pairs with D */
+    r->p_tail_cache = __atomic_load_n(&r->sh->tail, order);
     return r->p_head + need - r->p_tail_cache <= r->slot_count;
+}
+
+int jp_ring_room(struct jp_ring *r, uint32_t bytes)
+{
+    return room_for(r, bytes, __ATOMIC_ACQUIRE); /* B: pairs with D */
 }
 
 /* The futex word is in a MAP_SHARED mapping of a memfd that another process maps too, so the
@@ -244,9 +252,8 @@ int jp_ring_wait(struct jp_ring *r, uint32_t bytes, uint64_t timeout_ns)
     if (jp_ring_room(r, bytes))
         return 1;
     uint32_t seq0 = load_acquire32(&r->sh->wake);  /* W1: pairs with K3 */
-    store_release32(&r->sh->waiting, 1u);           /* W2: pairs with K2 */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);        /* W3: pairs with K1 */
-    int room = jp_ring_room(r, bytes);              /* B after W3 */
+    __atomic_store_n(&r->sh->waiting, 1u, __ATOMIC_SEQ_CST); /* W2: pairs with K2 */
+    int room = room_for(r, bytes, __ATOMIC_SEQ_CST);          /* W3: pairs with K1 */
     if (!room && timeout_ns) {
         futex_wait(&r->sh->wake, seq0, timeout_ns);
         room = jp_ring_room(r, bytes);
@@ -288,10 +295,9 @@ void jp_ring_release(struct jp_ring *r, uint64_t slots)
     if (slots == 0)
         return; /* nothing moved: nobody to wake */
     r->c_tail += slots;
-    jp_ring__store_release(&r->sh->tail, r->c_tail); /* D: pairs with B */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);          /* K1: pairs with W3 */
+    __atomic_store_n(&r->sh->tail, r->c_tail, __ATOMIC_SEQ_CST); /* D and K1: pairs with B, W3 */
     /* A hint from the client's memory: any nonzero value asks for one wake, nothing more. */
-    if (load_acquire32(&r->sh->waiting)) {            /* K2: pairs with W2 */
+    if (__atomic_load_n(&r->sh->waiting, __ATOMIC_SEQ_CST)) {    /* K2: pairs with W2 */
         store_release32(&r->sh->wake, ++r->c_wake);   /* K3: pairs with W1 */
         futex_wake(&r->sh->wake);
         r->c_wakes++;

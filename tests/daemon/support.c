@@ -429,8 +429,12 @@ int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, in
     struct jpt_result err;
     memset(&err, 0, sizeof err);
     int r = jpt_client_hello(c, s, JP_OUT_HUMAN | JP_OUT_TOON, run_id, &err);
-    if (r < 0)
+    if (r < 0) {
+        /* the suite's assertion shows only the code: say which step failed and why */
+        fprintf(stderr, "jpt_start_run: hello failed: %s%s%s\n", strerror(-r),
+                err.error[0] ? "; the daemon said: " : "", err.error);
         return r;
+    }
     r = jp_ring_create(slots, ring);
     if (r < 0)
         return r;
@@ -439,16 +443,21 @@ int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, in
     m.u.ring.has_capture = capture_fd >= 0;
     int fds[2] = {ring->fd, capture_fd};
     r = jp_ctl_send(c->fd, &m, fds, capture_fd >= 0 ? 2u : 1u);
-    if (r < 0)
+    if (r < 0) {
+        fprintf(stderr, "jpt_start_run: sending RING failed: %s\n", strerror(-r));
         return r;
+    }
     uint8_t buf[JP_REC_MAX_SIZE];
     for (uint64_t i = 0; i < count; i++) {
         uint32_t len = jpt_stream_next(s, buf);
         if (len == 0)
             break;
         r = jpt_push(ring, buf, len);
-        if (r < 0)
+        if (r < 0) {
+            fprintf(stderr, "jpt_start_run: record %llu not pushed: %s\n",
+                    (unsigned long long)i, strerror(-r));
             return r;
+        }
     }
     return 0;
 }
