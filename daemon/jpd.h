@@ -77,6 +77,23 @@ struct jpd_kept {
     char *toon; size_t toon_len;
 };
 
+/* One finished run as the runs log has it (a row of --runs-log). Built on the run's loop, posted
+ * by value to the main loop, which writes it. */
+#define JPD_PROGRAM_MAX 256u
+struct jpd_run_row {
+    uint64_t run_id;
+    pid_t pid;
+    uid_t uid;
+    uint32_t ending, status;
+    struct jp_engine_summary sum;
+    int64_t start_unix_s; /* wall clock (CLOCK_REALTIME) when the ring was mapped; 0: unknown */
+    uint64_t duration_ms; /* monotonic, from then to the run's end */
+    char reason[64];
+    /* The run's program: the logical path (relative, as the report prints paths) of the first
+     * project source the runtime defined; "" when it defined none. */
+    char program[JPD_PROGRAM_MAX];
+};
+
 struct jpd_session;
 struct jpd_session_ops;
 struct jpd_post;
@@ -169,9 +186,7 @@ struct jpd_daemon {
  * while the daemon runs. */
 struct jpd_session_ops {
     /* One row in the runs log for a finished run (nothing without a runs log). */
-    void (*log_run)(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                    uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                    uint32_t status);
+    void (*log_run)(struct jpd_daemon *d, const struct jpd_run_row *row);
     /* Keeps a copy of a finished run's rendered profile for `show` (long-lived mode). */
     void (*keep)(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
     /* A kept run, or NULL; valid until the next keep. Main loop only (SHOW). */
@@ -249,14 +264,11 @@ void jpd_workers_absorb(struct jpd_daemon *d);
 int jpd_on_main(const struct jpd_daemon *d);
 /* From a worker: a runs-log row (copied) / a kept profile (its texts taken: *r keeps none) for
  * the main loop. */
-void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                  const struct jp_engine_summary *sum, const char *reason, uint32_t status);
+void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 /* What the main loop does with them (server.c). */
-void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status);
+void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 /* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
 int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
@@ -328,6 +340,9 @@ const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
+/* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL
+ * (unknown), -ERANGE, -ENOSPC (cap under 21). */
+int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
 void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s);
 

@@ -145,52 +145,63 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status)
+void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
     if (d->runs_log_fd < 0)
         return;
     struct jp_buf b = {0};
     jp_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
-                   (unsigned long long)run_id, (long)pid, (unsigned long)uid);
-    jp_json_str(&b, jpd_ending_word(ending));
-    const char *mode = jp_mode_name(sum->mode);
+                   (unsigned long long)row->run_id, (long)row->pid, (unsigned long)row->uid);
+    jp_json_str(&b, jpd_ending_word(row->ending));
+    /* The run's own mode (its HELLO's) when the engine never saw RUN_START. */
+    const char *mode = jp_mode_name(row->sum.mode);
     JP_BUF_LIT(&b, ",\"mode\":");
     if (mode)
         jp_json_str(&b, mode);
     else
         JP_BUF_LIT(&b, "null");
-    const char *term = jp_termination_name(sum->termination);
+    const char *term = jp_termination_name(row->sum.termination);
     JP_BUF_LIT(&b, ",\"termination\":");
     if (term)
         jp_json_str(&b, term);
     else
         JP_BUF_LIT(&b, "null");
     JP_BUF_LIT(&b, ",\"status\":");
-    jp_json_str(&b, jpd_status_word(status));
+    jp_json_str(&b, jpd_status_word(row->status));
     JP_BUF_LIT(&b, ",\"reason\":");
-    jp_json_str(&b, reason ? reason : "");
+    jp_json_str(&b, row->reason);
+    JP_BUF_LIT(&b, ",\"start\":");
+    char when[32];
+    if (jpd_rfc3339(row->start_unix_s, when, sizeof when) == 0)
+        jp_json_str(&b, when);
+    else
+        JP_BUF_LIT(&b, "null");
+    jp_buf_printf(&b, ",\"duration_ms\":%llu,\"program\":",
+                  (unsigned long long)row->duration_ms);
+    if (row->program[0])
+        jp_json_str(&b, row->program);
+    else
+        JP_BUF_LIT(&b, "null");
     JP_BUF_LIT(&b, ",\"totals\":");
-    jpd_summary_json(&b, sum);
+    jpd_summary_json(&b, &row->sum);
     JP_BUF_LIT(&b, "}\n");
     if (b.failed)
-        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+        jpd_log("run %llu: out of memory writing its runs log row",
+                (unsigned long long)row->run_id);
     else
         append_row(d->runs_log_fd, b.p, b.len);
     jp_buf_free(&b);
 }
 
 /* The runs log is the main loop's: a worker's row is posted there, in order. */
-static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+static void log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
     if (d->runs_log_fd < 0)
         return;
     if (jpd_on_main(d))
-        jpd_server_log_run(d, run_id, pid, uid, ending, sum, reason, status);
+        jpd_server_log_run(d, row);
     else
-        jpd_post_log(d, run_id, pid, uid, ending, sum, reason, status);
+        jpd_post_log(d, row);
 }
 
 /* ---- runs in flight per uid (--max-runs-per-uid) ---- */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,8 +72,9 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
         if (!s->d->private_mode)
             jpd_log("run %llu ended: %s, %llu records", (unsigned long long)s->run_id,
                     jp_ctl_error_name(code), (unsigned long long)s->fed);
-        s->d->ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, JP_END_COLLECTOR_FAILURE,
-                           &sum, jp_ctl_error_name(code), 0);
+        struct jpd_run_row row;
+        jpd_result_row(s, JP_END_COLLECTOR_FAILURE, &sum, jp_ctl_error_name(code), 0, &row);
+        s->d->ops->log_run(s->d, &row);
     }
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
@@ -393,6 +395,8 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
         return;
     }
     s->run_started = 1;
+    s->start_unix_s = (int64_t)time(NULL);
+    s->start_ns = uv_hrtime();
     set_state(s, JPD_S_LIVE);
     if (!s->d->private_mode)
         jpd_log("run %llu started: uid %u, mode %s, %u slots", (unsigned long long)s->run_id,
