@@ -94,6 +94,22 @@ struct jpd_run_row {
     char program[JPD_PROGRAM_MAX];
 };
 
+/* One live run as `jettprofd status` sees it (status.c). The run's loop writes the figures
+ * and the main loop reads them, each only under d->live_mu: the mutex orders every write
+ * before every later read (release on unlock, acquire on lock), so a reader never sees a torn
+ * or stale-beyond-one-drain figure. Listed from the ring's mapping to the run's end. */
+struct jpd_live {
+    struct jpd_live *prev, *next;
+    int listed;
+    uint64_t run_id;
+    uid_t uid;
+    pid_t pid;
+    uint32_t mode;
+    uint64_t start_ns;  /* uv_hrtime() */
+    uint64_t records;   /* fed to the engine so far */
+    uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
+};
+
 struct jpd_session;
 struct jpd_session_ops;
 struct jpd_post;
@@ -161,6 +177,12 @@ struct jpd_daemon {
     pthread_mutex_t flights_mu;
     struct jpd_flight { uid_t uid; uint32_t runs; } flights[JPD_MAX_SESSIONS];
     uint32_t nflights;
+
+    /* What `jettprofd status` reports (status.c), all guarded by live_mu. */
+    pthread_mutex_t live_mu;
+    struct jpd_live *live;  /* runs in flight, on any loop */
+    uint64_t start_ns;      /* uv_hrtime() at start (main loop, set once before workers) */
+    uint64_t runs_started, runs_finished, runs_refused, records_total;
 
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
@@ -281,6 +303,23 @@ int jpd_run_serve(const struct jpd_config *cfg);
  * removes (and logs) the oldest finished captures, never one still being written. */
 void jpd_capture_prune(struct jpd_daemon *d);
 const char *jpd_default_socket(char *buf, size_t cap);
+
+/* status.c: the live runs, the totals and `jettprofd status`. */
+enum { JPD_STATUS_HUMAN, JPD_STATUS_JSON, JPD_STATUS_PROMETHEUS };
+/* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
+ * counts it finished with its records). _end on a run never begun does nothing. */
+void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill);
+void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
+/* Main loop: a connection was refused (permission, too many runs). */
+void jpd_live_refused(struct jpd_daemon *d);
+/* The status text for a caller of uid viewer in format JPD_STATUS_*, appended to b. A viewer
+ * that is root or the daemon's own uid sees every live run; any other sees its own runs in
+ * full and others' only as a count. */
+void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
+/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
+ * stdout; else atomically, temp + rename). Returns the exit status. */
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
 
 /* show.c */
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);

@@ -6,6 +6,7 @@
  *                   [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
+ *   jettprofd status [--socket PATH] [--format human|json] [-o FILE]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -76,6 +77,11 @@ static const struct command {
     {"show",
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
+    {"status",
+     "jettprofd status [--socket PATH] [--format human|json] [-o FILE]\n",
+     "Prints what the daemon serving on PATH is doing: its uptime, workers, RSS, totals and\n"
+     "live runs (other users' runs only as a count, unless you are root or the daemon's\n"
+     "user). -o FILE writes it to FILE atomically (a temp file, then rename).\n"},
     {"replay",
      "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
      "                 [--profile-limit N]\n",
@@ -242,6 +248,34 @@ static int cmd_serve(int argc, char **argv)
     return jpd_run_serve(&cfg);
 }
 
+static int cmd_status(int argc, char **argv)
+{
+    const char *sock = NULL, *out = NULL;
+    uint32_t format = JPD_STATUS_HUMAN;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--socket") && strcmp(a, "--format") && strcmp(a, "-o"))
+            return bad("status", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return bad("status", "missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--socket"))
+            sock = v;
+        else if (!strcmp(a, "-o"))
+            out = v;
+        else if (!strcmp(v, "human"))
+            format = JPD_STATUS_HUMAN;
+        else if (!strcmp(v, "json"))
+            format = JPD_STATUS_JSON;
+        else
+            return bad("status", "--format must be human or json, not", v);
+    }
+    char buf[160];
+    if (!sock)
+        sock = jpd_default_socket(buf, sizeof buf);
+    return jpd_status(sock, format, out);
+}
+
 static int cmd_show(int argc, char **argv)
 {
     const char *sock = NULL;
@@ -334,6 +368,8 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "show"))
         return cmd_show(argc - 2, argv + 2);
+    if (!strcmp(cmd, "status"))
+        return cmd_status(argc - 2, argv + 2);
     if (!strcmp(cmd, "replay"))
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))

@@ -73,6 +73,8 @@ static int send_exports(struct jpd_session *s, const struct rendered_export *ex)
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
                     const char *reason, uint32_t status, struct jpd_run_row *row)
 {
+    s->live.records = s->fed;
+    jpd_live_end(s->d, &s->live);
     memset(row, 0, sizeof *row);
     row->run_id = s->run_id;
     row->pid = s->peer.pid;
@@ -218,6 +220,27 @@ void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
     r.u.result.toon = t ? k->toon : "";
     r.u.result.toon_len = t ? k->toon_len : 0;
     if (jpd_conn_send(s, &r) < 0) {
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+        return;
+    }
+    jpd_session_done(s);
+}
+
+void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m)
+{
+    struct jp_buf b = {0};
+    jpd_status_text(s->d, s->peer.uid, m->u.status.format, &b);
+    if (b.failed) {
+        jp_buf_free(&b);
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
+        return;
+    }
+    struct jp_ctl_msg r = {.type = JP_CTL_STATUS_REPLY};
+    r.u.status_reply.text = b.p ? b.p : "";
+    r.u.status_reply.text_len = b.len;
+    int e = jpd_conn_send(s, &r);
+    jp_buf_free(&b);
+    if (e < 0) {
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
         return;
     }

@@ -382,6 +382,8 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->main_thread = pthread_self();
     pthread_mutex_init(&d->post_mu, NULL);
     pthread_mutex_init(&d->flights_mu, NULL);
+    pthread_mutex_init(&d->live_mu, NULL);
+    d->start_ns = uv_hrtime();
     d->cfg = cfg;
     d->ops = &session_ops;
     d->private_mode = private_mode;
@@ -442,6 +444,7 @@ static int daemon_run(struct jpd_daemon *d)
     int r = uv_loop_close(d->loop);
     pthread_mutex_destroy(&d->post_mu);
     pthread_mutex_destroy(&d->flights_mu);
+    pthread_mutex_destroy(&d->live_mu);
     if (r < 0) {
         jpd_log("internal: handles left open at exit");
         return 1;
@@ -608,7 +611,10 @@ static void on_accept(uv_poll_t *h, int status, int events)
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
         jpd_workers_absorb(d); /* sessions freed on workers no longer count */
-        if (!peer_allowed(d, fd, &uc)) {
+        int allowed = peer_allowed(d, fd, &uc);
+        if (!allowed || d->nsessions >= JPD_MAX_SESSIONS || jpd_prehello_full(d, uc.uid))
+            jpd_live_refused(d);
+        if (!allowed) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
                                    "this user may not attach to this daemon");

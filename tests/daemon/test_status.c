@@ -1,7 +1,10 @@
-/* What an operator sees of a serve daemon: the runs log's row of each finished run. */
+/* What an operator sees of a serve daemon: `jettprofd status` (its live runs, with what another
+ * uid may see of them) and the runs log's row of each finished run. */
 #include <criterion/criterion.h>
 #include <regex.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,5 +74,179 @@ Test(status, runs_log_row_names_start_duration_program_mode_status)
     cr_expect(found, "no start between %lld and %lld in %s", (long long)before,
               (long long)after, row);
     free(row);
+    free(dir);
+}
+
+#define GROUP 4242
+
+/* STATUS{format} over a fresh connection: the reply's text (malloc'ed), or NULL. */
+static char *status_of(const char *sock, uint32_t format)
+{
+    struct jpt_client c;
+    if (jpt_client_connect(&c, sock) < 0)
+        return NULL;
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    char *text = NULL;
+    if (jp_ctl_send(c.fd, &m, NULL, 0) == 0 && jpt_client_recv(&c, &m, 10000) == 1 &&
+        m.type == JP_CTL_STATUS_REPLY) {
+        text = malloc(m.u.status_reply.text_len + 1);
+        if (text) {
+            memcpy(text, m.u.status_reply.text, m.u.status_reply.text_len);
+            text[m.u.status_reply.text_len] = '\0';
+        }
+    }
+    jpt_client_close(&c);
+    return text;
+}
+
+/* Waits (up to 10 s) until the daemon lists run id as live, which it does once a worker has
+ * mapped the run's ring: 1, or 0 when it never did. */
+static int wait_listed(const char *sock, uint64_t id)
+{
+    char want[64];
+    snprintf(want, sizeof want, "{\"run_id\":%llu,", (unsigned long long)id);
+    for (int i = 0; i < 1000; i++) {
+        char *t = status_of(sock, 1);
+        int found = t && strstr(t, want);
+        free(t);
+        if (found)
+            return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static char *serve_dir(char *sock, size_t cap, pid_t *d, const char *const extra[])
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    cr_assert_eq(chmod(dir, 0755), 0);
+    snprintf(sock, cap, "%s/d.sock", dir);
+    *d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(*d, 0);
+    return dir;
+}
+
+static void stop(pid_t d)
+{
+    kill(d, SIGTERM);
+    int st = tl_wait(d, 10000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
+}
+
+Test(status, a_live_run_is_listed_in_human_and_json)
+{
+    char sock[600];
+    pid_t d;
+    char *dir = serve_dir(sock, sizeof sock, &d, NULL);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 3, 1000000);
+    struct jp_ring ring;
+    uint64_t id = 0;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 500, &ring, &id), 0);
+    cr_assert(wait_listed(sock, id), "run %llu never listed", (unsigned long long)id);
+
+    char *bin = (char *)jpt_daemon_bin();
+    char *argv[] = {bin, "status", "--socket", sock, "--format", "json", NULL};
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status: %s", err);
+    char want[128];
+    snprintf(want, sizeof want, "\"live\":[{\"run_id\":%llu,\"uid\":0,", (unsigned long long)id);
+    cr_expect(strstr(out, want), "%s", out);
+    cr_expect(strstr(out, "\"mode\":\"cpu\""), "%s", out);
+    cr_expect(matches(out, "^\\{\"uptime_ms\":[0-9]+,\"workers\":[1-9][0-9]*,\"rss_bytes\":[1-9]"),
+              "%s", out);
+    cr_expect(strstr(out, "\"runs_started\":1,\"runs_finished\":0,"), "%s", out);
+    cr_expect(strstr(out, "\"live_hidden\":0}"), "%s", out);
+    free(out);
+    free(err);
+
+    char *hargv[] = {bin, "status", "--socket", sock, NULL};
+    st = jpt_capture_cmd(hargv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status: %s", err);
+    cr_expect(strstr(out, "live runs: 1\n"), "%s", out);
+    snprintf(want, sizeof want, "\n  %llu 0 ", (unsigned long long)id);
+    cr_expect(strstr(out, want), "%s", out);
+    free(out);
+    free(err);
+
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    stop(d);
+    free(dir);
+}
+
+Test(status, another_uid_sees_its_own_runs_and_only_a_count_of_others)
+{
+    char sock[600];
+    pid_t d;
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    char *dir = serve_dir(sock, sizeof sock, &d, extra);
+    cr_assert_eq(chmod(sock, 0666), 0);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 4, 1000000);
+    struct jp_ring ring;
+    uint64_t root_run = 0;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 100, &ring, &root_run), 0);
+    cr_assert(wait_listed(sock, root_run));
+
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t child = tl_fork();
+    if (child == 0) {
+        close(p[0]);
+        jpt_become(4001, GROUP);
+        struct jpt_client k;
+        if (jpt_client_connect(&k, sock) < 0)
+            _exit(90);
+        struct jpt_stream ks;
+        jpt_stream_init(&ks, JP_MODE_MEMORY, 5, 1000000);
+        struct jp_ring kr;
+        uint64_t mine = 0;
+        if (jpt_start_run(&k, &ks, 4096, -1, 100, &kr, &mine) < 0)
+            _exit(91);
+        if (!wait_listed(sock, mine))
+            _exit(93);
+        char *text = status_of(sock, 1);
+        if (!text)
+            _exit(92);
+        dprintf(p[1], "%llu\n%s", (unsigned long long)mine, text);
+        _exit(0);
+    }
+    close(p[1]);
+    char *got = jpt_slurp_fd(p[0]);
+    close(p[0]);
+    int st;
+    cr_assert_eq(waitpid(child, &st, 0), child);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit %d", WEXITSTATUS(st));
+    unsigned long long mine = strtoull(got, NULL, 10);
+    const char *text = strchr(got, '\n');
+    cr_assert(text && mine > 0, "%s", got);
+    char want[128];
+    snprintf(want, sizeof want, "{\"run_id\":%llu,\"uid\":4001,", mine);
+    cr_expect(strstr(text, want), "its own run in full: %s", text);
+    snprintf(want, sizeof want, "\"run_id\":%llu,", (unsigned long long)root_run);
+    cr_expect(!strstr(text, want), "root's run must not show: %s", text);
+    cr_expect(!strstr(text, "\"uid\":0,"), "%s", text);
+    cr_expect(strstr(text, "\"live_hidden\":1}"), "%s", text);
+    free(got);
+
+    /* root sees both in full (the child's run may have ended with the child; its own stays) */
+    char *all = status_of(sock, 1);
+    cr_assert_not_null(all);
+    snprintf(want, sizeof want, "{\"run_id\":%llu,\"uid\":0,", (unsigned long long)root_run);
+    cr_expect(strstr(all, want), "%s", all);
+    cr_expect(strstr(all, "\"live_hidden\":0}"), "%s", all);
+    free(all);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    stop(d);
     free(dir);
 }

@@ -1,0 +1,280 @@
+/* What an operator sees of a serving daemon: the runs in flight (listed by the loop each run
+ * lives on), the daemon's totals, and `jettprofd status`, which asks the daemon for them.
+ * Every figure here is guarded by d->live_mu (see struct jpd_live). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "jpd.h"
+
+void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)
+{
+    pthread_mutex_lock(&d->live_mu);
+    l->prev = NULL;
+    l->next = d->live;
+    if (d->live)
+        d->live->prev = l;
+    d->live = l;
+    l->listed = 1;
+    d->runs_started++;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill)
+{
+    pthread_mutex_lock(&d->live_mu);
+    l->records = records;
+    l->fill = fill;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l)
+{
+    pthread_mutex_lock(&d->live_mu);
+    if (l->listed) {
+        if (l->prev)
+            l->prev->next = l->next;
+        else
+            d->live = l->next;
+        if (l->next)
+            l->next->prev = l->prev;
+        l->listed = 0;
+        d->runs_finished++;
+        d->records_total += l->records;
+    }
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_refused(struct jpd_daemon *d)
+{
+    pthread_mutex_lock(&d->live_mu);
+    d->runs_refused++;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+/* Resident set in bytes (/proc/self/statm's second field), 0 when it cannot be read. */
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long size = 0, res = 0;
+    int ok = f && fscanf(f, "%llu %llu", &size, &res) == 2;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? res * (uint64_t)page : 0;
+}
+
+struct snap {
+    uint64_t run_id;
+    uid_t uid;
+    pid_t pid;
+    uint32_t mode;
+    uint64_t age_ms, records, fill, slots;
+};
+
+static const char *mode_word(uint32_t mode)
+{
+    const char *m = jp_mode_name(mode);
+    return m ? m : "unknown";
+}
+
+/* records per second over the run's age, whole */
+static uint64_t rate(const struct snap *r)
+{
+    return r->age_ms ? r->records * 1000u / r->age_ms : 0;
+}
+
+/* ring fill in per mille of its slots */
+static uint64_t fill_pm(const struct snap *r)
+{
+    return r->slots ? r->fill * 1000u / r->slots : 0;
+}
+
+static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                         const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                         uint32_t hidden)
+{
+    jp_buf_printf(b, "uptime %llus, %u worker(s), RSS %llu KiB\n",
+                  (unsigned long long)(up_ms / 1000u), (unsigned)workers,
+                  (unsigned long long)(rss >> 10));
+    jp_buf_printf(b, "runs: %llu started, %llu finished, %llu refused; %llu records\n",
+                  (unsigned long long)tot[0], (unsigned long long)tot[1],
+                  (unsigned long long)tot[2], (unsigned long long)tot[3]);
+    jp_buf_printf(b, "live runs: %u", (unsigned)(nv + hidden));
+    if (hidden)
+        jp_buf_printf(b, " (%u of other users, not shown)", (unsigned)hidden);
+    JP_BUF_LIT(b, "\n");
+    if (nv)
+        JP_BUF_LIT(b, "  RUN_ID UID PID MODE AGE_S RECORDS RECORDS/S RING_FILL\n");
+    for (uint32_t i = 0; i < nv; i++)
+        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%%\n",
+                      (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                      (long)v[i].pid, mode_word(v[i].mode),
+                      (unsigned long long)(v[i].age_ms / 1000u),
+                      (unsigned long long)v[i].records, (unsigned long long)rate(&v[i]),
+                      (unsigned long long)(fill_pm(&v[i]) / 10u),
+                      (unsigned long long)(fill_pm(&v[i]) % 10u));
+}
+
+static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                        const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                        uint32_t hidden)
+{
+    jp_buf_printf(b, "{\"uptime_ms\":%llu,\"workers\":%u,\"rss_bytes\":%llu,"
+                  "\"totals\":{\"runs_started\":%llu,\"runs_finished\":%llu,"
+                  "\"runs_refused\":%llu,\"records\":%llu},\"live\":[",
+                  (unsigned long long)up_ms, (unsigned)workers, (unsigned long long)rss,
+                  (unsigned long long)tot[0], (unsigned long long)tot[1],
+                  (unsigned long long)tot[2], (unsigned long long)tot[3]);
+    for (uint32_t i = 0; i < nv; i++) {
+        jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"pid\":%ld,\"mode\":", i ? "," : "",
+                      (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                      (long)v[i].pid);
+        jp_json_str(b, mode_word(v[i].mode));
+        jp_buf_printf(b, ",\"age_ms\":%llu,\"records\":%llu,\"records_per_s\":%llu,"
+                      "\"ring_fill\":%llu,\"ring_slots\":%llu}",
+                      (unsigned long long)v[i].age_ms, (unsigned long long)v[i].records,
+                      (unsigned long long)rate(&v[i]), (unsigned long long)v[i].fill,
+                      (unsigned long long)v[i].slots);
+    }
+    jp_buf_printf(b, "],\"live_hidden\":%u}\n", (unsigned)hidden);
+}
+
+void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b)
+{
+    int all = viewer == 0 || viewer == geteuid();
+    uint64_t now = uv_hrtime();
+    uint32_t cap = 0, nv = 0, hidden = 0;
+    struct snap *v = NULL;
+    uint64_t tot[4];
+    pthread_mutex_lock(&d->live_mu);
+    for (struct jpd_live *l = d->live; l; l = l->next)
+        cap++;
+    v = cap ? calloc(cap, sizeof *v) : NULL;
+    for (struct jpd_live *l = d->live; l && (v || !cap); l = l->next) {
+        if (!all && l->uid != viewer) {
+            hidden++;
+            continue;
+        }
+        v[nv++] = (struct snap){l->run_id, l->uid, l->pid, l->mode,
+                                (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots};
+    }
+    tot[0] = d->runs_started;
+    tot[1] = d->runs_finished;
+    tot[2] = d->runs_refused;
+    tot[3] = d->records_total;
+    pthread_mutex_unlock(&d->live_mu);
+    if (cap && !v) {
+        b->failed = 1; /* out of memory: the caller answers so */
+        return;
+    }
+    uint64_t up_ms = (now - d->start_ns) / 1000000u;
+    if (format == JPD_STATUS_JSON)
+        render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    else
+        render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    free(v);
+}
+
+/* Writes text to path atomically: a temp file beside it (0644: a textfile collector reads it),
+ * then rename. 0 or -errno. */
+static int write_atomic(const char *path, const char *text, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int r = jpd_write_all(fd, text, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(socket_path) >= sizeof sa.sun_path) {
+        fprintf(stderr, "jettprofd: status: --socket path is too long\n");
+        return 2;
+    }
+    strcpy(sa.sun_path, socket_path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        fprintf(stderr, "jettprofd: status: cannot reach the daemon at %s: %s\n", socket_path,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return 1;
+    }
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    signal(SIGPIPE, SIG_IGN);
+    int r = jp_ctl_send(fd, &m, NULL, 0);
+    if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
+        fprintf(stderr, "jettprofd: status: cannot send the request: %s\n", strerror(-r));
+        close(fd);
+        return 1;
+    }
+    struct jp_ctl_decoder *dec;
+    if (jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &dec) < 0) {
+        fprintf(stderr, "jettprofd: status: out of memory\n");
+        close(fd);
+        return 1;
+    }
+    int rc = 1;
+    for (;;) {
+        uint8_t buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            fprintf(stderr, "jettprofd: status: the daemon closed the connection without an "
+                            "answer\n");
+            break;
+        }
+        if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {
+            fprintf(stderr, "jettprofd: status: the daemon's answer is too large\n");
+            break;
+        }
+        struct jp_ctl_msg a;
+        const char *why = NULL;
+        r = jp_ctl_decoder_next(dec, &a, &why);
+        if (r == 0)
+            continue;
+        if (r < 0) {
+            fprintf(stderr, "jettprofd: status: malformed answer: %s\n", why ? why : "?");
+        } else if (a.type == JP_CTL_STATUS_REPLY) {
+            const char *t = a.u.status_reply.text;
+            size_t len = a.u.status_reply.text_len;
+            r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
+            if (r < 0)
+                fprintf(stderr, "jettprofd: status: cannot write %s: %s\n",
+                        out_path ? out_path : "standard output", jpd_error_text(r));
+            rc = r < 0 ? 1 : 0;
+        } else if (a.type == JP_CTL_ERROR) {
+            fprintf(stderr, "jettprofd: status: %s: %.*s\n", jp_ctl_error_name(a.u.error.code),
+                    (int)a.u.error.message_len, a.u.error.message);
+        } else {
+            fprintf(stderr, "jettprofd: status: unexpected %s message\n",
+                    jp_ctl_type_name(a.type));
+        }
+        break;
+    }
+    jp_ctl_decoder_free(dec);
+    close(fd);
+    return rc;
+}
