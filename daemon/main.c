@@ -6,7 +6,7 @@
  *                   [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
- *   jettprofd status [--socket PATH] [--format human|json] [-o FILE]
+ *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -78,10 +78,11 @@ static const struct command {
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
     {"status",
-     "jettprofd status [--socket PATH] [--format human|json] [-o FILE]\n",
+     "jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]\n",
      "Prints what the daemon serving on PATH is doing: its uptime, workers, RSS, totals and\n"
      "live runs (other users' runs only as a count, unless you are root or the daemon's\n"
-     "user). -o FILE writes it to FILE atomically (a temp file, then rename).\n"},
+     "user). prometheus is the text exposition format, for node_exporter's textfile\n"
+     "collector; -o FILE writes it to FILE atomically (a temp file, then rename).\n"},
     {"replay",
      "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
      "                 [--profile-limit N]\n",
@@ -267,8 +268,10 @@ static int cmd_status(int argc, char **argv)
             format = JPD_STATUS_HUMAN;
         else if (!strcmp(v, "json"))
             format = JPD_STATUS_JSON;
+        else if (!strcmp(v, "prometheus"))
+            format = JPD_STATUS_PROMETHEUS;
         else
-            return bad("status", "--format must be human or json, not", v);
+            return bad("status", "--format must be human, json or prometheus, not", v);
     }
     char buf[160];
     if (!sock)

@@ -146,6 +146,69 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
     jp_buf_printf(b, "],\"live_hidden\":%u}\n", (unsigned)hidden);
 }
 
+/* One metric family's HELP and TYPE lines (the Prometheus text exposition format). */
+static void prom_family(struct jp_buf *b, const char *name, const char *type, const char *help)
+{
+    jp_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The Prometheus text format, for node_exporter's textfile collector: counters end in _total;
+ * per-run gauges carry {run_id,uid,mode}, whose values are decimal numbers and a mode word, so
+ * nothing in a label needs escaping. */
+static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                              const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                              uint32_t hidden)
+{
+    prom_family(b, "jettprofd_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    jp_buf_printf(b, "jettprofd_uptime_seconds %llu.%03llu\n",
+                  (unsigned long long)(up_ms / 1000u), (unsigned long long)(up_ms % 1000u));
+    prom_family(b, "jettprofd_workers", "gauge", "Worker threads draining runs.");
+    jp_buf_printf(b, "jettprofd_workers %u\n", (unsigned)workers);
+    prom_family(b, "jettprofd_resident_memory_bytes", "gauge", "Resident set of the daemon.");
+    jp_buf_printf(b, "jettprofd_resident_memory_bytes %llu\n", (unsigned long long)rss);
+    static const char *const counters[4][2] = {
+        {"jettprofd_runs_started_total", "Runs whose ring the daemon mapped."},
+        {"jettprofd_runs_finished_total", "Runs that ended, however they ended."},
+        {"jettprofd_runs_refused_total", "Connections refused (permission, limits)."},
+        {"jettprofd_records_total", "Records fed to the engines of finished runs."},
+    };
+    for (int i = 0; i < 4; i++) {
+        prom_family(b, counters[i][0], "counter", counters[i][1]);
+        jp_buf_printf(b, "%s %llu\n", counters[i][0], (unsigned long long)tot[i]);
+    }
+    prom_family(b, "jettprofd_live_runs", "gauge", "Runs in flight, of every user.");
+    jp_buf_printf(b, "jettprofd_live_runs %u\n", (unsigned)(nv + hidden));
+    prom_family(b, "jettprofd_live_runs_hidden", "gauge",
+                "Runs in flight of other users, not listed for this caller.");
+    jp_buf_printf(b, "jettprofd_live_runs_hidden %u\n", (unsigned)hidden);
+    static const char *const per_run[4][2] = {
+        {"jettprofd_run_age_seconds", "Seconds since the run started."},
+        {"jettprofd_run_records", "Records fed to the run's engine so far."},
+        {"jettprofd_run_records_per_second", "Records per second over the run's age."},
+        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain."},
+    };
+    for (int f = 0; f < 4; f++) {
+        if (!nv)
+            break;
+        prom_family(b, per_run[f][0], "gauge", per_run[f][1]);
+        for (uint32_t i = 0; i < nv; i++) {
+            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f][0],
+                          (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                          mode_word(v[i].mode));
+            if (f == 0)
+                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(v[i].age_ms / 1000u),
+                              (unsigned long long)(v[i].age_ms % 1000u));
+            else if (f == 1)
+                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].records);
+            else if (f == 2)
+                jp_buf_printf(b, "%llu\n", (unsigned long long)rate(&v[i]));
+            else
+                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(fill_pm(&v[i]) / 1000u),
+                              (unsigned long long)(fill_pm(&v[i]) % 1000u));
+        }
+    }
+}
+
 void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b)
 {
     int all = viewer == 0 || viewer == geteuid();
@@ -177,6 +240,8 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
     uint64_t up_ms = (now - d->start_ns) / 1000000u;
     if (format == JPD_STATUS_JSON)
         render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    else if (format == JPD_STATUS_PROMETHEUS)
+        render_prometheus(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
     else
         render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
     free(v);

@@ -1,6 +1,9 @@
 /* What an operator sees of a serve daemon: `jettprofd status` (its live runs, with what another
  * uid may see of them) and the runs log's row of each finished run. */
 #include <criterion/criterion.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <math.h>
 #include <regex.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -248,5 +251,177 @@ Test(status, another_uid_sees_its_own_runs_and_only_a_count_of_others)
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
     stop(d);
+    free(dir);
+}
+
+/* ---- a strict reader of the Prometheus text exposition format ---- */
+
+static int metric_name(const char **p)
+{
+    const char *s = *p;
+    if (!(isalpha((unsigned char)*s) || *s == '_' || *s == ':'))
+        return 0;
+    while (isalnum((unsigned char)*s) || *s == '_' || *s == ':')
+        s++;
+    *p = s;
+    return 1;
+}
+
+/* Checks every line of text; returns NULL when it is well formed, else what is wrong (static).
+ * Families: one HELP and one TYPE each, TYPE before its samples, samples named as their family,
+ * counters ending in _total; labels name="value"; values numbers. */
+static const char *prom_check(const char *text, int *samples)
+{
+    static char why[256];
+    char family[128] = "", type[16] = "";
+    char seen[64][128];
+    int nseen = 0;
+    *samples = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end)
+            return "the last line has no newline";
+        const char *p = line;
+        if (!strncmp(p, "# HELP ", 7) || !strncmp(p, "# TYPE ", 7)) {
+            int is_type = p[2] == 'T';
+            p += 7;
+            const char *n0 = p;
+            if (!metric_name(&p) || *p != ' ')
+                return "a bad metric name after # HELP / # TYPE";
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(p - n0), n0);
+            p++;
+            if (is_type) {
+                if (strcmp(name, family))
+                    return "TYPE not right after its family's HELP";
+                snprintf(type, sizeof type, "%.*s", (int)(end - p), p);
+                if (strcmp(type, "counter") && strcmp(type, "gauge"))
+                    return "a TYPE that is neither counter nor gauge";
+                size_t nl = strlen(name);
+                if (!strcmp(type, "counter") && (nl < 6 || strcmp(name + nl - 6, "_total")))
+                    return "a counter not named *_total";
+            } else {
+                for (int i = 0; i < nseen; i++)
+                    if (!strcmp(seen[i], name))
+                        return "a family described twice";
+                if (nseen < 64)
+                    snprintf(seen[nseen++], sizeof seen[0], "%s", name);
+                snprintf(family, sizeof family, "%s", name);
+                type[0] = '\0';
+                if (p >= end)
+                    return "an empty HELP";
+            }
+        } else if (*p == '#') {
+            return "a comment that is neither HELP nor TYPE";
+        } else {
+            const char *n0 = p;
+            if (!metric_name(&p))
+                return "a sample with a bad metric name";
+            if ((size_t)(p - n0) != strlen(family) || strncmp(n0, family, (size_t)(p - n0)))
+                return "a sample outside its family";
+            if (!type[0])
+                return "a sample before its TYPE";
+            if (*p == '{') {
+                p++;
+                for (;;) {
+                    if (!(isalpha((unsigned char)*p) || *p == '_'))
+                        return "a bad label name";
+                    while (isalnum((unsigned char)*p) || *p == '_')
+                        p++;
+                    if (p[0] != '=' || p[1] != '"')
+                        return "a label without =\"";
+                    p += 2;
+                    while (p < end && *p != '"') {
+                        if (*p == '\\' && !(p[1] == '\\' || p[1] == '"' || p[1] == 'n'))
+                            return "a bad escape in a label value";
+                        p += *p == '\\' ? 2 : 1;
+                    }
+                    if (p >= end)
+                        return "an unterminated label value";
+                    p++;
+                    if (*p == ',') {
+                        p++;
+                        continue;
+                    }
+                    if (*p != '}')
+                        return "labels not closed";
+                    p++;
+                    break;
+                }
+            }
+            if (*p != ' ')
+                return "no space before the value";
+            p++;
+            char num[64];
+            snprintf(num, sizeof num, "%.*s", (int)(end - p), p);
+            char *e;
+            double v = strtod(num, &e);
+            if (!num[0] || *e || !isfinite(v))
+                return snprintf(why, sizeof why, "a value that is not a number: %s", num), why;
+            ++*samples;
+        }
+        line = end + 1;
+    }
+    return NULL;
+}
+
+Test(status, prometheus_output_is_well_formed_and_written_atomically)
+{
+    char sock[600];
+    pid_t d;
+    char *dir = serve_dir(sock, sizeof sock, &d, NULL);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 6, 1000000);
+    struct jp_ring ring;
+    uint64_t id = 0;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 300, &ring, &id), 0);
+    cr_assert(wait_listed(sock, id));
+
+    char out_path[700];
+    snprintf(out_path, sizeof out_path, "%s/jettprofd.prom", dir);
+    char *bin = (char *)jpt_daemon_bin();
+    char *argv[] = {bin, "status", "--socket", sock, "--format", "prometheus", "-o", out_path,
+                    NULL};
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status: %s", err);
+    cr_expect_str_empty(out, "-o writes nothing on stdout");
+    free(out);
+    free(err);
+    char *text = jpt_slurp_file(out_path, NULL);
+    cr_assert_not_null(text);
+    int samples;
+    const char *why = prom_check(text, &samples);
+    cr_assert_null(why, "%s in:\n%s", why, text);
+    cr_expect_geq(samples, 10, "%s", text);
+    cr_expect(strstr(text, "\njettprofd_runs_started_total 1\n"), "%s", text);
+    cr_expect(strstr(text, "\njettprofd_live_runs 1\n"), "%s", text);
+    char want[160];
+    snprintf(want, sizeof want, "\njettprofd_run_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} ",
+             (unsigned long long)id);
+    cr_expect(strstr(text, want), "%s", text);
+    free(text);
+    /* nothing but the file itself and the socket is left in the directory */
+    DIR *dd = opendir(dir);
+    cr_assert_not_null(dd);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(dd));)
+        if (e->d_name[0] != '.')
+            entries++;
+    closedir(dd);
+    cr_expect_eq(entries, 2, "a temp file was left behind");
+
+    /* the reader refuses what is not the format (it can fail) */
+    cr_expect_not_null(prom_check("# TYPE x gauge\nx 1\n", &samples), "TYPE without HELP");
+    cr_expect_not_null(prom_check("# HELP x h\n# TYPE x counter\nx 1\n", &samples));
+    cr_expect_not_null(prom_check("# HELP x h\n# TYPE x gauge\nx one\n", &samples));
+    cr_expect_not_null(prom_check("# HELP x h\n# TYPE x gauge\ny 1\n", &samples));
+
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    stop(d);
+    unlink(out_path);
     free(dir);
 }
