@@ -399,7 +399,8 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
     cr_expect(strstr(text, "\njettprofd_runs_started_total 1\n"), "%s", text);
     cr_expect(strstr(text, "\njettprofd_live_runs 1\n"), "%s", text);
     char want[160];
-    snprintf(want, sizeof want, "\njettprofd_run_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} ",
+    snprintf(want, sizeof want,
+             "\njettprofd_run_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} ",
              (unsigned long long)id);
     cr_expect(strstr(text, want), "%s", text);
     free(text);
