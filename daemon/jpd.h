@@ -184,6 +184,11 @@ struct jpd_daemon {
     uint64_t start_ns;      /* uv_hrtime() at start (main loop, set once before workers) */
     uint64_t runs_started, runs_finished, runs_refused, records_total;
 
+    /* The last JPD_KEEP_RUNS finished runs' rows, for `jettprofd runs` (main loop only):
+     * recent[(nrecent - 1) % JPD_KEEP_RUNS] is the newest. */
+    struct jpd_run_row recent[JPD_KEEP_RUNS];
+    uint64_t nrecent;
+
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
 
@@ -317,6 +322,12 @@ void jpd_live_refused(struct jpd_daemon *d);
  * that is root or the daemon's own uid sees every live run; any other sees its own runs in
  * full and others' only as a count. */
 void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
+/* Main loop: the newest `limit` finished runs (d->recent) a caller of uid viewer may see (the
+ * same rule as status, but others' runs are left out), format JPD_STATUS_HUMAN or _JSON. */
+void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
+                   struct jp_buf *b);
+/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
 /* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
  * stdout; else atomically, temp + rename). Returns the exit status. */
 int jpd_status(const char *socket_path, uint32_t format, const char *out_path);

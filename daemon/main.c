@@ -7,6 +7,7 @@
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
+ *   jettprofd runs [--socket PATH] [--format human|json] [--limit N]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -83,6 +84,11 @@ static const struct command {
      "live runs (other users' runs only as a count, unless you are root or the daemon's\n"
      "user). prometheus is the text exposition format, for node_exporter's textfile\n"
      "collector; -o FILE writes it to FILE atomically (a temp file, then rename).\n"},
+    {"runs",
+     "jettprofd runs [--socket PATH] [--format human|json] [--limit N]\n",
+     "Lists the newest N (default 20, at most 1000) finished runs of the daemon serving on\n"
+     "PATH that you may see (your own; all of them for root and the daemon's user): id,\n"
+     "start, duration, program, mode, status and reason.\n"},
     {"replay",
      "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
      "                 [--profile-limit N]\n",
@@ -279,6 +285,36 @@ static int cmd_status(int argc, char **argv)
     return jpd_status(sock, format, out);
 }
 
+static int cmd_runs(int argc, char **argv)
+{
+    const char *sock = NULL;
+    uint32_t format = JPD_STATUS_HUMAN;
+    uint64_t limit = 20;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--socket") && strcmp(a, "--format") && strcmp(a, "--limit"))
+            return bad("runs", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return bad("runs", "missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--socket"))
+            sock = v;
+        else if (!strcmp(a, "--limit")) {
+            if (jpd_parse_u64(v, 1, 1000, &limit) < 0)
+                return bad("runs", "--limit must be an integer in 1..1000, not", v);
+        } else if (!strcmp(v, "human"))
+            format = JPD_STATUS_HUMAN;
+        else if (!strcmp(v, "json"))
+            format = JPD_STATUS_JSON;
+        else
+            return bad("runs", "--format must be human or json, not", v);
+    }
+    char buf[160];
+    if (!sock)
+        sock = jpd_default_socket(buf, sizeof buf);
+    return jpd_runs(sock, format, (uint32_t)limit);
+}
+
 static int cmd_show(int argc, char **argv)
 {
     const char *sock = NULL;
@@ -373,6 +409,8 @@ int main(int argc, char **argv)
         return cmd_show(argc - 2, argv + 2);
     if (!strcmp(cmd, "status"))
         return cmd_status(argc - 2, argv + 2);
+    if (!strcmp(cmd, "runs"))
+        return cmd_runs(argc - 2, argv + 2);
     if (!strcmp(cmd, "replay"))
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))

@@ -229,7 +229,12 @@ void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
 void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
     struct jp_buf b = {0};
-    jpd_status_text(s->d, s->peer.uid, m->u.status.format, &b);
+    if (m->type == JP_CTL_RUNS) {
+        jpd_workers_absorb(s->d); /* rows workers posted before now are listed */
+        jpd_runs_text(s->d, s->peer.uid, m->u.runs.format, m->u.runs.limit, &b);
+    } else {
+        jpd_status_text(s->d, s->peer.uid, m->u.status.format, &b);
+    }
     if (b.failed) {
         jp_buf_free(&b);
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");

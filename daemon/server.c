@@ -147,6 +147,7 @@ static void append_row(int fd, const char *line, size_t len)
 
 void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
+    d->recent[d->nrecent++ % JPD_KEEP_RUNS] = *row; /* for `jettprofd runs` */
     if (d->runs_log_fd < 0)
         return;
     struct jp_buf b = {0};
@@ -193,11 +194,12 @@ void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
     jp_buf_free(&b);
 }
 
-/* The runs log is the main loop's: a worker's row is posted there, in order. */
+/* The runs log and the recent runs are the main loop's: a worker's row is posted there, in
+ * order. */
 static void log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
-    if (d->runs_log_fd < 0)
-        return;
+    if (d->private_mode && d->runs_log_fd < 0)
+        return; /* one run, nobody to ask for it */
     if (jpd_on_main(d))
         jpd_server_log_run(d, row);
     else

@@ -458,7 +458,7 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
             on_hello(s, m);
         else if (m->type == JP_CTL_SHOW && !s->d->private_mode)
             jpd_result_show(s, m);
-        else if (m->type == JP_CTL_STATUS && !s->d->private_mode)
+        else if ((m->type == JP_CTL_STATUS || m->type == JP_CTL_RUNS) && !s->d->private_mode)
             jpd_result_status(s, m);
         else
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected hello");

@@ -183,7 +183,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver);
  * an engine). */
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
                     const char *reason, uint32_t status, struct jpd_run_row *row);
-/* Answers STATUS with what the caller may see (jpd_status_text). */
+/* Answers STATUS (jpd_status_text) or RUNS (jpd_runs_text) with what the caller may see. */
 void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m);
 /* Answers SHOW from the runs the daemon kept. */
 void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m);

@@ -247,6 +247,60 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
     free(v);
 }
 
+void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
+                   struct jp_buf *b)
+{
+    int all = viewer == 0 || viewer == geteuid();
+    uint64_t have = d->nrecent < JPD_KEEP_RUNS ? d->nrecent : JPD_KEEP_RUNS;
+    if (format == JPD_STATUS_JSON)
+        JP_BUF_LIT(b, "[");
+    else
+        JP_BUF_LIT(b, "RUN_ID START DURATION_MS PROGRAM MODE STATUS REASON\n");
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < have && n < limit; i++) {
+        const struct jpd_run_row *r = &d->recent[(d->nrecent - 1 - i) % JPD_KEEP_RUNS];
+        if (!all && r->uid != viewer)
+            continue;
+        char when[32];
+        int known = jpd_rfc3339(r->start_unix_s, when, sizeof when) == 0;
+        const char *mode = mode_word(r->sum.mode);
+        if (format == JPD_STATUS_JSON) {
+            jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"start\":", n ? "," : "",
+                          (unsigned long long)r->run_id, (unsigned long)r->uid);
+            if (known)
+                jp_json_str(b, when);
+            else
+                JP_BUF_LIT(b, "null");
+            jp_buf_printf(b, ",\"duration_ms\":%llu,\"program\":",
+                          (unsigned long long)r->duration_ms);
+            if (r->program[0])
+                jp_json_str(b, r->program);
+            else
+                JP_BUF_LIT(b, "null");
+            JP_BUF_LIT(b, ",\"mode\":");
+            jp_json_str(b, mode);
+            JP_BUF_LIT(b, ",\"status\":");
+            jp_json_str(b, jpd_status_word(r->status));
+            JP_BUF_LIT(b, ",\"reason\":");
+            jp_json_str(b, r->reason);
+            JP_BUF_LIT(b, "}");
+        } else {
+            /* the program is a client's bytes: its JSON string form keeps a terminal safe */
+            jp_buf_printf(b, "%llu %s %llu ", (unsigned long long)r->run_id,
+                          known ? when : "-", (unsigned long long)r->duration_ms);
+            if (r->program[0])
+                jp_json_str(b, r->program);
+            else
+                JP_BUF_LIT(b, "-");
+            jp_buf_printf(b, " %s %s %s\n", mode, jpd_status_word(r->status),
+                          r->reason[0] ? r->reason : "-");
+        }
+        n++;
+    }
+    if (format == JPD_STATUS_JSON)
+        JP_BUF_LIT(b, "]\n");
+}
+
 /* Writes text to path atomically: a temp file beside it (0644: a textfile collector reads it),
  * then rename. 0 or -errno. */
 static int write_atomic(const char *path, const char *text, size_t len)
@@ -269,34 +323,35 @@ static int write_atomic(const char *path, const char *text, size_t len)
     return r;
 }
 
-int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
+/* Sends m to the daemon at socket_path and writes its STATUS_REPLY's text to out_path (NULL:
+ * stdout). cmd names the command in messages. Returns the exit status. */
+static int ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
+               const char *out_path)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(socket_path) >= sizeof sa.sun_path) {
-        fprintf(stderr, "jettprofd: status: --socket path is too long\n");
+        fprintf(stderr, "jettprofd: %s: --socket path is too long\n", cmd);
         return 2;
     }
     strcpy(sa.sun_path, socket_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        fprintf(stderr, "jettprofd: status: cannot reach the daemon at %s: %s\n", socket_path,
+        fprintf(stderr, "jettprofd: %s: cannot reach the daemon at %s: %s\n", cmd, socket_path,
                 strerror(errno));
         if (fd >= 0)
             close(fd);
         return 1;
     }
-    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
-    m.u.status.format = format;
     signal(SIGPIPE, SIG_IGN);
-    int r = jp_ctl_send(fd, &m, NULL, 0);
+    int r = jp_ctl_send(fd, m, NULL, 0);
     if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
-        fprintf(stderr, "jettprofd: status: cannot send the request: %s\n", strerror(-r));
+        fprintf(stderr, "jettprofd: %s: cannot send the request: %s\n", cmd, strerror(-r));
         close(fd);
         return 1;
     }
     struct jp_ctl_decoder *dec;
     if (jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &dec) < 0) {
-        fprintf(stderr, "jettprofd: status: out of memory\n");
+        fprintf(stderr, "jettprofd: %s: out of memory\n", cmd);
         close(fd);
         return 1;
     }
@@ -307,12 +362,12 @@ int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            fprintf(stderr, "jettprofd: status: the daemon closed the connection without an "
-                            "answer\n");
+            fprintf(stderr, "jettprofd: %s: the daemon closed the connection without an "
+                            "answer\n", cmd);
             break;
         }
         if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {
-            fprintf(stderr, "jettprofd: status: the daemon's answer is too large\n");
+            fprintf(stderr, "jettprofd: %s: the daemon's answer is too large\n", cmd);
             break;
         }
         struct jp_ctl_msg a;
@@ -321,20 +376,20 @@ int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
         if (r == 0)
             continue;
         if (r < 0) {
-            fprintf(stderr, "jettprofd: status: malformed answer: %s\n", why ? why : "?");
+            fprintf(stderr, "jettprofd: %s: malformed answer: %s\n", cmd, why ? why : "?");
         } else if (a.type == JP_CTL_STATUS_REPLY) {
             const char *t = a.u.status_reply.text;
             size_t len = a.u.status_reply.text_len;
             r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
             if (r < 0)
-                fprintf(stderr, "jettprofd: status: cannot write %s: %s\n",
+                fprintf(stderr, "jettprofd: %s: cannot write %s: %s\n", cmd,
                         out_path ? out_path : "standard output", jpd_error_text(r));
             rc = r < 0 ? 1 : 0;
         } else if (a.type == JP_CTL_ERROR) {
-            fprintf(stderr, "jettprofd: status: %s: %.*s\n", jp_ctl_error_name(a.u.error.code),
+            fprintf(stderr, "jettprofd: %s: %s: %.*s\n", cmd, jp_ctl_error_name(a.u.error.code),
                     (int)a.u.error.message_len, a.u.error.message);
         } else {
-            fprintf(stderr, "jettprofd: status: unexpected %s message\n",
+            fprintf(stderr, "jettprofd: %s: unexpected %s message\n", cmd,
                     jp_ctl_type_name(a.type));
         }
         break;
@@ -342,4 +397,19 @@ int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
     jp_ctl_decoder_free(dec);
     close(fd);
     return rc;
+}
+
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    return ask("status", socket_path, &m, out_path);
+}
+
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
+    m.u.runs.format = format;
+    m.u.runs.limit = limit;
+    return ask("runs", socket_path, &m, NULL);
 }

@@ -43,6 +43,8 @@ static int same_msg(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         return a->u.show.run_id == b->u.show.run_id && a->u.show.outputs == b->u.show.outputs;
     case JP_CTL_STATUS:
         return a->u.status.format == b->u.status.format;
+    case JP_CTL_RUNS:
+        return a->u.runs.format == b->u.runs.format && a->u.runs.limit == b->u.runs.limit;
     case JP_CTL_STATUS_REPLY:
         return same_str(a->u.status_reply.text, a->u.status_reply.text_len,
                         b->u.status_reply.text, b->u.status_reply.text_len);
@@ -147,6 +149,10 @@ static void check_ranges(const struct jp_ctl_msg *m)
         break;
     case JP_CTL_STATUS:
         FUZZ_CHECK(m->u.status.format <= 2, "status.format %u", m->u.status.format);
+        break;
+    case JP_CTL_RUNS:
+        FUZZ_CHECK(m->u.runs.format <= 1 && m->u.runs.limit >= 1 && m->u.runs.limit <= 1000,
+                   "runs.format %u limit %u", m->u.runs.format, m->u.runs.limit);
         break;
     case JP_CTL_STATUS_REPLY:
         sink += touch(m->u.status_reply.text, m->u.status_reply.text_len);

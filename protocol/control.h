@@ -44,7 +44,8 @@
     X(ERROR, "error")               /* either way: stable code + message, then close */          \
     X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */  \
     X(STATUS, "status")             /* client -> long-lived daemon: what it is doing */          \
-    X(STATUS_REPLY, "status_reply") /* daemon -> client: the status text, then close */
+    X(STATUS_REPLY, "status_reply") /* daemon -> client: the status (or runs) text, then close */ \
+    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -127,6 +128,9 @@ struct jp_ctl_msg {
         /* format: 0 human, 1 json, 2 prometheus; answered by STATUS_REPLY or ERROR */
         struct { uint32_t format; } status;
         struct { const char *text; size_t text_len; } status_reply;
+        /* format: 0 human, 1 json; limit: the most rows, newest first, 1..1000; answered by
+         * STATUS_REPLY or ERROR */
+        struct { uint32_t format, limit; } runs;
         struct {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */

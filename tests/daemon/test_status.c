@@ -426,3 +426,100 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
     unlink(out_path);
     free(dir);
 }
+
+/* RUNS{format, limit} over a fresh connection: the reply's text (malloc'ed), or NULL. */
+static char *runs_of(const char *sock, uint32_t format, uint32_t limit)
+{
+    struct jpt_client c;
+    if (jpt_client_connect(&c, sock) < 0)
+        return NULL;
+    struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
+    m.u.runs.format = format;
+    m.u.runs.limit = limit;
+    char *text = NULL;
+    if (jp_ctl_send(c.fd, &m, NULL, 0) == 0 && jpt_client_recv(&c, &m, 10000) == 1 &&
+        m.type == JP_CTL_STATUS_REPLY) {
+        text = malloc(m.u.status_reply.text_len + 1);
+        if (text) {
+            memcpy(text, m.u.status_reply.text, m.u.status_reply.text_len);
+            text[m.u.status_reply.text_len] = '\0';
+        }
+    }
+    jpt_client_close(&c);
+    return text;
+}
+
+/* One whole run of mode and seed over a fresh connection; its run id. */
+static uint64_t one_run(const char *sock, uint32_t mode, uint32_t seed)
+{
+    struct jpt_client c;
+    if (jpt_client_connect(&c, sock) < 0)
+        return 0;
+    struct jpt_stream s;
+    jpt_stream_init(&s, mode, seed, 500);
+    struct jpt_result res;
+    int r = jpt_run(&c, &s, 1024, -1, &res);
+    uint64_t id = r == 0 && res.error_code == 0 ? res.run_id : 0;
+    if (r == 0)
+        jpt_result_free(&res);
+    jpt_client_close(&c);
+    return id;
+}
+
+Test(status, runs_lists_the_newest_finished_runs_a_caller_may_see)
+{
+    char sock[600];
+    pid_t d;
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    char *dir = serve_dir(sock, sizeof sock, &d, extra);
+    cr_assert_eq(chmod(sock, 0666), 0);
+    uint64_t a = one_run(sock, JP_MODE_CPU, 21), b = one_run(sock, JP_MODE_MEMORY, 22);
+    cr_assert(a && b);
+    pid_t child = tl_fork();
+    if (child == 0) {
+        jpt_become(4001, GROUP);
+        uint64_t mine = one_run(sock, JP_MODE_CPU, 23);
+        if (!mine)
+            _exit(90);
+        char *t = runs_of(sock, 1, 20);
+        char want[64];
+        snprintf(want, sizeof want, "[{\"run_id\":%llu,\"uid\":4001,", (unsigned long long)mine);
+        if (!t || strncmp(t, want, strlen(want)))
+            _exit(91);
+        if (strstr(t, "\"uid\":0,"))
+            _exit(92); /* root's runs must not be listed */
+        free(t);
+        _exit(0);
+    }
+    int st;
+    cr_assert_eq(waitpid(child, &st, 0), child);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit %d", WEXITSTATUS(st));
+
+    char *bin = (char *)jpt_daemon_bin();
+    char *argv[] = {bin, "runs", "--socket", sock, "--format", "json", NULL};
+    char *out = NULL, *err = NULL;
+    st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "runs: %s", err);
+    /* root sees all three, newest first: the child's, then b, then a */
+    const char *pa = strstr(out, "{\"run_id\":1,\"uid\":0,");
+    const char *pb = strstr(out, "{\"run_id\":2,\"uid\":0,");
+    const char *pc = strstr(out, "{\"run_id\":3,\"uid\":4001,");
+    cr_assert(a == 1 && b == 2 && pa && pb && pc && pc < pb && pb < pa, "%s", out);
+    cr_expect(matches(pb, "^\\{\"run_id\":2,\"uid\":0,\"start\":\"[0-9]{4}-[0-9]{2}-[0-9]{2}T"
+                          "[0-9:]{8}Z\",\"duration_ms\":[0-9]+,\"program\":\"src/mod1_0.jett\","
+                          "\"mode\":\"memory\",\"status\":\"complete\",\"reason\":\"\"\\}"),
+              "%s", out);
+    free(out);
+    free(err);
+
+    char *hargv[] = {bin, "runs", "--socket", sock, "--limit", "1", NULL};
+    st = jpt_capture_cmd(hargv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "runs: %s", err);
+    cr_expect(matches(out, "^RUN_ID START DURATION_MS PROGRAM MODE STATUS REASON\n"
+                           "3 [0-9T:Z-]+ [0-9]+ \"src/mod2_0.jett\" cpu complete -\n$"),
+              "%s", out);
+    free(out);
+    free(err);
+    stop(d);
+    free(dir);
+}

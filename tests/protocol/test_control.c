@@ -76,6 +76,9 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].type = JP_CTL_STATUS_REPLY;
     out[n].u.status_reply.text = "live runs: 0\n";
     out[n++].u.status_reply.text_len = strlen("live runs: 0\n");
+    out[n].type = JP_CTL_RUNS;
+    out[n].u.runs.format = 1;
+    out[n++].u.runs.limit = 20;
     out[n].type = JP_CTL_ERROR;
     out[n].u.error.code = JP_CTLE_INTERNAL;
     out[n].u.error.message = "boom";
@@ -151,6 +154,10 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         break;
     case JP_CTL_STATUS:
         cr_assert_eq(a->u.status.format, b->u.status.format, "format");
+        break;
+    case JP_CTL_RUNS:
+        cr_assert_eq(a->u.runs.format, b->u.runs.format, "format");
+        cr_assert_eq(a->u.runs.limit, b->u.runs.limit, "limit");
         break;
     case JP_CTL_STATUS_REPLY:
         assert_str(a->u.status_reply.text, a->u.status_reply.text_len, b->u.status_reply.text,
