@@ -58,6 +58,7 @@ struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
     uint32_t workers;         /* serve: drain threads, 0 = one per online CPU */
     const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
+    const char *state_dir;    /* NULL: kept runs and run ids live in memory only */
     uint64_t capture_max_bytes; /* capture dir: most bytes of captures kept; 0: no cap */
     uint64_t capture_max_age_s; /* capture dir: oldest capture kept, seconds; 0: no cap */
     const char *runs_log;     /* NULL: no runs log */
@@ -191,6 +192,7 @@ struct jpd_daemon {
 
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
+    int state_dir_fd;     /* --state-dir, -1 when none (state.c) */
 
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
@@ -331,6 +333,16 @@ int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
 /* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
  * stdout; else atomically, temp + rename). Returns the exit status. */
 int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
+
+/* state.c: the state directory (--state-dir), main loop only; each does nothing without one.
+ * Load: the kept runs found there (a file that fails its checks is skipped with a log line
+ * naming it) and the next run id. Save / forget: one kept run's file; the next run id. */
+void jpd_state_load(struct jpd_daemon *d);
+void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
+void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
+void jpd_state_save_next_id(struct jpd_daemon *d);
+/* server.c: keeps a run loaded from the state directory (takes its texts). */
+void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
 
 /* show.c */
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);

@@ -65,6 +65,8 @@ static const struct command {
      "                            d; seconds without); both caps are checked at start\n"
      "                            and after each run, and spare captures being written\n"
      "  --runs-log FILE           append one line per finished run to FILE\n"
+     "  --state-dir DIR           keep the finished runs `show` answers from (and the next\n"
+     "                            run id) in DIR, so they survive a restart\n"
      "  --allow-group G           also admit members of group G (name or gid)\n"
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
      "  --max-ring-bytes B        largest ring a run may hand over\n"
@@ -181,7 +183,7 @@ static int cmd_serve(int argc, char **argv)
         const char *a = argv[i];
         static const char *const with_value[] = {"--socket", "--capture-dir",
                                                  "--capture-max-bytes", "--capture-max-age",
-                                                 "--runs-log",
+                                                 "--runs-log", "--state-dir",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
                                                  "--max-retention-budget", "--workers"};
@@ -198,6 +200,8 @@ static int cmd_serve(int argc, char **argv)
             cfg.socket_path = v;
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
+        } else if (!strcmp(a, "--state-dir")) {
+            cfg.state_dir = v;
         } else if (!strcmp(a, "--capture-max-bytes")) {
             static const struct jpd_unit size_units[] = {
                 {'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}};

@@ -64,39 +64,58 @@ int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out)
     return 0;
 }
 
-/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
-static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+/* An evicted kept run: gone from memory and from the state directory. */
+static void kept_evict(struct jpd_daemon *d, struct jpd_kept *k)
+{
+    jpd_state_forget(d, k->run_id);
+    kept_clear(k);
+}
+
+/* Keeps a run for `show`, taking its texts (*in is left holding none); persist: also write it
+ * to the state directory (not for a run loaded from there). */
+static void keep_store(struct jpd_daemon *d, struct jpd_kept *in, int persist)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
      * not grow the daemon. */
     size_t total = 0;
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         total += d->kept[i].human_len + d->kept[i].toon_len;
-    size_t add = r->human_len + r->toon_len;
+    size_t add = in->human_len + in->toon_len;
     if (add > JPD_KEEP_BYTES) {
-        jp_rendered_free(r);
+        kept_clear(in);
         return;
     }
     struct jpd_kept *k = &d->kept[d->kept_next];
     total -= k->human_len + k->toon_len;
-    kept_clear(k);
+    kept_evict(d, k);
     for (uint32_t step = 1; total + add > JPD_KEEP_BYTES && step < JPD_KEEP_RUNS; step++) {
         struct jpd_kept *old = &d->kept[(d->kept_next + step) % JPD_KEEP_RUNS];
         total -= old->human_len + old->toon_len;
-        kept_clear(old);
+        kept_evict(d, old);
     }
-    k->run_id = run_id;
-    k->uid = uid;
-    k->status = r->status;
-    memcpy(k->reason, r->reason, sizeof k->reason);
-    k->reason[sizeof k->reason - 1] = '\0';
-    k->human = r->human;
-    k->human_len = r->human_len;
-    k->toon = r->toon;
-    k->toon_len = r->toon_len;
+    *k = *in;
+    memset(in, 0, sizeof *in);
+    d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
+    if (persist)
+        jpd_state_save_kept(d, k);
+}
+
+void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k)
+{
+    keep_store(d, k, 0);
+}
+
+/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
+static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+{
+    struct jpd_kept k = {.run_id = run_id, .uid = uid, .status = r->status,
+                         .human = r->human, .human_len = r->human_len,
+                         .toon = r->toon, .toon_len = r->toon_len};
+    memcpy(k.reason, r->reason, sizeof k.reason);
+    k.reason[sizeof k.reason - 1] = '\0';
     r->human = r->toon = NULL;
     r->human_len = r->toon_len = 0;
-    d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
+    keep_store(d, &k, 1);
 }
 
 /* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
@@ -392,6 +411,7 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->listen_fd = -1;
     d->runs_log_fd = -1;
     d->capture_dir_fd = -1;
+    d->state_dir_fd = -1;
     d->next_run_id = 1;
     d->self_uid = geteuid();
     /* Past a file size limit a write fails with EFBIG (handled: the runs log and captures
@@ -443,6 +463,10 @@ static int daemon_run(struct jpd_daemon *d)
         close(d->runs_log_fd);
     if (d->capture_dir_fd >= 0)
         close(d->capture_dir_fd);
+    if (d->state_dir_fd >= 0) {
+        jpd_state_save_next_id(d);
+        close(d->state_dir_fd);
+    }
     int r = uv_loop_close(d->loop);
     pthread_mutex_destroy(&d->post_mu);
     pthread_mutex_destroy(&d->flights_mu);
@@ -481,6 +505,15 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
             else
                 fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
                         cfg->capture_dir, strerror(e));
+            return -e;
+        }
+    }
+    if (cfg->state_dir) {
+        d->state_dir_fd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d->state_dir_fd < 0) {
+            int e = errno;
+            fprintf(stderr, "jettprofd: --state-dir: cannot open %s: %s\n", cfg->state_dir,
+                    e == ENOTDIR ? "not a directory (or a symbolic link to one)" : strerror(e));
             return -e;
         }
     }
@@ -768,6 +801,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         goto fail;
     }
     jpd_capture_prune(&d);
+    jpd_state_load(&d);
     r = uv_poll_init(&loop, &d.listen, fd);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));

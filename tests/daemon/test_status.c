@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <ctype.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <regex.h>
 #include <signal.h>
@@ -521,5 +522,122 @@ Test(status, runs_lists_the_newest_finished_runs_a_caller_may_see)
     free(out);
     free(err);
     stop(d);
+    free(dir);
+}
+
+/* SHOW run_id as root: the TOON text (malloc'ed), or NULL with the error code in *code. */
+static char *show_toon(const char *sock, uint64_t run_id, uint32_t *code)
+{
+    struct jpt_client c;
+    *code = 0;
+    if (jpt_client_connect(&c, sock) < 0)
+        return NULL;
+    struct jp_ctl_msg m = {.type = JP_CTL_SHOW};
+    m.u.show.run_id = run_id;
+    m.u.show.outputs = JP_OUT_TOON;
+    char *text = NULL;
+    if (jp_ctl_send(c.fd, &m, NULL, 0) == 0 && jpt_client_recv(&c, &m, 10000) == 1) {
+        if (m.type == JP_CTL_RESULT) {
+            text = malloc(m.u.result.toon_len + 1);
+            if (text) {
+                memcpy(text, m.u.result.toon, m.u.result.toon_len);
+                text[m.u.result.toon_len] = '\0';
+            }
+        } else if (m.type == JP_CTL_ERROR) {
+            *code = m.u.error.code;
+        }
+    }
+    jpt_client_close(&c);
+    return text;
+}
+
+Test(status, show_survives_a_restart_and_run_ids_go_on)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], state[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(state, sizeof state, "%s/state", dir);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    const char *extra[] = {"--state-dir", state, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t a = one_run(sock, JP_MODE_CPU, 31), b = one_run(sock, JP_MODE_MEMORY, 32);
+    cr_assert(a == 1 && b == 2);
+    uint32_t code;
+    char *before = show_toon(sock, b, &code);
+    cr_assert_not_null(before, "code %u", code);
+    stop(d);
+
+    d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    char *after = show_toon(sock, b, &code);
+    cr_assert_not_null(after, "run %llu not shown after a restart: code %u",
+                       (unsigned long long)b, code);
+    cr_expect_str_eq(after, before);
+    char *first = show_toon(sock, a, &code);
+    cr_expect_not_null(first, "code %u", code);
+    /* the next run does not take an id a kept run has */
+    uint64_t c = one_run(sock, JP_MODE_CPU, 33);
+    cr_expect_eq(c, 3, "run id after a restart: %llu", (unsigned long long)c);
+    struct stat st;
+    char path[700];
+    snprintf(path, sizeof path, "%s/run-2.kept", state);
+    cr_assert_eq(lstat(path, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+    free(before);
+    free(after);
+    free(first);
+    stop(d);
+    free(dir);
+}
+
+Test(status, a_corrupt_state_file_is_skipped_and_named)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], state[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(state, sizeof state, "%s/state", dir);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    const char *extra[] = {"--state-dir", state, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    cr_assert_eq(one_run(sock, JP_MODE_CPU, 41), 1);
+    cr_assert_eq(one_run(sock, JP_MODE_CPU, 42), 2);
+    stop(d);
+    /* run 1's file cut by one byte; run 2's header claims more text than the file holds; a
+     * file that claims to be run 7 but names another id; a link planted as run 9 */
+    char p1[700], p2[700], p7[700], p9[700];
+    snprintf(p1, sizeof p1, "%s/run-1.kept", state);
+    snprintf(p2, sizeof p2, "%s/run-2.kept", state);
+    snprintf(p7, sizeof p7, "%s/run-7.kept", state);
+    snprintf(p9, sizeof p9, "%s/run-9.kept", state);
+    struct stat st;
+    cr_assert_eq(stat(p1, &st), 0);
+    cr_assert_eq(truncate(p1, st.st_size - 1), 0);
+    cr_assert_eq(link(p2, p7), 0); /* its header says run 2 */
+    cr_assert_eq(symlink("/etc/passwd", p9), 0);
+    int fd = open(p2, O_WRONLY);
+    cr_assert_geq(fd, 0);
+    uint64_t huge = UINT64_MAX / 2;
+    cr_assert_eq(pwrite(fd, &huge, sizeof huge, 64), (ssize_t)sizeof huge); /* human_len */
+    close(fd);
+
+    int errfd;
+    d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    uint32_t code;
+    for (uint64_t id = 1; id <= 9; id++) {
+        char *t = show_toon(sock, id, &code);
+        cr_expect_null(t, "run %llu was trusted", (unsigned long long)id);
+        free(t);
+    }
+    stop(d);
+    char *err = jpt_slurp_fd(errfd);
+    close(errfd);
+    cr_expect(strstr(err, "run-1.kept is corrupt; skipped"), "%s", err);
+    cr_expect(strstr(err, "run-2.kept is corrupt; skipped"), "%s", err);
+    cr_expect(strstr(err, "run-7.kept is corrupt; skipped"), "%s", err);
+    cr_expect(strstr(err, "run-9.kept cannot be opened; skipped"), "%s", err);
+    free(err);
     free(dir);
 }
