@@ -83,25 +83,30 @@ Test(status, runs_log_row_names_start_duration_program_mode_status)
 
 #define GROUP 4242
 
-/* STATUS{format} over a fresh connection: the reply's text (malloc'ed), or NULL. */
-static char *status_of(const char *sock, uint32_t format)
+/* m over a fresh connection: the STATUS_REPLY's text (malloc'ed), or NULL. */
+static char *reply_to(const char *sock, struct jp_ctl_msg *m)
 {
     struct jpt_client c;
     if (jpt_client_connect(&c, sock) < 0)
         return NULL;
-    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
-    m.u.status.format = format;
     char *text = NULL;
-    if (jp_ctl_send(c.fd, &m, NULL, 0) == 0 && jpt_client_recv(&c, &m, 10000) == 1 &&
-        m.type == JP_CTL_STATUS_REPLY) {
-        text = malloc(m.u.status_reply.text_len + 1);
+    if (jp_ctl_send(c.fd, m, NULL, 0) == 0 && jpt_client_recv(&c, m, 10000) == 1 &&
+        m->type == JP_CTL_STATUS_REPLY) {
+        text = malloc(m->u.status_reply.text_len + 1);
         if (text) {
-            memcpy(text, m.u.status_reply.text, m.u.status_reply.text_len);
-            text[m.u.status_reply.text_len] = '\0';
+            memcpy(text, m->u.status_reply.text, m->u.status_reply.text_len);
+            text[m->u.status_reply.text_len] = '\0';
         }
     }
     jpt_client_close(&c);
     return text;
+}
+
+static char *status_of(const char *sock, uint32_t format)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    return reply_to(sock, &m);
 }
 
 /* Waits (up to 10 s) until the daemon lists run id as live, which it does once a worker has
@@ -428,26 +433,12 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
     free(dir);
 }
 
-/* RUNS{format, limit} over a fresh connection: the reply's text (malloc'ed), or NULL. */
 static char *runs_of(const char *sock, uint32_t format, uint32_t limit)
 {
-    struct jpt_client c;
-    if (jpt_client_connect(&c, sock) < 0)
-        return NULL;
     struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
     m.u.runs.format = format;
     m.u.runs.limit = limit;
-    char *text = NULL;
-    if (jp_ctl_send(c.fd, &m, NULL, 0) == 0 && jpt_client_recv(&c, &m, 10000) == 1 &&
-        m.type == JP_CTL_STATUS_REPLY) {
-        text = malloc(m.u.status_reply.text_len + 1);
-        if (text) {
-            memcpy(text, m.u.status_reply.text, m.u.status_reply.text_len);
-            text[m.u.status_reply.text_len] = '\0';
-        }
-    }
-    jpt_client_close(&c);
-    return text;
+    return reply_to(sock, &m);
 }
 
 /* One whole run of mode and seed over a fresh connection; its run id. */
