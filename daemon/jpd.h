@@ -344,7 +344,11 @@ void jpd_state_save_next_id(struct jpd_daemon *d);
 /* server.c: keeps a run loaded from the state directory (takes its texts). */
 void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
 
-/* show.c */
+/* show.c: the clients of a serving daemon. jpd_ask sends m to the daemon at socket_path and
+ * reads one answer: an ERROR is printed (named after cmd), anything else goes to answer, which
+ * returns the exit status or -1 for a message it did not expect. Returns the exit status. */
+int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
+            int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg);
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 
 /* offline.c */

@@ -3,12 +3,9 @@
  * Every figure here is guarded by d->live_mu (see struct jpd_live). */
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "jpd.h"
@@ -323,87 +320,26 @@ static int write_atomic(const char *path, const char *text, size_t len)
     return r;
 }
 
-/* Sends m to the daemon at socket_path and writes its STATUS_REPLY's text to out_path (NULL:
- * stdout). cmd names the command in messages. Returns the exit status. */
-static int ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
-               const char *out_path)
+/* A STATUS_REPLY's text to arg's path (NULL: stdout). */
+static int reply_answer(const struct jp_ctl_msg *a, void *arg)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(socket_path) >= sizeof sa.sun_path) {
-        fprintf(stderr, "jettprofd: %s: --socket path is too long\n", cmd);
-        return 2;
-    }
-    strcpy(sa.sun_path, socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        fprintf(stderr, "jettprofd: %s: cannot reach the daemon at %s: %s\n", cmd, socket_path,
-                strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return 1;
-    }
-    signal(SIGPIPE, SIG_IGN);
-    int r = jp_ctl_send(fd, m, NULL, 0);
-    if (r < 0 && r != -EPIPE && r != -ECONNRESET) {
-        fprintf(stderr, "jettprofd: %s: cannot send the request: %s\n", cmd, strerror(-r));
-        close(fd);
-        return 1;
-    }
-    struct jp_ctl_decoder *dec;
-    if (jp_ctl_decoder_new(JP_CTL_MAX_FRAME, &dec) < 0) {
-        fprintf(stderr, "jettprofd: %s: out of memory\n", cmd);
-        close(fd);
-        return 1;
-    }
-    int rc = 1;
-    for (;;) {
-        uint8_t buf[65536];
-        ssize_t n = read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            fprintf(stderr, "jettprofd: %s: the daemon closed the connection without an "
-                            "answer\n", cmd);
-            break;
-        }
-        if (jp_ctl_decoder_feed(dec, buf, (size_t)n) < 0) {
-            fprintf(stderr, "jettprofd: %s: the daemon's answer is too large\n", cmd);
-            break;
-        }
-        struct jp_ctl_msg a;
-        const char *why = NULL;
-        r = jp_ctl_decoder_next(dec, &a, &why);
-        if (r == 0)
-            continue;
-        if (r < 0) {
-            fprintf(stderr, "jettprofd: %s: malformed answer: %s\n", cmd, why ? why : "?");
-        } else if (a.type == JP_CTL_STATUS_REPLY) {
-            const char *t = a.u.status_reply.text;
-            size_t len = a.u.status_reply.text_len;
-            r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
-            if (r < 0)
-                fprintf(stderr, "jettprofd: %s: cannot write %s: %s\n", cmd,
-                        out_path ? out_path : "standard output", jpd_error_text(r));
-            rc = r < 0 ? 1 : 0;
-        } else if (a.type == JP_CTL_ERROR) {
-            fprintf(stderr, "jettprofd: %s: %s: %.*s\n", cmd, jp_ctl_error_name(a.u.error.code),
-                    (int)a.u.error.message_len, a.u.error.message);
-        } else {
-            fprintf(stderr, "jettprofd: %s: unexpected %s message\n", cmd,
-                    jp_ctl_type_name(a.type));
-        }
-        break;
-    }
-    jp_ctl_decoder_free(dec);
-    close(fd);
-    return rc;
+    const char *out_path = arg;
+    if (a->type != JP_CTL_STATUS_REPLY)
+        return -1;
+    const char *t = a->u.status_reply.text;
+    size_t len = a->u.status_reply.text_len;
+    int r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
+    if (r < 0)
+        fprintf(stderr, "jettprofd: cannot write %s: %s\n",
+                out_path ? out_path : "standard output", jpd_error_text(r));
+    return r < 0 ? 1 : 0;
 }
 
 int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
 {
     struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
     m.u.status.format = format;
-    return ask("status", socket_path, &m, out_path);
+    return jpd_ask("status", socket_path, &m, reply_answer, (void *)out_path);
 }
 
 int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
@@ -411,5 +347,5 @@ int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
     struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
     m.u.runs.format = format;
     m.u.runs.limit = limit;
-    return ask("runs", socket_path, &m, NULL);
+    return jpd_ask("runs", socket_path, &m, reply_answer, NULL);
 }
