@@ -145,19 +145,28 @@ static void stop(pid_t d)
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
 }
 
+/* Starts a run over *c that stays live (count records pushed) and waits until the daemon
+ * lists it; its run id. */
+static uint64_t live_run(const char *sock, struct jpt_client *c, uint32_t mode, uint32_t seed,
+                         uint64_t count, struct jp_ring *ring)
+{
+    cr_assert_eq(jpt_client_connect(c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, mode, seed, 1000000);
+    uint64_t id = 0;
+    cr_assert_eq(jpt_start_run(c, &s, 4096, -1, count, ring, &id), 0);
+    cr_assert(wait_listed(sock, id), "run %llu never listed", (unsigned long long)id);
+    return id;
+}
+
 Test(status, a_live_run_is_listed_in_human_and_json)
 {
     char sock[600];
     pid_t d;
     char *dir = serve_dir(sock, sizeof sock, &d, NULL);
     struct jpt_client c;
-    cr_assert_eq(jpt_client_connect(&c, sock), 0);
-    struct jpt_stream s;
-    jpt_stream_init(&s, JP_MODE_CPU, 3, 1000000);
     struct jp_ring ring;
-    uint64_t id = 0;
-    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 500, &ring, &id), 0);
-    cr_assert(wait_listed(sock, id), "run %llu never listed", (unsigned long long)id);
+    uint64_t id = live_run(sock, &c, JP_MODE_CPU, 3, 500, &ring);
 
     char *bin = (char *)jpt_daemon_bin();
     char *argv[] = {bin, "status", "--socket", sock, "--format", "json", NULL};
@@ -198,13 +207,8 @@ Test(status, another_uid_sees_its_own_runs_and_only_a_count_of_others)
     char *dir = serve_dir(sock, sizeof sock, &d, extra);
     cr_assert_eq(chmod(sock, 0666), 0);
     struct jpt_client c;
-    cr_assert_eq(jpt_client_connect(&c, sock), 0);
-    struct jpt_stream s;
-    jpt_stream_init(&s, JP_MODE_CPU, 4, 1000000);
     struct jp_ring ring;
-    uint64_t root_run = 0;
-    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 100, &ring, &root_run), 0);
-    cr_assert(wait_listed(sock, root_run));
+    uint64_t root_run = live_run(sock, &c, JP_MODE_CPU, 4, 100, &ring);
 
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -377,13 +381,8 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
     pid_t d;
     char *dir = serve_dir(sock, sizeof sock, &d, NULL);
     struct jpt_client c;
-    cr_assert_eq(jpt_client_connect(&c, sock), 0);
-    struct jpt_stream s;
-    jpt_stream_init(&s, JP_MODE_MEMORY, 6, 1000000);
     struct jp_ring ring;
-    uint64_t id = 0;
-    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 300, &ring, &id), 0);
-    cr_assert(wait_listed(sock, id));
+    uint64_t id = live_run(sock, &c, JP_MODE_MEMORY, 6, 300, &ring);
 
     char out_path[700];
     snprintf(out_path, sizeof out_path, "%s/jettprofd.prom", dir);
