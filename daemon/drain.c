@@ -122,6 +122,7 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
                 s->fed++;
         }
         jp_ring_release(&s->ring, used - released);
+        jpd_live_update(s->d, &s->live, s->fed, s->last_found);
         if (r != 0)
             return r;
     }

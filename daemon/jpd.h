@@ -58,6 +58,7 @@ struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
     uint32_t workers;         /* serve: drain threads, 0 = one per online CPU */
     const char *capture_dir;  /* NULL: capture only when the client passes a capture fd */
+    const char *state_dir;    /* NULL: kept runs and run ids live in memory only */
     uint64_t capture_max_bytes; /* capture dir: most bytes of captures kept; 0: no cap */
     uint64_t capture_max_age_s; /* capture dir: oldest capture kept, seconds; 0: no cap */
     const char *runs_log;     /* NULL: no runs log */
@@ -75,6 +76,39 @@ struct jpd_kept {
     char reason[40];
     char *human; size_t human_len;
     char *toon; size_t toon_len;
+};
+
+/* One finished run as the runs log has it (a row of --runs-log). Built on the run's loop, posted
+ * by value to the main loop, which writes it. */
+#define JPD_PROGRAM_MAX 256u
+struct jpd_run_row {
+    uint64_t run_id;
+    pid_t pid;
+    uid_t uid;
+    uint32_t ending, status;
+    struct jp_engine_summary sum;
+    int64_t start_unix_s; /* wall clock (CLOCK_REALTIME) when the ring was mapped; 0: unknown */
+    uint64_t duration_ms; /* monotonic, from then to the run's end */
+    char reason[64];
+    /* The run's program: the logical path (relative, as the report prints paths) of the first
+     * project source the runtime defined; "" when it defined none. */
+    char program[JPD_PROGRAM_MAX];
+};
+
+/* One live run as `jettprofd status` sees it (status.c). The run's loop writes the figures
+ * and the main loop reads them, each only under d->live_mu: the mutex orders every write
+ * before every later read (release on unlock, acquire on lock), so a reader never sees a torn
+ * or stale-beyond-one-drain figure. Listed from the ring's mapping to the run's end. */
+struct jpd_live {
+    struct jpd_live *prev, *next;
+    int listed;
+    uint64_t run_id;
+    uid_t uid;
+    pid_t pid;
+    uint32_t mode;
+    uint64_t start_ns;  /* uv_hrtime() */
+    uint64_t records;   /* fed to the engine so far */
+    uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
 };
 
 struct jpd_session;
@@ -145,8 +179,20 @@ struct jpd_daemon {
     struct jpd_flight { uid_t uid; uint32_t runs; } flights[JPD_MAX_SESSIONS];
     uint32_t nflights;
 
+    /* What `jettprofd status` reports (status.c), all guarded by live_mu. */
+    pthread_mutex_t live_mu;
+    struct jpd_live *live;  /* runs in flight, on any loop */
+    uint64_t start_ns;      /* uv_hrtime() at start (main loop, set once before workers) */
+    uint64_t runs_started, runs_finished, runs_refused, records_total;
+
+    /* The last JPD_KEEP_RUNS finished runs' rows, for `jettprofd runs` (main loop only):
+     * recent[(nrecent - 1) % JPD_KEEP_RUNS] is the newest. */
+    struct jpd_run_row recent[JPD_KEEP_RUNS];
+    uint64_t nrecent;
+
     int runs_log_fd;      /* -1 when none */
     int capture_dir_fd;   /* -1 when none */
+    int state_dir_fd;     /* --state-dir, -1 when none (state.c) */
 
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
@@ -169,9 +215,7 @@ struct jpd_daemon {
  * while the daemon runs. */
 struct jpd_session_ops {
     /* One row in the runs log for a finished run (nothing without a runs log). */
-    void (*log_run)(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                    uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                    uint32_t status);
+    void (*log_run)(struct jpd_daemon *d, const struct jpd_run_row *row);
     /* Keeps a copy of a finished run's rendered profile for `show` (long-lived mode). */
     void (*keep)(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
     /* A kept run, or NULL; valid until the next keep. Main loop only (SHOW). */
@@ -249,14 +293,11 @@ void jpd_workers_absorb(struct jpd_daemon *d);
 int jpd_on_main(const struct jpd_daemon *d);
 /* From a worker: a runs-log row (copied) / a kept profile (its texts taken: *r keeps none) for
  * the main loop. */
-void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                  const struct jp_engine_summary *sum, const char *reason, uint32_t status);
+void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 /* What the main loop does with them (server.c). */
-void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status);
+void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 /* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
 int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
@@ -270,7 +311,44 @@ int jpd_run_serve(const struct jpd_config *cfg);
 void jpd_capture_prune(struct jpd_daemon *d);
 const char *jpd_default_socket(char *buf, size_t cap);
 
-/* show.c */
+/* status.c: the live runs, the totals and `jettprofd status`. */
+enum { JPD_STATUS_HUMAN, JPD_STATUS_JSON, JPD_STATUS_PROMETHEUS };
+/* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
+ * counts it finished with its records). _end on a run never begun does nothing. */
+void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill);
+void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
+/* Main loop: a connection was refused (permission, too many runs). */
+void jpd_live_refused(struct jpd_daemon *d);
+/* The status text for a caller of uid viewer in format JPD_STATUS_*, appended to b. A viewer
+ * that is root or the daemon's own uid sees every live run; any other sees its own runs in
+ * full and others' only as a count. */
+void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
+/* Main loop: the newest `limit` finished runs (d->recent) a caller of uid viewer may see (the
+ * same rule as status, but others' runs are left out), format JPD_STATUS_HUMAN or _JSON. */
+void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
+                   struct jp_buf *b);
+/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
+/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
+ * stdout; else atomically, temp + rename). Returns the exit status. */
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
+
+/* state.c: the state directory (--state-dir), main loop only; each does nothing without one.
+ * Load: the kept runs found there (a file that fails its checks is skipped with a log line
+ * naming it) and the next run id. Save / forget: one kept run's file; the next run id. */
+void jpd_state_load(struct jpd_daemon *d);
+void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
+void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
+void jpd_state_save_next_id(struct jpd_daemon *d);
+/* server.c: keeps a run loaded from the state directory (takes its texts). */
+void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
+
+/* show.c: the clients of a serving daemon. jpd_ask sends m to the daemon at socket_path and
+ * reads one answer: an ERROR is printed (named after cmd), anything else goes to answer, which
+ * returns the exit status or -1 for a message it did not expect. Returns the exit status. */
+int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
+            int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg);
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
 
 /* offline.c */
@@ -328,6 +406,9 @@ const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
+/* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL
+ * (unknown), -ERANGE, -ENOSPC (cap under 21). */
+int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap);
 /* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
 void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s);
 

@@ -6,6 +6,8 @@
  *                   [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
+ *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
+ *   jettprofd runs [--socket PATH] [--format human|json] [--limit N]
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
@@ -63,6 +65,8 @@ static const struct command {
      "                            d; seconds without); both caps are checked at start\n"
      "                            and after each run, and spare captures being written\n"
      "  --runs-log FILE           append one line per finished run to FILE\n"
+     "  --state-dir DIR           keep the finished runs `show` answers from (and the next\n"
+     "                            run id) in DIR, so they survive a restart\n"
      "  --allow-group G           also admit members of group G (name or gid)\n"
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
      "  --max-ring-bytes B        largest ring a run may hand over\n"
@@ -76,6 +80,17 @@ static const struct command {
     {"show",
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
+    {"status",
+     "jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]\n",
+     "Prints what the daemon serving on PATH is doing: its uptime, workers, RSS, totals and\n"
+     "live runs (other users' runs only as a count, unless you are root or the daemon's\n"
+     "user). prometheus is the text exposition format, for node_exporter's textfile\n"
+     "collector; -o FILE writes it to FILE atomically (a temp file, then rename).\n"},
+    {"runs",
+     "jettprofd runs [--socket PATH] [--format human|json] [--limit N]\n",
+     "Lists the newest N (default 20, at most 1000) finished runs of the daemon serving on\n"
+     "PATH that you may see (your own; all of them for root and the daemon's user): id,\n"
+     "start, duration, program, mode, status and reason.\n"},
     {"replay",
      "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
      "                 [--profile-limit N]\n",
@@ -168,7 +183,7 @@ static int cmd_serve(int argc, char **argv)
         const char *a = argv[i];
         static const char *const with_value[] = {"--socket", "--capture-dir",
                                                  "--capture-max-bytes", "--capture-max-age",
-                                                 "--runs-log",
+                                                 "--runs-log", "--state-dir",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
                                                  "--max-retention-budget", "--workers"};
@@ -185,6 +200,8 @@ static int cmd_serve(int argc, char **argv)
             cfg.socket_path = v;
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
+        } else if (!strcmp(a, "--state-dir")) {
+            cfg.state_dir = v;
         } else if (!strcmp(a, "--capture-max-bytes")) {
             static const struct jpd_unit size_units[] = {
                 {'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}};
@@ -240,6 +257,66 @@ static int cmd_serve(int argc, char **argv)
                                                   : "--capture-max-age needs --capture-dir",
                    NULL);
     return jpd_run_serve(&cfg);
+}
+
+static int cmd_status(int argc, char **argv)
+{
+    const char *sock = NULL, *out = NULL;
+    uint32_t format = JPD_STATUS_HUMAN;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--socket") && strcmp(a, "--format") && strcmp(a, "-o"))
+            return bad("status", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return bad("status", "missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--socket"))
+            sock = v;
+        else if (!strcmp(a, "-o"))
+            out = v;
+        else if (!strcmp(v, "human"))
+            format = JPD_STATUS_HUMAN;
+        else if (!strcmp(v, "json"))
+            format = JPD_STATUS_JSON;
+        else if (!strcmp(v, "prometheus"))
+            format = JPD_STATUS_PROMETHEUS;
+        else
+            return bad("status", "--format must be human, json or prometheus, not", v);
+    }
+    char buf[160];
+    if (!sock)
+        sock = jpd_default_socket(buf, sizeof buf);
+    return jpd_status(sock, format, out);
+}
+
+static int cmd_runs(int argc, char **argv)
+{
+    const char *sock = NULL;
+    uint32_t format = JPD_STATUS_HUMAN;
+    uint64_t limit = 20;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--socket") && strcmp(a, "--format") && strcmp(a, "--limit"))
+            return bad("runs", a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return bad("runs", "missing value for", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--socket"))
+            sock = v;
+        else if (!strcmp(a, "--limit")) {
+            if (jpd_parse_u64(v, 1, 1000, &limit) < 0)
+                return bad("runs", "--limit must be an integer in 1..1000, not", v);
+        } else if (!strcmp(v, "human"))
+            format = JPD_STATUS_HUMAN;
+        else if (!strcmp(v, "json"))
+            format = JPD_STATUS_JSON;
+        else
+            return bad("runs", "--format must be human or json, not", v);
+    }
+    char buf[160];
+    if (!sock)
+        sock = jpd_default_socket(buf, sizeof buf);
+    return jpd_runs(sock, format, (uint32_t)limit);
 }
 
 static int cmd_show(int argc, char **argv)
@@ -334,6 +411,10 @@ int main(int argc, char **argv)
         return cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "show"))
         return cmd_show(argc - 2, argv + 2);
+    if (!strcmp(cmd, "status"))
+        return cmd_status(argc - 2, argv + 2);
+    if (!strcmp(cmd, "runs"))
+        return cmd_runs(argc - 2, argv + 2);
     if (!strcmp(cmd, "replay"))
         return jpd_cmd_replay(argc - 2, argv + 2);
     if (!strcmp(cmd, "summarize"))

@@ -3,6 +3,7 @@
  * FINALIZE asked for, rendered from that same report); and SHOW, answered from the runs the
  * daemon kept.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +70,37 @@ static int send_exports(struct jpd_session *s, const struct rendered_export *ex)
     return 0;
 }
 
+void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
+                    const char *reason, uint32_t status, struct jpd_run_row *row)
+{
+    s->live.records = s->fed;
+    jpd_live_end(s->d, &s->live);
+    memset(row, 0, sizeof *row);
+    row->run_id = s->run_id;
+    row->pid = s->peer.pid;
+    row->uid = s->peer.uid;
+    row->ending = ending;
+    row->status = status;
+    row->sum = *sum;
+    if (!row->sum.mode)
+        row->sum.mode = s->mode; /* no RUN_START reached the engine: the HELLO's mode */
+    row->start_unix_s = s->start_unix_s;
+    if (s->start_ns)
+        row->duration_ms = (uv_hrtime() - s->start_ns) / 1000000u;
+    snprintf(row->reason, sizeof row->reason, "%s", reason ? reason : "");
+    struct jp_engine_view v;
+    if (!s->eng || jp_engine_view(s->eng, &v) < 0)
+        return;
+    for (uint32_t i = 1; i < v.nsources; i++) {
+        const struct jp_source *src = &v.sources[i];
+        if (src->origin != JP_ORIGIN_PROJECT || src->path_len >= sizeof row->program)
+            continue;
+        memcpy(row->program, src->path, src->path_len);
+        row->program[src->path_len] = '\0';
+        break;
+    }
+}
+
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
     /* The human text names the run id only where the user can do something with it: a
@@ -109,7 +141,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     if (r < 0) {
         jpd_log("run %llu: cannot render its profile (%s)", (unsigned long long)s->run_id,
                 strerror(-r));
-        ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, "internal", 0);
+        struct jpd_run_row row;
+        jpd_result_row(s, ending, &sum, "internal", 0, &row);
+        ops->log_run(s->d, &row);
         if (deliver) {
             struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
             m.u.error.code = JP_CTLE_INTERNAL;
@@ -127,8 +161,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
                 (unsigned long long)s->run_id, jpd_status_word(out.status),
                 out.reason[0] ? " " : "", out.reason, (unsigned long long)s->fed,
                 jpd_ending_word(ending));
-    ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, ending, &sum, out.reason,
-                 out.status);
+    struct jpd_run_row row;
+    jpd_result_row(s, ending, &sum, out.reason, out.status, &row);
+    ops->log_run(s->d, &row);
     if (!s->d->private_mode)
         ops->keep(s->d, s->run_id, s->peer.uid, &out);
 
@@ -185,6 +220,32 @@ void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
     r.u.result.toon = t ? k->toon : "";
     r.u.result.toon_len = t ? k->toon_len : 0;
     if (jpd_conn_send(s, &r) < 0) {
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+        return;
+    }
+    jpd_session_done(s);
+}
+
+void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m)
+{
+    struct jp_buf b = {0};
+    if (m->type == JP_CTL_RUNS) {
+        jpd_workers_absorb(s->d); /* rows workers posted before now are listed */
+        jpd_runs_text(s->d, s->peer.uid, m->u.runs.format, m->u.runs.limit, &b);
+    } else {
+        jpd_status_text(s->d, s->peer.uid, m->u.status.format, &b);
+    }
+    if (b.failed) {
+        jp_buf_free(&b);
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
+        return;
+    }
+    struct jp_ctl_msg r = {.type = JP_CTL_STATUS_REPLY};
+    r.u.status_reply.text = b.p ? b.p : "";
+    r.u.status_reply.text_len = b.len;
+    int e = jpd_conn_send(s, &r);
+    jp_buf_free(&b);
+    if (e < 0) {
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
         return;
     }

@@ -64,39 +64,58 @@ int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out)
     return 0;
 }
 
-/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
-static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+/* An evicted kept run: gone from memory and from the state directory. */
+static void kept_evict(struct jpd_daemon *d, struct jpd_kept *k)
+{
+    jpd_state_forget(d, k->run_id);
+    kept_clear(k);
+}
+
+/* Keeps a run for `show`, taking its texts (*in is left holding none); persist: also write it
+ * to the state directory (not for a run loaded from there). */
+static void keep_store(struct jpd_daemon *d, struct jpd_kept *in, int persist)
 {
     /* A ring of the most recent runs, also bounded in bytes: a stream of killed clients must
      * not grow the daemon. */
     size_t total = 0;
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         total += d->kept[i].human_len + d->kept[i].toon_len;
-    size_t add = r->human_len + r->toon_len;
+    size_t add = in->human_len + in->toon_len;
     if (add > JPD_KEEP_BYTES) {
-        jp_rendered_free(r);
+        kept_clear(in);
         return;
     }
     struct jpd_kept *k = &d->kept[d->kept_next];
     total -= k->human_len + k->toon_len;
-    kept_clear(k);
+    kept_evict(d, k);
     for (uint32_t step = 1; total + add > JPD_KEEP_BYTES && step < JPD_KEEP_RUNS; step++) {
         struct jpd_kept *old = &d->kept[(d->kept_next + step) % JPD_KEEP_RUNS];
         total -= old->human_len + old->toon_len;
-        kept_clear(old);
+        kept_evict(d, old);
     }
-    k->run_id = run_id;
-    k->uid = uid;
-    k->status = r->status;
-    memcpy(k->reason, r->reason, sizeof k->reason);
-    k->reason[sizeof k->reason - 1] = '\0';
-    k->human = r->human;
-    k->human_len = r->human_len;
-    k->toon = r->toon;
-    k->toon_len = r->toon_len;
+    *k = *in;
+    memset(in, 0, sizeof *in);
+    d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
+    if (persist)
+        jpd_state_save_kept(d, k);
+}
+
+void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k)
+{
+    keep_store(d, k, 0);
+}
+
+/* Keeps a run's profile for `show`, taking the texts of *r (it is left holding none). */
+static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
+{
+    struct jpd_kept k = {.run_id = run_id, .uid = uid, .status = r->status,
+                         .human = r->human, .human_len = r->human_len,
+                         .toon = r->toon, .toon_len = r->toon_len};
+    memcpy(k.reason, r->reason, sizeof k.reason);
+    k.reason[sizeof k.reason - 1] = '\0';
     r->human = r->toon = NULL;
     r->human_len = r->toon_len = 0;
-    d->kept_next = (d->kept_next + 1) % JPD_KEEP_RUNS;
+    keep_store(d, &k, 1);
 }
 
 /* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
@@ -145,52 +164,65 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-void jpd_server_log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid,
-                        uint32_t ending, const struct jp_engine_summary *sum, const char *reason,
-                        uint32_t status)
+void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
+    d->recent[d->nrecent++ % JPD_KEEP_RUNS] = *row; /* for `jettprofd runs` */
     if (d->runs_log_fd < 0)
         return;
     struct jp_buf b = {0};
     jp_buf_printf(&b, "{\"run_id\":%llu,\"pid\":%ld,\"uid\":%lu,\"ending\":",
-                   (unsigned long long)run_id, (long)pid, (unsigned long)uid);
-    jp_json_str(&b, jpd_ending_word(ending));
-    const char *mode = jp_mode_name(sum->mode);
+                   (unsigned long long)row->run_id, (long)row->pid, (unsigned long)row->uid);
+    jp_json_str(&b, jpd_ending_word(row->ending));
+    /* The run's own mode (its HELLO's) when the engine never saw RUN_START. */
+    const char *mode = jp_mode_name(row->sum.mode);
     JP_BUF_LIT(&b, ",\"mode\":");
     if (mode)
         jp_json_str(&b, mode);
     else
         JP_BUF_LIT(&b, "null");
-    const char *term = jp_termination_name(sum->termination);
+    const char *term = jp_termination_name(row->sum.termination);
     JP_BUF_LIT(&b, ",\"termination\":");
     if (term)
         jp_json_str(&b, term);
     else
         JP_BUF_LIT(&b, "null");
     JP_BUF_LIT(&b, ",\"status\":");
-    jp_json_str(&b, jpd_status_word(status));
+    jp_json_str(&b, jpd_status_word(row->status));
     JP_BUF_LIT(&b, ",\"reason\":");
-    jp_json_str(&b, reason ? reason : "");
+    jp_json_str(&b, row->reason);
+    JP_BUF_LIT(&b, ",\"start\":");
+    char when[32];
+    if (jpd_rfc3339(row->start_unix_s, when, sizeof when) == 0)
+        jp_json_str(&b, when);
+    else
+        JP_BUF_LIT(&b, "null");
+    jp_buf_printf(&b, ",\"duration_ms\":%llu,\"program\":",
+                  (unsigned long long)row->duration_ms);
+    if (row->program[0])
+        jp_json_str(&b, row->program);
+    else
+        JP_BUF_LIT(&b, "null");
     JP_BUF_LIT(&b, ",\"totals\":");
-    jpd_summary_json(&b, sum);
+    jpd_summary_json(&b, &row->sum);
     JP_BUF_LIT(&b, "}\n");
     if (b.failed)
-        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+        jpd_log("run %llu: out of memory writing its runs log row",
+                (unsigned long long)row->run_id);
     else
         append_row(d->runs_log_fd, b.p, b.len);
     jp_buf_free(&b);
 }
 
-/* The runs log is the main loop's: a worker's row is posted there, in order. */
-static void log_run(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                    const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+/* The runs log and the recent runs are the main loop's: a worker's row is posted there, in
+ * order. */
+static void log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
-    if (d->runs_log_fd < 0)
-        return;
+    if (d->private_mode && d->runs_log_fd < 0)
+        return; /* one run, nobody to ask for it */
     if (jpd_on_main(d))
-        jpd_server_log_run(d, run_id, pid, uid, ending, sum, reason, status);
+        jpd_server_log_run(d, row);
     else
-        jpd_post_log(d, run_id, pid, uid, ending, sum, reason, status);
+        jpd_post_log(d, row);
 }
 
 /* ---- runs in flight per uid (--max-runs-per-uid) ---- */
@@ -371,12 +403,15 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->main_thread = pthread_self();
     pthread_mutex_init(&d->post_mu, NULL);
     pthread_mutex_init(&d->flights_mu, NULL);
+    pthread_mutex_init(&d->live_mu, NULL);
+    d->start_ns = uv_hrtime();
     d->cfg = cfg;
     d->ops = &session_ops;
     d->private_mode = private_mode;
     d->listen_fd = -1;
     d->runs_log_fd = -1;
     d->capture_dir_fd = -1;
+    d->state_dir_fd = -1;
     d->next_run_id = 1;
     d->self_uid = geteuid();
     /* Past a file size limit a write fails with EFBIG (handled: the runs log and captures
@@ -428,9 +463,14 @@ static int daemon_run(struct jpd_daemon *d)
         close(d->runs_log_fd);
     if (d->capture_dir_fd >= 0)
         close(d->capture_dir_fd);
+    if (d->state_dir_fd >= 0) {
+        jpd_state_save_next_id(d);
+        close(d->state_dir_fd);
+    }
     int r = uv_loop_close(d->loop);
     pthread_mutex_destroy(&d->post_mu);
     pthread_mutex_destroy(&d->flights_mu);
+    pthread_mutex_destroy(&d->live_mu);
     if (r < 0) {
         jpd_log("internal: handles left open at exit");
         return 1;
@@ -465,6 +505,15 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
             else
                 fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
                         cfg->capture_dir, strerror(e));
+            return -e;
+        }
+    }
+    if (cfg->state_dir) {
+        d->state_dir_fd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (d->state_dir_fd < 0) {
+            int e = errno;
+            fprintf(stderr, "jettprofd: --state-dir: cannot open %s: %s\n", cfg->state_dir,
+                    e == ENOTDIR ? "not a directory (or a symbolic link to one)" : strerror(e));
             return -e;
         }
     }
@@ -597,7 +646,10 @@ static void on_accept(uv_poll_t *h, int status, int events)
         struct jpd_peer peer = {.pid = uc.pid, .uid = uc.uid, .gid = uc.gid};
         int r;
         jpd_workers_absorb(d); /* sessions freed on workers no longer count */
-        if (!peer_allowed(d, fd, &uc)) {
+        int allowed = peer_allowed(d, fd, &uc);
+        if (!allowed || d->nsessions >= JPD_MAX_SESSIONS || jpd_prehello_full(d, uc.uid))
+            jpd_live_refused(d);
+        if (!allowed) {
             jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
                                    "this user may not attach to this daemon");
@@ -749,6 +801,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         goto fail;
     }
     jpd_capture_prune(&d);
+    jpd_state_load(&d);
     r = uv_poll_init(&loop, &d.listen, fd);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,8 +72,9 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
         if (!s->d->private_mode)
             jpd_log("run %llu ended: %s, %llu records", (unsigned long long)s->run_id,
                     jp_ctl_error_name(code), (unsigned long long)s->fed);
-        s->d->ops->log_run(s->d, s->run_id, s->peer.pid, s->peer.uid, JP_END_COLLECTOR_FAILURE,
-                           &sum, jp_ctl_error_name(code), 0);
+        struct jpd_run_row row;
+        jpd_result_row(s, JP_END_COLLECTOR_FAILURE, &sum, jp_ctl_error_name(code), 0, &row);
+        s->d->ops->log_run(s->d, &row);
     }
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
@@ -393,6 +395,12 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
         return;
     }
     s->run_started = 1;
+    s->start_unix_s = (int64_t)time(NULL);
+    s->start_ns = uv_hrtime();
+    s->live = (struct jpd_live){.run_id = s->run_id, .uid = s->peer.uid, .pid = s->peer.pid,
+                                .mode = s->mode, .start_ns = s->start_ns,
+                                .slots = s->ring.slot_count};
+    jpd_live_begin(s->d, &s->live);
     set_state(s, JPD_S_LIVE);
     if (!s->d->private_mode)
         jpd_log("run %llu started: uid %u, mode %s, %u slots", (unsigned long long)s->run_id,
@@ -450,6 +458,8 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
             on_hello(s, m);
         else if (m->type == JP_CTL_SHOW && !s->d->private_mode)
             jpd_result_show(s, m);
+        else if ((m->type == JP_CTL_STATUS || m->type == JP_CTL_RUNS) && !s->d->private_mode)
+            jpd_result_status(s, m);
         else
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected hello");
         return;
@@ -518,6 +528,7 @@ static void on_closed(uv_handle_t *h)
     jpd_conn_free(s);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
+    jpd_live_end(d, &s->live); /* a run ends before its session; this is for safety only */
     jp_report_free(s->report);
     jp_engine_free(s->eng);
     unlink_session(s);

@@ -76,6 +76,9 @@ struct jpd_session {
     int moving;         /* leaving the main loop for a worker: its handles are closing */
     int counted;        /* counted in the runs in flight of its uid (ops->run_begins) */
     uint64_t handshake_deadline_ns; /* uv_hrtime() by which HELLO and RING must be in */
+    int64_t start_unix_s;   /* wall clock when the run started (its ring mapped) */
+    uint64_t start_ns;      /* uv_hrtime() then */
+    struct jpd_live live;   /* what `status` sees of the run while it is live */
     struct jpd_peer peer;
     uint64_t run_id;
     struct jp_ctl_decoder *dec; /* NULL once DONE: nothing more is decoded */
@@ -175,6 +178,13 @@ void jpd_capture_close(struct jpd_session *s);
 /* Ends a run that has an engine: render, account, hand the profile to whoever can still take
  * it. deliver: the client is there and gets a RESULT. */
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver);
+/* The run ends now: it leaves the live runs (jpd_live_end) and its runs-log row is made in
+ * *row: the session's identity and times, the program from its engine's sources (when it has
+ * an engine). */
+void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
+                    const char *reason, uint32_t status, struct jpd_run_row *row);
+/* Answers STATUS (jpd_status_text) or RUNS (jpd_runs_text) with what the caller may see. */
+void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m);
 /* Answers SHOW from the runs the daemon kept. */
 void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m);
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jpd.h"
@@ -171,4 +172,17 @@ const char *jpd_status_word(uint32_t status)
 {
     const char *w = jp_status_word(status); /* render/report.h: the one list */
     return w ? w : "error";
+}
+
+int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap)
+{
+    if (unix_s <= 0)
+        return -EINVAL;
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm))
+        return -ERANGE;
+    if (strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+        return -ENOSPC;
+    return 0;
 }

@@ -37,12 +37,9 @@ enum { POST_LOG, POST_KEEP };
 struct jpd_post {
     struct jpd_post *next;
     int kind;
-    uint64_t run_id;
-    pid_t pid;
-    uid_t uid;
-    uint32_t ending, status;
-    struct jp_engine_summary sum;
-    char reason[64];
+    uint64_t run_id;      /* POST_KEEP */
+    uid_t uid;            /* POST_KEEP */
+    struct jpd_run_row row; /* POST_LOG */
     struct jp_rendered r; /* POST_KEEP: copies of the texts, owned by the post */
 };
 
@@ -240,8 +237,7 @@ void jpd_workers_join(struct jpd_daemon *d)
     while (p) {
         struct jpd_post *next = p->next;
         if (p->kind == POST_LOG)
-            jpd_server_log_run(d, p->run_id, p->pid, p->uid, p->ending, &p->sum, p->reason,
-                               p->status);
+            jpd_server_log_run(d, &p->row);
         jp_rendered_free(&p->r);
         free(p);
         p = next;
@@ -259,8 +255,7 @@ void jpd_workers_absorb(struct jpd_daemon *d)
     while (p) {
         struct jpd_post *next = p->next;
         if (p->kind == POST_LOG)
-            jpd_server_log_run(d, p->run_id, p->pid, p->uid, p->ending, &p->sum, p->reason,
-                               p->status);
+            jpd_server_log_run(d, &p->row);
         else
             jpd_server_keep(d, p->run_id, p->uid, &p->r); /* takes the texts */
         jp_rendered_free(&p->r);
@@ -286,17 +281,15 @@ static void post_push(struct jpd_daemon *d, struct jpd_post *p)
     uv_async_send(&d->post);
 }
 
-void jpd_post_log(struct jpd_daemon *d, uint64_t run_id, pid_t pid, uid_t uid, uint32_t ending,
-                  const struct jp_engine_summary *sum, const char *reason, uint32_t status)
+void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
     struct jpd_post *p = calloc(1, sizeof *p);
     if (!p) {
-        jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)run_id);
+        jpd_log("run %llu: out of memory writing its runs log row",
+                (unsigned long long)row->run_id);
         return;
     }
-    *p = (struct jpd_post){.kind = POST_LOG, .run_id = run_id, .pid = pid, .uid = uid,
-                           .ending = ending, .status = status, .sum = *sum};
-    snprintf(p->reason, sizeof p->reason, "%s", reason ? reason : "");
+    *p = (struct jpd_post){.kind = POST_LOG, .row = *row};
     post_push(d, p);
 }
 

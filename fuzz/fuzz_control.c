@@ -41,6 +41,13 @@ static int same_msg(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         return a->u.welcome.run_id == b->u.welcome.run_id;
     case JP_CTL_SHOW:
         return a->u.show.run_id == b->u.show.run_id && a->u.show.outputs == b->u.show.outputs;
+    case JP_CTL_STATUS:
+        return a->u.status.format == b->u.status.format;
+    case JP_CTL_RUNS:
+        return a->u.runs.format == b->u.runs.format && a->u.runs.limit == b->u.runs.limit;
+    case JP_CTL_STATUS_REPLY:
+        return same_str(a->u.status_reply.text, a->u.status_reply.text_len,
+                        b->u.status_reply.text, b->u.status_reply.text_len);
     case JP_CTL_RING:
         return a->u.ring.slot_count == b->u.ring.slot_count &&
                a->u.ring.has_capture == b->u.ring.has_capture;
@@ -139,6 +146,16 @@ static void check_ranges(const struct jp_ctl_msg *m)
         sink += touch(m->u.result.reason, m->u.result.reason_len);
         sink += touch(m->u.result.human, m->u.result.human_len);
         sink += touch(m->u.result.toon, m->u.result.toon_len);
+        break;
+    case JP_CTL_STATUS:
+        FUZZ_CHECK(m->u.status.format <= 2, "status.format %u", m->u.status.format);
+        break;
+    case JP_CTL_RUNS:
+        FUZZ_CHECK(m->u.runs.format <= 1 && m->u.runs.limit >= 1 && m->u.runs.limit <= 1000,
+                   "runs.format %u limit %u", m->u.runs.format, m->u.runs.limit);
+        break;
+    case JP_CTL_STATUS_REPLY:
+        sink += touch(m->u.status_reply.text, m->u.status_reply.text_len);
         break;
     case JP_CTL_ERROR:
         FUZZ_CHECK(m->u.error.code > JP_CTLE_NONE && m->u.error.code < JP_CTLE_LIMIT,

@@ -342,7 +342,7 @@ static void control_seeds(void)
         {1, 14, 5, 0, "let total = total + weight(x)", 29},
         {2, 42, 5, JP_EXCERPT_REDACTED, "parts.push(<redacted>)", 22},
         {2, 43, 1, JP_EXCERPT_UNAVAILABLE, "", 0}};
-    struct jp_ctl_msg m[9];
+    struct jp_ctl_msg m[12];
     memset(m, 0, sizeof m);
     m[0].type = JP_CTL_HELLO;
     m[0].u.hello.version = JP_CTL_VERSION;
@@ -381,8 +381,16 @@ static void control_seeds(void)
     m[8].u.error.code = JP_CTLE_BAD_RING;
     m[8].u.error.message = "slot_count is not a power of two";
     m[8].u.error.message_len = 32;
+    m[9].type = JP_CTL_STATUS;
+    m[9].u.status.format = 1;
+    m[10].type = JP_CTL_STATUS_REPLY;
+    m[10].u.status_reply.text = "{\"uptime_ms\":12,\"live\":[]}\n";
+    m[10].u.status_reply.text_len = 27;
+    m[11].type = JP_CTL_RUNS;
+    m[11].u.runs.format = 0;
+    m[11].u.runs.limit = 20;
     /* Each message alone, whole, production frame limit. */
-    for (unsigned i = 0; i < 9; i++) {
+    for (unsigned i = 0; i < 12; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s.ctl", jp_ctl_type_name(m[i].type));
         write_control(name, &m[i], 1, 0x08, NULL);

@@ -113,6 +113,9 @@ static const struct field show_fields[] = {
     U64(show, run_id),
     U32(show, outputs, 0, JP_OUT_HUMAN | JP_OUT_TOON),
 };
+static const struct field status_fields[] = {U32(status, format, 0, 2)};
+static const struct field status_reply_fields[] = {STR(status_reply, text)};
+static const struct field runs_fields[] = {U32(runs, format, 0, 1), U32(runs, limit, 1, 1000)};
 static const struct field error_fields[] = {
     {"code", F_ERRCODE, OFF(error.code), 0, 1, JP_CTLE_LIMIT - 1, REASONS(error, code)},
     STR(error, message),
@@ -135,6 +138,9 @@ static const struct schema schemas[JP_CTL_TYPE_LIMIT] = {
     [JP_CTL_SHOW] = SCHEMA(show_fields, "show"),
     [JP_CTL_ERROR] = SCHEMA(error_fields, "error"),
     [JP_CTL_EXPORT] = SCHEMA(export_fields, "export"),
+    [JP_CTL_STATUS] = SCHEMA(status_fields, "status"),
+    [JP_CTL_STATUS_REPLY] = SCHEMA(status_reply_fields, "status_reply"),
+    [JP_CTL_RUNS] = SCHEMA(runs_fields, "runs"),
 };
 #define MAX_FIELDS 8u
 _Static_assert(sizeof hello_fields / sizeof hello_fields[0] <= MAX_FIELDS, "seen-mask width");

@@ -42,7 +42,10 @@
     X(RESULT, "result")             /* daemon -> agent: status and rendered outputs */           \
     X(SHOW, "show")                 /* client -> long-lived daemon: a finished run's profile */  \
     X(ERROR, "error")               /* either way: stable code + message, then close */          \
-    X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */
+    X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */  \
+    X(STATUS, "status")             /* client -> long-lived daemon: what it is doing */          \
+    X(STATUS_REPLY, "status_reply") /* daemon -> client: the status (or runs) text, then close */ \
+    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -122,6 +125,12 @@ struct jp_ctl_msg {
         } hello;
         struct { uint64_t run_id; } welcome;
         struct { uint64_t run_id; uint32_t outputs; } show; /* answered by RESULT or ERROR */
+        /* format: 0 human, 1 json, 2 prometheus; answered by STATUS_REPLY or ERROR */
+        struct { uint32_t format; } status;
+        struct { const char *text; size_t text_len; } status_reply;
+        /* format: 0 human, 1 json; limit: the most rows, newest first, 1..1000; answered by
+         * STATUS_REPLY or ERROR */
+        struct { uint32_t format, limit; } runs;
         struct {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */

@@ -69,7 +69,8 @@ static void runs_in_flight_are_delivered_interrupted(const char *workers)
     cr_assert_eq(jpt_count_lines(log, "\"ending\":\"shutdown\""), INFLIGHT);
     cr_assert_eq(jpt_count_lines(log, "\"reason\":\"interrupted\""), INFLIGHT);
 
-    /* stderr: one line per run start and finish, nothing naming paths. */
+    /* stderr: one line per run start and finish, nothing naming paths but the start line's
+     * socket (the operator's own, given on the command line). */
     char *err = jpt_slurp_fd(errfd);
     close(errfd);
     int starts = 0, finishes = 0;

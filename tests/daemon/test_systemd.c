@@ -178,12 +178,13 @@ Test(systemd, the_service_is_a_notify_service_of_its_own_user_within_budgets)
     char *user = service_value(unit, "User");
     cr_assert_null(user, "no fixed User= beside DynamicUser=");
     char *state = service_value(unit, "StateDirectory");
-    cr_assert(state && !strcmp(state, "jettprofd jettprofd/captures"), "%s", state);
+    cr_assert(state && !strcmp(state, "jettprofd jettprofd/captures jettprofd/kept"), "%s", state);
     char *exec = service_value(unit, "ExecStart");
     cr_assert_not_null(exec);
     cr_assert(strstr(exec, " serve ") && strstr(exec, "--capture-dir %S/jettprofd/captures") &&
                   strstr(exec, "--capture-max-bytes ") && strstr(exec, "--capture-max-age "),
               "captures in the state directory, capped: %s", exec);
+    cr_assert(strstr(exec, "--state-dir %S/jettprofd/kept"), "kept runs persist: %s", exec);
     /* The memory cap covers 16 runs at full budgets (the unit's arithmetic). */
     char *high = service_value(unit, "MemoryHigh"), *max = service_value(unit, "MemoryMax");
     cr_assert(high && max, "MemoryHigh= and MemoryMax=");

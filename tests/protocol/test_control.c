@@ -71,6 +71,14 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].type = JP_CTL_SHOW;
     out[n].u.show.run_id = 7;
     out[n++].u.show.outputs = JP_OUT_TOON;
+    out[n].type = JP_CTL_STATUS;
+    out[n++].u.status.format = 2;
+    out[n].type = JP_CTL_STATUS_REPLY;
+    out[n].u.status_reply.text = "live runs: 0\n";
+    out[n++].u.status_reply.text_len = strlen("live runs: 0\n");
+    out[n].type = JP_CTL_RUNS;
+    out[n].u.runs.format = 1;
+    out[n++].u.runs.limit = 20;
     out[n].type = JP_CTL_ERROR;
     out[n].u.error.code = JP_CTLE_INTERNAL;
     out[n].u.error.message = "boom";
@@ -79,6 +87,7 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].u.error.code = JP_CTLE_BAD_MESSAGE;
     out[n].u.error.message = NULL;
     out[n++].u.error.message_len = 0;
+    cr_assert_leq(n, 16u, "callers hold 16 messages");
     return n;
 }
 
@@ -142,6 +151,17 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
     case JP_CTL_SHOW:
         cr_assert_eq(a->u.show.run_id, b->u.show.run_id, "run id");
         cr_assert_eq(a->u.show.outputs, b->u.show.outputs, "outputs");
+        break;
+    case JP_CTL_STATUS:
+        cr_assert_eq(a->u.status.format, b->u.status.format, "format");
+        break;
+    case JP_CTL_RUNS:
+        cr_assert_eq(a->u.runs.format, b->u.runs.format, "format");
+        cr_assert_eq(a->u.runs.limit, b->u.runs.limit, "limit");
+        break;
+    case JP_CTL_STATUS_REPLY:
+        assert_str(a->u.status_reply.text, a->u.status_reply.text_len, b->u.status_reply.text,
+                   b->u.status_reply.text_len, "text");
         break;
     case JP_CTL_ERROR:
         cr_assert_eq(a->u.error.code, b->u.error.code, "code");

@@ -1,0 +1,351 @@
+/* What an operator sees of a serving daemon: the runs in flight (listed by the loop each run
+ * lives on), the daemon's totals, and `jettprofd status`, which asks the daemon for them.
+ * Every figure here is guarded by d->live_mu (see struct jpd_live). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jpd.h"
+
+void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)
+{
+    pthread_mutex_lock(&d->live_mu);
+    l->prev = NULL;
+    l->next = d->live;
+    if (d->live)
+        d->live->prev = l;
+    d->live = l;
+    l->listed = 1;
+    d->runs_started++;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill)
+{
+    pthread_mutex_lock(&d->live_mu);
+    l->records = records;
+    l->fill = fill;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l)
+{
+    pthread_mutex_lock(&d->live_mu);
+    if (l->listed) {
+        if (l->prev)
+            l->prev->next = l->next;
+        else
+            d->live = l->next;
+        if (l->next)
+            l->next->prev = l->prev;
+        l->listed = 0;
+        d->runs_finished++;
+        d->records_total += l->records;
+    }
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+void jpd_live_refused(struct jpd_daemon *d)
+{
+    pthread_mutex_lock(&d->live_mu);
+    d->runs_refused++;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
+/* Resident set in bytes (/proc/self/statm's second field), 0 when it cannot be read. */
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "re");
+    unsigned long long size = 0, res = 0;
+    int ok = f && fscanf(f, "%llu %llu", &size, &res) == 2;
+    if (f)
+        fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return ok && page > 0 ? res * (uint64_t)page : 0;
+}
+
+struct snap {
+    uint64_t run_id;
+    uid_t uid;
+    pid_t pid;
+    uint32_t mode;
+    uint64_t age_ms, records, fill, slots;
+};
+
+static const char *mode_word(uint32_t mode)
+{
+    const char *m = jp_mode_name(mode);
+    return m ? m : "unknown";
+}
+
+/* records per second over the run's age, whole */
+static uint64_t rate(const struct snap *r)
+{
+    return r->age_ms ? r->records * 1000u / r->age_ms : 0;
+}
+
+/* ring fill in per mille of its slots */
+static uint64_t fill_pm(const struct snap *r)
+{
+    return r->slots ? r->fill * 1000u / r->slots : 0;
+}
+
+static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                         const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                         uint32_t hidden)
+{
+    jp_buf_printf(b, "uptime %llus, %u worker(s), RSS %llu KiB\n",
+                  (unsigned long long)(up_ms / 1000u), (unsigned)workers,
+                  (unsigned long long)(rss >> 10));
+    jp_buf_printf(b, "runs: %llu started, %llu finished, %llu refused; %llu records\n",
+                  (unsigned long long)tot[0], (unsigned long long)tot[1],
+                  (unsigned long long)tot[2], (unsigned long long)tot[3]);
+    jp_buf_printf(b, "live runs: %u", (unsigned)(nv + hidden));
+    if (hidden)
+        jp_buf_printf(b, " (%u of other users, not shown)", (unsigned)hidden);
+    JP_BUF_LIT(b, "\n");
+    if (nv)
+        JP_BUF_LIT(b, "  RUN_ID UID PID MODE AGE_S RECORDS RECORDS/S RING_FILL\n");
+    for (uint32_t i = 0; i < nv; i++)
+        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%%\n",
+                      (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                      (long)v[i].pid, mode_word(v[i].mode),
+                      (unsigned long long)(v[i].age_ms / 1000u),
+                      (unsigned long long)v[i].records, (unsigned long long)rate(&v[i]),
+                      (unsigned long long)(fill_pm(&v[i]) / 10u),
+                      (unsigned long long)(fill_pm(&v[i]) % 10u));
+}
+
+static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                        const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                        uint32_t hidden)
+{
+    jp_buf_printf(b, "{\"uptime_ms\":%llu,\"workers\":%u,\"rss_bytes\":%llu,"
+                  "\"totals\":{\"runs_started\":%llu,\"runs_finished\":%llu,"
+                  "\"runs_refused\":%llu,\"records\":%llu},\"live\":[",
+                  (unsigned long long)up_ms, (unsigned)workers, (unsigned long long)rss,
+                  (unsigned long long)tot[0], (unsigned long long)tot[1],
+                  (unsigned long long)tot[2], (unsigned long long)tot[3]);
+    for (uint32_t i = 0; i < nv; i++) {
+        jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"pid\":%ld,\"mode\":", i ? "," : "",
+                      (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                      (long)v[i].pid);
+        jp_json_str(b, mode_word(v[i].mode));
+        jp_buf_printf(b, ",\"age_ms\":%llu,\"records\":%llu,\"records_per_s\":%llu,"
+                      "\"ring_fill\":%llu,\"ring_slots\":%llu}",
+                      (unsigned long long)v[i].age_ms, (unsigned long long)v[i].records,
+                      (unsigned long long)rate(&v[i]), (unsigned long long)v[i].fill,
+                      (unsigned long long)v[i].slots);
+    }
+    jp_buf_printf(b, "],\"live_hidden\":%u}\n", (unsigned)hidden);
+}
+
+/* One metric family's HELP and TYPE lines (the Prometheus text exposition format). */
+static void prom_family(struct jp_buf *b, const char *name, const char *type, const char *help)
+{
+    jp_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The Prometheus text format, for node_exporter's textfile collector: counters end in _total;
+ * per-run gauges carry {run_id,uid,mode}, whose values are decimal numbers and a mode word, so
+ * nothing in a label needs escaping. */
+static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
+                              const uint64_t tot[4], const struct snap *v, uint32_t nv,
+                              uint32_t hidden)
+{
+    prom_family(b, "jettprofd_uptime_seconds", "gauge", "Seconds since the daemon started.");
+    jp_buf_printf(b, "jettprofd_uptime_seconds %llu.%03llu\n",
+                  (unsigned long long)(up_ms / 1000u), (unsigned long long)(up_ms % 1000u));
+    prom_family(b, "jettprofd_workers", "gauge", "Worker threads draining runs.");
+    jp_buf_printf(b, "jettprofd_workers %u\n", (unsigned)workers);
+    prom_family(b, "jettprofd_resident_memory_bytes", "gauge", "Resident set of the daemon.");
+    jp_buf_printf(b, "jettprofd_resident_memory_bytes %llu\n", (unsigned long long)rss);
+    static const char *const counters[4][2] = {
+        {"jettprofd_runs_started_total", "Runs whose ring the daemon mapped."},
+        {"jettprofd_runs_finished_total", "Runs that ended, however they ended."},
+        {"jettprofd_runs_refused_total", "Connections refused (permission, limits)."},
+        {"jettprofd_records_total", "Records fed to the engines of finished runs."},
+    };
+    for (int i = 0; i < 4; i++) {
+        prom_family(b, counters[i][0], "counter", counters[i][1]);
+        jp_buf_printf(b, "%s %llu\n", counters[i][0], (unsigned long long)tot[i]);
+    }
+    prom_family(b, "jettprofd_live_runs", "gauge", "Runs in flight, of every user.");
+    jp_buf_printf(b, "jettprofd_live_runs %u\n", (unsigned)(nv + hidden));
+    prom_family(b, "jettprofd_live_runs_hidden", "gauge",
+                "Runs in flight of other users, not listed for this caller.");
+    jp_buf_printf(b, "jettprofd_live_runs_hidden %u\n", (unsigned)hidden);
+    static const char *const per_run[4][2] = {
+        {"jettprofd_run_age_seconds", "Seconds since the run started."},
+        {"jettprofd_run_records", "Records fed to the run's engine so far."},
+        {"jettprofd_run_records_per_second", "Records per second over the run's age."},
+        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain."},
+    };
+    for (int f = 0; f < 4; f++) {
+        if (!nv)
+            break;
+        prom_family(b, per_run[f][0], "gauge", per_run[f][1]);
+        for (uint32_t i = 0; i < nv; i++) {
+            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f][0],
+                          (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
+                          mode_word(v[i].mode));
+            if (f == 0)
+                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(v[i].age_ms / 1000u),
+                              (unsigned long long)(v[i].age_ms % 1000u));
+            else if (f == 1)
+                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].records);
+            else if (f == 2)
+                jp_buf_printf(b, "%llu\n", (unsigned long long)rate(&v[i]));
+            else
+                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(fill_pm(&v[i]) / 1000u),
+                              (unsigned long long)(fill_pm(&v[i]) % 1000u));
+        }
+    }
+}
+
+void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b)
+{
+    int all = viewer == 0 || viewer == geteuid();
+    uint64_t now = uv_hrtime();
+    uint32_t cap = 0, nv = 0, hidden = 0;
+    struct snap *v = NULL;
+    uint64_t tot[4];
+    pthread_mutex_lock(&d->live_mu);
+    for (struct jpd_live *l = d->live; l; l = l->next)
+        cap++;
+    v = cap ? calloc(cap, sizeof *v) : NULL;
+    for (struct jpd_live *l = d->live; l && (v || !cap); l = l->next) {
+        if (!all && l->uid != viewer) {
+            hidden++;
+            continue;
+        }
+        v[nv++] = (struct snap){l->run_id, l->uid, l->pid, l->mode,
+                                (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots};
+    }
+    tot[0] = d->runs_started;
+    tot[1] = d->runs_finished;
+    tot[2] = d->runs_refused;
+    tot[3] = d->records_total;
+    pthread_mutex_unlock(&d->live_mu);
+    if (cap && !v) {
+        b->failed = 1; /* out of memory: the caller answers so */
+        return;
+    }
+    uint64_t up_ms = (now - d->start_ns) / 1000000u;
+    if (format == JPD_STATUS_JSON)
+        render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    else if (format == JPD_STATUS_PROMETHEUS)
+        render_prometheus(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    else
+        render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+    free(v);
+}
+
+void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
+                   struct jp_buf *b)
+{
+    int all = viewer == 0 || viewer == geteuid();
+    uint64_t have = d->nrecent < JPD_KEEP_RUNS ? d->nrecent : JPD_KEEP_RUNS;
+    if (format == JPD_STATUS_JSON)
+        JP_BUF_LIT(b, "[");
+    else
+        JP_BUF_LIT(b, "RUN_ID START DURATION_MS PROGRAM MODE STATUS REASON\n");
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < have && n < limit; i++) {
+        const struct jpd_run_row *r = &d->recent[(d->nrecent - 1 - i) % JPD_KEEP_RUNS];
+        if (!all && r->uid != viewer)
+            continue;
+        char when[32];
+        int known = jpd_rfc3339(r->start_unix_s, when, sizeof when) == 0;
+        const char *mode = mode_word(r->sum.mode);
+        if (format == JPD_STATUS_JSON) {
+            jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"start\":", n ? "," : "",
+                          (unsigned long long)r->run_id, (unsigned long)r->uid);
+            if (known)
+                jp_json_str(b, when);
+            else
+                JP_BUF_LIT(b, "null");
+            jp_buf_printf(b, ",\"duration_ms\":%llu,\"program\":",
+                          (unsigned long long)r->duration_ms);
+            if (r->program[0])
+                jp_json_str(b, r->program);
+            else
+                JP_BUF_LIT(b, "null");
+            JP_BUF_LIT(b, ",\"mode\":");
+            jp_json_str(b, mode);
+            JP_BUF_LIT(b, ",\"status\":");
+            jp_json_str(b, jpd_status_word(r->status));
+            JP_BUF_LIT(b, ",\"reason\":");
+            jp_json_str(b, r->reason);
+            JP_BUF_LIT(b, "}");
+        } else {
+            /* the program is a client's bytes: its JSON string form keeps a terminal safe */
+            jp_buf_printf(b, "%llu %s %llu ", (unsigned long long)r->run_id,
+                          known ? when : "-", (unsigned long long)r->duration_ms);
+            if (r->program[0])
+                jp_json_str(b, r->program);
+            else
+                JP_BUF_LIT(b, "-");
+            jp_buf_printf(b, " %s %s %s\n", mode, jpd_status_word(r->status),
+                          r->reason[0] ? r->reason : "-");
+        }
+        n++;
+    }
+    if (format == JPD_STATUS_JSON)
+        JP_BUF_LIT(b, "]\n");
+}
+
+/* Writes text to path atomically: a temp file beside it (0644: a textfile collector reads it),
+ * then rename. 0 or -errno. */
+static int write_atomic(const char *path, const char *text, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int r = jpd_write_all(fd, text, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* A STATUS_REPLY's text to arg's path (NULL: stdout). */
+static int reply_answer(const struct jp_ctl_msg *a, void *arg)
+{
+    const char *out_path = arg;
+    if (a->type != JP_CTL_STATUS_REPLY)
+        return -1;
+    const char *t = a->u.status_reply.text;
+    size_t len = a->u.status_reply.text_len;
+    int r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
+    if (r < 0)
+        fprintf(stderr, "jettprofd: cannot write %s: %s\n",
+                out_path ? out_path : "standard output", jpd_error_text(r));
+    return r < 0 ? 1 : 0;
+}
+
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    return jpd_ask("status", socket_path, &m, reply_answer, (void *)out_path);
+}
+
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
+    m.u.runs.format = format;
+    m.u.runs.limit = limit;
+    return jpd_ask("runs", socket_path, &m, reply_answer, NULL);
+}
