@@ -212,7 +212,8 @@ void jpd_capture_prune(struct jpd_daemon *d)
                    n == -ENOMEM ? "out of memory listing" : "cannot list", strerror(-n));
         return;
     }
-    qsort(v, (size_t)n, sizeof *v, older_first);
+    if (n > 1) /* qsort's array must not be NULL, even for none */
+        qsort(v, (size_t)n, sizeof *v, older_first);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     for (int i = 0; i < n; i++) {

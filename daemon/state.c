@@ -214,7 +214,8 @@ void jpd_state_load(struct jpd_daemon *d)
     }
     closedir(dir);
     /* Oldest first: keeping them in order leaves the newest, within the count and bytes. */
-    qsort(ids, n, sizeof *ids, by_id);
+    if (n > 1) /* qsort's array must not be NULL, even for none (an empty directory) */
+        qsort(ids, n, sizeof *ids, by_id);
     for (size_t i = 0; i < n; i++) {
         char name[64];
         snprintf(name, sizeof name, "run-%llu.kept", (unsigned long long)ids[i]);

@@ -330,7 +330,8 @@ static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
         *n = 0;
         return rc;
     }
-    qsort_r(s, *n, sizeof *s, dstack_order, NULL);
+    if (*n > 1)
+        qsort_r(s, *n, sizeof *s, dstack_order, NULL);
     size_t m = 0;
     for (size_t i = 0; i < *n; i++) {
         if (m && !dstack_cmp(&s[m - 1u], &s[i])) {
@@ -471,7 +472,8 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
             rc = -ENOMEM;
         } else {
             memcpy(sorted, path[0], n[0] * sizeof *sorted);
-            qsort_r(sorted, n[0], sizeof *sorted, dstack_order, NULL);
+            if (n[0] > 1)
+                qsort_r(sorted, n[0], sizeof *sorted, dstack_order, NULL);
             struct dsvg g = {x, nd[1], base, 0};
             for (uint32_t i = 0; i < n[1]; i++) {
                 size_t lo = 0, hi = n[0];
@@ -564,7 +566,8 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
         if (rc == 0) {
             /* one row per key: the same function in both runs (or twice in one, for names
              * that only the declaration span told apart) is one row */
-            qsort_r(d.rows, d.n, sizeof *d.rows, by_key, NULL);
+            if (d.n > 1)
+                qsort_r(d.rows, d.n, sizeof *d.rows, by_key, NULL);
             size_t m = 0;
             for (size_t i = 0; i < d.n; i++) {
                 if (m && !key_order(&d.rows[m - 1u], &d.rows[i])) {
@@ -578,7 +581,8 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
             d.n = m;
             for (size_t i = 0; i < d.n; i++)
                 diff_change(&d, &d.rows[i]);
-            qsort_r(d.rows, d.n, sizeof *d.rows, by_change, NULL);
+            if (d.n > 1)
+                qsort_r(d.rows, d.n, sizeof *d.rows, by_change, NULL);
             if (format == JP_DIFF_HUMAN)
                 human(&b, &d);
             else

@@ -136,7 +136,8 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
             st[n++] = (struct xstack){c, vals[c]};
             sum += vals[c];
         }
-    qsort_r(st, n, sizeof *st, stack_order, (void *)v); /* distinct chains never tie */
+    if (n > 1) /* distinct chains never tie */
+        qsort_r(st, n, sizeof *st, stack_order, (void *)v);
     if (total > sum)
         st[n++] = (struct xstack){XSTACK_UNATTRIBUTED, total - sum};
     else
