@@ -109,7 +109,7 @@ static void check_ranges(const struct jp_ctl_msg *m)
     switch (m->type) {
     case JP_CTL_HELLO:
         FUZZ_CHECK(jp_mode_name(m->u.hello.mode) != NULL, "hello.mode %u", m->u.hello.mode);
-        FUZZ_CHECK((m->u.hello.outputs & ~(JP_OUT_HUMAN | JP_OUT_TOON)) == 0, "hello.outputs");
+        FUZZ_CHECK((m->u.hello.outputs & ~JP_OUT_ALL) == 0, "hello.outputs");
         break;
     case JP_CTL_SHOW:
         FUZZ_CHECK((m->u.show.outputs & ~(JP_OUT_HUMAN | JP_OUT_TOON)) == 0, "show.outputs");
