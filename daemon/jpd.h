@@ -297,6 +297,12 @@ void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 /* What the main loop does with them (server.c). */
+/* daemon/kept.c, for server.c: the `show` store's slot cleared, the store given one finished
+ * run (copied), a kept run by id (NULL: none), a runs-log row written. */
+void jpd_kept_clear(struct jpd_kept *k);
+void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
+const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id);
+void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
 void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
 /* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
