@@ -263,6 +263,8 @@ __attribute__((noinline, cold)) static void *reserve_slow(struct jettprof_run *r
         p = jp_ring_reserve(ring, bytes);
     }
     run->producer_wait_ns += jp_mono_ns() - t0;
+    /* relaxed: the gauge is for display (ring.h), the COUNTERS record is the account */
+    __atomic_store_n(&ring->sh->gauge_wait_ns, run->producer_wait_ns, __ATOMIC_RELAXED);
     if (p)
         return p;
 give_up:
@@ -744,6 +746,8 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
     if (__builtin_expect(p == NULL, 0)) {
         jp_ring_commit(&run->ring);
         run->lost_records++;
+        if (run->ring.sh) /* relaxed: a display gauge (ring.h) */
+            __atomic_store_n(&run->ring.sh->gauge_lost, run->lost_records, __ATOMIC_RELAXED);
         return -ENOBUFS;
     }
     uint32_t node = stack_node(t);

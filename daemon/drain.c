@@ -30,7 +30,7 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * the engine's tables, and the walk's loads wait on the copy's stores. Slots are released
  * every JPD_RELEASE_SLOTS, so a producer waiting for room gets it while we are still
  * draining. */
-static int drain(struct jpd_session *s, uint32_t budget, const char **why)
+static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
 {
     s->last_found = 0;
     int first_step = 1;
@@ -122,11 +122,19 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
                 s->fed++;
         }
         jp_ring_release(&s->ring, used - released);
-        jpd_live_update(s->d, &s->live, s->fed, s->last_found);
         if (r != 0)
             return r;
     }
     return 0;
+}
+
+/* One drain, and what `status` shows of the run after it (an empty ring included: its fill
+ * and the producer's gauges move without records). */
+static int drain(struct jpd_session *s, uint32_t budget, const char **why)
+{
+    int r = drain_slots(s, budget, why);
+    jpd_live_update(s->d, &s->live, s->fed, s->last_found, &s->ring, s->eng);
+    return r;
 }
 
 /* A drain that ended the session (r < 0): out of memory is said as such, anything else is the

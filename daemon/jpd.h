@@ -109,6 +109,10 @@ struct jpd_live {
     uint64_t start_ns;  /* uv_hrtime() */
     uint64_t records;   /* fed to the engine so far */
     uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
+    uint64_t waits;     /* times the drain woke the producer sleeping for room */
+    uint64_t lost, wait_ns; /* the producer's gauges at the last drain (ring.h: advisory) */
+    uint32_t sources_seen;  /* engine sources looked at for the program so far */
+    char program[JPD_PROGRAM_MAX]; /* the run's first project source, "" until one is known */
 };
 
 struct jpd_session;
@@ -316,13 +320,19 @@ int jpd_run_serve(const struct jpd_config *cfg);
  * removes (and logs) the oldest finished captures, never one still being written. */
 void jpd_capture_prune(struct jpd_daemon *d);
 const char *jpd_default_socket(char *buf, size_t cap);
+/* The run's program as the runs log and status name it: its engine's first project source's
+ * relative path, copied into buf (cap JPD_PROGRAM_MAX); 0, or -ENOENT when there is none yet
+ * (buf is then ""). Sources from index *from on are looked at; *from is moved past them. */
+int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf);
 
 /* status.c: the live runs, the totals and `jettprofd status`. */
 enum { JPD_STATUS_HUMAN, JPD_STATUS_JSON, JPD_STATUS_PROMETHEUS };
 /* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
  * counts it finished with its records). _end on a run never begun does nothing. */
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
-void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill);
+/* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
+                     const struct jp_ring *ring, const struct jp_engine *eng);
 void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
 /* Main loop: a connection was refused (permission, too many runs). */
 void jpd_live_refused(struct jpd_daemon *d);

@@ -88,17 +88,26 @@ void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engi
     if (s->start_ns)
         row->duration_ms = (uv_hrtime() - s->start_ns) / 1000000u;
     snprintf(row->reason, sizeof row->reason, "%s", reason ? reason : "");
-    struct jp_engine_view v;
-    if (!s->eng || jp_engine_view(s->eng, &v) < 0)
-        return;
-    for (uint32_t i = 1; i < v.nsources; i++) {
-        const struct jp_source *src = &v.sources[i];
-        if (src->origin != JP_ORIGIN_PROJECT || src->path_len >= sizeof row->program)
+    uint32_t from = 0;
+    if (s->eng)
+        (void)jpd_program_of(s->eng, &from, row->program);
+}
+
+int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf)
+{
+    uint32_t n;
+    const struct jp_source *src = jp_engine_sources(eng, &n);
+    buf[0] = '\0';
+    for (uint32_t i = *from > 1 ? *from : 1; i < n; i++) {
+        if (src[i].origin != JP_ORIGIN_PROJECT || src[i].path_len >= JPD_PROGRAM_MAX)
             continue;
-        memcpy(row->program, src->path, src->path_len);
-        row->program[src->path_len] = '\0';
-        break;
+        memcpy(buf, src[i].path, src[i].path_len);
+        buf[src[i].path_len] = '\0';
+        *from = i + 1;
+        return 0;
     }
+    *from = n > *from ? n : *from;
+    return -ENOENT;
 }
 
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)

@@ -23,11 +23,22 @@ void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)
     pthread_mutex_unlock(&d->live_mu);
 }
 
-void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill)
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
+                     const struct jp_ring *ring, const struct jp_engine *eng)
 {
+    uint64_t lost, wait_ns;
+    jp_ring_gauges(ring, &lost, &wait_ns);
+    char program[JPD_PROGRAM_MAX];
+    /* outside the lock: the engine is this loop's; only the copy below is shared */
+    int named = !l->program[0] && eng && jpd_program_of(eng, &l->sources_seen, program) == 0;
     pthread_mutex_lock(&d->live_mu);
     l->records = records;
     l->fill = fill;
+    l->waits = ring->c_wakes;
+    l->lost = lost;
+    l->wait_ns = wait_ns;
+    if (named)
+        memcpy(l->program, program, sizeof program);
     pthread_mutex_unlock(&d->live_mu);
 }
 
@@ -73,6 +84,8 @@ struct snap {
     pid_t pid;
     uint32_t mode;
     uint64_t age_ms, records, fill, slots;
+    uint64_t waits, lost, wait_ns;
+    char program[JPD_PROGRAM_MAX];
 };
 
 static const char *mode_word(uint32_t mode)
@@ -108,15 +121,26 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
         jp_buf_printf(b, " (%u of other users, not shown)", (unsigned)hidden);
     JP_BUF_LIT(b, "\n");
     if (nv)
-        JP_BUF_LIT(b, "  RUN_ID UID PID MODE AGE_S RECORDS RECORDS/S RING_FILL\n");
-    for (uint32_t i = 0; i < nv; i++)
-        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%%\n",
+        JP_BUF_LIT(b, "  RUN_ID UID PID MODE AGE_S RECORDS RECORDS/S RING_FILL WAITS WAIT_MS LOST"
+                      " PROGRAM\n");
+    for (uint32_t i = 0; i < nv; i++) {
+        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%% %llu %llu %llu ",
                       (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
                       (long)v[i].pid, mode_word(v[i].mode),
                       (unsigned long long)(v[i].age_ms / 1000u),
                       (unsigned long long)v[i].records, (unsigned long long)rate(&v[i]),
                       (unsigned long long)(fill_pm(&v[i]) / 10u),
-                      (unsigned long long)(fill_pm(&v[i]) % 10u));
+                      (unsigned long long)(fill_pm(&v[i]) % 10u),
+                      (unsigned long long)v[i].waits,
+                      (unsigned long long)(v[i].wait_ns / 1000000u),
+                      (unsigned long long)v[i].lost);
+        /* the program is a client's bytes: its JSON string form keeps a terminal safe */
+        if (v[i].program[0])
+            jp_json_str(b, v[i].program);
+        else
+            JP_BUF_LIT(b, "-");
+        JP_BUF_LIT(b, "\n");
+    }
 }
 
 static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
@@ -135,10 +159,17 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
                       (long)v[i].pid);
         jp_json_str(b, mode_word(v[i].mode));
         jp_buf_printf(b, ",\"age_ms\":%llu,\"records\":%llu,\"records_per_s\":%llu,"
-                      "\"ring_fill\":%llu,\"ring_slots\":%llu}",
+                      "\"ring_fill\":%llu,\"ring_slots\":%llu,\"waits\":%llu,"
+                      "\"wait_ns\":%llu,\"lost\":%llu,\"program\":",
                       (unsigned long long)v[i].age_ms, (unsigned long long)v[i].records,
                       (unsigned long long)rate(&v[i]), (unsigned long long)v[i].fill,
-                      (unsigned long long)v[i].slots);
+                      (unsigned long long)v[i].slots, (unsigned long long)v[i].waits,
+                      (unsigned long long)v[i].wait_ns, (unsigned long long)v[i].lost);
+        if (v[i].program[0])
+            jp_json_str(b, v[i].program);
+        else
+            JP_BUF_LIT(b, "null");
+        JP_BUF_LIT(b, "}");
     }
     jp_buf_printf(b, "],\"live_hidden\":%u}\n", (unsigned)hidden);
 }
@@ -178,13 +209,16 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
     prom_family(b, "jettprofd_live_runs_hidden", "gauge",
                 "Runs in flight of other users, not listed for this caller.");
     jp_buf_printf(b, "jettprofd_live_runs_hidden %u\n", (unsigned)hidden);
-    static const char *const per_run[4][2] = {
+    static const char *const per_run[7][2] = {
         {"jettprofd_run_age_seconds", "Seconds since the run started."},
         {"jettprofd_run_records", "Records fed to the run's engine so far."},
         {"jettprofd_run_records_per_second", "Records per second over the run's age."},
         {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain."},
+        {"jettprofd_run_producer_waits", "Times the daemon woke the run's producer waiting for room."},
+        {"jettprofd_run_producer_wait_seconds", "Time the run's program waited for ring room."},
+        {"jettprofd_run_lost_records", "Records the run's producer could not push."},
     };
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 7; f++) {
         if (!nv)
             break;
         prom_family(b, per_run[f][0], "gauge", per_run[f][1]);
@@ -199,9 +233,16 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
                 jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].records);
             else if (f == 2)
                 jp_buf_printf(b, "%llu\n", (unsigned long long)rate(&v[i]));
-            else
+            else if (f == 3)
                 jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(fill_pm(&v[i]) / 1000u),
                               (unsigned long long)(fill_pm(&v[i]) % 1000u));
+            else if (f == 4)
+                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].waits);
+            else if (f == 5)
+                jp_buf_printf(b, "%llu.%09llu\n", (unsigned long long)(v[i].wait_ns / 1000000000u),
+                              (unsigned long long)(v[i].wait_ns % 1000000000u));
+            else
+                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].lost);
         }
     }
 }
@@ -222,8 +263,11 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
             hidden++;
             continue;
         }
-        v[nv++] = (struct snap){l->run_id, l->uid, l->pid, l->mode,
-                                (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots};
+        struct snap *r = &v[nv++];
+        *r = (struct snap){l->run_id, l->uid, l->pid, l->mode,
+                           (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots,
+                           l->waits, l->lost, l->wait_ns, ""};
+        memcpy(r->program, l->program, sizeof r->program);
     }
     tot[0] = d->runs_started;
     tot[1] = d->runs_finished;

@@ -147,7 +147,8 @@ static int header_valid(const struct jp_ring_shared *h, uint64_t real_size)
         return 0;
     if (h->closed > 1u || h->head - h->tail > h->slot_count)
         return 0;
-    /* waiting and wake are not checked: a producer may already wait, and neither is trusted. */
+    /* waiting, wake and the gauges are not checked: a producer may already wait or have lost
+     * records, and none of them is trusted. */
     return all_zero(h->reserved0, sizeof h->reserved0) &&
            all_zero(h->reserved1, sizeof h->reserved1) &&
            all_zero(h->reserved2, sizeof h->reserved2) &&

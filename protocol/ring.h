@@ -46,7 +46,12 @@ struct jp_ring_shared {
     uint64_t head;        /* next slot the producer will write */
     uint32_t closed;      /* 1 once the producer is done; no further commits */
     uint32_t waiting;     /* 1 while the producer sleeps (or is about to) for room: a hint */
-    uint8_t reserved1[48];
+    /* Gauges for an operator's view (`jettprofd status`), stored relaxed by the producer's slow
+     * paths only: records it lost so far and nanoseconds it waited for room. Advisory and
+     * untrusted: a profile's figures come from the COUNTERS records, never from these. */
+    uint64_t gauge_lost;
+    uint64_t gauge_wait_ns;
+    uint8_t reserved1[32];
     /* line 2: consumer-owned */
     uint64_t tail;        /* next slot the consumer will read */
     uint32_t wake;        /* futex word: bumped by a release that found `waiting` raised */
@@ -191,6 +196,13 @@ int jp_ring_check(struct jp_ring *r);
  * this thread acts on never runs ahead of the slots it covers: each one counted is complete for
  * this thread. The tail is the consumer's own copy (c_tail, published by D), read plainly. */
 uint64_t jp_ring_fill(const struct jp_ring *r);
+
+/* The producer's gauges as last stored (relaxed loads: a display, not a synchronisation). */
+static inline void jp_ring_gauges(const struct jp_ring *r, uint64_t *lost, uint64_t *wait_ns)
+{
+    *lost = __atomic_load_n(&r->sh->gauge_lost, __ATOMIC_RELAXED);
+    *wait_ns = __atomic_load_n(&r->sh->gauge_wait_ns, __ATOMIC_RELAXED);
+}
 
 /* Test hook: start a fresh ring's free-running indices at `index` (both sides), e.g. just below
  * 2^32 or 2^64 - n, to prove wrap-around is handled. Writes the shared header too, so a view

@@ -80,4 +80,9 @@ uint64_t jp_engine_metadata_peak_bytes(const struct jp_engine *e);
  * *live_count the allocations it tracks right now. */
 uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count);
 
+/* The source table as it stands (view.h's struct jp_source; index 0 is the reserved none),
+ * without settling anything: cheap enough to call mid-run. Its count in *n. */
+struct jp_source;
+const struct jp_source *jp_engine_sources(const struct jp_engine *e, uint32_t *n);
+
 #endif

@@ -57,6 +57,12 @@ int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v)
     return 0;
 }
 
+const struct jp_source *jp_engine_sources(const struct jp_engine *e, uint32_t *n)
+{
+    *n = e->started ? e->nsources : 0;
+    return e->started ? e->sources : NULL;
+}
+
 int jp_engine_summary(const struct jp_engine *e, struct jp_engine_summary *out)
 {
     if (!out)

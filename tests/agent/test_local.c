@@ -826,6 +826,11 @@ Test(memory, a_stalled_consumer_costs_one_stall_bound_then_events_drop)
     jp_agent_counters(run, &k);
     cr_assert_geq(k.producer_wait_ns, 200000000u, "the wait is reported");
     cr_assert_leq(k.producer_wait_ns, spent);
+    /* and shown to the consumer as it happens, through the ring header's gauges */
+    uint64_t g_lost, g_wait;
+    jp_ring_gauges(&s.ring, &g_lost, &g_wait);
+    cr_expect_eq(g_lost, (uint64_t)drops, "gauge_lost");
+    cr_expect_eq(g_wait, k.producer_wait_ns, "gauge_wait_ns");
     stream_drain(&s);
     cr_assert_eq((int)stream_count(&s, JP_REC_ALLOC) + drops, 200);
     /* The consumer moved: the stall is over, and the next event goes in. */

@@ -184,12 +184,30 @@ Test(status, a_live_run_is_listed_in_human_and_json)
     free(out);
     free(err);
 
+    /* The producer's gauges (here the test is the producer) and the program reach the row
+     * once the daemon has drained again. */
+    __atomic_store_n(&ring.sh->gauge_lost, 7, __ATOMIC_RELAXED);
+    __atomic_store_n(&ring.sh->gauge_wait_ns, 2500000, __ATOMIC_RELAXED);
+    out = NULL;
+    for (int i = 0; i < 1000 && !(out && strstr(out, "\"lost\":7,")); i++) {
+        free(out);
+        out = status_of(sock, 1);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert(out && strstr(out, "\"waits\":0,\"wait_ns\":2500000,\"lost\":7,"
+                                 "\"program\":\"src/mod3_0.jett\"}"), "%s", out);
+    free(out);
+
     char *hargv[] = {bin, "status", "--socket", sock, NULL};
     st = jpt_capture_cmd(hargv, &out, NULL, &err);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status: %s", err);
     cr_expect(strstr(out, "live runs: 1\n"), "%s", out);
     snprintf(want, sizeof want, "\n  %llu 0 ", (unsigned long long)id);
     cr_expect(strstr(out, want), "%s", out);
+    cr_expect(strstr(out, " RING_FILL WAITS WAIT_MS LOST PROGRAM\n"), "%s", out);
+    cr_expect(strstr(out, " 0 2 7 \"src/mod3_0.jett\"\n"), "waits, wait ms, lost, program: %s",
+              out);
     free(out);
     free(err);
 
@@ -408,6 +426,11 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
              "\njettprofd_run_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} ",
              (unsigned long long)id);
     cr_expect(strstr(text, want), "%s", text);
+    snprintf(want, sizeof want,
+             "\njettprofd_run_lost_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} 0\n",
+             (unsigned long long)id);
+    cr_expect(strstr(text, want), "%s", text);
+    cr_expect(strstr(text, "\n# TYPE jettprofd_run_producer_wait_seconds gauge\n"), "%s", text);
     free(text);
     /* nothing but the file itself and the socket is left in the directory */
     DIR *dd = opendir(dir);

@@ -334,7 +334,7 @@ static void t_head_ahead(struct jp_ring_shared *h) { h->head = h->tail + h->slot
 static void t_head_behind(struct jp_ring_shared *h) { h->head = h->tail - 1u; }
 static void t_reserved0(struct jp_ring_shared *h) { h->reserved0[39] = 1; }
 static void t_reserved1(struct jp_ring_shared *h) { h->reserved1[0] = 1; }
-static void t_reserved1_end(struct jp_ring_shared *h) { h->reserved1[47] = 1; }
+static void t_reserved1_end(struct jp_ring_shared *h) { h->reserved1[31] = 1; }
 static void t_reserved2(struct jp_ring_shared *h) { h->reserved2[17] = 1; }
 static void t_reserved3(struct jp_ring_shared *h) { h->reserved3[63] = 1; }
 
@@ -344,11 +344,17 @@ Test(ring_map, accepts_a_valid_ring)
     cr_assert_eq(jp_ring_create(128, &prod), 0, "create");
     prod.sh->head = 128; /* a full ring with tail 0 is fine */
     prod.sh->closed = 1;
+    prod.sh->gauge_lost = 3; /* a producer that already lost and waited: gauges, not checked */
+    prod.sh->gauge_wait_ns = 5000;
     int fd = dup(prod.fd);
     cr_assert_eq(jp_ring_map(fd, &cons), 0, "valid ring maps");
     cr_assert_eq(cons.fd, fd, "owns the fd");
     cr_assert_eq(cons.slot_count, 128, "geometry");
     cr_assert_eq(jp_ring_peek(&cons, NULL), 128, "sees the full ring");
+    uint64_t lost, wait_ns;
+    jp_ring_gauges(&cons, &lost, &wait_ns);
+    cr_expect(lost == 3 && wait_ns == 5000, "the consumer reads the gauges: %llu %llu",
+              (unsigned long long)lost, (unsigned long long)wait_ns);
     jp_ring_unmap(&cons);
     jp_ring_unmap(&prod);
 }
