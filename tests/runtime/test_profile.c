@@ -418,7 +418,9 @@ Test(lifecycle, sigint_gives_a_partial_interrupted_profile_and_exit_130)
     cr_expect(strstr(json, "\"mode\":\"cpu\",\"status\":\"partial\""), "%s", json);
     cr_expect(strstr(json, "\"termination\":\"interrupted\",\"backend\""), "%s", json);
     cr_expect(strstr(json, "\"error_kind\":\"interrupted\""), "%s", json);
-    cr_expect_gt(jnum(json, "attributed_samples"), 50, "%s", json);
+    /* the samples taken before the signal are in it (how many depends on the CPU the loaded
+     * machine gave the program in those 500 ms, so only that there are some) */
+    cr_expect_gt(jnum(json, "attributed_samples"), 0, "%s", json);
     free(json);
     jtt_run_free(&r);
     /* human mode: the profile follows on stderr */
