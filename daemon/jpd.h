@@ -164,6 +164,7 @@ struct jpd_daemon {
      * is freed: on the main loop at once, on a worker through the post below. Main loop only. */
     uint32_t nsessions;
     uint64_t next_run_id; /* the run id the next HELLO gets (main loop) */
+    uint64_t run_id_saved; /* with --state-dir: every id handed out is below the saved id */
     size_t buffered;      /* bytes of unfinished frames in every session's decoder: atomic
                            * (relaxed: a bound, not a synchronisation) */
 
@@ -357,6 +358,10 @@ void jpd_state_load(struct jpd_daemon *d);
 void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
 void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
 void jpd_state_save_next_id(struct jpd_daemon *d);
+/* The id for a new run. With a state directory, ids come from a block whose end is saved
+ * before the block's first id is handed out, so a daemon that dies with runs in flight (never
+ * kept, never saved) never gives their ids again after a restart: it starts past the block. */
+uint64_t jpd_state_take_run_id(struct jpd_daemon *d);
 /* server.c: keeps a run loaded from the state directory (takes its texts). */
 void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
 

@@ -260,6 +260,7 @@ static int daemon_run(struct jpd_daemon *d)
     if (d->capture_dir_fd >= 0)
         close(d->capture_dir_fd);
     if (d->state_dir_fd >= 0) {
+        d->run_id_saved = 0; /* every run has ended: the exact next id */
         jpd_state_save_next_id(d);
         close(d->state_dir_fd);
     }

@@ -329,7 +329,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     s->mode = m->u.hello.mode;
     s->outputs = m->u.hello.outputs;
-    s->run_id = s->d->next_run_id++;
+    s->run_id = jpd_state_take_run_id(s->d);
     struct jp_ctl_msg w = {.type = JP_CTL_WELCOME};
     w.u.welcome.run_id = s->run_id;
     if (jpd_conn_send(s, &w) < 0) {

@@ -55,15 +55,35 @@ static int write_file(int dir, const char *name, const void *a, size_t alen, con
     return r;
 }
 
+/* Ids handed out between two saves of next-run-id at most. */
+#define RUN_ID_BLOCK 64u
+
+static void save_next_id(struct jpd_daemon *d, uint64_t next)
+{
+    char num[32];
+    int n = snprintf(num, sizeof num, "%llu\n", (unsigned long long)next);
+    int r = write_file(d->state_dir_fd, "next-run-id", num, (size_t)n, NULL, 0, NULL, 0);
+    if (r < 0)
+        jpd_log("cannot save the next run id in the state directory: %s", jpd_error_text(r));
+}
+
+/* Saves the lowest id no run may have had: next_run_id once no run is in flight (at exit),
+ * the block's end while runs may be. */
 void jpd_state_save_next_id(struct jpd_daemon *d)
 {
     if (d->state_dir_fd < 0)
         return;
-    char num[32];
-    int n = snprintf(num, sizeof num, "%llu\n", (unsigned long long)d->next_run_id);
-    int r = write_file(d->state_dir_fd, "next-run-id", num, (size_t)n, NULL, 0, NULL, 0);
-    if (r < 0)
-        jpd_log("cannot save the next run id in the state directory: %s", jpd_error_text(r));
+    save_next_id(d, d->run_id_saved > d->next_run_id ? d->run_id_saved : d->next_run_id);
+}
+
+uint64_t jpd_state_take_run_id(struct jpd_daemon *d)
+{
+    uint64_t id = d->next_run_id++;
+    if (d->state_dir_fd >= 0 && id >= d->run_id_saved) {
+        d->run_id_saved = id + RUN_ID_BLOCK;
+        save_next_id(d, d->run_id_saved);
+    }
+    return id;
 }
 
 void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k)

@@ -604,6 +604,44 @@ Test(status, show_survives_a_restart_and_run_ids_go_on)
     free(dir);
 }
 
+/* A daemon killed with a run in flight never saved that run (it was never kept), yet the
+ * run's program was told its id: after the restart no other run may get it. */
+Test(status, a_run_in_flight_when_the_daemon_died_keeps_its_id_to_itself)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], state[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(state, sizeof state, "%s/state", dir);
+    cr_assert_eq(mkdir(state, 0700), 0);
+    const char *extra[] = {"--state-dir", state, NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t a = one_run(sock, JP_MODE_CPU, 41);
+    struct jpt_client c;
+    struct jp_ring ring;
+    uint64_t b = live_run(sock, &c, JP_MODE_CPU, 42, 100, &ring);
+    cr_assert_gt(b, a);
+    kill(d, SIGKILL);
+    cr_assert_geq(tl_wait(d, 10000), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+
+    d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t next = one_run(sock, JP_MODE_CPU, 43);
+    cr_expect_gt(next, b, "run %llu was in flight at the crash; the next run got %llu",
+                 (unsigned long long)b, (unsigned long long)next);
+    stop(d);
+    /* a clean exit saves the exact next id: nothing was in flight */
+    d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t after = one_run(sock, JP_MODE_CPU, 44);
+    cr_expect_eq(after, next + 1, "after a clean exit: %llu then %llu", (unsigned long long)next,
+                 (unsigned long long)after);
+    stop(d);
+    free(dir);
+}
+
 Test(status, a_corrupt_state_file_is_skipped_and_named)
 {
     char *dir = jpt_tmpdir();
