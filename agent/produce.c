@@ -338,7 +338,7 @@ _Static_assert(JETTPROF_REC_ALLOC_ == JP_REC_ALLOC && JETTPROF_REC_RESIZE_ == JP
                JETTPROF_REC_FREE_ == JP_REC_FREE, "record types");
 _Static_assert(JETTPROF_FAST_DEPTH == JP_MAX_DEPTH, "the recorded depth");
 _Static_assert(JP_NODE_LOST == 0xffffffffu, "the inline hooks' unavailable node");
-_Static_assert(sizeof(struct jettprof_site) == 24, "a call site's cache is 24 bytes");
+_Static_assert(sizeof(struct jettprof_site) == 72, "a call site's cache is 72 bytes");
 
 /* Stamps of registrations: unique in the process for its whole life (never 0, never reused,
  * 64 bits never wrap), so a call site filled for one registration never matches another. */
@@ -594,9 +594,15 @@ int jettprof_enter_site(jettprof_thread *t, struct jettprof_site *site, uint32_t
     const struct jettprof_fast *f = &t->fast;
     uint32_t d = f->depth_;
     if (err == 0 && d <= JP_MAX_DEPTH && f->nodes_[d] != JP_NODE_LOST) {
-        site->key_ = jp_node_key(f->nodes_[d - 1u], frame_id);
-        site->stamp_ = f->stamp_;
-        site->node_ = f->nodes_[d];
+        if (site->stamp_ != f->stamp_) {
+            /* another registration's ways name its nodes: none of them stays */
+            memset(site->way_, 0, sizeof site->way_);
+            site->stamp_ = f->stamp_;
+        }
+        uint32_t caller = f->nodes_[d - 1u];
+        unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
+        site->way_[w].key_ = jp_node_key(caller, frame_id);
+        site->way_[w].node_ = f->nodes_[d];
     }
     return err;
 }

@@ -294,9 +294,11 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
  * same rules (whatever an inline call cannot do inline, it does through its plain twin).
  *
  * Call sites. jettprof_enter_fast() takes a struct jettprof_site that the runtime keeps per
- * call site, as interpreters keep inline caches (24 bytes, zero-initialised before first use;
- * its contents are private too). A hit - the site last resolved the same caller node and frame
- * for this same thread registration - pushes the level with no table lookup and no call. Any
+ * call site, as interpreters keep inline caches (72 bytes, zero-initialised before first use;
+ * its contents are private too). A hit - the site resolved the same caller node and frame for
+ * this same thread registration, and still holds it in that caller's way (one of
+ * JETTPROF_SITE_WAYS, chosen by the caller node) - pushes the level with no table lookup and
+ * no call. Any
  * other case (a site never used, another frame or caller, a site filled by another thread's
  * registration or in another run, a stack deeper than JETTPROF_FAST_DEPTH) takes
  * jettprof_enter_site(), which is exactly jettprof_enter() and then refills the site. So a site
@@ -304,7 +306,7 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
  * like the thread handle, it is used by one thread at a time (a runtime whose threads run the
  * same code keeps its sites per thread).
  */
-#define JETTPROF_FAST_VERSION 1u
+#define JETTPROF_FAST_VERSION 2u
 #if defined(__GNUC__)
 #define JETTPROF_LIKELY_(x) __builtin_expect(!!(x), 1)
 #else
@@ -312,11 +314,17 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
 #endif
 #define JETTPROF_FAST_DEPTH 128u /* the deepest recorded stack (see jettprof_enter) */
 
+#define JETTPROF_SITE_WAYS 4u /* caller nodes a site remembers at once (a power of two) */
 struct jettprof_site {
-    uint64_t key_;   /* (caller node << 32) | frame id */
     uint64_t stamp_; /* the registration that filled it; 0: empty */
-    uint32_t node_;
-    uint32_t reserved_;
+    /* way_[caller node % WAYS]: what the site resolved under that caller, so a recursive call
+     * site (its caller a different node at each depth) or a function reached from several
+     * callers keeps hitting */
+    struct {
+        uint64_t key_; /* (caller node << 32) | frame id; 0: empty (frame ids start at 1) */
+        uint32_t node_;
+        uint32_t reserved_;
+    } way_[JETTPROF_SITE_WAYS];
 };
 
 struct jettprof_fast {
@@ -358,10 +366,12 @@ static inline int jettprof_enter_fast(struct jettprof_fast *f, struct jettprof_s
                                       uint32_t frame_id)
 {
     uint32_t d = f->depth_;
+    uint32_t caller = f->nodes_[d < JETTPROF_FAST_DEPTH ? d : 0u];
+    unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
     if (JETTPROF_LIKELY_(d < JETTPROF_FAST_DEPTH &&
-                         site->key_ == ((uint64_t)f->nodes_[d] << 32 | frame_id) &&
+                         site->way_[w].key_ == ((uint64_t)caller << 32 | frame_id) &&
                          site->stamp_ == f->stamp_)) {
-        f->nodes_[d + 1u] = site->node_;
+        f->nodes_[d + 1u] = site->way_[w].node_;
         f->saved_[d] = f->pos_;
         f->pos_.line = 0;
         f->pos_.col = 0;

@@ -96,6 +96,53 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
     stream_free(&s);
 }
 
+/* One site reached from four callers (as a recursive call site is, its caller another node
+ * at each depth) keeps all four: after one round each caller's way holds its node, so the
+ * second round takes the inline path every time, and resolves the same nodes. */
+Test(fast, a_site_keeps_one_way_per_caller)
+{
+    struct stream s;
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t fr = test_frame(run, "m", "rec", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    struct jettprof_fast *f = fast_of(t);
+    struct jettprof_site root = {0}, self = {0};
+    uint32_t got[2][4];
+    for (int round = 0; round < 2; round++) {
+        cr_assert_eq(jettprof_enter_fast(f, &root, fr), 0); /* node 1 */
+        for (int d = 0; d < 4; d++) {
+            uint32_t caller = test_node_now(t, &s);
+            if (round == 1) {
+                unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
+                cr_assert_eq(self.way_[w].key_, (uint64_t)caller << 32 | fr,
+                             "caller %u's way was kept", caller);
+            }
+            cr_assert_eq(jettprof_enter_fast(f, &self, fr), 0); /* rec under rec: 2, 3, ... */
+            got[round][d] = test_node_now(t, &s);
+        }
+        for (int d = 0; d < 5; d++)
+            jettprof_leave_fast(f);
+        cr_assert_eq(test_node_now(t, &s), 0);
+    }
+    for (int d = 0; d < 4; d++)
+        cr_assert_eq(got[1][d], got[0][d], "depth %d: %u then %u", d, got[0][d], got[1][d]);
+    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 5, "each (caller, frame) interned once");
+    jettprof_thread_unregister(t);
+    /* Another registration's use of the site drops every way the first one left. */
+    cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
+    f = fast_of(t);
+    cr_assert_eq(jettprof_enter_fast(f, &self, fr), 0); /* a miss (another stamp) */
+    unsigned kept = 0;
+    for (unsigned w = 0; w < JETTPROF_SITE_WAYS; w++)
+        kept += self.way_[w].key_ != 0;
+    cr_assert_eq(kept, 1, "only the new registration's way is left");
+    jettprof_leave_fast(f);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
 /* Run 2 interns the same frames but creates its nodes in another order, so the key a site
  * holds from run 1 names a different node there. */
 Test(fast, a_site_reused_after_its_run_ended_is_a_miss)

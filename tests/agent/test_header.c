@@ -67,7 +67,8 @@ Test(header, c99_inline_fast_paths_run_against_the_library)
     cr_assert_eq(jettprof_frame(run, &d, &frame), 0);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
-    struct jettprof_site site = {0, 0, 0, 0};
+    struct jettprof_site site;
+    memset(&site, 0, sizeof site);
     /* The first round fills the site and arms the window through the plain calls; the second
      * takes the inline paths compiled as C99. */
     cr_assert_eq(header_c99_fast_calls(t, &site, frame), 0);
