@@ -30,6 +30,7 @@ static ssize_t recv_some(int fd, uint8_t *buf, size_t len, int *fds, unsigned *n
         if (n < 0 && errno == EINTR)
             continue;
         *nfds = 0;
+        *fds_rc = 0;
         if (n < 0)
             return -errno;
         *fds_rc = jp_ctl_take_fds(&mh, fds, JP_CTL_MAX_FDS, nfds);
