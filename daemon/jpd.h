@@ -412,6 +412,9 @@ const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
+/* The run's program: the logical path (relative, as the report prints paths) of the first
+ * project source the view defines, in buf[cap]; "" when it defines none (or it does not fit). */
+void jpd_program_of(const struct jp_engine_view *v, char *buf, size_t cap);
 /* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL
  * (unknown), -ERANGE, -ENOSPC (cap under 21). */
 int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap);

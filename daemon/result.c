@@ -89,16 +89,8 @@ void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engi
         row->duration_ms = (uv_hrtime() - s->start_ns) / 1000000u;
     snprintf(row->reason, sizeof row->reason, "%s", reason ? reason : "");
     struct jp_engine_view v;
-    if (!s->eng || jp_engine_view(s->eng, &v) < 0)
-        return;
-    for (uint32_t i = 1; i < v.nsources; i++) {
-        const struct jp_source *src = &v.sources[i];
-        if (src->origin != JP_ORIGIN_PROJECT || src->path_len >= sizeof row->program)
-            continue;
-        memcpy(row->program, src->path, src->path_len);
-        row->program[src->path_len] = '\0';
-        break;
-    }
+    if (s->eng && jp_engine_view(s->eng, &v) == 0)
+        jpd_program_of(&v, row->program, sizeof row->program);
 }
 
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)

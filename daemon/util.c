@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/engine/view.h"
 #include "jpd.h"
 #include "systemd.h"
 
@@ -172,6 +173,19 @@ const char *jpd_status_word(uint32_t status)
 {
     const char *w = jp_status_word(status); /* render/report.h: the one list */
     return w ? w : "error";
+}
+
+void jpd_program_of(const struct jp_engine_view *v, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (uint32_t i = 1; i < v->nsources; i++) {
+        const struct jp_source *src = &v->sources[i];
+        if (src->origin != JP_ORIGIN_PROJECT || src->path_len >= cap)
+            continue;
+        memcpy(buf, src->path, src->path_len);
+        buf[src->path_len] = '\0';
+        return;
+    }
 }
 
 int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap)
