@@ -2,6 +2,7 @@
  * writes, and the one-line stderr log (with journal priorities under systemd). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +174,18 @@ const char *jpd_status_word(uint32_t status)
 {
     const char *w = jp_status_word(status); /* render/report.h: the one list */
     return w ? w : "error";
+}
+
+int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old); /* the new thread inherits the mask */
+    int r = -pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
 }
 
 void jpd_program_of(const struct jp_engine_view *v, char *buf, size_t cap)
