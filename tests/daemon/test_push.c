@@ -462,6 +462,34 @@ static char *pushd_stop(struct pushd *p)
     return log;
 }
 
+/* A receiver answering as codes say and a daemon in a fresh directory pushing to it (with
+ * userinfo, "user:password@", in the URL when not NULL, and the flags in more). */
+struct setup {
+    struct receiver *rx;
+    char *dir, *url;
+    struct pushd d;
+};
+
+static void setup_start(struct setup *t, const int *codes, int ncodes, const char *userinfo,
+                        const char *const more[], int keep_log)
+{
+    t->rx = receiver_start(codes, ncodes);
+    t->dir = jpt_tmpdir();
+    cr_assert_not_null(t->dir);
+    t->url = url_of(t->rx, userinfo);
+    pushd_start(&t->d, t->dir, t->url, more, keep_log);
+}
+
+/* pushd_stop, then the rest goes: the daemon's log (malloc'ed) when it was kept, else NULL. */
+static char *setup_stop(struct setup *t)
+{
+    char *log = pushd_stop(&t->d);
+    receiver_stop(t->rx);
+    free(t->url);
+    free(t->dir);
+    return log;
+}
+
 /* ---- the cases ---- */
 
 Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
@@ -544,54 +572,45 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
 Test(push, a_push_answered_500_twice_then_200_arrives_once_after_two_retries)
 {
     static const int codes[] = {500, 503, 200};
-    struct receiver *rx = receiver_start(codes, 3);
     set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
-    char *dir = jpt_tmpdir();
-    char *url = url_of(rx, NULL);
-    struct pushd d;
-    pushd_start(&d, dir, url, NULL, 0);
-    jpt_run_complete(d.sock, 3, 500);
-    char *j = status_when(d.sock, "pushed", 1);
+    struct setup t;
+    setup_start(&t, codes, 3, NULL, NULL, 0);
+    jpt_run_complete(t.d.sock, 3, 500);
+    char *j = status_when(t.d.sock, "pushed", 1);
     cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
     cr_expect_eq(push_figure(j, "failed"), 0, "%s", j);
     cr_expect_eq(push_figure(j, "queued"), 0, "%s", j);
     cr_expect(strstr(j, "\"last_error\":\"run 1: HTTP 503: scripted 5\""), "%s", j);
     free(j);
-    cr_expect_eq(receiver_count(rx), 3);
+    struct req *q = t.rx->reqs;
+    cr_expect_eq(receiver_count(t.rx), 3);
     for (int i = 1; i < 3; i++) {
-        cr_expect_str_eq(rx->reqs[i].query, rx->reqs[0].query, "a retry is the same request");
-        cr_expect(rx->reqs[i].len == rx->reqs[0].len &&
-                  !memcmp(rx->reqs[i].body, rx->reqs[0].body, rx->reqs[0].len));
+        cr_expect_str_eq(q[i].query, q[0].query, "a retry is the same request");
+        cr_expect(q[i].len == q[0].len && !memcmp(q[i].body, q[0].body, q[0].len));
     }
-    pushd_stop(&d);
-    receiver_stop(rx);
-    free(url);
-    free(dir);
+    setup_stop(&t);
 }
 
 Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
 {
     static const int codes[] = {500};
-    struct receiver *rx = receiver_start(codes, 1);
     set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
-    char *dir = jpt_tmpdir();
+    struct setup t;
     /* with a user and password: sent as basic auth, never shown */
-    char *url = url_of(rx, "ops:s3cr3tpw@");
-    struct pushd d;
-    pushd_start(&d, dir, url, NULL, 1);
-    char *prog = write_file(dir, "main.jett", program_src);
-    jett_run(d.sock, prog, "--profile");
-    char *j = status_when(d.sock, "failed", 1);
+    setup_start(&t, codes, 1, "ops:s3cr3tpw@", NULL, 1);
+    char *prog = write_file(t.dir, "main.jett", program_src);
+    jett_run(t.d.sock, prog, "--profile");
+    char *j = status_when(t.d.sock, "failed", 1);
     cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
     cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
     cr_expect(strstr(j, "\"last_error\":\"run 1: HTTP 500: scripted 5\""), "%s", j);
     cr_expect(strstr(j, "\"target\":\"http://***@127.0.0.1:"), "%s", j);
     cr_expect(!strstr(j, "s3cr3tpw") && !strstr(j, "ops:"), "%s", j);
     free(j);
-    cr_expect_eq(receiver_count(rx), 3, "three attempts, no more");
+    cr_expect_eq(receiver_count(t.rx), 3, "three attempts, no more");
     /* base64("ops:s3cr3tpw") */
-    cr_expect_str_eq(rx->reqs[0].auth, "Basic b3BzOnMzY3IzdHB3");
-    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", d.sock,
+    cr_expect_str_eq(t.rx->reqs[0].auth, "Basic b3BzOnMzY3IzdHB3");
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", t.d.sock,
                     NULL};
     char *human, *err;
     size_t len;
@@ -602,7 +621,7 @@ Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
     cr_expect(!strstr(human, "s3cr3tpw"), "%s", human);
     free(human);
     free(err);
-    char *pargv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", d.sock,
+    char *pargv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", t.d.sock,
                      (char *)"--format", (char *)"prometheus", NULL};
     char *prom;
     cr_assert_eq(jpt_capture_cmd(pargv, &prom, &len, &err), 0);
@@ -618,15 +637,12 @@ Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
     cr_expect(!strstr(prom, "s3cr3tpw"), "%s", prom);
     free(prom);
     free(err);
-    char *log = pushd_stop(&d);
+    char *log = setup_stop(&t);
     cr_expect(strstr(log, "run 1: push to http://***@127.0.0.1:"), "%s", log);
     cr_expect(strstr(log, "failed after 3 attempts: HTTP 500"), "%s", log);
     cr_expect(!strstr(log, "s3cr3tpw"), "%s", log);
     free(log);
-    receiver_stop(rx);
     free(prog);
-    free(url);
-    free(dir);
 }
 
 Test(push, a_closed_port_fails_the_push_and_counts_it)
@@ -658,81 +674,63 @@ Test(push, a_closed_port_fails_the_push_and_counts_it)
 Test(push, an_attempt_that_gets_no_answer_times_out_and_is_tried_again)
 {
     static const int never[] = {0};
-    struct receiver *rx = receiver_start(never, 1);
     set_knob("JETTPROFD_PUSH_TIMEOUT_MS", "200");
     set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
-    char *dir = jpt_tmpdir();
-    char *url = url_of(rx, NULL);
-    struct pushd d;
-    pushd_start(&d, dir, url, NULL, 0);
-    jpt_run_complete(d.sock, 8, 500);
-    char *j = status_when(d.sock, "failed", 1);
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 0);
+    jpt_run_complete(t.d.sock, 8, 500);
+    char *j = status_when(t.d.sock, "failed", 1);
     cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
     cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
     cr_expect(strstr(j, "\"last_error\":\"run 1: ") && strstr(j, "timed out"),
               "libcurl's timeout: %s", j);
     free(j);
-    cr_expect_eq(receiver_count(rx), 3, "each attempt reached the receiver");
-    pushd_stop(&d);
-    receiver_stop(rx);
-    free(url);
-    free(dir);
+    cr_expect_eq(receiver_count(t.rx), 3, "each attempt reached the receiver");
+    setup_stop(&t);
 }
 
 Test(push, a_receiver_that_never_answers_delays_neither_the_result_nor_the_exit)
 {
     static const int never[] = {0};
-    struct receiver *rx = receiver_start(never, 1);
     set_knob("JETTPROFD_PUSH_GRACE_MS", "300");
-    char *dir = jpt_tmpdir();
-    char *url = url_of(rx, NULL);
-    struct pushd d;
-    pushd_start(&d, dir, url, NULL, 1);
-    jpt_run_complete(d.sock, 5, 500); /* its result arrives: the push is the push thread's */
-    cr_assert(receiver_wait(rx, 1));
-    jpt_run_complete(d.sock, 6, 500); /* and again while the first push hangs */
-    char *j = status_when(d.sock, "queued", 2);
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 1);
+    jpt_run_complete(t.d.sock, 5, 500); /* its result arrives: the push is the push thread's */
+    cr_assert(receiver_wait(t.rx, 1));
+    jpt_run_complete(t.d.sock, 6, 500); /* and again while the first push hangs */
+    char *j = status_when(t.d.sock, "queued", 2);
     cr_expect_eq(push_figure(j, "queued"), 2, "one in flight, one waiting: %s", j);
     cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
     free(j);
     /* the default per-attempt timeout is 30 s: the exit does not wait for it */
-    char *log = pushd_stop(&d);
+    char *log = setup_stop(&t);
     cr_expect(strstr(log, "stopping: 2 profile(s) still to push"), "%s", log);
     cr_expect(strstr(log, "run 1: its profile was not pushed to http://127.0.0.1:"), "%s", log);
     cr_expect(strstr(log, "run 2: its profile was not pushed to http://127.0.0.1:"), "%s", log);
     free(log);
-    receiver_stop(rx);
-    free(url);
-    free(dir);
 }
 
 Test(push, a_full_queue_drops_its_oldest_profile_and_counts_it)
 {
     static const int never[] = {0};
-    struct receiver *rx = receiver_start(never, 1);
     set_knob("JETTPROFD_PUSH_GRACE_MS", "100");
-    char *dir = jpt_tmpdir();
-    char *url = url_of(rx, NULL);
-    struct pushd d;
-    pushd_start(&d, dir, url, NULL, 1);
-    jpt_run_complete(d.sock, 7, 500);
-    cr_assert(receiver_wait(rx, 1)); /* run 1 in flight, held by the receiver */
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 1);
+    jpt_run_complete(t.d.sock, 7, 500);
+    cr_assert(receiver_wait(t.rx, 1)); /* run 1 in flight, held by the receiver */
     for (uint32_t i = 0; i < 65; i++)
-        jpt_run_complete(d.sock, 100 + i, 500); /* runs 2..66: 64 fit, run 2 makes room */
-    char *j = status_when(d.sock, "dropped", 1);
+        jpt_run_complete(t.d.sock, 100 + i, 500); /* runs 2..66: 64 fit, run 2 makes room */
+    char *j = status_when(t.d.sock, "dropped", 1);
     cr_expect_eq(push_figure(j, "dropped"), 1, "%s", j);
     cr_expect_eq(push_figure(j, "queued"), 65, "64 waiting and one in flight: %s", j);
     free(j);
-    char *log = pushd_stop(&d);
+    char *log = setup_stop(&t);
     cr_expect(strstr(log, "run 2: its profile (") && strstr(log, " bytes) was dropped unpushed: "
               "the push queue holds at most 64 profiles and 64 MiB\n"), "%s", log);
     const char *first = strstr(log, "was dropped unpushed");
     cr_expect(first && !strstr(first + 1, "was dropped unpushed"), "one drop: %s", log);
     cr_expect(strstr(log, "run 66: its profile was not pushed"), "%s", log);
     free(log);
-    receiver_stop(rx);
-    free(url);
-    free(dir);
 }
 
 /* argv's wait status, stderr in *err. */
@@ -898,18 +896,15 @@ Test(push, export_push_exits_0_when_accepted_and_1_naming_the_status)
 Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
 {
     static const int ok[] = {200};
-    struct receiver *rx = receiver_start(ok, 1);
-    char *dir = jpt_tmpdir();
-    char *url = url_of(rx, NULL);
     const char *more[] = {"--label", "team=core", NULL};
-    struct pushd d;
-    pushd_start(&d, dir, url, more, 0);
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
     /* '%' and '+' would be misread if sent raw, '#' and '?' would cut the URL; the runtime
      * refuses control characters in a source path itself */
-    char *prog = write_file(dir, "we}i&rd,na=me \xc3\xa9%2C+x#?.jett", program_src);
-    jett_run(d.sock, prog, "--profile");
-    cr_assert(receiver_wait(rx, 1));
-    struct req *q = &rx->reqs[0];
+    char *prog = write_file(t.dir, "we}i&rd,na=me \xc3\xa9%2C+x#?.jett", program_src);
+    jett_run(t.d.sock, prog, "--profile");
+    cr_assert(receiver_wait(t.rx, 1));
+    struct req *q = &t.rx->reqs[0];
     /* on the wire: five parameters, every byte of them unreserved or %XX */
     int params = 1;
     for (const char *c = q->query; *c; c++) {
@@ -931,9 +926,6 @@ Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
     cr_expect(commas == 3 && eqs == 4 && !strchr(set + 1, '{') && strchr(set, '}') ==
               name + strlen(name) - 1, "%s", name);
     free(name);
-    pushd_stop(&d);
-    receiver_stop(rx);
+    setup_stop(&t);
     free(prog);
-    free(url);
-    free(dir);
 }
