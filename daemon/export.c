@@ -5,6 +5,12 @@
  *
  * export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
  *   V: samples (CPU), alloc_bytes (memory default), alloc_count, retained_bytes, peak_bytes.
+ * export CAPTURE --push URL [--label K=V]...
+ *   the pprof export (default value) sent as `serve --push` sends a run's (push.c), waiting
+ *   for the answer: exit 0 once accepted, 1 naming the HTTP status or the transfer's error.
+ *   A capture holds no wall-clock time: until is the capture file's modification time (its
+ *   last write, the run's end), from is until less the run's duration from its RUN_STOP
+ *   (until itself when the capture has none).
  * diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
  *
  *   complete capture        -> the document on stdout or in FILE; exit 0
@@ -28,10 +34,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "daemon/engine/view.h"
 #include "jpd.h"
+#include "push.h"
 #include "render/export/export.h"
 
 static int usage_error(const char *cmd, const char *what, const char *arg)
@@ -135,17 +145,78 @@ static int write_out(const char *cmd, const char *path, const char *doc, size_t 
     return 0;
 }
 
+/* export --push: the capture's pprof with the labels and times the capture gives (see the
+ * top). Frees run. The exit status. */
+static int push_capture(const char *file, struct loaded_run *run,
+                        const struct jpd_push_opts *push)
+{
+    struct jp_export_opts o = {.size = sizeof o, .format = JP_EXPORT_PPROF,
+                               .value = JP_XVAL_DEFAULT};
+    char *doc = NULL;
+    size_t len = 0;
+    int rc = jp_export_write(run->r, &o, &doc, &len);
+    char program[JPD_PROGRAM_MAX];
+    uint32_t from = 0;
+    (void)jpd_program_of(run->l.eng, &from, program);
+    struct stat st;
+    int64_t until = stat(file, &st) == 0 ? (int64_t)st.st_mtime : (int64_t)time(NULL);
+    int64_t ran_s = run->v.have_stop ? (int64_t)(run->v.wall_ns / 1000000000u) : 0;
+    struct jpd_push_meta m = {.program = program, .mode = run->v.mode,
+                              .from_s = until - ran_s, .until_s = until};
+    free_run(run);
+    if (rc < 0) {
+        fprintf(stderr, "jettprofd export: cannot render the pprof export of %s: %s\n", file,
+                jpd_error_text(rc));
+        return 1;
+    }
+    char why[256], shown[256];
+    jpd_push_redact(push->url, shown, sizeof shown);
+    rc = jpd_push_global_init();
+    if (rc < 0) {
+        fprintf(stderr, "jettprofd export: --push: libcurl cannot start: %s\n",
+                jpd_error_text(rc));
+        free(doc);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a receiver that hangs up is an error, not the end of us */
+    rc = jpd_push_now(push, &m, doc, len, why, sizeof why);
+    jpd_push_global_cleanup();
+    free(doc);
+    if (rc == 0) {
+        fprintf(stderr, "jettprofd export: pushed %s (%zu bytes of pprof) to %s\n", file, len,
+                shown);
+        return 0;
+    }
+    fprintf(stderr, "jettprofd export: --push %s: %s%s\n", shown,
+            rc == -EAGAIN ? "failed after every attempt: " : "", why);
+    return 1;
+}
+
 int jpd_cmd_export(int argc, char **argv)
 {
     const char *file = NULL, *out = "-";
     struct jp_export_opts o = {.size = sizeof o, .format = JP_EXPORT_FOLDED,
                                .value = JP_XVAL_DEFAULT};
+    struct jpd_push_opts push = {0};
+    int shaped = 0; /* --format, --value or -o given: a document to write */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--format") || !strcmp(a, "--value") || !strcmp(a, "-o")) {
+        if (!strcmp(a, "--push") || !strcmp(a, "--label")) {
+            if (i + 1 >= argc)
+                return usage_error("export", "missing value for", a);
+            char why[512];
+            int r = jpd_push_opt(&push, a, argv[++i], why, sizeof why);
+            if (r == -ENOMEM) {
+                fprintf(stderr, "jettprofd export: %s\n", why);
+                return 1;
+            }
+            if (r < 0)
+                return usage_error("export", why, NULL);
+        } else if (!strcmp(a, "--format") || !strcmp(a, "--value") || !strcmp(a, "-o")) {
             if (i + 1 >= argc)
                 return usage_error("export", "missing value for", a);
             const char *v = argv[++i];
+            shaped = 1;
             if (!strcmp(a, "-o"))
                 out = v;
             else if (!strcmp(a, "--format") && jp_export_format_parse(v, &o.format) < 0)
@@ -164,9 +235,16 @@ int jpd_cmd_export(int argc, char **argv)
     }
     if (!file)
         return usage_error("export", "missing CAPTURE", NULL);
+    if (push.nlabels && !push.url)
+        return usage_error("export", "--label needs --push", push.labels[0]);
+    if (push.url && shaped)
+        return usage_error("export", "--push sends the pprof export with its default value; "
+                                     "it takes no --format, --value or -o", NULL);
     struct loaded_run run;
     if (load_run("export", file, &run))
         return 1;
+    if (push.url)
+        return push_capture(file, &run, &push);
     char *doc = NULL;
     size_t len = 0;
     int rc = jp_export_write(run.r, &o, &doc, &len);

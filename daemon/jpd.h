@@ -54,6 +54,9 @@
 
 #define JPD_MAX_WORKERS 256u       /* --workers N: 1..this; default the online CPUs */
 
+struct jpd_push;
+struct jpd_push_opts;
+
 struct jpd_config {
     const char *socket_path;  /* serve: NULL = default */
     uint32_t workers;         /* serve: drain threads, 0 = one per online CPU */
@@ -67,6 +70,7 @@ struct jpd_config {
     uint64_t max_ring_bytes;
     uint64_t max_cpu_budget;       /* ceiling on a run's cpu_budget_bytes */
     uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
+    const struct jpd_push_opts *push; /* serve --push and --label (push.h); NULL: none */
 };
 
 struct jpd_kept {
@@ -201,6 +205,9 @@ struct jpd_daemon {
 
     struct jpd_kept kept[JPD_KEEP_RUNS];
     uint32_t kept_next;
+
+    /* serve --push: the push thread and its queue (push.h; its own lock), NULL without. */
+    struct jpd_push *push;
 };
 
 /* What a session asks of the daemon that holds it. The two sides and what each owns:
@@ -427,6 +434,9 @@ const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
+/* Starts a thread that never takes SIGTERM or SIGINT: they are the main loop's (uv_signal).
+ * 0 or -errno. */
+int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL
  * (unknown), -ERANGE, -ENOSPC (cap under 21). */
 int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap);

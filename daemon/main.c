@@ -5,6 +5,7 @@
  *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G]
  *                   [--max-runs-per-uid N] [--max-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
+ *                   [--push URL [--label K=V]...]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
  *   jettprofd runs [--socket PATH] [--format human|json] [--limit N]
@@ -12,6 +13,7 @@
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
  *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ *   jettprofd export CAPTURE --push URL [--label K=V]...
  *   jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
@@ -22,8 +24,10 @@
  * (1..600000) replaces the 10 s a session waits for the runtime's EXCERPTS, and
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS=N the 3 s a connection has for HELLO and RING, so a test can
  * watch each timeout fire; JETTPROFD_EXPORT_CHUNK_BYTES=N the 4 MiB pieces a run's exports
- * travel in, so a test can see one cross many frames. A bad value is a command-line error
- * (exit 2).
+ * travel in, so a test can see one cross many frames; JETTPROFD_PUSH_BACKOFF_MS,
+ * JETTPROFD_PUSH_TIMEOUT_MS and JETTPROFD_PUSH_GRACE_MS the push's wait before a retry, its
+ * timeout per attempt and its moment at shutdown (push.h), so a test need not wait seconds.
+ * A bad value is a command-line error (exit 2).
  */
 #include <errno.h>
 #include <grp.h>
@@ -32,6 +36,7 @@
 #include <string.h>
 
 #include "jpd.h"
+#include "push.h"
 
 #define DEFAULT_MAX_RUNS 16u
 #define DEFAULT_MAX_RING_BYTES ((uint64_t)JP_RING_HEADER_SIZE + (64ull << 20))
@@ -52,7 +57,8 @@ static const struct command {
      "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
      "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
-     "                [--max-cpu-budget B] [--max-retention-budget B] [--workers N]\n",
+     "                [--max-cpu-budget B] [--max-retention-budget B] [--workers N]\n"
+     "                [--push URL [--label K=V]...]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
      "  --socket PATH             where to listen, unless systemd handed over a socket\n"
      "                            (default: $JETTPROFD_SOCKET, else\n"
@@ -76,7 +82,20 @@ static const struct command {
      "                            (default 67108864); likewise\n"
      "  --workers N               threads that drain the runs, each with its own event\n"
      "                            loop, 1..256 (default: one per online CPU); a run stays\n"
-     "                            on one of them for its life\n"},
+     "                            on one of them for its life\n"
+     "  --push URL                push each finished run's pprof (the bytes `export\n"
+     "                            --format pprof` gives for its capture) to a Grafana\n"
+     "                            Pyroscope ingest endpoint, in the background: POST\n"
+     "                            URL?name=APP{program=P,mode=M,host=H,K=V...}&from=S\n"
+     "                            &until=S&format=pprof&spyName=jettprofd, values\n"
+     "                            percent-encoded; URL is http[s]://[USER:PASS@]HOST\n"
+     "                            [:PORT][/PATH][?QUERY], PATH /ingest when absent;\n"
+     "                            APP is the program's base name without .jett; 3\n"
+     "                            attempts (again after 1 s, then 2 s) on no answer,\n"
+     "                            408, 429 or 5xx; counted in `status`\n"
+     "  --label K=V               one more label on every pushed profile (repeatable, up\n"
+     "                            to 16; K matches [A-Za-z_][A-Za-z0-9_]*, not program,\n"
+     "                            mode, host or __*; V without ',', '{', '}', '=')\n"},
     {"show",
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH.\n"},
@@ -104,11 +123,18 @@ static const struct command {
      "appended to OUT.jsonl.\n"},
     {"export",
      "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V]\n"
-     "                 [-o FILE|-]\n",
+     "                 [-o FILE|-]\n"
+     "       jettprofd export CAPTURE --push URL [--label K=V]...\n",
      "Writes a capture's profile for profile tools: folded stacks (default), pprof\n"
      "(gzip), speedscope JSON, or an SVG flame graph; to stdout or FILE.\n"
-     "  --value V   memory captures: alloc_bytes (default), alloc_count,\n"
-     "              retained_bytes, peak_bytes; CPU captures: samples\n"},
+     "  --value V     memory captures: alloc_bytes (default), alloc_count,\n"
+     "                retained_bytes, peak_bytes; CPU captures: samples\n"
+     "  --push URL    instead, push the capture's pprof (default value) to a Grafana\n"
+     "                Pyroscope ingest endpoint as `serve --push` does, and wait: exit\n"
+     "                0 once accepted, 1 naming the HTTP status or the error; program\n"
+     "                and mode come from the capture, until is the capture file's\n"
+     "                modification time and from that less the run's duration\n"
+     "  --label K=V   one more label (repeatable, as for serve)\n"},
     {"diff",
      "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
      "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
@@ -119,6 +145,10 @@ static const struct command {
 static const char usage_tail[] =
     "       jettprofd --session-fd N   (private mode, started by the agent)\n"
     "       jettprofd help [COMMAND] | --help | --version\n"
+    "push (serve, export: --push URL, URL http[s]://[USER:PASS@]HOST[:PORT][/PATH]):\n"
+    "       POST URL?name=APP{program=P,mode=M,host=H,K=V...}&from=S&until=S&format=pprof\n"
+    "            &spyName=jettprofd with the pprof as the body (Grafana Pyroscope's\n"
+    "       ingest; PATH /ingest when absent)\n"
     "test knobs (environment, read at start; for tests only):\n"
     "       JETTPROFD_EXCERPT_TIMEOUT_MS=N  wait N ms (1..600000) instead of 10000 for a\n"
     "                                       runtime's excerpts before rendering without\n"
@@ -127,7 +157,14 @@ static const char usage_tail[] =
     "                                       hello and ring within N ms (1..600000)\n"
     "                                       instead of 3000\n"
     "       JETTPROFD_EXPORT_CHUNK_BYTES=N  send a run's exports in pieces of N bytes\n"
-    "                                       (1..600000) instead of 4 MiB\n";
+    "                                       (1..600000) instead of 4 MiB\n"
+    "       JETTPROFD_PUSH_BACKOFF_MS=N     wait N ms (1..600000) instead of 1000 before\n"
+    "                                       the first push retry (twice that before the\n"
+    "                                       second)\n"
+    "       JETTPROFD_PUSH_TIMEOUT_MS=N     give a push attempt N ms (1..600000) instead\n"
+    "                                       of 30000\n"
+    "       JETTPROFD_PUSH_GRACE_MS=N       at shutdown, give queued pushes N ms\n"
+    "                                       (1..600000) instead of 5000\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -175,6 +212,7 @@ static int bad(const char *cmd, const char *what, const char *arg)
 
 static int cmd_serve(int argc, char **argv)
 {
+    struct jpd_push_opts push = {0};
     struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
                              .max_ring_bytes = DEFAULT_MAX_RING_BYTES,
                              .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
@@ -186,7 +224,8 @@ static int cmd_serve(int argc, char **argv)
                                                  "--runs-log", "--state-dir",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
-                                                 "--max-retention-budget", "--workers"};
+                                                 "--max-retention-budget", "--workers",
+                                                 "--push", "--label"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= !strcmp(a, with_value[k]);
@@ -198,6 +237,15 @@ static int cmd_serve(int argc, char **argv)
         uint64_t n;
         if (!strcmp(a, "--socket")) {
             cfg.socket_path = v;
+        } else if (!strcmp(a, "--push") || !strcmp(a, "--label")) {
+            char why[512];
+            int r = jpd_push_opt(&push, a, v, why, sizeof why);
+            if (r == -ENOMEM) {
+                fprintf(stderr, "jettprofd serve: %s\n", why);
+                return 1;
+            }
+            if (r < 0)
+                return bad("serve", why, NULL);
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
         } else if (!strcmp(a, "--state-dir")) {
@@ -256,7 +304,20 @@ static int cmd_serve(int argc, char **argv)
         return bad("serve", cfg.capture_max_bytes ? "--capture-max-bytes needs --capture-dir"
                                                   : "--capture-max-age needs --capture-dir",
                    NULL);
-    return jpd_run_serve(&cfg);
+    if (push.nlabels && !push.url)
+        return bad("serve", "--label needs --push", push.labels[0]);
+    if (!push.url)
+        return jpd_run_serve(&cfg);
+    cfg.push = &push;
+    int r = jpd_push_global_init();
+    if (r < 0) {
+        fprintf(stderr, "jettprofd serve: --push: libcurl cannot start: %s\n",
+                jpd_error_text(r));
+        return 1;
+    }
+    int rc = jpd_run_serve(&cfg);
+    jpd_push_global_cleanup();
+    return rc;
 }
 
 static int cmd_status(int argc, char **argv)
@@ -366,6 +427,9 @@ int main(int argc, char **argv)
         {"JETTPROFD_EXCERPT_TIMEOUT_MS", "milliseconds", &jpd_excerpt_timeout_ms},
         {"JETTPROFD_HANDSHAKE_TIMEOUT_MS", "milliseconds", &jpd_handshake_timeout_ms},
         {"JETTPROFD_EXPORT_CHUNK_BYTES", "bytes", &jpd_export_chunk_bytes},
+        {"JETTPROFD_PUSH_BACKOFF_MS", "milliseconds", &jpd_push_backoff_ms},
+        {"JETTPROFD_PUSH_TIMEOUT_MS", "milliseconds", &jpd_push_timeout_ms},
+        {"JETTPROFD_PUSH_GRACE_MS", "milliseconds", &jpd_push_grace_ms},
     };
     for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++) {
         const char *knob = getenv(knobs[i].name);

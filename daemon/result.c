@@ -1,13 +1,16 @@
 /* The end of a run and what a session answers with: the profile built and written once, the run
  * logged, kept for `show` and delivered to whoever can still take it (with the exports its
- * FINALIZE asked for, rendered from that same report); and SHOW, answered from the runs the
- * daemon kept.
+ * FINALIZE asked for, rendered from that same report), then, under `serve --push`, its pprof
+ * queued for the push thread; and SHOW, answered from the runs the daemon kept.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "push.h"
 #include "render/export/export.h"
 #include "session.h"
 
@@ -36,6 +39,46 @@ static void render_exports(struct jpd_session *s, struct rendered_export *ex)
             ex[f].error = -r;
         }
     }
+}
+
+/* serve --push: the run's pprof export with its default value, the bytes `jettprofd export
+ * CAPTURE --format pprof` gives for the run's capture (a copy of the client's own pprof export
+ * when it asked for one: the same bytes). Rendered with the client's exports, before the
+ * RESULT goes; queued only after it (queue_push). */
+static void render_push(struct jpd_session *s, const struct rendered_export *ex,
+                        struct rendered_export *out)
+{
+    const struct rendered_export *mine = &ex[JP_EXPORT_PPROF];
+    if (mine->data && !mine->error) {
+        out->data = malloc(mine->len ? mine->len : 1);
+        if (out->data) {
+            memcpy(out->data, mine->data, mine->len);
+            out->len = mine->len;
+        } else {
+            out->error = ENOMEM;
+        }
+        return;
+    }
+    struct jp_export_opts o = {.size = sizeof o, .format = JP_EXPORT_PPROF,
+                               .value = JP_XVAL_DEFAULT};
+    int r = jp_export_write(s->report, &o, &out->data, &out->len);
+    if (r < 0)
+        out->error = -r;
+}
+
+/* Hands the rendered profile (taken) to the push thread, with the run's labels and times: from
+ * its start to now. Never waits on the network. */
+static void queue_push(struct jpd_session *s, const struct jpd_run_row *row,
+                       struct rendered_export *px)
+{
+    if (px->error) {
+        jpd_push_render_failed(s->d->push, s->run_id, jpd_error_text(-px->error));
+        return;
+    }
+    struct jpd_push_meta m = {.program = row->program, .mode = row->sum.mode,
+                              .from_s = row->start_unix_s, .until_s = (int64_t)time(NULL)};
+    jpd_push_queue(s->d->push, s->run_id, &m, px->data, px->len);
+    px->data = NULL;
 }
 
 /* Each asked-for export as EXPORT messages of at most jpd_export_chunk_bytes data bytes, in
@@ -93,23 +136,6 @@ void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engi
         (void)jpd_program_of(s->eng, &from, row->program);
 }
 
-int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf)
-{
-    uint32_t n;
-    const struct jp_source *src = jp_engine_sources(eng, &n);
-    buf[0] = '\0';
-    for (uint32_t i = *from > 1 ? *from : 1; i < n; i++) {
-        if (src[i].origin != JP_ORIGIN_PROJECT || src[i].path_len >= JPD_PROGRAM_MAX)
-            continue;
-        memcpy(buf, src[i].path, src[i].path_len);
-        buf[src[i].path_len] = '\0';
-        *from = i + 1;
-        return 0;
-    }
-    *from = n > *from ? n : *from;
-    return -ENOENT;
-}
-
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
     /* The human text names the run id only where the user can do something with it: a
@@ -140,6 +166,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     memset(ex, 0, sizeof ex);
     if (r == 0 && deliver && !s->eof)
         render_exports(s, ex);
+    struct rendered_export px = {0};
+    if (r == 0 && s->d->push)
+        render_push(s, ex, &px);
     jp_report_free(s->report);
     s->report = NULL;
     (void)jp_engine_summary(s->eng, &sum);
@@ -153,6 +182,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         struct jpd_run_row row;
         jpd_result_row(s, ending, &sum, "internal", 0, &row);
         ops->log_run(s->d, &row);
+        jpd_push_render_failed(s->d->push, s->run_id, "the profile could not be rendered");
         if (deliver) {
             struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
             m.u.error.code = JP_CTLE_INTERNAL;
@@ -197,6 +227,8 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
          * process vanished lands there. */
         (void)jpd_write_all(STDERR_FILENO, out.human, out.human_len);
     }
+    if (s->d->push)
+        queue_push(s, &row, &px);
     for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++)
         free(ex[f].data);
     jp_rendered_free(&out);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "push.h"
 #include "systemd.h"
 
 /* ---- runs in flight per uid (--max-runs-per-uid) ---- */
@@ -253,6 +254,9 @@ static int daemon_run(struct jpd_daemon *d)
 {
     uv_run(d->loop, UV_RUN_DEFAULT);
     jpd_workers_join(d);
+    /* Every run is delivered and queued: the queued pushes get their bounded moment. */
+    jpd_push_stop(d->push);
+    d->push = NULL;
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         jpd_kept_clear(&d->kept[i]);
     if (d->runs_log_fd >= 0)
@@ -611,6 +615,11 @@ int jpd_run_serve(const struct jpd_config *cfg)
     uv_timer_init(&loop, &d.accept_retry);
     d.accept_retry.data = &d;
     d.accept_retry_active = 1;
+    if (cfg->push && (r = jpd_push_start(cfg->push, &d.push)) < 0) {
+        jpd_log("cannot start the push thread: %s", jpd_error_text(r));
+        stop_listening(&d);
+        goto fail;
+    }
     r = jpd_workers_start(&d, cfg->workers);
     if (r < 0) {
         jpd_log("cannot start the worker threads: %s", strerror(-r));
@@ -626,6 +635,9 @@ int jpd_run_serve(const struct jpd_config *cfg)
         strcpy(self.sun_path, "an unnamed socket");
     self.sun_path[sizeof self.sun_path - 1] = '\0';
     jpd_log("serving on %s with %u worker(s)", self.sun_path, (unsigned)d.nworkers);
+    struct jpd_push_stats ps;
+    if (jpd_push_stats(d.push, &ps))
+        jpd_log("pushing each finished run's pprof to %s", ps.target);
     jpd_sd_notify("READY=1");
     return daemon_run(&d);
 fail:

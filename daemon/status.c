@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "push.h"
 
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)
 {
@@ -106,9 +107,41 @@ static uint64_t fill_pm(const struct snap *r)
     return r->slots ? r->fill * 1000u / r->slots : 0;
 }
 
+/* serve --push (ps NULL without): what the push thread did, among the daemon's totals. The
+ * target is the URL without user:password or query; the last error is a receiver's or
+ * libcurl's text, cleaned (push.c). */
+static void push_human(struct jp_buf *b, const struct jpd_push_stats *ps)
+{
+    if (!ps)
+        return;
+    jp_buf_printf(b, "push: %llu pushed, %llu failed, %llu retried, %llu dropped, %u queued; "
+                  "to %s\n", (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
+                  (unsigned long long)ps->retried, (unsigned long long)ps->dropped,
+                  (unsigned)ps->queued, ps->target);
+    if (ps->last_error[0])
+        jp_buf_printf(b, "push last error: %s\n", ps->last_error);
+}
+
+static void push_json(struct jp_buf *b, const struct jpd_push_stats *ps)
+{
+    if (!ps)
+        return;
+    JP_BUF_LIT(b, ",\"push\":{\"target\":");
+    jp_json_str(b, ps->target);
+    jp_buf_printf(b, ",\"pushed\":%llu,\"failed\":%llu,\"retried\":%llu,\"dropped\":%llu,"
+                  "\"queued\":%u,\"last_error\":", (unsigned long long)ps->pushed,
+                  (unsigned long long)ps->failed, (unsigned long long)ps->retried,
+                  (unsigned long long)ps->dropped, (unsigned)ps->queued);
+    if (ps->last_error[0])
+        jp_json_str(b, ps->last_error);
+    else
+        JP_BUF_LIT(b, "null");
+    JP_BUF_LIT(b, "}");
+}
+
 static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
                          const uint64_t tot[4], const struct snap *v, uint32_t nv,
-                         uint32_t hidden)
+                         uint32_t hidden, const struct jpd_push_stats *ps)
 {
     jp_buf_printf(b, "uptime %llus, %u worker(s), RSS %llu KiB\n",
                   (unsigned long long)(up_ms / 1000u), (unsigned)workers,
@@ -116,6 +149,7 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
     jp_buf_printf(b, "runs: %llu started, %llu finished, %llu refused; %llu records\n",
                   (unsigned long long)tot[0], (unsigned long long)tot[1],
                   (unsigned long long)tot[2], (unsigned long long)tot[3]);
+    push_human(b, ps);
     jp_buf_printf(b, "live runs: %u", (unsigned)(nv + hidden));
     if (hidden)
         jp_buf_printf(b, " (%u of other users, not shown)", (unsigned)hidden);
@@ -145,7 +179,7 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
 
 static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
                         const uint64_t tot[4], const struct snap *v, uint32_t nv,
-                        uint32_t hidden)
+                        uint32_t hidden, const struct jpd_push_stats *ps)
 {
     jp_buf_printf(b, "{\"uptime_ms\":%llu,\"workers\":%u,\"rss_bytes\":%llu,"
                   "\"totals\":{\"runs_started\":%llu,\"runs_finished\":%llu,"
@@ -171,7 +205,9 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
             JP_BUF_LIT(b, "null");
         JP_BUF_LIT(b, "}");
     }
-    jp_buf_printf(b, "],\"live_hidden\":%u}\n", (unsigned)hidden);
+    jp_buf_printf(b, "],\"live_hidden\":%u", (unsigned)hidden);
+    push_json(b, ps);
+    JP_BUF_LIT(b, "}\n");
 }
 
 /* One metric family's HELP and TYPE lines (the Prometheus text exposition format). */
@@ -180,12 +216,36 @@ static void prom_family(struct jp_buf *b, const char *name, const char *type, co
     jp_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* serve --push's figures as counters and a gauge (ps NULL: none). */
+static void push_prometheus(struct jp_buf *b, const struct jpd_push_stats *ps)
+{
+    if (!ps)
+        return;
+    const struct {
+        const char *name, *help;
+        uint64_t v;
+    } c[] = {
+        {"jettprofd_push_pushed_total", "Profiles the push endpoint accepted.", ps->pushed},
+        {"jettprofd_push_failed_total", "Profiles given up after every push attempt.",
+         ps->failed},
+        {"jettprofd_push_retried_total", "Push attempts after a failed one.", ps->retried},
+        {"jettprofd_push_dropped_total", "Profiles dropped unpushed (queue full, shutdown).",
+         ps->dropped},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        prom_family(b, c[i].name, "counter", c[i].help);
+        jp_buf_printf(b, "%s %llu\n", c[i].name, (unsigned long long)c[i].v);
+    }
+    prom_family(b, "jettprofd_push_queued", "gauge", "Profiles waiting or being pushed.");
+    jp_buf_printf(b, "jettprofd_push_queued %u\n", (unsigned)ps->queued);
+}
+
 /* The Prometheus text format, for node_exporter's textfile collector: counters end in _total;
  * per-run gauges carry {run_id,uid,mode}, whose values are decimal numbers and a mode word, so
  * nothing in a label needs escaping. */
 static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
                               const uint64_t tot[4], const struct snap *v, uint32_t nv,
-                              uint32_t hidden)
+                              uint32_t hidden, const struct jpd_push_stats *ps)
 {
     prom_family(b, "jettprofd_uptime_seconds", "gauge", "Seconds since the daemon started.");
     jp_buf_printf(b, "jettprofd_uptime_seconds %llu.%03llu\n",
@@ -204,6 +264,7 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
         prom_family(b, counters[i][0], "counter", counters[i][1]);
         jp_buf_printf(b, "%s %llu\n", counters[i][0], (unsigned long long)tot[i]);
     }
+    push_prometheus(b, ps);
     prom_family(b, "jettprofd_live_runs", "gauge", "Runs in flight, of every user.");
     jp_buf_printf(b, "jettprofd_live_runs %u\n", (unsigned)(nv + hidden));
     prom_family(b, "jettprofd_live_runs_hidden", "gauge",
@@ -279,12 +340,14 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
         return;
     }
     uint64_t up_ms = (now - d->start_ns) / 1000000u;
+    struct jpd_push_stats pst;
+    const struct jpd_push_stats *ps = jpd_push_stats(d->push, &pst) ? &pst : NULL;
     if (format == JPD_STATUS_JSON)
-        render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+        render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
     else if (format == JPD_STATUS_PROMETHEUS)
-        render_prometheus(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+        render_prometheus(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
     else
-        render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden);
+        render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
     free(v);
 }
 

@@ -2,6 +2,7 @@
  * writes, and the one-line stderr log (with journal priorities under systemd). */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/engine/view.h"
 #include "jpd.h"
 #include "systemd.h"
 
@@ -172,6 +174,35 @@ const char *jpd_status_word(uint32_t status)
 {
     const char *w = jp_status_word(status); /* render/report.h: the one list */
     return w ? w : "error";
+}
+
+int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &block, &old); /* the new thread inherits the mask */
+    int r = -pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return r;
+}
+
+int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf)
+{
+    uint32_t n;
+    const struct jp_source *src = jp_engine_sources(eng, &n);
+    buf[0] = '\0';
+    for (uint32_t i = *from > 1 ? *from : 1; i < n; i++) {
+        if (src[i].origin != JP_ORIGIN_PROJECT || src[i].path_len >= JPD_PROGRAM_MAX)
+            continue;
+        memcpy(buf, src[i].path, src[i].path_len);
+        buf[src[i].path_len] = '\0';
+        *from = i + 1;
+        return 0;
+    }
+    *from = n > *from ? n : *from;
+    return -ENOENT;
 }
 
 int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap)

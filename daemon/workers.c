@@ -25,7 +25,6 @@
  * A profile's bytes depend only on its run's records: which worker drained it changes nothing.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,14 +128,7 @@ static int worker_make(struct jpd_daemon *d, struct jpd_loop *w)
     }
     w->wake.data = w;
     pthread_mutex_init(&w->mu, NULL);
-    /* Signals are the main loop's: a worker never takes SIGTERM or SIGINT itself. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    r = -pthread_create(&w->thread, NULL, worker_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    r = jpd_thread_start(&w->thread, worker_main, w);
     if (r < 0) {
         worker_unmake(w);
         return r;

@@ -1,0 +1,931 @@
+/* Fleet push: `serve --push URL` and `export CAPTURE --push URL` against an HTTP receiver run
+ * by the test itself (a thread on 127.0.0.1, port 0) that records every request's method,
+ * path, query, headers and body and answers as each case scripts it: the request is Pyroscope's
+ * ingest (POST /ingest, name=APP{labels}, from, until, format=pprof), its body the run's pprof,
+ * byte-equal to `jettprofd export CAPTURE --format pprof` and read by `go tool pprof`; retries
+ * are bounded and counted in `status`; a receiver that never answers delays neither a run's
+ * result nor the daemon's exit; bad flags are named; a client's program cannot add a label. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support.h"
+#include "capfile.h"
+
+/* ---- the receiver ---- */
+
+#define MAX_REQS 160
+
+struct req {
+    char method[16];
+    char path[512];
+    char query[8192]; /* raw, as sent */
+    char ctype[128];
+    char auth[256];
+    int has_expect;
+    char *body;
+    size_t len;
+};
+
+struct receiver {
+    int fd, port;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int codes[8], ncodes; /* the status of request i (the last one repeats); 0: no answer */
+    struct req reqs[MAX_REQS];
+    int nreq;
+    int held[MAX_REQS], nheld; /* connections left unanswered */
+    int stop;
+};
+
+static int read_some(int fd, char *buf, size_t cap)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 10000) <= 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap);
+    return n <= 0 ? -1 : (int)n;
+}
+
+/* One request off fd into *q: 0, or -1 when the peer sent no whole request. */
+static int read_request(int fd, struct req *q)
+{
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    char *end = NULL;
+    if (!buf)
+        return -1;
+    while (!end) {
+        if (len + 1 >= cap)
+            return free(buf), -1;
+        int n = read_some(fd, buf + len, cap - len - 1);
+        if (n < 0)
+            return free(buf), -1;
+        len += (size_t)n;
+        buf[len] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    memset(q, 0, sizeof *q);
+    char target[8704] = "";
+    if (sscanf(buf, "%15s %8703s", q->method, target) != 2)
+        return free(buf), -1;
+    char *qm = strchr(target, '?');
+    if (qm) {
+        *qm = '\0';
+        snprintf(q->query, sizeof q->query, "%s", qm + 1);
+    }
+    snprintf(q->path, sizeof q->path, "%s", target);
+    size_t clen = 0;
+    for (char *line = strstr(buf, "\r\n") + 2; line < end; line = strstr(line, "\r\n") + 2) {
+        char *eol = strstr(line, "\r\n");
+        *eol = '\0';
+        if (!strncasecmp(line, "Content-Length:", 15))
+            clen = strtoul(line + 15, NULL, 10);
+        else if (!strncasecmp(line, "Content-Type:", 13))
+            snprintf(q->ctype, sizeof q->ctype, "%s", line + 14);
+        else if (!strncasecmp(line, "Authorization:", 14))
+            snprintf(q->auth, sizeof q->auth, "%s", line + 15);
+        else if (!strncasecmp(line, "Expect:", 7))
+            q->has_expect = 1;
+        *eol = '\r';
+    }
+    size_t have = len - (size_t)(end + 4 - buf);
+    q->body = malloc(clen + 1);
+    if (!q->body)
+        return free(buf), -1;
+    memcpy(q->body, end + 4, have < clen ? have : clen);
+    while (have < clen) {
+        int n = read_some(fd, q->body + have, clen - have);
+        if (n < 0)
+            return free(buf), free(q->body), -1;
+        have += (size_t)n;
+    }
+    q->len = clen;
+    free(buf);
+    return 0;
+}
+
+static void *receiver_main(void *arg)
+{
+    struct receiver *r = arg;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        int stop = r->stop;
+        pthread_mutex_unlock(&r->mu);
+        if (stop)
+            return NULL;
+        struct pollfd p = {.fd = r->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(r->fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        struct req q;
+        if (read_request(c, &q) < 0) {
+            close(c);
+            continue;
+        }
+        pthread_mutex_lock(&r->mu);
+        int i = r->nreq < MAX_REQS ? r->nreq++ : MAX_REQS - 1;
+        r->reqs[i] = q;
+        int code = r->codes[i < r->ncodes ? i : r->ncodes - 1];
+        if (code == 0)
+            r->held[r->nheld++] = c;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->mu);
+        if (code) {
+            char resp[256], text[32];
+            int tl = snprintf(text, sizeof text, "scripted %d", code / 100);
+            int n = snprintf(resp, sizeof resp, "HTTP/1.1 %d Scripted\r\nContent-Length: %d\r\n"
+                             "Connection: close\r\n\r\n%s", code, tl, text);
+            (void)!write(c, resp, (size_t)n);
+            close(c);
+        }
+    }
+}
+
+/* A receiver answering the i-th request with codes[i] (the last code for every later one). */
+static struct receiver *receiver_start(const int *codes, int ncodes)
+{
+    struct receiver *r = calloc(1, sizeof *r);
+    cr_assert_not_null(r);
+    memcpy(r->codes, codes, (size_t)ncodes * sizeof *codes);
+    r->ncodes = ncodes;
+    r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert_geq(r->fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    cr_assert_eq(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(r->fd, 128), 0);
+    cr_assert_eq(getsockname(r->fd, (struct sockaddr *)&a, &al), 0);
+    r->port = ntohs(a.sin_port);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    cr_assert_eq(pthread_create(&r->thread, NULL, receiver_main, r), 0);
+    return r;
+}
+
+static void receiver_stop(struct receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    for (int i = 0; i < r->nheld; i++)
+        close(r->held[i]);
+    for (int i = 0; i < r->nreq; i++)
+        free(r->reqs[i].body);
+    close(r->fd);
+    free(r);
+}
+
+/* Waits (up to 30 s) until the receiver has n requests: 1, or 0 when it never did. */
+static int receiver_wait(struct receiver *r, int n)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 30;
+    pthread_mutex_lock(&r->mu);
+    while (r->nreq < n && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
+    }
+    int ok = r->nreq >= n;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static int receiver_count(struct receiver *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->nreq;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+/* ---- the request's query ---- */
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                          : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The decoded value of key in a raw query (malloc'ed), or NULL when it has none. */
+static char *query_get(const char *query, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *p = query; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
+        if (strncmp(p, key, kl) || p[kl] != '=')
+            continue;
+        const char *v = p + kl + 1;
+        size_t n = strcspn(v, "&");
+        char *out = malloc(n + 1), *o = out;
+        cr_assert_not_null(out);
+        for (size_t i = 0; i < n; i++) {
+            if (v[i] == '%' && i + 2 < n + 1 && hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
+                *o++ = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
+                i += 2;
+            } else {
+                *o++ = v[i] == '+' ? ' ' : v[i];
+            }
+        }
+        *o = '\0';
+        return out;
+    }
+    return NULL;
+}
+
+static char *host_name(void)
+{
+    static char h[256];
+    cr_assert_eq(gethostname(h, sizeof h), 0);
+    for (char *c = h; *c; c++)
+        cr_assert(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_", *c),
+                  "this test expects a host name of letters, digits, '.', '-': %s", h);
+    return h;
+}
+
+/* ---- the daemon and its clients ---- */
+
+static char *url_of(const struct receiver *r, const char *userinfo)
+{
+    char *u = malloc(256);
+    cr_assert_not_null(u);
+    snprintf(u, 256, "http://%s127.0.0.1:%d/ingest", userinfo ? userinfo : "", r->port);
+    return u;
+}
+
+static const char *jett_bin(void)
+{
+    const char *p = getenv("JETT_BIN");
+    cr_assert(p && *p, "JETT_BIN must name the built jett (run through meson test)");
+    return p;
+}
+
+static char *write_file(const char *dir, const char *name, const char *text)
+{
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    cr_assert_not_null(path);
+    sprintf(path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "we");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_geq(fputs(text, f), 0);
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}
+
+/* The work is in `leaf`, with allocations kept to the end: both modes have something to say. */
+static const char program_src[] = "var kept = []\n"
+                                  "fn leaf(n: int) -> int {\n"
+                                  "  var h = 0\n"
+                                  "  for i in 0..n { h = (h * 31 + i) % 1000003 }\n"
+                                  "  return h\n"
+                                  "}\n"
+                                  "fn main() {\n"
+                                  "  var t = 0\n"
+                                  "  for r in 0..200 {\n"
+                                  "    t = t + leaf(3000)\n"
+                                  "    push(kept, \"k\" + str(r))\n"
+                                  "  }\n"
+                                  "  print(str(t))\n"
+                                  "}\n";
+
+/* `jett run PROGRAM MODE` against the daemon at sock: asserts it ran and its report came back
+ * (the push never changes a run's result). */
+static void jett_run(const char *sock, const char *program, const char *mode)
+{
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    char *argv[] = {(char *)jett_bin(), (char *)"run", (char *)program, (char *)mode, NULL};
+    char *out, *err;
+    size_t len;
+    int st = jpt_capture_cmd(argv, &out, &len, &err);
+    cr_assert_eq(st, 0, "jett run %s %s: status %d: %s", program, mode, st, err);
+    cr_assert(out[0] >= '0' && out[0] <= '9', "the program's own output: %s", out);
+    const char *head = !strcmp(mode, "--profile") ? "CPU profile\n" : "Memory profile\n";
+    cr_assert(strstr(err, head), "the run's report: %s", err);
+    cr_assert(strstr(err, "status: complete"), "%s", err);
+    free(out);
+    free(err);
+}
+
+/* `jettprofd status --format json` of the daemon at sock (malloc'ed). */
+static char *status_json(const char *sock)
+{
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", (char *)sock,
+                    (char *)"--format", (char *)"json", NULL};
+    char *out, *err;
+    size_t len;
+    int st = jpt_capture_cmd(argv, &out, &len, &err);
+    cr_assert_eq(st, 0, "status: %s", err);
+    free(err);
+    return out;
+}
+
+/* The figure of key in the status JSON's "push" object; asserts it is there. */
+static long long push_figure(const char *json, const char *key)
+{
+    const char *p = strstr(json, "\"push\":{");
+    cr_assert_not_null(p, "no push object in %s", json);
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *at = strstr(p, k);
+    cr_assert_not_null(at, "no %s in %s", key, p);
+    return strtoll(at + strlen(k), NULL, 10);
+}
+
+/* Polls status (up to 30 s) until the push figure key reaches want: the JSON then (malloc'ed). */
+static char *status_when(const char *sock, const char *key, long long want)
+{
+    for (time_t end = time(NULL) + 30; time(NULL) <= end;) {
+        char *j = status_json(sock);
+        if (push_figure(j, key) >= want)
+            return j;
+        free(j);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    cr_assert_fail("the push figure %s never reached %lld", key, want);
+    return NULL;
+}
+
+/* `jettprofd export CAPTURE --format pprof`'s bytes (malloc'ed, *len). */
+static char *export_pprof(const char *capture, size_t *len)
+{
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"export", (char *)capture,
+                    (char *)"--format", (char *)"pprof", NULL};
+    char *out, *err;
+    int st = jpt_capture_cmd(argv, &out, len, &err);
+    cr_assert_eq(st, 0, "export %s: %s", capture, err);
+    free(err);
+    return out;
+}
+
+/* The capture of run id in the capture directory (run-TIME-ID.jpcap), malloc'ed. */
+static char *capture_of_run(const char *dir, uint64_t id)
+{
+    char tail[48];
+    snprintf(tail, sizeof tail, "-%llu.jpcap", (unsigned long long)id);
+    DIR *dh = opendir(dir);
+    cr_assert_not_null(dh);
+    char *found = NULL;
+    for (struct dirent *e; (e = readdir(dh));) {
+        size_t n = strlen(e->d_name), t = strlen(tail);
+        if (n > t && !strcmp(e->d_name + n - t, tail)) {
+            found = malloc(strlen(dir) + n + 2);
+            cr_assert_not_null(found);
+            sprintf(found, "%s/%s", dir, e->d_name);
+        }
+    }
+    closedir(dh);
+    cr_assert_not_null(found, "no capture of run %llu in %s", (unsigned long long)id, dir);
+    return found;
+}
+
+/* `go tool pprof -raw` on the bytes: its sample types line ("Samples:" header's next). */
+static char *go_pprof_types(const char *dir, const char *body, size_t len)
+{
+    const char *go = getenv("JETT_TEST_GO");
+    cr_assert(go && *go, "JETT_TEST_GO is not set: go (golang-go) is needed for `go tool "
+                         "pprof` (scripts/deps.sh installs it)");
+    char file[600], home[600];
+    snprintf(file, sizeof file, "%s/pushed.pb.gz", dir);
+    snprintf(home, sizeof home, "%s/gohome", dir);
+    mkdir(home, 0700);
+    setenv("HOME", home, 1);
+    setenv("GOCACHE", home, 1);
+    FILE *f = fopen(file, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(body, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+    char *argv[] = {(char *)go, (char *)"tool", (char *)"pprof", (char *)"-raw", file, NULL};
+    char *out, *err;
+    size_t olen;
+    int st = jpt_capture_cmd(argv, &out, &olen, &err);
+    cr_assert_eq(st, 0, "go tool pprof -raw: %s", err);
+    const char *s = strstr(out, "Samples:\n");
+    cr_assert_not_null(s, "%s", out);
+    s += 9;
+    char *types = strndup(s, strcspn(s, "\n"));
+    free(out);
+    free(err);
+    return types;
+}
+
+static void set_knob(const char *name, const char *value)
+{
+    cr_assert_eq(setenv(name, value, 1), 0);
+}
+
+/* A daemon serving on dir/d.sock with --push url and the flags in more (NULL-terminated). */
+struct pushd {
+    char sock[600];
+    pid_t pid;
+    int errfd; /* its stderr, when kept: read once it has exited (pushd_stop) */
+};
+
+static void pushd_start(struct pushd *p, const char *dir, const char *url,
+                        const char *const more[], int keep_log)
+{
+    snprintf(p->sock, sizeof p->sock, "%s/d.sock", dir);
+    const char *extra[16] = {"--push", url};
+    int n = 2;
+    for (int i = 0; more && more[i] && n < 15; i++)
+        extra[n++] = more[i];
+    extra[n] = NULL;
+    p->errfd = -1;
+    p->pid = jpt_serve(p->sock, extra, keep_log ? &p->errfd : NULL);
+    cr_assert_gt(p->pid, 0);
+}
+
+/* SIGTERM: the daemon exits 0 within 20 s, however its pushes stand. Its log (malloc'ed) when
+ * it was kept, else NULL. */
+static char *pushd_stop(struct pushd *p)
+{
+    kill(p->pid, SIGTERM);
+    cr_assert_eq(tl_wait(p->pid, 20000), 0, "the daemon exits 0 on SIGTERM, in bounded time");
+    if (p->errfd < 0)
+        return NULL;
+    char *log = jpt_slurp_fd(p->errfd);
+    close(p->errfd);
+    return log;
+}
+
+/* A receiver answering as codes say and a daemon in a fresh directory pushing to it (with
+ * userinfo, "user:password@", in the URL when not NULL, and the flags in more). */
+struct setup {
+    struct receiver *rx;
+    char *dir, *url;
+    struct pushd d;
+};
+
+static void setup_start(struct setup *t, const int *codes, int ncodes, const char *userinfo,
+                        const char *const more[], int keep_log)
+{
+    t->rx = receiver_start(codes, ncodes);
+    t->dir = jpt_tmpdir();
+    cr_assert_not_null(t->dir);
+    t->url = url_of(t->rx, userinfo);
+    pushd_start(&t->d, t->dir, t->url, more, keep_log);
+}
+
+/* pushd_stop, then the rest goes: the daemon's log (malloc'ed) when it was kept, else NULL. */
+static char *setup_stop(struct setup *t)
+{
+    char *log = pushd_stop(&t->d);
+    receiver_stop(t->rx);
+    free(t->url);
+    free(t->dir);
+    return log;
+}
+
+/* ---- the cases ---- */
+
+Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
+{
+    static const int ok[] = {200};
+    struct receiver *rx = receiver_start(ok, 1);
+    char *dir = jpt_tmpdir();
+    char caps[600];
+    snprintf(caps, sizeof caps, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *url = url_of(rx, NULL);
+    const char *more[] = {"--capture-dir", caps, "--label", "team=core", "--label", "env=ci",
+                          NULL};
+    struct pushd d;
+    pushd_start(&d, dir, url, more, 0);
+    char *prog = write_file(dir, "main.jett", program_src);
+
+    time_t t0 = time(NULL);
+    jett_run(d.sock, prog, "--profile");
+    jett_run(d.sock, prog, "--profile-memory");
+    cr_assert(receiver_wait(rx, 2), "two pushes, got %d", receiver_count(rx));
+    time_t t1 = time(NULL);
+    char *j = status_when(d.sock, "pushed", 2);
+    cr_expect_eq(push_figure(j, "failed"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "retried"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "dropped"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "queued"), 0, "%s", j);
+    cr_expect(strstr(j, "\"last_error\":null"), "%s", j);
+    free(j);
+    pushd_stop(&d);
+    cr_expect_eq(receiver_count(rx), 2, "each run exactly once");
+
+    const char *host = host_name();
+    for (int i = 0; i < 2; i++) {
+        struct req *q = &rx->reqs[i];
+        cr_expect_str_eq(q->method, "POST");
+        cr_expect_str_eq(q->path, "/ingest");
+        cr_expect_str_eq(q->ctype, "application/octet-stream");
+        cr_expect_eq(q->has_expect, 0, "no Expect: 100-continue");
+        char *name = query_get(q->query, "name");
+        char *from = query_get(q->query, "from");
+        char *until = query_get(q->query, "until");
+        char *format = query_get(q->query, "format");
+        char *spy = query_get(q->query, "spyName");
+        cr_assert(name && from && until && format && spy, "query: %s", q->query);
+        /* run 1 is the CPU run, run 2 the memory run: which arrived first does not matter */
+        int cpu = strstr(name, "mode=cpu") != NULL;
+        char want[512];
+        snprintf(want, sizeof want, "main{program=main.jett,mode=%s,host=%s,team=core,env=ci}",
+                 cpu ? "cpu" : "memory", host);
+        cr_expect_str_eq(name, want);
+        long long f = atoll(from), u = atoll(until);
+        cr_expect(f <= u, "from %lld until %lld", f, u);
+        cr_expect(f >= (long long)t0 - 1 && u <= (long long)t1 + 1,
+                  "from %lld until %lld outside the runs' %lld..%lld", f, u, (long long)t0,
+                  (long long)t1);
+        cr_expect_str_eq(format, "pprof");
+        cr_expect_str_eq(spy, "jettprofd");
+
+        char *cap = capture_of_run(caps, cpu ? 1 : 2);
+        size_t elen;
+        char *exported = export_pprof(cap, &elen);
+        cr_expect_eq(q->len, elen, "the pushed body is the capture's pprof export");
+        cr_expect(q->len == elen && !memcmp(q->body, exported, elen), "bytes differ");
+        char *types = go_pprof_types(dir, q->body, q->len);
+        cr_expect_str_eq(types, cpu ? "samples/count cpu/nanoseconds[dflt]"
+                                    : "alloc_objects/count alloc_space/bytes[dflt] "
+                                      "inuse_space/bytes");
+        free(types);
+        free(exported);
+        free(cap);
+        free(name), free(from), free(until), free(format), free(spy);
+    }
+    receiver_stop(rx);
+    free(prog);
+    free(url);
+    free(dir);
+}
+
+Test(push, a_push_answered_500_twice_then_200_arrives_once_after_two_retries)
+{
+    static const int codes[] = {500, 503, 200};
+    set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
+    struct setup t;
+    setup_start(&t, codes, 3, NULL, NULL, 0);
+    jpt_run_complete(t.d.sock, 3, 500);
+    char *j = status_when(t.d.sock, "pushed", 1);
+    cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
+    cr_expect_eq(push_figure(j, "failed"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "queued"), 0, "%s", j);
+    cr_expect(strstr(j, "\"last_error\":\"run 1: HTTP 503: scripted 5\""), "%s", j);
+    free(j);
+    struct req *q = t.rx->reqs;
+    cr_expect_eq(receiver_count(t.rx), 3);
+    for (int i = 1; i < 3; i++) {
+        cr_expect_str_eq(q[i].query, q[0].query, "a retry is the same request");
+        cr_expect(q[i].len == q[0].len && !memcmp(q[i].body, q[0].body, q[0].len));
+    }
+    setup_stop(&t);
+}
+
+Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
+{
+    static const int codes[] = {500};
+    set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
+    struct setup t;
+    /* with a user and password: sent as basic auth, never shown */
+    setup_start(&t, codes, 1, "ops:s3cr3tpw@", NULL, 1);
+    char *prog = write_file(t.dir, "main.jett", program_src);
+    jett_run(t.d.sock, prog, "--profile");
+    char *j = status_when(t.d.sock, "failed", 1);
+    cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
+    cr_expect(strstr(j, "\"last_error\":\"run 1: HTTP 500: scripted 5\""), "%s", j);
+    cr_expect(strstr(j, "\"target\":\"http://***@127.0.0.1:"), "%s", j);
+    cr_expect(!strstr(j, "s3cr3tpw") && !strstr(j, "ops:"), "%s", j);
+    free(j);
+    cr_expect_eq(receiver_count(t.rx), 3, "three attempts, no more");
+    /* base64("ops:s3cr3tpw") */
+    cr_expect_str_eq(t.rx->reqs[0].auth, "Basic b3BzOnMzY3IzdHB3");
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", t.d.sock,
+                    NULL};
+    char *human, *err;
+    size_t len;
+    cr_assert_eq(jpt_capture_cmd(argv, &human, &len, &err), 0);
+    cr_expect(strstr(human, "push: 0 pushed, 1 failed, 2 retried, 0 dropped, 0 queued; to "
+                            "http://***@127.0.0.1:"), "%s", human);
+    cr_expect(strstr(human, "push last error: run 1: HTTP 500: scripted 5\n"), "%s", human);
+    cr_expect(!strstr(human, "s3cr3tpw"), "%s", human);
+    free(human);
+    free(err);
+    char *pargv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", t.d.sock,
+                     (char *)"--format", (char *)"prometheus", NULL};
+    char *prom;
+    cr_assert_eq(jpt_capture_cmd(pargv, &prom, &len, &err), 0);
+    static const char *const lines[] = {
+        "# TYPE jettprofd_push_pushed_total counter\njettprofd_push_pushed_total 0\n",
+        "# TYPE jettprofd_push_failed_total counter\njettprofd_push_failed_total 1\n",
+        "# TYPE jettprofd_push_retried_total counter\njettprofd_push_retried_total 2\n",
+        "# TYPE jettprofd_push_dropped_total counter\njettprofd_push_dropped_total 0\n",
+        "# TYPE jettprofd_push_queued gauge\njettprofd_push_queued 0\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        cr_expect(strstr(prom, lines[i]), "%s in %s", lines[i], prom);
+    cr_expect(!strstr(prom, "s3cr3tpw"), "%s", prom);
+    free(prom);
+    free(err);
+    char *log = setup_stop(&t);
+    cr_expect(strstr(log, "run 1: push to http://***@127.0.0.1:"), "%s", log);
+    cr_expect(strstr(log, "failed after 3 attempts: HTTP 500"), "%s", log);
+    cr_expect(!strstr(log, "s3cr3tpw"), "%s", log);
+    free(log);
+    free(prog);
+}
+
+Test(push, a_closed_port_fails_the_push_and_counts_it)
+{
+    /* a port nobody listens on: bound, then closed */
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    close(fd);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ingest", ntohs(a.sin_port));
+    set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
+    char *dir = jpt_tmpdir();
+    struct pushd d;
+    pushd_start(&d, dir, url, NULL, 0);
+    jpt_run_complete(d.sock, 4, 500);
+    char *j = status_when(d.sock, "failed", 1);
+    cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
+    cr_expect(strstr(j, "\"last_error\":\"run 1: ") && strstr(j, "onnect"),
+              "libcurl's connection error: %s", j);
+    free(j);
+    pushd_stop(&d);
+    free(dir);
+}
+
+Test(push, an_attempt_that_gets_no_answer_times_out_and_is_tried_again)
+{
+    static const int never[] = {0};
+    set_knob("JETTPROFD_PUSH_TIMEOUT_MS", "200");
+    set_knob("JETTPROFD_PUSH_BACKOFF_MS", "20");
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 0);
+    jpt_run_complete(t.d.sock, 8, 500);
+    char *j = status_when(t.d.sock, "failed", 1);
+    cr_expect_eq(push_figure(j, "retried"), 2, "%s", j);
+    cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
+    cr_expect(strstr(j, "\"last_error\":\"run 1: ") && strstr(j, "timed out"),
+              "libcurl's timeout: %s", j);
+    free(j);
+    cr_expect_eq(receiver_count(t.rx), 3, "each attempt reached the receiver");
+    setup_stop(&t);
+}
+
+Test(push, a_receiver_that_never_answers_delays_neither_the_result_nor_the_exit)
+{
+    static const int never[] = {0};
+    set_knob("JETTPROFD_PUSH_GRACE_MS", "300");
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 1);
+    jpt_run_complete(t.d.sock, 5, 500); /* its result arrives: the push is the push thread's */
+    cr_assert(receiver_wait(t.rx, 1));
+    jpt_run_complete(t.d.sock, 6, 500); /* and again while the first push hangs */
+    char *j = status_when(t.d.sock, "queued", 2);
+    cr_expect_eq(push_figure(j, "queued"), 2, "one in flight, one waiting: %s", j);
+    cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
+    free(j);
+    /* the default per-attempt timeout is 30 s: the exit does not wait for it */
+    char *log = setup_stop(&t);
+    cr_expect(strstr(log, "stopping: 2 profile(s) still to push"), "%s", log);
+    cr_expect(strstr(log, "run 1: its profile was not pushed to http://127.0.0.1:"), "%s", log);
+    cr_expect(strstr(log, "run 2: its profile was not pushed to http://127.0.0.1:"), "%s", log);
+    free(log);
+}
+
+Test(push, a_full_queue_drops_its_oldest_profile_and_counts_it)
+{
+    static const int never[] = {0};
+    set_knob("JETTPROFD_PUSH_GRACE_MS", "100");
+    struct setup t;
+    setup_start(&t, never, 1, NULL, NULL, 1);
+    jpt_run_complete(t.d.sock, 7, 500);
+    cr_assert(receiver_wait(t.rx, 1)); /* run 1 in flight, held by the receiver */
+    for (uint32_t i = 0; i < 65; i++)
+        jpt_run_complete(t.d.sock, 100 + i, 500); /* runs 2..66: 64 fit, run 2 makes room */
+    char *j = status_when(t.d.sock, "dropped", 1);
+    cr_expect_eq(push_figure(j, "dropped"), 1, "%s", j);
+    cr_expect_eq(push_figure(j, "queued"), 65, "64 waiting and one in flight: %s", j);
+    free(j);
+    char *log = setup_stop(&t);
+    cr_expect(strstr(log, "run 2: its profile (") && strstr(log, " bytes) was dropped unpushed: "
+              "the push queue holds at most 64 profiles and 64 MiB\n"), "%s", log);
+    const char *first = strstr(log, "was dropped unpushed");
+    cr_expect(first && !strstr(first + 1, "was dropped unpushed"), "one drop: %s", log);
+    cr_expect(strstr(log, "run 66: its profile was not pushed"), "%s", log);
+    free(log);
+}
+
+/* argv's wait status, stderr in *err. */
+static int run_cmd(char *const argv[], char **err)
+{
+    char *out;
+    size_t len;
+    int st = jpt_capture_cmd(argv, &out, &len, err);
+    free(out);
+    return st;
+}
+
+Test(push, bad_push_flags_exit_2_naming_the_flag_and_the_value)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    char cap[600];
+    snprintf(cap, sizeof cap, "%s/c.jpcap", dir);
+    jpt_capfile_write(cap, JP_MODE_CPU, 1, 100);
+    static const struct {
+        const char *flag, *value, *label, *want;
+    } cases[] = {
+        {"--push", "ftp://x", NULL, "--push needs an http:// or https:// URL, not: ftp://x"},
+        {"--push", "ftp://ops:s3cr3tpw@x/", NULL, "not: ftp://***@x/"},
+        {"--push", "http://[::1", NULL, "--push is not a URL libcurl can use"},
+        {"--label", "bad-key=1", "http://127.0.0.1:1/ingest",
+         "--label KEY must match [A-Za-z_][A-Za-z0-9_]*, not: bad-key=1"},
+        {"--label", "program=x", "http://127.0.0.1:1/ingest",
+         "--label cannot set program, mode or host (the daemon sets them from the run), "
+         "not: program=x"},
+        {"--label", "k", "http://127.0.0.1:1/ingest", "--label needs KEY=VALUE, not: k"},
+        {"--label", "__name__=x", "http://127.0.0.1:1/ingest", "not: __name__=x"},
+        {"--label", "k=a,b", "http://127.0.0.1:1/ingest",
+         "--label VALUE must be non-empty UTF-8 without control characters, ',', '{', '}' or "
+         "'=', not: k=a,b"},
+        {"--label", "k=", "http://127.0.0.1:1/ingest", "not: k="},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int exp = 0; exp < 2; exp++) {
+            char *argv[12];
+            int n = 0;
+            argv[n++] = (char *)jpt_daemon_bin();
+            if (exp) {
+                argv[n++] = (char *)"export";
+                argv[n++] = cap;
+            } else {
+                argv[n++] = (char *)"serve";
+                argv[n++] = (char *)"--socket";
+                argv[n++] = sock;
+            }
+            if (cases[i].label) {
+                argv[n++] = (char *)"--push";
+                argv[n++] = (char *)cases[i].label;
+            }
+            argv[n++] = (char *)cases[i].flag;
+            argv[n++] = (char *)cases[i].value;
+            argv[n] = NULL;
+            char *err;
+            int st = run_cmd(argv, &err);
+            cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s %s %s: status %d: %s",
+                      argv[1], cases[i].flag, cases[i].value, st, err);
+            cr_expect(strstr(err, cases[i].want), "%s %s %s: %s", argv[1], cases[i].flag,
+                      cases[i].value, err);
+            cr_expect(!strstr(err, "s3cr3tpw"), "%s", err);
+            free(err);
+        }
+    }
+    /* once only, twice the same key, a label without a push, 17 labels */
+    char *twice[] = {(char *)jpt_daemon_bin(), (char *)"serve", (char *)"--socket", sock,
+                     (char *)"--push", (char *)"http://a/", (char *)"--push",
+                     (char *)"http://b/", NULL};
+    char *same[] = {(char *)jpt_daemon_bin(), (char *)"export", cap, (char *)"--push",
+                    (char *)"http://a/", (char *)"--label", (char *)"k=1", (char *)"--label",
+                    (char *)"k=2", NULL};
+    char *alone[] = {(char *)jpt_daemon_bin(), (char *)"serve", (char *)"--socket", sock,
+                     (char *)"--label", (char *)"k=1", NULL};
+    char *shaped[] = {(char *)jpt_daemon_bin(), (char *)"export", cap, (char *)"--push",
+                      (char *)"http://a/", (char *)"--format", (char *)"svg", NULL};
+    struct {
+        char **argv;
+        const char *want;
+    } more[] = {
+        {twice, "--push may be given once; again: http://b/"},
+        {same, "--label names the same KEY twice: k=2"},
+        {alone, "--label needs --push: k=1"},
+        {shaped, "--push sends the pprof export with its default value; it takes no --format"},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        char *err;
+        int st = run_cmd(more[i].argv, &err);
+        cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d: %s", st, err);
+        cr_expect(strstr(err, more[i].want), "%s", err);
+        free(err);
+    }
+    char *many[48] = {(char *)jpt_daemon_bin(), (char *)"serve", (char *)"--socket", sock,
+                      (char *)"--push", (char *)"http://a/"};
+    char labels[17][16];
+    int n = 6;
+    for (int i = 0; i < 17; i++) {
+        snprintf(labels[i], sizeof labels[i], "k%d=v", i);
+        many[n++] = (char *)"--label";
+        many[n++] = labels[i];
+    }
+    many[n] = NULL;
+    char *err;
+    int st = run_cmd(many, &err);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d: %s", st, err);
+    cr_expect(strstr(err, "--label may be given at most 16 times; once more: k16=v"), "%s", err);
+    free(err);
+    free(dir);
+}
+
+Test(push, export_push_exits_0_when_accepted_and_1_naming_the_status)
+{
+    static const int codes[] = {200, 404};
+    struct receiver *rx = receiver_start(codes, 2);
+    char *dir = jpt_tmpdir();
+    char cap[600];
+    snprintf(cap, sizeof cap, "%s/c.jpcap", dir);
+    jpt_capfile_write(cap, JP_MODE_MEMORY, 12, 800);
+    struct stat st;
+    cr_assert_eq(stat(cap, &st), 0);
+    char *url = url_of(rx, NULL);
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"export", cap, (char *)"--push", url,
+                    (char *)"--label", (char *)"team=core", NULL};
+    char *err;
+    int s = run_cmd(argv, &err);
+    cr_expect_eq(s, 0, "accepted: %s", err);
+    cr_expect(strstr(err, "pushed ") && strstr(err, " bytes of pprof) to http://127.0.0.1:"),
+              "%s", err);
+    free(err);
+    cr_assert_eq(receiver_count(rx), 1);
+    struct req *q = &rx->reqs[0];
+    cr_expect_str_eq(q->method, "POST");
+    cr_expect_str_eq(q->path, "/ingest");
+    char *name = query_get(q->query, "name");
+    char *from = query_get(q->query, "from"), *until = query_get(q->query, "until");
+    char want[512];
+    /* support.c's stream of seed 12 names src/mod5_0.jett its first project source */
+    snprintf(want, sizeof want, "mod5_0{program=src/mod5_0.jett,mode=memory,host=%s,"
+             "team=core}", host_name());
+    cr_expect_str_eq(name, want);
+    cr_expect_eq(atoll(until), (long long)st.st_mtime, "until: the capture's last write");
+    cr_expect(atoll(from) <= atoll(until));
+    size_t elen;
+    char *exported = export_pprof(cap, &elen);
+    cr_expect(q->len == elen && !memcmp(q->body, exported, elen), "the capture's pprof");
+    free(exported);
+    free(name), free(from), free(until);
+
+    s = run_cmd(argv, &err);
+    cr_expect(WIFEXITED(s) && WEXITSTATUS(s) == 1, "refused: status %d: %s", s, err);
+    cr_expect(strstr(err, "jettprofd export: --push http://127.0.0.1:"), "%s", err);
+    cr_expect(strstr(err, "/ingest: HTTP 404: scripted 4\n"), "%s", err);
+    free(err);
+    cr_expect_eq(receiver_count(rx), 2, "a 404 is not tried again");
+    receiver_stop(rx);
+    free(url);
+    free(dir);
+}
+
+Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
+{
+    static const int ok[] = {200};
+    const char *more[] = {"--label", "team=core", NULL};
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
+    /* '%' and '+' would be misread if sent raw, '#' and '?' would cut the URL; the runtime
+     * refuses control characters in a source path itself */
+    char *prog = write_file(t.dir, "we}i&rd,na=me \xc3\xa9%2C+x#?.jett", program_src);
+    jett_run(t.d.sock, prog, "--profile");
+    cr_assert(receiver_wait(t.rx, 1));
+    struct req *q = &t.rx->reqs[0];
+    /* on the wire: five parameters, every byte of them unreserved or %XX */
+    int params = 1;
+    for (const char *c = q->query; *c; c++) {
+        params += *c == '&';
+        cr_expect(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~%=&",
+                         *c), "raw %c in %s", *c, q->query);
+    }
+    cr_expect_eq(params, 5, "%s", q->query);
+    char *name = query_get(q->query, "name");
+    char want[512];
+    snprintf(want, sizeof want, "we_i_rd_na_me___2C_x__{program=we_i&rd_na_me \xc3\xa9%%2C+x#?"
+             ".jett,mode=cpu,host=%s,team=core}", host_name());
+    cr_expect_str_eq(name, want);
+    /* decoded, the set still splits into exactly its four labels */
+    const char *set = strchr(name, '{');
+    int commas = 0, eqs = 0;
+    for (const char *c = set; c && *c; c++)
+        commas += *c == ',', eqs += *c == '=';
+    cr_expect(commas == 3 && eqs == 4 && !strchr(set + 1, '{') && strchr(set, '}') ==
+              name + strlen(name) - 1, "%s", name);
+    free(name);
+    setup_stop(&t);
+    free(prog);
+}
