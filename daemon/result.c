@@ -43,8 +43,7 @@ static void render_exports(struct jpd_session *s, struct rendered_export *ex)
 
 /* serve --push: the run's pprof export with its default value, the bytes `jettprofd export
  * CAPTURE --format pprof` gives for the run's capture (a copy of the client's own pprof export
- * when it asked for one: the same bytes). Rendered with the client's exports, before the
- * RESULT goes; queued only after it (queue_push). */
+ * when it asked for one: the same bytes). Rendered and queued after the RESULT went. */
 static void render_push(struct jpd_session *s, const struct rendered_export *ex,
                         struct rendered_export *out)
 {
@@ -166,11 +165,6 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     memset(ex, 0, sizeof ex);
     if (r == 0 && deliver && !s->eof)
         render_exports(s, ex);
-    struct rendered_export px = {0};
-    if (r == 0 && s->d->push)
-        render_push(s, ex, &px);
-    jp_report_free(s->report);
-    s->report = NULL;
     (void)jp_engine_summary(s->eng, &sum);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
@@ -180,6 +174,8 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         jpd_log("run %llu: cannot render its profile (%s)", (unsigned long long)s->run_id,
                 strerror(-r));
         struct jpd_run_row row;
+        jp_report_free(s->report);
+        s->report = NULL;
         jpd_result_row(s, ending, &sum, "internal", 0, &row);
         ops->log_run(s->d, &row);
         jpd_push_render_failed(s->d->push, s->run_id, "the profile could not be rendered");
@@ -227,8 +223,14 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
          * process vanished lands there. */
         (void)jpd_write_all(STDERR_FILENO, out.human, out.human_len);
     }
-    if (s->d->push)
+    if (s->d->push) {
+        /* after the result went: the push's render never delays it */
+        struct rendered_export px = {0};
+        render_push(s, ex, &px);
         queue_push(s, &row, &px);
+    }
+    jp_report_free(s->report);
+    s->report = NULL;
     for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++)
         free(ex[f].data);
     jp_rendered_free(&out);

@@ -113,7 +113,10 @@ Test(killed, hundred_sigkilled_clients_leave_no_trace_but_their_profiles)
     long rss1 = jpt_rss_kib(d);
     cr_assert_eq(fds1, fds0, "fds grew from %d to %d", fds0, fds1);
     cr_assert_eq(count_memfd_maps(d), 0, "a ring is still mapped");
-    cr_assert_lt(rss1 - rss0, 1024, "RSS grew from %ld to %ld KiB", rss0, rss1);
+    /* A leak of one ring mapping (8192 slots, 256 KiB) or of a session's buffers per killed
+     * client would be tens of MiB over these 100; the allocator's own slack (and under ASan
+     * its quarantine of freed blocks) stays within a few. */
+    cr_assert_lt(rss1 - rss0, 4096, "RSS grew from %ld to %ld KiB", rss0, rss1);
     cr_assert_eq(jpt_count_lines(log, "\"status\":\"partial\""), 170);
 
     /* The lost run's profile is retrievable by its owner. */
