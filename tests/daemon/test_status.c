@@ -564,13 +564,22 @@ static char *show_toon(const char *sock, uint64_t run_id, uint32_t *code)
     return text;
 }
 
-Test(status, show_survives_a_restart_and_run_ids_go_on)
+/* A fresh directory with sock[600] and state[600] (made, 0700) in it, for a daemon started
+ * with --state-dir state. */
+static char *state_dir_daemon(char *sock, char *state)
 {
     char *dir = jpt_tmpdir();
-    char sock[600], state[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(state, sizeof state, "%s/state", dir);
+    cr_assert_not_null(dir);
+    snprintf(sock, 600, "%s/d.sock", dir);
+    snprintf(state, 600, "%s/state", dir);
     cr_assert_eq(mkdir(state, 0700), 0);
+    return dir;
+}
+
+Test(status, show_survives_a_restart_and_run_ids_go_on)
+{
+    char sock[600], state[600];
+    char *dir = state_dir_daemon(sock, state);
     const char *extra[] = {"--state-dir", state, NULL};
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
@@ -608,11 +617,8 @@ Test(status, show_survives_a_restart_and_run_ids_go_on)
  * run's program was told its id: after the restart no other run may get it. */
 Test(status, a_run_in_flight_when_the_daemon_died_keeps_its_id_to_itself)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], state[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(state, sizeof state, "%s/state", dir);
-    cr_assert_eq(mkdir(state, 0700), 0);
+    char *dir = state_dir_daemon(sock, state);
     const char *extra[] = {"--state-dir", state, NULL};
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
@@ -644,11 +650,8 @@ Test(status, a_run_in_flight_when_the_daemon_died_keeps_its_id_to_itself)
 
 Test(status, a_corrupt_state_file_is_skipped_and_named)
 {
-    char *dir = jpt_tmpdir();
     char sock[600], state[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(state, sizeof state, "%s/state", dir);
-    cr_assert_eq(mkdir(state, 0700), 0);
+    char *dir = state_dir_daemon(sock, state);
     const char *extra[] = {"--state-dir", state, NULL};
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
