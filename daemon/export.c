@@ -4,7 +4,8 @@
  * report, so its totals are the replayed profile's.
  *
  * export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
- *   V: samples (CPU), alloc_bytes (memory default), alloc_count, retained_bytes, peak_bytes.
+ *   V: samples (CPU), alloc_bytes (memory default), alloc_count, retained_bytes, peak_bytes,
+ *      retained_count.
  * export CAPTURE --push URL [--label K=V]...
  *   the pprof export (default value) sent as `serve --push` sends a run's (push.c), waiting
  *   for the answer: exit 0 once accepted, 1 naming the HTTP status or the transfer's error.
@@ -224,7 +225,8 @@ int jpd_cmd_export(int argc, char **argv)
                                              "svg, not", v);
             else if (!strcmp(a, "--value") && jp_export_value_parse(v, &o.value) < 0)
                 return usage_error("export", "--value must be samples, alloc_bytes, "
-                                             "alloc_count, retained_bytes or peak_bytes, not", v);
+                                             "alloc_count, retained_bytes, peak_bytes or "
+                                             "retained_count, not", v);
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("export", "unknown option", a);
         } else if (file) {
@@ -253,7 +255,8 @@ int jpd_cmd_export(int argc, char **argv)
     if (rc == -EINVAL) {
         fprintf(stderr, "jettprofd export: --value %s does not apply to %s: a %s capture has "
                         "%s\n", jp_export_value_name(o.value), file, cpu ? "CPU" : "memory",
-                cpu ? "samples only" : "alloc_bytes, alloc_count, retained_bytes, peak_bytes");
+                cpu ? "samples only"
+                    : "alloc_bytes, alloc_count, retained_bytes, peak_bytes, retained_count");
         return 1;
     }
     if (rc == -ENODATA) {

@@ -178,6 +178,7 @@ struct jp_engine {
     bool cpu_dirty; /* leaf counts changed since cpu_settle */
 
     uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t live_count; /* allocations tracked live (exact while live_exact) */
     uint64_t attributed_allocated, peak_epoch;
 
     struct jp_source *sources; uint32_t nsources, sources_cap; /* index 0 unused */

@@ -167,6 +167,9 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     }
     chain_live_add(e, chain, r->size, 0);
     total_live_add(e, r->size);
+    e->live_count++;
+    if (chain)
+        e->chains[chain - 1u].live_count++;
     return 0;
 }
 
@@ -255,8 +258,11 @@ int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     live_del(e, r->allocation_id, &ref);
     e->freed_bytes += size;
     e->live_bytes -= size;
+    e->live_count--;
     site_freed(e, creation, size);
     chain_live_add(e, creation, 0, size);
+    if (creation)
+        e->chains[creation - 1u].live_count--;
     return thread_note(e);
 }
 

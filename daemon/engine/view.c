@@ -31,6 +31,7 @@ static void fill_view(const struct jp_engine *e, struct jp_engine_view *v)
     v->allocated_bytes = e->allocated_bytes;
     v->freed_bytes = e->freed_bytes;
     v->live_bytes = e->live_bytes;
+    v->live_count = e->live_count;
     v->peak_bytes = e->peak_bytes;
     v->attributed_allocated = e->attributed_allocated;
     v->peak_epoch = e->peak_epoch;

@@ -64,7 +64,8 @@ struct jp_chain {
     uint32_t parent; /* chain index + 1, 0 for a root */
     uint32_t func;
     uint32_t depth;
-    uint32_t reserved;
+    uint32_t live_count; /* memory: allocations created with this chain still live (a live set
+                          * fits the retention budget, far below 2^32); 0 in CPU mode */
     union {
         struct {          /* CPU, settled from the node counts (cpu_settle) */
             uint64_t samples; /* jett samples whose stack passes through this chain's function
@@ -113,6 +114,7 @@ struct jp_engine_view {
 
     /* memory */
     uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
+    uint64_t live_count; /* allocations live now (retained at the end), while tracking is exact */
     uint64_t attributed_allocated; /* denominator: bytes charged to a site */
     uint64_t peak_epoch;
 

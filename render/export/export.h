@@ -9,7 +9,8 @@
  *           the engine's chain counts, export_stacks.c); unit: samples.
  *   memory  one stack per creation chain, valued by --value: alloc_bytes (default; initial and
  *           growth bytes), alloc_count, retained_bytes (live at the end), peak_bytes (live at
- *           the global peak); the last two only while live tracking is exact.
+ *           the global peak), retained_count (allocations live at the end); the last three
+ *           only while live tracking is exact.
  *   Figures of the run's totals that no chain holds (a stack the budget refused to keep, an
  *   event without a stack) become one stack of the single frame `<unattributed>`, so the
  *   stacks always add up to the report's total for the value.
@@ -32,7 +33,8 @@
     X(ALLOC_BYTES, "alloc_bytes", JP_MODE_MEMORY, "bytes")                                        \
     X(ALLOC_COUNT, "alloc_count", JP_MODE_MEMORY, "allocations")                                  \
     X(RETAINED_BYTES, "retained_bytes", JP_MODE_MEMORY, "bytes")                                  \
-    X(PEAK_BYTES, "peak_bytes", JP_MODE_MEMORY, "bytes")
+    X(PEAK_BYTES, "peak_bytes", JP_MODE_MEMORY, "bytes")                                          \
+    X(RETAINED_COUNT, "retained_count", JP_MODE_MEMORY, "allocations")
 enum {
 #define JP_X(n, w, m, u) JP_XVAL_##n,
     JP_EXPORT_VALUES(JP_X)

@@ -90,14 +90,16 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
     /* memory: every creation chain holds its own figures (struct jp_chain) */
     for (uint32_t c = 0; c < v->nchains; c++) {
         const struct jp_chain *ch = &v->chains[c];
-        vals[c] = value == JP_XVAL_ALLOC_BYTES   ? ch->allocated
-                  : value == JP_XVAL_ALLOC_COUNT ? ch->count
+        vals[c] = value == JP_XVAL_ALLOC_BYTES      ? ch->allocated
+                  : value == JP_XVAL_ALLOC_COUNT    ? ch->count
                   : value == JP_XVAL_RETAINED_BYTES ? ch->live
+                  : value == JP_XVAL_RETAINED_COUNT ? ch->live_count
                                                     : jp_chain_live_at_peak(ch, v->peak_epoch);
     }
-    *total = value == JP_XVAL_ALLOC_BYTES   ? v->allocated_bytes
-             : value == JP_XVAL_ALLOC_COUNT ? v->allocation_count
+    *total = value == JP_XVAL_ALLOC_BYTES      ? v->allocated_bytes
+             : value == JP_XVAL_ALLOC_COUNT    ? v->allocation_count
              : value == JP_XVAL_RETAINED_BYTES ? v->live_bytes
+             : value == JP_XVAL_RETAINED_COUNT ? v->live_count
                                                : v->peak_bytes;
     return 0;
 }
@@ -115,7 +117,8 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
         value = v->mode == JP_MODE_CPU ? JP_XVAL_SAMPLES : JP_XVAL_ALLOC_BYTES;
     if (value >= JP_XVAL_COUNT || values[value].mode != v->mode)
         return -EINVAL;
-    if ((value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_PEAK_BYTES) && !r->live_exact)
+    if ((value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_PEAK_BYTES ||
+         value == JP_XVAL_RETAINED_COUNT) && !r->live_exact)
         return -ENODATA;
     uint32_t cap = v->nchains + 1u;
     uint64_t *vals = calloc(cap, sizeof *vals);

@@ -1,8 +1,9 @@
 /* pprof: the profile.proto message (profile.proto here, compiled by protoc-c at build time),
  * gzip-compressed, with Go's sample-type names so pprof backends read it unconfigured:
  *   CPU     samples/count and cpu/nanoseconds (samples x the period of the requested rate);
- *   memory  alloc_objects/count, alloc_space/bytes, and inuse_space/bytes (bytes retained at
- *           the end) while live tracking is exact.
+ *   memory  alloc_objects/count, alloc_space/bytes, and inuse_objects/count and
+ *           inuse_space/bytes (allocations and bytes retained at the end) while live tracking
+ *           is exact.
  * One function and one location per frame (its declaration line; the engine keeps no call
  * line per chain), ids from 1 in the order the frames first appear in the stacks;
  * string_table[0] is "". Samples list their locations leaf first, as the format wants. No
@@ -22,7 +23,7 @@ typedef Jettprof__Pprof__Location pb_location;
 typedef Jettprof__Pprof__Line pb_line;
 typedef Jettprof__Pprof__Function pb_function;
 
-#define MAX_TYPES 3u
+#define MAX_TYPES 4u
 
 struct strtab {
     char **s;
@@ -132,6 +133,7 @@ static int types_build(const struct xprof *p, struct types *t)
     static const struct { uint32_t value; const char *name, *unit; } mem[] = {
         {JP_XVAL_ALLOC_COUNT, "alloc_objects", "count"},
         {JP_XVAL_ALLOC_BYTES, "alloc_space", "bytes"},
+        {JP_XVAL_RETAINED_COUNT, "inuse_objects", "count"},
         {JP_XVAL_RETAINED_BYTES, "inuse_space", "bytes"},
     };
     for (uint32_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {

@@ -557,7 +557,7 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
         char *types = go_pprof_types(dir, q->body, q->len);
         cr_expect_str_eq(types, cpu ? "samples/count cpu/nanoseconds[dflt]"
                                     : "alloc_objects/count alloc_space/bytes[dflt] "
-                                      "inuse_space/bytes");
+                                      "inuse_objects/count inuse_space/bytes");
         free(types);
         free(exported);
         free(cap);

@@ -16,6 +16,7 @@ enum { NFRAMES = 6, NNODES = 48, MAXLIVE = 4000, OPS = 30000, MAXCH = NNODES };
 struct m_chain {
     uint32_t path[NNODES], depth; /* frame ids root..site */
     uint64_t allocated, count, live, at_peak;
+    uint32_t live_count;
 };
 struct m_site {
     uint64_t allocated, count, live, freed, resizes, at_peak;
@@ -147,6 +148,7 @@ Test(chains, memory_chain_figures_match_a_model_and_sum_to_their_sites)
                 c->allocated += size;
                 c->count++;
                 c->live += size;
+                c->live_count++;
                 s->allocated += size;
                 s->count++;
                 s->live += size;
@@ -185,6 +187,7 @@ Test(chains, memory_chain_figures_match_a_model_and_sum_to_their_sites)
                 struct m_chain *cc = &mch[made[i] - 1u];
                 struct m_site *cs = &msite[cc->path[cc->depth - 1u]];
                 cc->live -= sizes[i];
+                cc->live_count--;
                 cs->live -= sizes[i];
                 cs->freed += sizes[i];
             }
@@ -205,6 +208,7 @@ Test(chains, memory_chain_figures_match_a_model_and_sum_to_their_sites)
     cr_assert_eq(v.violations, 0);
     cr_assert(jp_view_live_exact(&v));
     cr_assert_eq(v.peak_bytes, peak);
+    cr_assert_eq(v.live_count, nlive, "allocations live at the end");
     /* every chain against the model; every model chain with figures found */
     uint32_t matched = 0, with_figures = 0;
     for (uint32_t i = 0; i < nmch; i++)
@@ -220,6 +224,7 @@ Test(chains, memory_chain_figures_match_a_model_and_sum_to_their_sites)
         cr_assert_eq(c->allocated, mch[m].allocated, "chain %u allocated", ci);
         cr_assert_eq(c->count, mch[m].count, "chain %u count", ci);
         cr_assert_eq(c->live, mch[m].live, "chain %u live", ci);
+        cr_assert_eq(c->live_count, mch[m].live_count, "chain %u live count", ci);
         cr_assert_eq(jp_chain_live_at_peak(c, v.peak_epoch), mch[m].at_peak,
                      "chain %u live at peak", ci);
         matched += any;

@@ -226,14 +226,22 @@ Test(export, pprof_memory_totals_equal_the_profile_by_go_tool_pprof)
     char *dir = memory_capture();
     size_t len;
     free(export_to(dir, "pprof", NULL, "mem.pb.gz", &len));
-    uint64_t sums[3];
+    uint64_t sums[4];
     char types[128];
-    pprof_sums(dir, "mem.pb.gz", sums, 3, types, sizeof types);
-    cr_expect_str_eq(types, "alloc_objects/count alloc_space/bytes[dflt] inuse_space/bytes");
+    pprof_sums(dir, "mem.pb.gz", sums, 4, types, sizeof types);
+    cr_expect_str_eq(types, "alloc_objects/count alloc_space/bytes[dflt] inuse_objects/count "
+                            "inuse_space/bytes");
     cr_expect_eq(sums[0], toon_total(dir, "allocation_count"));
     cr_expect_eq(sums[1], toon_total(dir, "allocated_bytes"));
-    cr_expect_eq(sums[2], toon_total(dir, "retained_bytes"));
-    cr_expect_gt(sums[2], 0, "the example retains its cache");
+    cr_expect_eq(sums[3], toon_total(dir, "retained_bytes"));
+    cr_expect_gt(sums[3], 0, "the example retains its cache");
+    /* in-use objects: what folded's retained_count says, some of the allocations, not all */
+    size_t flen, lines;
+    char *f = export_to(dir, "folded", "retained_count", "mem.count.folded", &flen);
+    cr_expect_eq(sums[2], folded_sum(f, &lines), "%s", f);
+    free(f);
+    cr_expect(sums[2] > 0 && sums[2] < sums[0], "%llu of %llu allocations in use",
+              (unsigned long long)sums[2], (unsigned long long)sums[0]);
     jtt_rmtree(dir);
     free(dir);
 }
