@@ -124,6 +124,9 @@ Test(stacks, memory_values_are_each_creation_chains_figures)
     f = folded(e, JP_XVAL_PEAK_BYTES);
     cr_expect_str_eq(f, "main 40\nmain;build 61\n", "the peak is 40 + 61 (above the first 100)");
     free(f);
+    f = folded(e, JP_XVAL_RETAINED_COUNT);
+    cr_expect_str_eq(f, "main 1\nmain;build 1\n", "allocations 2 and 4 stay live (4 has no bytes)");
+    free(f);
     jp_engine_free(e);
 }
 
