@@ -6,5 +6,8 @@
 #include "common/buf.h"
 
 void jp_json_str(struct jp_buf *b, const char *s);
+/* data[n] as a JSON string of its standard base64 (RFC 4648, padded): protobuf's JSON form of
+ * a bytes field. */
+void jp_json_base64(struct jp_buf *b, const void *data, size_t n);
 
 #endif

@@ -28,6 +28,21 @@
  *   operator's --label values are refused at the command line when they hold any of those.
  *   A run without a program (no project source) has APP "jett" and no program label.
  *
+ * Parca: a URL whose path ends in /profiles/writeraw is Parca's WriteRaw as its HTTP gateway
+ * serves it (parca.profilestore.v1alpha1.ProfileStoreService, `post: "/profiles/writeraw"`,
+ * body "*"), so the request is instead
+ *
+ *   POST URL   Content-Type: application/json
+ *   {"series":[{"labels":{"labels":[{"name":"__name__","value":"jett_cpu"|"jett_memory"},
+ *     {"name":"program","value":P},{"name":"mode","value":M},{"name":"host","value":H},
+ *     {"name":K,"value":V}...]},"samples":[{"rawProfile":BASE64}]}],"normalized":true}
+ *
+ *   the protobuf JSON form of a WriteRawRequest (bytes as base64), the pprof the same bytes as
+ *   above; `normalized`: the profile has no addresses to normalise. Label names are the
+ *   Prometheus kind, which --label's keys already are; values are the same as Pyroscope's
+ *   (the run's cleaned as described above), as JSON strings. Parca's time comes from the
+ *   profile, so no from/until is sent.
+ *
  * Delivery: an attempt succeeds on a 2xx status. What another try may mend (no connection, a
  * timeout, 408, 429, 5xx) is tried again up to JPD_PUSH_ATTEMPTS in all, after
  * jpd_push_backoff_ms and then twice that; any other status (a redirect, another 4xx) fails at
@@ -122,12 +137,19 @@ int jpd_push_opt(struct jpd_push_opts *o, const char *flag, const char *v, char 
             return -ENOMEM;
         }
         CURLUcode c = curl_url_set(u, CURLUPART_URL, v, 0);
+        char *path = NULL;
+        if (c == CURLUE_OK)
+            c = curl_url_get(u, CURLUPART_PATH, &path, 0);
         curl_url_cleanup(u);
         if (c != CURLUE_OK) {
             snprintf(why, cap, "--push is not a URL libcurl can use (%s): %s",
                      curl_url_strerror(c), shown);
-            return -EINVAL;
+            return c == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
         }
+        static const char parca_path[] = "/profiles/writeraw";
+        size_t pl = strlen(path), ql = sizeof parca_path - 1u;
+        o->parca = pl >= ql && !strcmp(path + pl - ql, parca_path);
+        curl_free(path);
         o->url = v;
         return 0;
     }
@@ -221,6 +243,8 @@ static void put_app(struct jp_buf *b, const char *program)
 int jpd_push_url(const struct jpd_push_opts *o, const char *host, const struct jpd_push_meta *m,
                  char **out)
 {
+    if (o->parca)
+        return (*out = strdup(o->url)) ? 0 : -ENOMEM;
     const char *program = m->program ? m->program : "";
     const char *mode = jp_mode_name(m->mode);
     int64_t until = m->until_s, from = m->from_s > 0 && m->from_s < until ? m->from_s : until;
@@ -269,7 +293,62 @@ int jpd_push_url(const struct jpd_push_opts *o, const char *host, const struct j
     return r;
 }
 
+/* One {"name":..,"value":..} of Parca's label set; value cleaned as a run's when run. */
+static void parca_label(struct jp_buf *b, const char *name, size_t nlen, const char *value,
+                        int run)
+{
+    struct jp_buf v = {0};
+    if (run)
+        put_run_value(&v, value);
+    else
+        jp_buf_puts(&v, value);
+    JP_BUF_LIT(b, ",{\"name\":\"");
+    jp_buf_put(b, name, nlen);
+    JP_BUF_LIT(b, "\",\"value\":");
+    jp_json_str(b, v.p ? v.p : "");
+    JP_BUF_LIT(b, "}");
+    b->failed |= v.failed;
+    jp_buf_free(&v);
+}
+
+int jpd_push_body(const struct jpd_push_opts *o, const char *host, const struct jpd_push_meta *m,
+                  const void *pprof, size_t len, char **out, size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    if (!o->parca)
+        return 0;
+    const char *program = m->program ? m->program : "";
+    const char *mode = jp_mode_name(m->mode);
+    struct jp_buf b = {0};
+    jp_buf_printf(&b, "{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\","
+                  "\"value\":\"jett_%s\"}", mode ? mode : "unknown");
+    if (program[0])
+        parca_label(&b, "program", 7, program, 1);
+    parca_label(&b, "mode", 4, mode ? mode : "unknown", 0);
+    parca_label(&b, "host", 4, host, 1);
+    for (uint32_t i = 0; i < o->nlabels; i++) {
+        const char *eq = strchr(o->labels[i], '='); /* checked at the command line */
+        parca_label(&b, o->labels[i], (size_t)(eq - o->labels[i]), eq + 1, 0);
+    }
+    JP_BUF_LIT(&b, "]},\"samples\":[{\"rawProfile\":");
+    jp_json_base64(&b, pprof, len);
+    JP_BUF_LIT(&b, "}]}],\"normalized\":true}");
+    if (b.failed) {
+        jp_buf_free(&b);
+        return -ENOMEM;
+    }
+    *out = b.p;
+    *out_len = b.len;
+    return 0;
+}
+
 /* ---- sending ---- */
+
+static const char *content_type(const struct jpd_push_opts *o)
+{
+    return o->parca ? "Content-Type: application/json" : "Content-Type: application/octet-stream";
+}
 
 struct push_item {
     struct push_item *next;
@@ -277,6 +356,7 @@ struct push_item {
     char *url;
     char *body;
     size_t len;
+    const char *ctype; /* its Content-Type header line */
 };
 
 struct jpd_push {
@@ -429,7 +509,7 @@ static int attempt(struct jpd_push *p, const struct push_item *it, char *why, si
 {
     CURL *h = p->h;
     curl_easy_reset(h); /* keeps the connection and DNS caches */
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/octet-stream");
+    struct curl_slist *hdr = curl_slist_append(NULL, it->ctype);
     /* no "Expect: 100-continue": the body goes at once, with no wait on a server that
      * never says 100 */
     struct curl_slist *more = hdr ? curl_slist_append(hdr, "Expect:") : NULL;
@@ -587,16 +667,28 @@ void jpd_push_queue(struct jpd_push *p, uint64_t run_id, const struct jpd_push_m
         return;
     }
     struct push_item *it = calloc(1, sizeof *it);
+    char *json = NULL;
+    size_t jlen = 0;
     int r = it ? jpd_push_url(p->o, p->host, m, &it->url) : -ENOMEM;
+    if (r == 0)
+        r = jpd_push_body(p->o, p->host, m, body, len, &json, &jlen);
     if (r < 0) {
+        if (it)
+            free(it->url);
         free(it);
         free(body);
         jpd_push_render_failed(p, run_id, "out of memory");
         return;
     }
+    if (json) { /* Parca: the JSON request carries the profile */
+        free(body);
+        body = json;
+        len = jlen;
+    }
     snprintf(it->who, sizeof it->who, "run %llu", (unsigned long long)run_id);
     it->body = body;
     it->len = len;
+    it->ctype = content_type(p->o);
     struct push_item *gone = NULL;
     pthread_mutex_lock(&p->mu);
     if (p->stopping) {
@@ -720,13 +812,22 @@ int jpd_push_now(const struct jpd_push_opts *o, const struct jpd_push_meta *m,
         snprintf(why, cap, "out of memory");
         return r;
     }
-    struct push_item it = {.body = (char *)body, .len = len};
+    struct push_item it = {.body = (char *)body, .len = len, .ctype = content_type(o)};
     snprintf(it.who, sizeof it.who, "export");
+    char *json = NULL;
+    size_t jlen = 0;
     r = jpd_push_url(o, p->host, m, &it.url);
+    if (r == 0)
+        r = jpd_push_body(o, p->host, m, body, len, &json, &jlen);
+    if (json) {
+        it.body = json;
+        it.len = jlen;
+    }
     if (r < 0)
         snprintf(why, cap, "out of memory");
     else
         r = deliver(p, &it, why, cap);
+    free(json);
     free(it.url);
     push_free(p);
     return r;

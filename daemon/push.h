@@ -27,6 +27,7 @@ extern uint32_t jpd_push_backoff_ms, jpd_push_timeout_ms, jpd_push_grace_ms;
 /* What the command line asked for. The strings are the caller's (argv). */
 struct jpd_push_opts {
     const char *url;                         /* --push; NULL: no push */
+    int parca;                               /* the URL's path ends in /profiles/writeraw */
     const char *labels[JPD_PUSH_MAX_LABELS]; /* --label k=v, in the order given */
     uint32_t nlabels;
 };
@@ -53,10 +54,16 @@ struct jpd_push_meta {
 };
 
 /* The request's URL for a profile (malloc'ed in *out): o->url (its path /ingest when it has
- * none) with name, from, until, format and spyName added to its query. host: the host label.
- * 0 or -ENOMEM. */
+ * none) with name, from, until, format and spyName added to its query; for Parca o->url as it
+ * is. host: the host label. 0 or -ENOMEM. */
 int jpd_push_url(const struct jpd_push_opts *o, const char *host, const struct jpd_push_meta *m,
                  char **out);
+
+/* The request's body for a profile's pprof bytes: for Pyroscope the bytes themselves (*out
+ * NULL: send pprof as it is); for Parca, the JSON of its WriteRawRequest (malloc'ed in *out,
+ * *out_len bytes). 0 or -ENOMEM. */
+int jpd_push_body(const struct jpd_push_opts *o, const char *host, const struct jpd_push_meta *m,
+                  const void *pprof, size_t len, char **out, size_t *out_len);
 
 /* The one libcurl initialisation of the process, before any thread starts. 0 or -ENOMEM. */
 int jpd_push_global_init(void);

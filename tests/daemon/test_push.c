@@ -929,3 +929,93 @@ Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
     setup_stop(&t);
     free(prog);
 }
+
+/* The rawProfile of a Parca WriteRaw JSON body whose text up to the profile is want_head,
+ * decoded (by coreutils' base64, not by the code under test); its length in *len. */
+static char *parca_profile(const char *dir, const struct req *q, const char *want_head,
+                           size_t *len)
+{
+    static const char tail[] = "\"}]}],\"normalized\":true}";
+    size_t hl = strlen(want_head), tl = sizeof tail - 1u;
+    cr_assert(q->len > hl + tl, "a short body: %.*s", (int)q->len, q->body);
+    cr_assert(!memcmp(q->body, want_head, hl), "the body starts\n%.*s\nnot\n%s",
+              (int)(hl < q->len ? hl : q->len), q->body, want_head);
+    cr_assert(!memcmp(q->body + q->len - tl, tail, tl), "the body ends %.*s", (int)tl,
+              q->body + q->len - tl);
+    char *b64 = write_file(dir, "raw.b64", "");
+    FILE *f = fopen(b64, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(q->body + hl, 1, q->len - hl - tl, f), q->len - hl - tl);
+    cr_assert_eq(fclose(f), 0);
+    char *argv[] = {(char *)"/usr/bin/base64", (char *)"-d", b64, NULL};
+    char *out, *err;
+    int st = jpt_capture_cmd(argv, &out, len, &err);
+    cr_assert_eq(st, 0, "base64 -d: %s", err);
+    free(err);
+    free(b64);
+    return out;
+}
+
+/* A URL whose path is Parca's /profiles/writeraw gets WriteRaw's JSON instead: the labels as a
+ * label set (__name__ from the mode), the same pprof as base64; from serve and from export. */
+Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
+{
+    static const int ok[] = {200};
+    struct receiver *rx = receiver_start(ok, 1);
+    char *dir = jpt_tmpdir();
+    char caps[600];
+    snprintf(caps, sizeof caps, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/profiles/writeraw", rx->port);
+    const char *more[] = {"--capture-dir", caps, "--label", "team=core", NULL};
+    struct pushd d;
+    pushd_start(&d, dir, url, more, 0);
+    char *prog = write_file(dir, "main.jett", program_src);
+    jett_run(d.sock, prog, "--profile");
+    cr_assert(receiver_wait(rx, 1), "one push, got %d", receiver_count(rx));
+    char *j = status_when(d.sock, "pushed", 1);
+    free(j);
+    pushd_stop(&d);
+
+    const struct req *q = &rx->reqs[0];
+    cr_expect_str_eq(q->method, "POST");
+    cr_expect_str_eq(q->path, "/profiles/writeraw");
+    cr_expect_str_eq(q->query, "", "no Pyroscope query");
+    cr_expect_str_eq(q->ctype, "application/json");
+    char head[1024];
+    snprintf(head, sizeof head,
+             "{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":"
+             "\"jett_cpu\"},{\"name\":\"program\",\"value\":\"main.jett\"},{\"name\":\"mode\","
+             "\"value\":\"cpu\"},{\"name\":\"host\",\"value\":\"%s\"},{\"name\":\"team\","
+             "\"value\":\"core\"}]},\"samples\":[{\"rawProfile\":\"", host_name());
+    size_t plen, elen;
+    char *pprof = parca_profile(dir, q, head, &plen);
+    char *cap = capture_of_run(caps, 1);
+    char *exported = export_pprof(cap, &elen);
+    cr_expect(plen == elen && !memcmp(pprof, exported, elen),
+              "rawProfile is the capture's pprof export (%zu, %zu bytes)", plen, elen);
+    char *types = go_pprof_types(dir, pprof, plen);
+    cr_expect_str_eq(types, "samples/count cpu/nanoseconds[dflt]");
+    free(types);
+    free(pprof);
+
+    /* export --push to the same kind of URL sends the same request */
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"export", cap, (char *)"--push", url,
+                    (char *)"--label", (char *)"team=core", NULL};
+    char *err;
+    int s = run_cmd(argv, &err);
+    cr_expect_eq(s, 0, "accepted: %s", err);
+    free(err);
+    cr_assert_eq(receiver_count(rx), 2);
+    q = &rx->reqs[1];
+    cr_expect_str_eq(q->path, "/profiles/writeraw");
+    pprof = parca_profile(dir, q, head, &plen);
+    cr_expect(plen == elen && !memcmp(pprof, exported, elen), "export --push: the same pprof");
+    free(pprof);
+    free(exported);
+    free(cap);
+    receiver_stop(rx);
+    free(prog);
+    free(dir);
+}
