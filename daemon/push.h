@@ -65,6 +65,9 @@ int jpd_push_url(const struct jpd_push_opts *o, const char *host, const struct j
 int jpd_push_body(const struct jpd_push_opts *o, const char *host, const struct jpd_push_meta *m,
                   const void *pprof, size_t len, char **out, size_t *out_len);
 
+/* The request's Content-Type header line. */
+const char *jpd_push_content_type(const struct jpd_push_opts *o);
+
 /* The one libcurl initialisation of the process, before any thread starts. 0 or -ENOMEM. */
 int jpd_push_global_init(void);
 void jpd_push_global_cleanup(void);
