@@ -490,16 +490,24 @@ static char *setup_stop(struct setup *t)
     return log;
 }
 
+/* A fresh directory with caps[600] (made) in it, for --capture-dir. */
+static char *dir_with_captures(char *caps)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    snprintf(caps, 600, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    return dir;
+}
+
 /* ---- the cases ---- */
 
 Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
 {
     static const int ok[] = {200};
     struct receiver *rx = receiver_start(ok, 1);
-    char *dir = jpt_tmpdir();
     char caps[600];
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = dir_with_captures(caps);
     char *url = url_of(rx, NULL);
     const char *more[] = {"--capture-dir", caps, "--label", "team=core", "--label", "env=ci",
                           NULL};
@@ -962,10 +970,8 @@ Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
 {
     static const int ok[] = {200};
     struct receiver *rx = receiver_start(ok, 1);
-    char *dir = jpt_tmpdir();
     char caps[600];
-    snprintf(caps, sizeof caps, "%s/caps", dir);
-    cr_assert_eq(mkdir(caps, 0700), 0);
+    char *dir = dir_with_captures(caps);
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/profiles/writeraw", rx->port);
     const char *more[] = {"--capture-dir", caps, "--label", "team=core", NULL};
