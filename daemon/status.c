@@ -270,40 +270,39 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
     prom_family(b, "jettprofd_live_runs_hidden", "gauge",
                 "Runs in flight of other users, not listed for this caller.");
     jp_buf_printf(b, "jettprofd_live_runs_hidden %u\n", (unsigned)hidden);
-    static const char *const per_run[7][2] = {
-        {"jettprofd_run_age_seconds", "Seconds since the run started."},
-        {"jettprofd_run_records", "Records fed to the run's engine so far."},
-        {"jettprofd_run_records_per_second", "Records per second over the run's age."},
-        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain."},
-        {"jettprofd_run_producer_waits", "Times the daemon woke the run's producer waiting for room."},
-        {"jettprofd_run_producer_wait_seconds", "Time the run's program waited for ring room."},
-        {"jettprofd_run_lost_records", "Records the run's producer could not push."},
+    /* each per-run gauge: its name, help, and the decimals of its value (a fixed-point figure:
+     * milliseconds, per mille, nanoseconds shown in seconds or as a ratio) */
+    static const struct {
+        const char *name, *help;
+        unsigned decimals;
+    } per_run[] = {
+        {"jettprofd_run_age_seconds", "Seconds since the run started.", 3},
+        {"jettprofd_run_records", "Records fed to the run's engine so far.", 0},
+        {"jettprofd_run_records_per_second", "Records per second over the run's age.", 0},
+        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain.", 3},
+        {"jettprofd_run_producer_waits",
+         "Times the daemon woke the run's producer waiting for room.", 0},
+        {"jettprofd_run_producer_wait_seconds", "Time the run's program waited for ring room.",
+         9},
+        {"jettprofd_run_lost_records", "Records the run's producer could not push.", 0},
     };
-    for (int f = 0; f < 7; f++) {
-        if (!nv)
-            break;
-        prom_family(b, per_run[f][0], "gauge", per_run[f][1]);
+    for (size_t f = 0; nv && f < sizeof per_run / sizeof per_run[0]; f++) {
+        prom_family(b, per_run[f].name, "gauge", per_run[f].help);
         for (uint32_t i = 0; i < nv; i++) {
-            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f][0],
-                          (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
-                          mode_word(v[i].mode));
-            if (f == 0)
-                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(v[i].age_ms / 1000u),
-                              (unsigned long long)(v[i].age_ms % 1000u));
-            else if (f == 1)
-                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].records);
-            else if (f == 2)
-                jp_buf_printf(b, "%llu\n", (unsigned long long)rate(&v[i]));
-            else if (f == 3)
-                jp_buf_printf(b, "%llu.%03llu\n", (unsigned long long)(fill_pm(&v[i]) / 1000u),
-                              (unsigned long long)(fill_pm(&v[i]) % 1000u));
-            else if (f == 4)
-                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].waits);
-            else if (f == 5)
-                jp_buf_printf(b, "%llu.%09llu\n", (unsigned long long)(v[i].wait_ns / 1000000000u),
-                              (unsigned long long)(v[i].wait_ns % 1000000000u));
+            const struct snap *r = &v[i];
+            const uint64_t fig[] = {r->age_ms, r->records, rate(r), fill_pm(r), r->waits,
+                                    r->wait_ns, r->lost};
+            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f].name,
+                          (unsigned long long)r->run_id, (unsigned long)r->uid,
+                          mode_word(r->mode));
+            uint64_t unit = 1;
+            for (unsigned k = 0; k < per_run[f].decimals; k++)
+                unit *= 10u;
+            if (per_run[f].decimals)
+                jp_buf_printf(b, "%llu.%0*llu\n", (unsigned long long)(fig[f] / unit),
+                              (int)per_run[f].decimals, (unsigned long long)(fig[f] % unit));
             else
-                jp_buf_printf(b, "%llu\n", (unsigned long long)v[i].lost);
+                jp_buf_printf(b, "%llu\n", (unsigned long long)fig[f]);
         }
     }
 }
