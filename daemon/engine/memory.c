@@ -61,9 +61,11 @@ static int live_lost(struct jp_engine *e, int rc)
     return 0;
 }
 
-/* Live bytes change only through here, per creation chain (index + 1, 0: none), so the
- * chain takes its peak snapshot first (the site's live figures are its chains' sums). */
-static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub)
+/* Live bytes (and, by objs, live allocations) change only through here, per creation chain
+ * (index + 1, 0: none), so the chain takes its peak snapshot first (the site's live figures
+ * are its chains' sums). */
+static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
+                                  int objs)
 {
     if (!chain)
         return;
@@ -73,6 +75,7 @@ static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t 
         c->stamp = e->peak_epoch;
     }
     c->live = c->live + add - sub;
+    c->live_count += (uint32_t)objs;
 }
 
 static inline void total_live_add(struct jp_engine *e, uint64_t add)
@@ -165,11 +168,9 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         ovf_release(e, val);
         return live_lost(e, rc);
     }
-    chain_live_add(e, chain, r->size, 0);
+    chain_live_add(e, chain, r->size, 0, 1);
     total_live_add(e, r->size);
     e->live_count++;
-    if (chain)
-        e->chains[chain - 1u].live_count++;
     return 0;
 }
 
@@ -222,10 +223,10 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     }
     ovf_release(e, oval);
     if (r->new_size >= r->old_size) {
-        chain_live_add(e, creation, r->new_size - r->old_size, 0);
+        chain_live_add(e, creation, r->new_size - r->old_size, 0, 0);
         total_live_add(e, r->new_size - r->old_size);
     } else {
-        chain_live_add(e, creation, 0, r->old_size - r->new_size);
+        chain_live_add(e, creation, 0, r->old_size - r->new_size, 0);
         e->live_bytes -= r->old_size - r->new_size;
     }
     return 0;
@@ -260,9 +261,7 @@ int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     e->live_bytes -= size;
     e->live_count--;
     site_freed(e, creation, size);
-    chain_live_add(e, creation, 0, size);
-    if (creation)
-        e->chains[creation - 1u].live_count--;
+    chain_live_add(e, creation, 0, size, -1);
     return thread_note(e);
 }
 
