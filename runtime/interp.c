@@ -574,11 +574,26 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
     }
 }
 
+const uint32_t jt_no_pending = 0;
+
+bool jt_safe_point_slow(struct jt_vm *vm)
+{
+    if (vm->pt)
+        jettprof_poll(vm->pt, vm->pw);
+    if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0) {
+        if (vm->ctl != CTL_ERROR)
+            vm->ctl = CTL_INTERRUPT;
+        return false;
+    }
+    return true;
+}
+
 void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt)
 {
     memset(vm, 0, sizeof *vm);
     vm->prog = prog;
     vm->interrupt = interrupt;
+    vm->pw = &jt_no_pending;
     vm->globals = jt_xcalloc(prog->nglobals ? prog->nglobals : 1, sizeof(jv));
     vm->stack = jt_xmalloc(sizeof(jv) * JT_STACK_SLOTS);
 }

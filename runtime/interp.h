@@ -25,7 +25,7 @@ struct jt_vm {
     jv retv;
     const struct jt_fn *fn;     /* running function (for error locations) */
     uint32_t line, col;         /* current statement */
-    /* profiling: both NULL when not profiled */
+    /* profiling: pt NULL and pw &jt_no_pending when not profiled */
     struct jettprof_thread *pt;
     const uint32_t *pw;
     struct jettprof_fast *pf;      /* pt's inline enter/leave, while jt_vm_run runs (or NULL) */
@@ -61,16 +61,19 @@ static inline jv mk_bool(bool b)
     return (jv){.k = JV_BOOL, .u.i = b};
 }
 
-/* The safe point: acknowledge a pending profiler tick, then honour an interrupt. */
+/* The safe point: acknowledge a pending profiler tick, then honour an interrupt. Statements,
+ * calls, returns and loop back-edges all pass here, so the common case (nothing pending, no
+ * interrupt) is one branch on both words together: pw is the profiler's pending word, or
+ * jt_no_pending (always 0) when the run is not profiled, and a profiled safe point costs one
+ * load and an OR more than an unprofiled one. */
+extern const uint32_t jt_no_pending;
+bool jt_safe_point_slow(struct jt_vm *vm);
 static inline bool jt_safe_point(struct jt_vm *vm)
 {
-    if (vm->pw)
-        jettprof_poll(vm->pt, vm->pw);
-    if (__builtin_expect(__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0, 0)) {
-        if (vm->ctl != CTL_ERROR)
-            vm->ctl = CTL_INTERRUPT;
-        return false;
-    }
+    if (__builtin_expect((__atomic_load_n(vm->pw, __ATOMIC_RELAXED) |
+                          (uint32_t)__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED)) != 0,
+                         0))
+        return jt_safe_point_slow(vm);
     return true;
 }
 

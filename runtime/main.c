@@ -219,7 +219,7 @@ static void *runtime_main(void *arg)
         R->vm.heap.pt = NULL;
         R->vm.stmt_pos = NULL;
         R->vm.pt = NULL;
-        R->vm.pw = NULL;
+        R->vm.pw = &jt_no_pending;
         jettprof_thread_unregister(t);
     }
     return NULL;
