@@ -300,10 +300,10 @@ int main(int argc, char **argv)
     if (agent)
         printf(" profile_allocation_count=%lld profile_resize_count=%lld "
                "profile_peak_live_bytes=%lld profile_retained_bytes=%lld "
-               "profile_lost_records=%lld",
+               "profile_lost_records=%lld profile_producer_wait_ns=%lld",
                toon_field(res.toon, "allocation_count"), toon_field(res.toon, "resize_count"),
                toon_field(res.toon, "peak_live_bytes"), toon_field(res.toon, "retained_bytes"),
-               toon_field(res.toon, "lost_records"));
+               toon_field(res.toon, "lost_records"), toon_field(res.toon, "producer_wait_ns"));
     printf("\n");
     jettprof_result_release(&res);
     for (uint64_t i = 0; i < w.nkept; i++) /* retained to the end of the workload, not leaked */
