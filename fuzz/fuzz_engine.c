@@ -11,7 +11,10 @@
  * bytes simply ran out.
  *
  * Invariants: as fuzz_replay; nothing is accepted after an accepted RUN_STOP; the malformed
- * tail is refused. */
+ * tail is refused. A second engine takes the same records as the daemon's drain gives them:
+ * each slot-sized record through jp_engine_feed_slot first (from a copy of the slot), and
+ * through jp_engine_feed only when that returned 1; every record's result and the rendered
+ * profile must be the same as the first engine's. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -41,8 +44,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     size_t tail = at; /* data[tail..size) is the malformed tail, possibly empty */
 
-    struct jp_engine *a = NULL;
-    FUZZ_CHECK(jp_engine_new(&a) == 0, "engine_new");
+    struct jp_engine *a = NULL, *b = NULL;
+    FUZZ_CHECK(jp_engine_new(&a) == 0 && jp_engine_new(&b) == 0, "engine_new");
+    FUZZ_CHECK(jp_engine_set_hash_seed(a, 7) == 0 && jp_engine_set_hash_seed(b, 7) == 0,
+               "seed");
     uint64_t accepted = 0;
     int stopped = 0, refused = 0;
     for (size_t i = 0; i < nrec && !refused; i++) {
@@ -54,6 +59,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(rec, data + starts[i], h.size);
         const char *why = NULL;
         int r = jp_engine_feed(a, rec, h.size, &why);
+        int rb = 1;
+        if (h.size == JP_SLOT_SIZE) {
+            uint8_t slot[JP_SLOT_SIZE];
+            memcpy(slot, rec, sizeof slot);
+            rb = jp_engine_feed_slot(b, slot);
+            FUZZ_CHECK(rb == 1 || rb == r, "feed_slot %d where feed gave %d", rb, r);
+        }
+        if (rb == 1) {
+            const char *wb = NULL;
+            rb = jp_engine_feed(b, rec, h.size, &wb);
+            FUZZ_CHECK(rb == r, "after feed_slot declined, feed gave %d where it gave %d", rb, r);
+        }
         free(rec);
         FUZZ_CHECK(r == 0 || r == -EPROTO, "feed returned %d", r);
         if (r < 0) {
@@ -73,6 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(rec, data + tail, n);
         const char *w = NULL;
         int r = jp_engine_feed(a, rec, (uint32_t)n, &w);
+        FUZZ_CHECK(jp_engine_feed(b, rec, (uint32_t)n, &w) == r, "the tail differs");
         free(rec);
         FUZZ_CHECK(r == -EPROTO, "a malformed tail of %zu bytes was taken: %d", n, r);
         refused = 1;
@@ -80,6 +98,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(starts);
     uint32_t ending = refused ? JP_END_COLLECTOR_FAILURE
                               : stopped ? JP_END_STOP : JP_END_PRODUCER_LOST;
+    if (accepted) {
+        /* The drain's way and the plain feed built the same profile. */
+        struct jp_report_opts o = {.size = sizeof o, .threshold_bp = 0, .limit = 100,
+                                   .ending = ending, .outputs = JP_OUT_TOON};
+        struct jp_rendered ra, rb;
+        render_checked(a, &o, &ra);
+        render_checked(b, &o, &rb);
+        FUZZ_CHECK(ra.toon_len == rb.toon_len && memcmp(ra.toon, rb.toon, ra.toon_len) == 0,
+                   "the profile fed slot by slot differs from the one fed record by record");
+        jp_rendered_free(&ra);
+        jp_rendered_free(&rb);
+    }
+    jp_engine_free(b);
     fuzz_check_report(a, accepted, ending);
     return 0;
 }

@@ -335,8 +335,8 @@ int jp_parse_percent_bp(const char *s, uint32_t *bp);
  * It does not check references between records (that is the engine's job). */
 int jp_rec_validate(const void *rec, uint32_t len, const char **why);
 
-/* A sample's own fields (one rule, for jp_rec_validate and jp_rec_event_valid): NULL when they
- * are well-formed, else jp_rec_validate's reason. */
+/* A sample's own fields (one rule, for jp_rec_validate and the engine's per-slot entry): NULL
+ * when they are well-formed, else jp_rec_validate's reason. */
 static inline const char *jp_rec_sample_fault(const struct jp_rec_cpu_sample *r)
 {
     if (r->state >= JP_STATE_LIMIT)
@@ -353,26 +353,5 @@ _Static_assert(sizeof(struct jp_rec_cpu_sample) == JP_SLOT_SIZE &&
                    sizeof(struct jp_rec_resize) == JP_SLOT_SIZE &&
                    sizeof(struct jp_rec_free) == JP_SLOT_SIZE,
                "the per-event records fill one slot");
-
-/* jp_rec_validate's verdict, inline, for the records a run sends by the million (samples and
- * allocation events), so a consumer's per-record path needs no call: true when rec is one of
- * those and jp_rec_validate would accept it. false says only "not certainly": pass the record
- * to jp_rec_validate, which decides every other record and gives the reason. */
-static inline bool jp_rec_event_valid(const void *rec, uint32_t len)
-{
-    struct jp_rec_hdr h;
-    if (!rec || len < JP_SLOT_SIZE)
-        return false;
-    memcpy(&h, rec, sizeof h);
-    if (h.size != JP_SLOT_SIZE)
-        return false;
-    if (h.type == JP_REC_ALLOC || h.type == JP_REC_RESIZE || h.type == JP_REC_FREE)
-        return true; /* their size is all there is to check */
-    if (h.type != JP_REC_CPU_SAMPLE)
-        return false;
-    struct jp_rec_cpu_sample r;
-    memcpy(&r, rec, sizeof r);
-    return jp_rec_sample_fault(&r) == NULL;
-}
 
 #endif

@@ -339,3 +339,75 @@ Test(stream, bad_records_get_the_validators_reason)
         jp_engine_free(e);
     }
 }
+
+/* jp_engine_feed_slot, the daemon's per-slot entry: it takes a one-slot sample or allocation
+ * event of an open stream exactly as jp_engine_feed would (counted in the record count,
+ * violations counted), and declines (1) everything else having changed nothing, so the
+ * caller's jp_engine_feed of the same record still decides it with its reason. */
+static int slot_feed(struct jp_engine *e, const void *rec, uint32_t len)
+{
+    uint8_t slot[JP_SLOT_SIZE] = {0};
+    memcpy(slot, rec, len < sizeof slot ? len : sizeof slot);
+    return jp_engine_feed_slot(e, slot);
+}
+
+/* A memory run with one function, main (frame 1); no node yet. */
+static void memory_run_with_main(struct jp_engine *e)
+{
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/m.jett");
+    t_frame(e, 1, 1, "m", "main", 0, 10, 1, JP_FRAME_FUNCTION);
+}
+
+Test(stream, feed_slot_takes_events_and_declines_everything_else_untouched)
+{
+    struct jp_engine *e = fresh();
+    struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}, .node = 1, .allocation_id = 1,
+                             .size = 40};
+    const char *why = NULL;
+    cr_assert_eq(slot_feed(e, &a, sizeof a), 1, "before RUN_START");
+    cr_assert_eq(feed_raw(e, &a, sizeof a, &why), -EPROTO);
+    cr_assert_str_eq(why, "record before RUN_START");
+    jp_engine_free(e);
+
+    e = fresh();
+    memory_run_with_main(e);
+    struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, sizeof nd}, 1, 0, 1};
+    cr_assert_eq(slot_feed(e, &nd, sizeof nd), 1, "a definition is not an event");
+    t_node(e, 1, 0, 1); /* still undefined until fed: the slot did not define it */
+    struct jp_rec_hdr pad = {JP_REC_PAD, JP_SLOT_SIZE};
+    cr_assert_eq(slot_feed(e, &pad, sizeof pad), 1, "PAD");
+    struct jp_rec_alloc short_a = a;
+    short_a.h.size = JP_SLOT_SIZE - 1;
+    cr_assert_eq(slot_feed(e, &short_a, sizeof short_a), 1, "a size other than the slot's");
+    struct jp_rec_cpu_sample bad = {.h = {JP_REC_CPU_SAMPLE, sizeof bad},
+                                    .state = JP_STATE_LIMIT, .node = 1};
+    cr_assert_eq(slot_feed(e, &bad, sizeof bad), 1, "a sample the validator refuses");
+    cr_assert_eq(feed_raw(e, &bad, sizeof bad, &why), -EPROTO, "and the feed names it");
+    cr_assert_str_eq(why, "unknown sample state");
+    jp_engine_free(e);
+
+    e = fresh();
+    memory_run_with_main(e);
+    t_node(e, 1, 0, 1);
+    cr_assert_eq(slot_feed(e, &a, sizeof a), 0);
+    cr_assert_eq(slot_feed(e, &a, sizeof a), 0, "a reused id is a counted violation");
+    struct jp_rec_free f = {.h = {JP_REC_FREE, sizeof f}, .node = 1, .allocation_id = 1,
+                            .old_size = 40};
+    cr_assert_eq(slot_feed(e, &f, sizeof f), 0);
+    /* RUN_STOP counts the three slot-fed events: a count they were missing from would say
+     * records were lost. */
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 3);
+    cr_assert_eq(slot_feed(e, &a, sizeof a), 1, "after RUN_STOP");
+    cr_assert_eq(feed_raw(e, &a, sizeof a, &why), -EPROTO);
+    cr_assert_str_eq(why, "record after RUN_STOP");
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    J_EQ(json, "profile.totals.allocation_count", "1");
+    J_EQ(json, "profile.totals.freed_bytes", "40");
+    J_EQ(json, "profile.totals.protocol_violations", "1");
+    J_EQ(json, "profile.totals.record_count_mismatch", "0");
+    free(json);
+    jp_engine_free(e);
+}
