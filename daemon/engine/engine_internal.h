@@ -206,6 +206,7 @@ struct jp_engine {
     uint64_t win_hi; bool win_off;
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
+    uint64_t seen_next; /* the id that extends the last interval (seen_extend); 0: none */
     struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
 };
 

@@ -28,17 +28,25 @@ static bool seen_has(struct jp_engine *e, uint64_t id)
     return lw_find(&e->seen_extra, id + 1u) != NULL;
 }
 
+/* The last interval now ends at hi: the next id after it extends it, unless that is
+ * UINT64_MAX, which is never in an interval (seen_max holds it). */
+static inline void seen_extend(struct jp_engine *e, uint64_t hi)
+{
+    e->seen[e->nseen - 1u].hi = hi;
+    e->seen_next = hi + 1u < UINT64_MAX ? hi + 1u : 0;
+}
+
 static int seen_add(struct jp_engine *e, uint64_t id)
 {
     if (id == UINT64_MAX) {
         e->seen_max = true;
         return 0;
     }
-    struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
-    if (last && id == last->hi + 1u) {
-        last->hi = id; /* the common case */
+    if (e->seen_next && id == e->seen_next) {
+        seen_extend(e, id); /* the common case */
         return 0;
     }
+    struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
     int rc;
     if (last && id <= last->hi) {
         if ((rc = lw_reserve(e, &e->seen_extra)) < 0)
@@ -49,6 +57,7 @@ static int seen_add(struct jp_engine *e, uint64_t id)
     if ((rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
         return rc;
     e->seen[e->nseen++] = (struct interval){id, id};
+    seen_extend(e, id);
     return 0;
 }
 
@@ -123,13 +132,11 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     if (nref < 0 && r->node != JP_ID_NONE)
         return violation(e);
     int rc;
-    struct interval *last = NULL;
     bool fresh = false;
     if (e->live_exact) {
         /* The next id after the highest ever seen cannot be live or retired: the agent's own
          * counter always takes this path, and it saves a table probe per allocation. */
-        last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
-        fresh = last && last->hi != UINT64_MAX && r->allocation_id == last->hi + 1u;
+        fresh = e->seen_next && r->allocation_id == e->seen_next;
         struct live_ref ref = {0};
         if (!fresh && (live_find(e, r->allocation_id, &ref) || seen_has(e, r->allocation_id)))
             return violation(e); /* reused id, live or retired */
@@ -159,7 +166,7 @@ int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
         return 0;
     uint64_t val;
     if (fresh) /* seen_add's common case; nothing above touched the history */
-        last->hi = r->allocation_id;
+        seen_extend(e, r->allocation_id);
     else if ((rc = seen_add(e, r->allocation_id)) < 0)
         return live_lost(e, rc);
     if ((rc = live_pack(e, r->size, chain, &val)) < 0)

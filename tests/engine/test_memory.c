@@ -173,6 +173,29 @@ Test(memory, huge_sizes_and_ids_take_the_exact_overflow_paths)
     jp_engine_free(e);
 }
 
+/* UINT64_MAX reached by counting up from UINT64_MAX - 1 is still the last id there is: once
+ * freed, allocating it again is a reused id, as when it came alone. */
+Test(memory, the_last_id_reached_in_sequence_is_not_reusable_either)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    t_alloc(e, N_A, UINT64_MAX - 1u, 4);
+    t_alloc(e, N_A, UINT64_MAX, 2);
+    t_free(e, 0, UINT64_MAX, 2);
+    struct jp_rec_alloc again = {{JP_REC_ALLOC, 32}, N_A, UINT64_MAX, 8, 0};
+    cr_assert_eq(feed_raw(e, &again, 32, NULL), 0);
+    t_stop(e, JP_TERM_RETURNED, 5000, 0, 0);
+    char *json;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
+    J_EQ(json, "profile.totals.protocol_violations", "1");
+    J_EQ(json, "profile.totals.allocation_count", "2");
+    J_EQ(json, "profile.totals.retained_bytes", "4");
+    free(json);
+    jp_engine_free(e);
+}
+
 Test(memory, retention_budget_makes_live_fields_unavailable)
 {
     struct jp_engine *e;
