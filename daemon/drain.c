@@ -63,28 +63,45 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                 jp_ring_release(&s->ring, used - released);
                 released = used;
             }
-            const uint8_t *p = first + used * JP_SLOT_SIZE;
-            /* A sample or allocation event (nearly every record) goes to the engine straight
-             * from its slot, which the engine copies once and checks (a captured run's from
-             * s->rec, the bytes the capture gets); anything else comes back untouched for the
-             * checks and the copy below. */
-            const void *slot = p;
-            if (capturing) {
-                memcpy(s->rec, p, JP_SLOT_SIZE);
-                slot = s->rec;
-            }
-            r = jp_engine_feed_slot(s->eng, slot);
-            if (r != 1) {
+            /* Samples and allocation events (nearly every record) go to the engine straight
+             * from their slots, which the engine copies once and checks; anything else comes
+             * back untouched (1) for the checks and the copy below. Uncaptured, a run of them
+             * is fed up to the next release point or the budget's end in one tight loop; a
+             * captured run's slot goes through s->rec, the bytes the capture gets. */
+            if (!capturing) {
+                uint64_t n = avail - used, k = 0;
+                if (n > JPD_RELEASE_SLOTS - (used - released))
+                    n = JPD_RELEASE_SLOTS - (used - released);
+                if (n > budget)
+                    n = budget;
+                const uint8_t *q = first + used * JP_SLOT_SIZE;
+                r = 0;
+                while (k < n && (r = jp_engine_feed_slot(s->eng, q)) == 0) {
+                    k++;
+                    q += JP_SLOT_SIZE;
+                }
+                used += k;
+                budget -= (uint32_t)k;
+                s->fed += k;
                 if (r < 0)
                     break;
-                if (capturing)
+                if (r == 0)
+                    continue; /* all n fed */
+            } else {
+                memcpy(s->rec, first + used * JP_SLOT_SIZE, JP_SLOT_SIZE);
+                r = jp_engine_feed_slot(s->eng, s->rec);
+                if (r < 0)
+                    break;
+                if (r == 0) {
                     jpd_capture_write(s, s->rec, JP_SLOT_SIZE);
-                used++;
-                budget--;
-                s->fed++;
-                continue;
+                    used++;
+                    budget--;
+                    s->fed++;
+                    continue;
+                }
             }
             r = 0;
+            const uint8_t *p = first + used * JP_SLOT_SIZE;
             struct jp_rec_hdr h;
             memcpy(&h, p, sizeof h);
             if (h.size < sizeof h) {

@@ -55,9 +55,9 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
  * caller (the producer's shared memory): the slot is copied once and nothing is read from it
  * again. When the copy is a one-slot CPU sample or allocation event that jp_engine_feed would
  * take in the stream's present state, it is fed and the result is jp_engine_feed's (0, or
- * -ENOMEM); for anything else (another type, a bad header or sample, a stream not open) it
- * returns 1 having changed nothing, and the caller feeds its own copy through
- * jp_engine_feed, which decides it and gives the reason. */
+ * -ENOMEM); for anything else (another type, a bad header or sample, a stream not open, an
+ * engine out of memory) it returns 1 having changed nothing, and the caller feeds its own copy
+ * through jp_engine_feed, which decides it and gives the reason. */
 int jp_engine_feed_slot(struct jp_engine *e, const void *slot);
 
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that

@@ -206,25 +206,19 @@ int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
     __asm__ __volatile__("" : : "r"(&u) : "memory");
     if (__builtin_expect(u.h.size != JP_SLOT_SIZE, 0))
         return 1;
-    int rc;
-    switch (u.h.type) {
-    case JP_REC_ALLOC:
+    int rc; /* tests in the order of their frequency, not a jump table */
+    if (u.h.type == JP_REC_ALLOC)
         rc = on_alloc(e, &u.alloc);
-        break;
-    case JP_REC_FREE:
+    else if (u.h.type == JP_REC_FREE)
         rc = on_free(e, &u.free);
-        break;
-    case JP_REC_RESIZE:
-        rc = on_resize(e, &u.resize);
-        break;
-    case JP_REC_CPU_SAMPLE:
+    else if (u.h.type == JP_REC_CPU_SAMPLE) {
         if (jp_rec_sample_fault(&u.cpu))
             return 1;
         rc = on_cpu_sample(e, &u.cpu);
-        break;
-    default:
+    } else if (u.h.type == JP_REC_RESIZE)
+        rc = on_resize(e, &u.resize);
+    else
         return 1;
-    }
     e->records_counted++; /* all four types count in RUN_STOP's record_count */
     if (__builtin_expect(rc == -ENOMEM, 0))
         e->oom = true;
