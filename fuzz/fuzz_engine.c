@@ -14,7 +14,9 @@
  * tail is refused. A second engine takes the same records as the daemon's drain gives them:
  * each slot-sized record through jp_engine_feed_slot first (from a copy of the slot), and
  * through jp_engine_feed only when that returned 1; every record's result and the rendered
- * profile must be the same as the first engine's. */
+ * profile must be the same as the first engine's. (jp_engine_feed tries the slot entry itself,
+ * so a record the slot entry declines meets it twice in the second engine: any trace a
+ * decline left would show as a difference.) */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -88,8 +88,10 @@ _Static_assert(JP_REC_TYPE_LIMIT <= 32, "a type is a bit of UNCOUNTED_TYPES");
 static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len,
                               const char **why)
 {
-    /* Samples and allocation events in an open stream came through jp_engine_feed_slot;
-     * whatever reaches here is checked by the validator (which names a bad one's fault). */
+    /* Samples and allocation events never get past this: jp_engine_feed gives every record
+     * of a slot's size or more to jp_engine_feed_slot first, which takes each valid one in an
+     * open stream; an invalid one is refused here by the validator (with its fault) and one
+     * outside an open stream by the stream checks below. So the switch has no event cases. */
     int rc = jp_rec_validate(rec, len, why);
     if (rc < 0)
         return rc;
@@ -115,10 +117,6 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
         struct jp_rec_run_start start;
         struct jp_rec_node_def node;
         struct jp_rec_exec exec;
-        struct jp_rec_cpu_sample cpu;
-        struct jp_rec_alloc alloc;
-        struct jp_rec_resize resize;
-        struct jp_rec_free free;
         struct jp_rec_counters counters;
         struct jp_rec_run_stop stop;
     } u;
@@ -147,18 +145,6 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
             e->thread_epoch = 0;
         }
         return 0;
-    case JP_REC_CPU_SAMPLE:
-        memcpy(&u.cpu, p, sizeof u.cpu);
-        return on_cpu_sample(e, &u.cpu);
-    case JP_REC_ALLOC:
-        memcpy(&u.alloc, p, sizeof u.alloc);
-        return on_alloc(e, &u.alloc);
-    case JP_REC_RESIZE:
-        memcpy(&u.resize, p, sizeof u.resize);
-        return on_resize(e, &u.resize);
-    case JP_REC_FREE:
-        memcpy(&u.free, p, sizeof u.free);
-        return on_free(e, &u.free);
     case JP_REC_COUNTERS:
         memcpy(&e->counters, p, sizeof e->counters); /* cumulative: the last one wins */
         return 0;
@@ -219,7 +205,12 @@ int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
         rc = on_resize(e, &u.resize);
     else
         return 1;
-    e->records_counted++; /* all four types count in RUN_STOP's record_count */
+    e->records_counted++; /* all four types count in RUN_STOP's record_count: */
+    _Static_assert(!((UNCOUNTED_TYPES >> JP_REC_ALLOC) & 1u) &&
+                       !((UNCOUNTED_TYPES >> JP_REC_FREE) & 1u) &&
+                       !((UNCOUNTED_TYPES >> JP_REC_CPU_SAMPLE) & 1u) &&
+                       !((UNCOUNTED_TYPES >> JP_REC_RESIZE) & 1u),
+                   "the slot path counts every record it takes");
     if (__builtin_expect(rc == -ENOMEM, 0))
         e->oom = true;
     return rc;
@@ -231,7 +222,7 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
     if (!why)
         why = &dummy;
     *why = NULL;
-    if (len == JP_SLOT_SIZE && rec) {
+    if (len >= JP_SLOT_SIZE && rec) {
         int rc = jp_engine_feed_slot(e, rec); /* the events: the one copy and check there */
         if (__builtin_expect(rc != 1, 1))
             return rc;
