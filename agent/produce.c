@@ -338,7 +338,7 @@ _Static_assert(JETTPROF_REC_ALLOC_ == JP_REC_ALLOC && JETTPROF_REC_RESIZE_ == JP
                JETTPROF_REC_FREE_ == JP_REC_FREE, "record types");
 _Static_assert(JETTPROF_FAST_DEPTH == JP_MAX_DEPTH, "the recorded depth");
 _Static_assert(JP_NODE_LOST == 0xffffffffu, "the inline hooks' unavailable node");
-_Static_assert(sizeof(struct jettprof_site) == 72, "a call site's cache is 72 bytes");
+_Static_assert(sizeof(struct jettprof_site) == 144, "a call site's cache is 144 bytes");
 
 /* Stamps of registrations: unique in the process for its whole life (never 0, never reused,
  * 64 bits never wrap), so a call site filled for one registration never matches another. */

@@ -78,7 +78,8 @@ int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
     uint64_t key = jp_node_key(parent, frame_id);
     uint32_t node;
     int err = 0;
-    if (__builtin_expect(t->enter_key[d] == key, 1))
+    /* An untouched entry is 0, which is also (root, frame 0)'s key: that is no hit. */
+    if (__builtin_expect(t->enter_key[d] == key && key != 0, 1))
         node = t->enter_node[d];
     else
         err = enter_lookup(t, d, parent, key, frame_id, &node);
@@ -91,26 +92,84 @@ int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
     return err;
 }
 
-/* The site keeps what a successful enter below depth 128 resolved, under this registration's
- * stamp: jettprof_enter_fast() checks both before trusting the node, so a site filled for
+/* The site keeps what successful enters below depth 128 resolved, under this registration's
+ * stamp: jettprof_enter_fast() checks both before trusting a node, so a site filled for
  * another thread or run (a stamp never reused in the process) is a miss. Nothing is kept for
- * an unavailable level or past the truncation, where the inline path never looks. */
+ * an unavailable level or past the truncation, where the inline path never looks.
+ *
+ * The inline path looks only in the caller's own way (caller node mod WAYS). Callers that
+ * share a way are not thrown out by each other: the one displaced from its own way moves to
+ * another, and a caller found there is swapped back into its own way here, without a lookup,
+ * so a site keeps up to WAYS callers however their node ids fall. A stamped site has no empty
+ * way: the first fill writes its entry into every way, and an entry found outside its caller's
+ * way is still exactly what it says (a key names one caller and frame), so no query, not even
+ * one with an invalid frame id, can match a way that holds nothing. */
+/* Way j holds a copy of an entry another way holds too: it can take a displaced one. */
+static bool way_spare(const struct jettprof_site *site, unsigned j)
+{
+    for (unsigned k = 0; k < JETTPROF_SITE_WAYS; k++)
+        if (k != j && site->way_[k].key_ == site->way_[j].key_)
+            return true;
+    return false;
+}
+
+static void site_fill(struct jettprof_site *site, const struct jettprof_fast *f, uint32_t caller,
+                      uint32_t frame_id, uint32_t node)
+{
+    uint64_t key = jp_node_key(caller, frame_id);
+    unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
+    if (site->stamp_ != f->stamp_) {
+        /* another registration's ways name its nodes: none of them stays */
+        for (unsigned j = 0; j < JETTPROF_SITE_WAYS; j++) {
+            site->way_[j].key_ = key;
+            site->way_[j].node_ = node;
+        }
+        site->stamp_ = f->stamp_;
+        site->victim_ = 0;
+        return;
+    }
+    if (site->way_[w].key_ != key) {
+        /* w's entry moves to a spare way, or else in turn over the others */
+        unsigned to = w;
+        for (unsigned j = 0; j < JETTPROF_SITE_WAYS && to == w; j++)
+            if (j != w && way_spare(site, j))
+                to = j;
+        if (to == w)
+            to = (w + 1u + site->victim_++ % (JETTPROF_SITE_WAYS - 1u)) &
+                 (JETTPROF_SITE_WAYS - 1u);
+        site->way_[to] = site->way_[w];
+    }
+    site->way_[w].key_ = key;
+    site->way_[w].node_ = node;
+}
+
 int jettprof_enter_site(jettprof_thread *t, struct jettprof_site *site, uint32_t frame_id)
 {
-    int err = jettprof_enter(t, frame_id);
-    const struct jettprof_fast *f = &t->fast;
+    struct jettprof_fast *f = &t->fast;
     uint32_t d = f->depth_;
-    if (err == 0 && d <= JP_MAX_DEPTH && f->nodes_[d] != JP_NODE_LOST) {
-        if (site->stamp_ != f->stamp_) {
-            /* another registration's ways name its nodes: none of them stays */
-            memset(site->way_, 0, sizeof site->way_);
-            site->stamp_ = f->stamp_;
-        }
-        uint32_t caller = f->nodes_[d - 1u];
+    if (d < JP_MAX_DEPTH && site->stamp_ == f->stamp_) {
+        uint32_t caller = f->nodes_[d];
+        uint64_t key = jp_node_key(caller, frame_id);
         unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
-        site->way_[w].key_ = jp_node_key(caller, frame_id);
-        site->way_[w].node_ = f->nodes_[d];
+        for (unsigned j = 0; j < JETTPROF_SITE_WAYS; j++) {
+            if (site->way_[j].key_ != key)
+                continue;
+            /* held in another way: back into its caller's, the occupant where it was */
+            uint32_t node = site->way_[j].node_;
+            site->way_[j] = site->way_[w];
+            site->way_[w].key_ = key;
+            site->way_[w].node_ = node;
+            f->nodes_[d + 1u] = node;
+            f->saved_[d] = f->pos_;
+            f->pos_ = (struct jp_stmt){0, 0};
+            f->depth_ = d + 1u;
+            return 0;
+        }
     }
+    int err = jettprof_enter(t, frame_id);
+    d = f->depth_;
+    if (err == 0 && d <= JP_MAX_DEPTH && f->nodes_[d] != JP_NODE_LOST)
+        site_fill(site, f, f->nodes_[d - 1u], frame_id, f->nodes_[d]);
     return err;
 }
 

@@ -294,19 +294,20 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
  * same rules (whatever an inline call cannot do inline, it does through its plain twin).
  *
  * Call sites. jettprof_enter_fast() takes a struct jettprof_site that the runtime keeps per
- * call site, as interpreters keep inline caches (72 bytes, zero-initialised before first use;
+ * call site, as interpreters keep inline caches (144 bytes, zero-initialised before first use;
  * its contents are private too). A hit - the site resolved the same caller node and frame for
- * this same thread registration, and still holds it in that caller's way (one of
- * JETTPROF_SITE_WAYS, chosen by the caller node) - pushes the level with no table lookup and
- * no call. Any
- * other case (a site never used, another frame or caller, a site filled by another thread's
- * registration or in another run, a stack deeper than JETTPROF_FAST_DEPTH) takes
- * jettprof_enter_site(), which is exactly jettprof_enter() and then refills the site. So a site
- * may outlive runs and move between threads, and never yields a node of another registration;
- * like the thread handle, it is used by one thread at a time (a runtime whose threads run the
- * same code keeps its sites per thread).
+ * this same thread registration, and holds it in that caller's way (one of JETTPROF_SITE_WAYS,
+ * chosen by the caller node) - pushes the level with no table lookup and no call. A site keeps
+ * up to JETTPROF_SITE_WAYS callers however their node ids fall: one found in another way (its
+ * own taken by another caller) is pushed by jettprof_enter_site() without a lookup and moved
+ * back into its way. Any other case (a site never used, a caller or frame it does not hold, a
+ * site filled by another thread's registration or in another run, a stack deeper than
+ * JETTPROF_FAST_DEPTH) takes jettprof_enter_site() as exactly jettprof_enter(), which then
+ * refills the site. So a site may outlive runs and move between threads, and never yields a
+ * node of another registration; like the thread handle, it is used by one thread at a time (a
+ * runtime whose threads run the same code keeps its sites per thread).
  */
-#define JETTPROF_FAST_VERSION 2u
+#define JETTPROF_FAST_VERSION 3u
 #if defined(__GNUC__)
 #define JETTPROF_LIKELY_(x) __builtin_expect(!!(x), 1)
 #else
@@ -314,17 +315,20 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
 #endif
 #define JETTPROF_FAST_DEPTH 128u /* the deepest recorded stack (see jettprof_enter) */
 
-#define JETTPROF_SITE_WAYS 4u /* caller nodes a site remembers at once (a power of two) */
+#define JETTPROF_SITE_WAYS 8u /* caller nodes a site remembers at once (a power of two) */
 struct jettprof_site {
-    uint64_t stamp_; /* the registration that filled it; 0: empty */
     /* way_[caller node % WAYS]: what the site resolved under that caller, so a recursive call
      * site (its caller a different node at each depth) or a function reached from several
-     * callers keeps hitting */
+     * callers keeps hitting; a caller displaced from its way by another is kept in a further
+     * way, where jettprof_enter_site() finds it (first in the struct: no offset to add) */
     struct {
-        uint64_t key_; /* (caller node << 32) | frame id; 0: empty (frame ids start at 1) */
+        uint64_t key_; /* (caller node << 32) | frame id, once stamp_ is set */
         uint32_t node_;
         uint32_t reserved_;
     } way_[JETTPROF_SITE_WAYS];
+    uint64_t stamp_;  /* the registration that filled it; 0: empty */
+    uint32_t victim_; /* the next way a displaced caller moves to when none is spare */
+    uint32_t reserved_;
 };
 
 struct jettprof_fast {

@@ -159,7 +159,7 @@ static void enter_bench(void)
     jettprof_thread *t;
     jettprof_thread_register(run, 1, &t);
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
-    struct jettprof_site sites[2] = {{0}};
+    struct jettprof_site sites[2] = {0};
     jettprof_enter(t, fm);
     const uint64_t n = 5000000 / work_div;
     double base[RUNS], plain[RUNS], fast[RUNS];

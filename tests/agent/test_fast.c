@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,75 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
     stream_free(&s);
 }
 
+/* The distinct entries a stamped site holds (no way of a stamped site is empty: the first fill
+ * writes its entry into every way). */
+static unsigned site_keys(const struct jettprof_site *site)
+{
+    unsigned n = 0;
+    for (unsigned w = 0; w < JETTPROF_SITE_WAYS; w++) {
+        cr_assert_neq(site->way_[w].key_, 0, "way %u of a stamped site is empty", w);
+        unsigned j = 0;
+        while (j < w && site->way_[j].key_ != site->way_[w].key_)
+            j++;
+        n += j == w;
+    }
+    return n;
+}
+
+/* A site reached from as many callers as it has ways, all of whose node ids fall in the same
+ * way (1, 1 + WAYS, 1 + 2 WAYS, ...): none throws another out. Each stays in the site, found
+ * outside its own way without a table lookup and swapped back into it, so the next enter from
+ * that caller is an inline hit; and every enter resolves the node the plain call does. */
+Test(fast, callers_sharing_a_way_all_stay_in_the_site)
+{
+    struct stream s;
+    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
+    enum { N = JETTPROF_SITE_WAYS };
+    const uint32_t roots = 1u + (N - 1u) * JETTPROF_SITE_WAYS;
+    uint32_t fr[1u + (N - 1u) * JETTPROF_SITE_WAYS];
+    for (uint32_t i = 0; i < roots; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "r%u", i);
+        fr[i] = test_frame(run, "m", name, i + 1u);
+    }
+    uint32_t callee = test_frame(run, "m", "callee", 999);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    struct jettprof_fast *f = fast_of(t);
+    for (uint32_t i = 0; i < roots; i++) { /* (root, r_i) is node i + 1 */
+        cr_assert_eq(jettprof_enter(t, fr[i]), 0);
+        cr_assert_eq(test_node_now(t, &s), i + 1u);
+        jettprof_leave(t);
+    }
+    struct jettprof_site site = {0};
+    uint32_t got[3][N];
+    for (int round = 0; round < 3; round++) {
+        for (uint32_t k = 0; k < N; k++) {
+            uint32_t caller = 1u + k * JETTPROF_SITE_WAYS;
+            cr_assert_eq(jettprof_enter(t, fr[caller - 1u]), 0);
+            cr_assert_eq(test_node_now(t, &s), caller);
+            cr_assert_eq(jettprof_enter_fast(f, &site, callee), 0);
+            got[round][k] = test_node_now(t, &s);
+            cr_assert_eq(site.way_[caller & (JETTPROF_SITE_WAYS - 1u)].key_,
+                         (uint64_t)caller << 32 | callee, "round %d: caller %u is in its way",
+                         round, caller);
+            uint32_t parent, frame;
+            node_def(&s, got[round][k], &parent, &frame);
+            cr_assert_eq(parent, caller);
+            cr_assert_eq(frame, callee);
+            jettprof_leave_fast(f);
+            jettprof_leave(t);
+        }
+        cr_assert_eq(site_keys(&site), N, "round %d: the site holds all %d callers", round, N);
+    }
+    for (uint32_t k = 0; k < N; k++)
+        cr_assert_eq(got[2][k], got[0][k]);
+    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), roots + N, "each (caller, frame) once");
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
 /* One site reached from four callers (as a recursive call site is, its caller another node
  * at each depth) keeps all four: after one round each caller's way holds its node, so the
  * second round takes the inline path every time, and resolves the same nodes. */
@@ -133,10 +203,7 @@ Test(fast, a_site_keeps_one_way_per_caller)
     cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
     f = fast_of(t);
     cr_assert_eq(jettprof_enter_fast(f, &self, fr), 0); /* a miss (another stamp) */
-    unsigned kept = 0;
-    for (unsigned w = 0; w < JETTPROF_SITE_WAYS; w++)
-        kept += self.way_[w].key_ != 0;
-    cr_assert_eq(kept, 1, "only the new registration's way is left");
+    cr_assert_eq(site_keys(&self), 1, "only the new registration's entry is left");
     jettprof_leave_fast(f);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);

@@ -438,6 +438,34 @@ Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
     stream_free(&s);
 }
 
+/* Frame 0 is no frame at any depth, the root's too, where (root, 0) packs to the key 0 that an
+ * untouched cache entry holds: neither the plain call nor a call site may take it for a hit. */
+Test(stack, frame_zero_at_the_root_is_refused)
+{
+    struct stream s;
+    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_enter(t, 0), -EINVAL, "plain enter of frame 0 at the root");
+    jettprof_leave(t);
+    struct jettprof_fast *fp = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    struct jettprof_site site = {0};
+    cr_assert_eq(jettprof_enter(t, f), 0); /* node 1: the site is filled under caller 1 */
+    cr_assert_eq(jettprof_enter_fast(fp, &site, f), 0);
+    jettprof_leave_fast(fp);
+    jettprof_leave_fast(fp);
+    cr_assert_eq(jettprof_enter_fast(fp, &site, 0), -EINVAL, "a site's enter of frame 0 at the root");
+    jettprof_leave_fast(fp);
+    cr_assert_eq(jettprof_enter(t, f), 0);
+    cr_assert_eq(jettprof_enter_fast(fp, &site, 0), -EINVAL, "and under a caller");
+    jettprof_leave_fast(fp);
+    jettprof_leave_fast(fp);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    stream_free(&s);
+}
+
 Test(stack, unknown_frame_is_an_unavailable_level)
 {
     struct stream s;
