@@ -164,6 +164,9 @@ struct jp_engine {
     uint64_t seed; /* keys every hash a producer's input can steer (hash.c) */
     uint64_t peak_used; /* the most held at once, growth transients included */
     bool detail_stopped, live_exact;
+    /* memory mode with exact live tracking: on_alloc and on_free may take their one-pass
+     * paths (set at RUN_START unless no_fast_paths, cleared with live_exact) */
+    bool mem_fast, no_fast_paths;
     /* The host ran out of memory while a record was being counted: that record may be only
      * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
      * renders is what it had. */

@@ -45,6 +45,14 @@ int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed)
     return 0;
 }
 
+int jp_engine_set_event_fast_paths(struct jp_engine *e, bool on)
+{
+    if (e->started)
+        return -EBUSY;
+    e->no_fast_paths = !on;
+    return 0;
+}
+
 uint32_t jp_engine_func_slot(const struct jp_engine *e, uint32_t func)
 {
     for (uint32_t i = 0; i < e->func_tab.cap; i++)

@@ -4,6 +4,7 @@
  * retired-id reuse and double frees wherever the id lives, and budgets that refuse the window
  * or its growth. Every stream is checked against a naive model of the live set. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,4 +435,136 @@ Test(window, jumps_over_a_sparse_grown_window)
     m_drain(e, &m);
     m_free_all(&m);
     jp_engine_free(e);
+}
+
+/* ---- the one-pass event paths against the general ones ---------------------------------- */
+
+enum { N_TRUNC = 4, N_UNDEFINED = 9 };
+
+static void t_exec_id(struct jp_engine *e, uint32_t thread)
+{
+    struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, thread, JP_ID_UNAVAILABLE,
+                            JP_ID_UNAVAILABLE};
+    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+}
+
+/* A memory run that walks the edge of every condition on_alloc's and on_free's one-pass paths
+ * test: the agent's counter with jumps and ids below the highest, sizes either side of the
+ * window slot's 2^20, no stack, a truncated stack and an undefined node, EXEC switches, frees of
+ * allocations in the window and in the tables, wrong sizes and double frees, resizes; and, with
+ * a small retention budget, the end of exact live tracking part way. */
+static void edge_stream(struct jp_engine *e, uint64_t retention_budget, uint64_t seed)
+{
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, retention_budget);
+    define_sites(e);
+    t_frame(e, 4, 0, "<root>", "<truncated-stack>", 0, 0, 0, JP_FRAME_TRUNCATED);
+    t_node(e, N_TRUNC, N_A, 4);
+    static const uint32_t nodes[] = {JP_ID_NONE, N_MAIN, N_A, N_B, N_TRUNC, N_UNDEFINED};
+    static const uint64_t sizes[] = {0, 1, 48, (UINT64_C(1) << 20) - 1u, UINT64_C(1) << 20,
+                                     UINT64_C(1) << 41};
+    enum { CAP = 1u << 16 };
+    static uint64_t ids[CAP], szs[CAP];
+    uint32_t n = 0;
+    uint64_t next = 1;
+    rng = seed;
+    t_exec_id(e, 1);
+    for (int i = 0; i < 200000; i++) {
+        uint64_t x = next_rand();
+        unsigned what = (unsigned)(x % 100u);
+        uint32_t node = nodes[(x >> 8) % 64u < 58u ? 1u + (x >> 16) % 3u : (x >> 20) % 6u];
+        uint64_t size = (x >> 24) % 16u ? (x >> 28) % 300u : sizes[(x >> 32) % 6u];
+        if (what < 50 || n == 0) {
+            uint64_t id = next++;
+            if (what == 1)
+                id = next += 1u + (x >> 36) % 70000u; /* a jump */
+            else if (what == 2 && next > 10)
+                id = next - 2u - (x >> 36) % 8u; /* below the highest: maybe a reuse */
+            struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, node, id, size, 0};
+            cr_assert_eq(feed_raw(e, &a, 32, NULL), 0);
+            if (n < CAP && node != N_UNDEFINED && what != 2) {
+                ids[n] = id;
+                szs[n++] = size;
+            }
+        } else if (what < 92) {
+            /* most frees among the newest: they are still in the window */
+            uint32_t k = (x >> 40) % 8u ? n - 1u - (uint32_t)((x >> 44) % (n < 64 ? n : 64))
+                                        : (uint32_t)((x >> 44) % n);
+            uint64_t old = (x >> 52) % 50u ? szs[k] : szs[k] + 1u; /* sometimes wrong */
+            struct jp_rec_free f = {{JP_REC_FREE, 32}, what < 60 ? node : JP_ID_NONE, ids[k],
+                                    old, 0};
+            cr_assert_eq(feed_raw(e, &f, 32, NULL), 0);
+            if ((x >> 56) % 20u) { /* else it is freed again later: a double free */
+                ids[k] = ids[n - 1u];
+                szs[k] = szs[--n];
+            }
+        } else if (what < 97) {
+            uint32_t k = (uint32_t)((x >> 40) % n);
+            struct jp_rec_resize r = {{JP_REC_RESIZE, 32}, node, ids[k], szs[k], size};
+            cr_assert_eq(feed_raw(e, &r, 32, NULL), 0);
+            szs[k] = size;
+        } else {
+            t_exec_id(e, 1u + (uint32_t)((x >> 40) % 3u));
+        }
+    }
+    t_stop(e, JP_TERM_RETURNED, 10, 0, 0);
+}
+
+/* Each record of tap, in order, into e (all accepted, as they were by the first engine). */
+static void replay_tap(struct jp_engine *e, const struct t_tap *tap)
+{
+    for (uint32_t off = 0; off < tap->len;) {
+        struct jp_rec_hdr h;
+        memcpy(&h, tap->buf + off, sizeof h);
+        const char *why = NULL;
+        cr_assert_eq(jp_engine_feed(e, tap->buf + off, h.size, &why), 0, "at %u: %s", off,
+                     why ? why : "");
+        off += jp_rec_slots(h.size) * JP_SLOT_SIZE;
+    }
+}
+
+Test(window, one_pass_and_general_event_paths_agree)
+{
+    static const uint64_t budgets[] = {64 * MiB, 192 * 1024};
+    for (unsigned b = 0; b < 2; b++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            struct t_tap tap = {0};
+            t_tap_set(&tap);
+            struct jp_engine *fast = t_engine();
+            edge_stream(fast, budgets[b], seed * 0x9E3779B97F4A7C15u);
+            t_tap_set(NULL);
+            cr_assert_eq(jp_engine_set_event_fast_paths(fast, false), -EBUSY);
+            struct jp_engine *general;
+            cr_assert_eq(jp_engine_new(&general), 0);
+            cr_assert_eq(jp_engine_set_event_fast_paths(general, false), 0);
+            replay_tap(general, &tap);
+            struct jp_engine_summary sf, sg;
+            cr_assert_eq(jp_engine_summary(fast, &sf), 0);
+            cr_assert_eq(jp_engine_summary(general, &sg), 0);
+            cr_assert_eq(sf.live_exact, b == 0, "budget %u: live tracking %s", b,
+                         b == 0 ? "stays exact" : "ends part way");
+            cr_assert_gt(sf.violations, 0);
+            cr_assert_eq(sf.violations, sg.violations);
+            cr_assert_eq(sf.records, sg.records);
+            cr_assert_eq(sf.allocation_count, sg.allocation_count);
+            cr_assert_eq(sf.resize_count, sg.resize_count);
+            cr_assert_eq(sf.allocated_bytes, sg.allocated_bytes);
+            cr_assert_eq(sf.freed_bytes, sg.freed_bytes);
+            cr_assert_eq(sf.peak_live_bytes, sg.peak_live_bytes);
+            cr_assert_eq(sf.retained_bytes, sg.retained_bytes);
+            cr_assert_eq(sf.live_exact, sg.live_exact);
+            cr_assert_eq(jp_engine_metadata_bytes(fast), jp_engine_metadata_bytes(general));
+            char *tf, *hf, *jf, *tg, *hg, *jg;
+            uint32_t stf, stg;
+            t_render(fast, JP_END_STOP, &tf, &hf, &jf, &stf);
+            t_render(general, JP_END_STOP, &tg, &hg, &jg, &stg);
+            cr_assert_eq(stf, stg);
+            cr_assert_str_eq(tf, tg, "budget %u seed %llu: the TOON profiles differ", b,
+                             (unsigned long long)seed);
+            cr_assert_str_eq(hf, hg);
+            free(tf), free(hf), free(jf), free(tg), free(hg), free(jg);
+            jp_engine_free(fast);
+            jp_engine_free(general);
+            free(tap.buf);
+        }
+    }
 }
