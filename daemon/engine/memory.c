@@ -28,14 +28,6 @@ static bool seen_has(struct jp_engine *e, uint64_t id)
     return lw_find(&e->seen_extra, id + 1u) != NULL;
 }
 
-/* The last interval now ends at hi: the next id after it extends it, unless that is
- * UINT64_MAX, which is never in an interval (seen_max holds it). */
-static inline void seen_extend(struct jp_engine *e, uint64_t hi)
-{
-    e->seen[e->nseen - 1u].hi = hi;
-    e->seen_next = hi + 1u < UINT64_MAX ? hi + 1u : 0;
-}
-
 static int seen_add(struct jp_engine *e, uint64_t id)
 {
     if (id == UINT64_MAX) {
@@ -87,15 +79,6 @@ static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t 
     c->live_count += (uint32_t)objs;
 }
 
-static inline void total_live_add(struct jp_engine *e, uint64_t add)
-{
-    e->live_bytes += add;
-    if (e->live_bytes > e->peak_bytes) {
-        e->peak_bytes = e->live_bytes;
-        e->peak_epoch++;
-    }
-}
-
 /* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
  * budget: totals only), given its node_ref (the caller has refused an undefined one). Counts
  * a truncated stack. */
@@ -124,9 +107,8 @@ static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t byte
         e->funcs[e->chains[chain - 1u].func].freed += bytes;
 }
 
-/* Every allocation; on_alloc below takes the common one itself. */
-__attribute__((noinline)) static int alloc_general(struct jp_engine *e,
-                                                   const struct jp_rec_alloc *r)
+/* Every allocation; on_alloc (engine_internal.h) takes the common one itself. */
+__attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -179,55 +161,6 @@ __attribute__((noinline)) static int alloc_general(struct jp_engine *e,
     }
     chain_live_add(e, chain, r->size, 0, 1);
     total_live_add(e, r->size);
-    e->live_count++;
-    return 0;
-}
-
-/* The common allocation in one pass with no call: the agent's next id (fresh, and the next
- * window slot, which is free, the window not due to grow), a stored node that is not a
- * truncation, under the EXEC identity already noted for it and for the thread, a size and
- * chain the window slot holds, live tracking exact (mem_fast). Every condition is tested before anything
- * changes, and then the steps are alloc_general's for that case, in its order; any other
- * allocation goes there whole. */
-int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
-{
-    uint64_t id = r->allocation_id, size = r->size;
-    uint32_t node = r->node;
-    if (__builtin_expect(!(e->mem_fast && e->seen_next &&
-                           id == e->seen_next && node - 1u < e->nnode_stored &&
-                           e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
-                           e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
-                           size < (UINT64_C(1) << WIN_SIZE_BITS)),
-                         0))
-        return alloc_general(e, r);
-    struct jp_node *n = &e->nodes[node - 1u];
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-    if (__builtin_expect(n->trunc || n->exec_epoch != e->exec_epoch ||
-                             n->chain + 1u >= WIN_CHAIN_LIMIT || e->win[slot],
-                         0))
-        return alloc_general(e, r);
-    uint32_t chain = n->chain + 1u;
-    struct jp_chain *c = &e->chains[n->chain];
-    e->producer_records++;
-    e->allocation_count++;
-    e->allocated_bytes += size;
-    c->count++;
-    c->allocated += size;
-    e->attributed_allocated += size;
-    seen_extend(e, id);
-    e->win[slot] = 1u + (chain << WIN_SIZE_BITS | (uint32_t)size); /* win_enc, packed here */
-    win_mark(e, slot);
-    e->nwin++;
-    e->win_hi = id;
-    win_prefetch_next(e, id);
-    /* chain_live_add for a chain that exists, then total_live_add */
-    if (c->stamp != e->peak_epoch) {
-        c->snap = c->live;
-        c->stamp = e->peak_epoch;
-    }
-    c->live += size;
-    c->live_count++;
-    total_live_add(e, size);
     e->live_count++;
     return 0;
 }
@@ -290,8 +223,8 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     return 0;
 }
 
-/* Every free; on_free below takes the common one itself. */
-__attribute__((noinline)) static int free_general(struct jp_engine *e, const struct jp_rec_free *r)
+/* Every free; on_free (engine_internal.h) takes the common one itself. */
+__attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -322,48 +255,6 @@ __attribute__((noinline)) static int free_general(struct jp_engine *e, const str
     site_freed(e, creation, size);
     chain_live_add(e, creation, 0, size, -1);
     return thread_note(e);
-}
-
-/* The common free in one pass with no call: of an allocation held in the young window (so its
- * value is no overflow entry) with the size the record gives, its stack none or a stored node
- * that is not a truncation, under the thread identity already noted, live tracking exact
- * (mem_fast).
- * Every condition is tested before anything changes, and then the steps are free_general's for
- * that case, in its order; any other free goes there whole. */
-int on_free(struct jp_engine *e, const struct jp_rec_free *r)
-{
-    uint64_t id = r->allocation_id;
-    uint32_t node = r->node;
-    /* win_find's test: win_w is 0 while there is no window */
-    if (__builtin_expect(!(e->mem_fast && id <= e->win_hi &&
-                           e->win_hi - id < e->win_w &&
-                           e->thread_epoch == e->exec_epoch &&
-                           (node == JP_ID_NONE ||
-                            (node - 1u < e->nnode_stored && !e->nodes[node - 1u].trunc))),
-                         0))
-        return free_general(e, r);
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u)), v = e->win[slot];
-    uint64_t size = (v - 1u) & ((UINT32_C(1) << WIN_SIZE_BITS) - 1u);
-    if (__builtin_expect(!v || size != r->old_size, 0))
-        return free_general(e, r);
-    uint32_t chain = (v - 1u) >> WIN_SIZE_BITS; /* index + 1, 0: none */
-    e->producer_records++;
-    e->win[slot] = 0; /* live_del: the window's win_clear */
-    e->nwin--;
-    e->freed_bytes += size;
-    e->live_bytes -= size;
-    e->live_count--;
-    if (chain) { /* site_freed, then chain_live_add */
-        struct jp_chain *c = &e->chains[chain - 1u];
-        e->funcs[c->func].freed += size;
-        if (c->stamp != e->peak_epoch) {
-            c->snap = c->live;
-            c->stamp = e->peak_epoch;
-        }
-        c->live -= size;
-        c->live_count--;
-    }
-    return 0;
 }
 
 /* A site's allocation count, allocated, live and live-at-peak bytes are the sums of its

@@ -455,7 +455,8 @@ Test(stack, frame_zero_at_the_root_is_refused)
     cr_assert_eq(jettprof_enter_fast(fp, &site, f), 0);
     jettprof_leave_fast(fp);
     jettprof_leave_fast(fp);
-    cr_assert_eq(jettprof_enter_fast(fp, &site, 0), -EINVAL, "a site's enter of frame 0 at the root");
+    cr_assert_eq(jettprof_enter_fast(fp, &site, 0), -EINVAL,
+                 "a site's enter of frame 0 at the root");
     jettprof_leave_fast(fp);
     cr_assert_eq(jettprof_enter(t, f), 0);
     cr_assert_eq(jettprof_enter_fast(fp, &site, 0), -EINVAL, "and under a caller");
