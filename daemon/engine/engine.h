@@ -64,6 +64,10 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
  * engine out of memory) it returns 1 having changed nothing, and the caller feeds its own copy
  * through jp_engine_feed, which decides it and gives the reason. */
 int jp_engine_feed_slot(struct jp_engine *e, const void *slot);
+/* jp_engine_feed_slot over n consecutive slots, in order, stopping at the first that does not
+ * return 0: returns that result (1 or -ENOMEM; 0 when all n were fed) with *fed the slots fed
+ * before it. The same as calling jp_engine_feed_slot n times, without a call per slot. */
+int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed);
 
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
  * became unavailable have the matching *_exact flag cleared. The run's status is the report's

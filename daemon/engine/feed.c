@@ -183,7 +183,7 @@ static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, c
     return rc;
 }
 
-int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
+static inline int feed_slot(struct jp_engine *e, const void *slot)
 {
     if (__builtin_expect(!e->open || e->oom, 0))
         return 1;
@@ -224,6 +224,23 @@ int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
     return rc;
 }
 
+int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
+{
+    return feed_slot(e, slot);
+}
+
+int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
+{
+    const uint8_t *q = slots;
+    int rc = 0;
+    uint64_t k = 0;
+    for (; k < n; k++, q += JP_SLOT_SIZE)
+        if ((rc = feed_slot(e, q)) != 0)
+            break;
+    *fed = k;
+    return rc;
+}
+
 int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
     const char *dummy;
@@ -231,7 +248,7 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
         why = &dummy;
     *why = NULL;
     if (len >= JP_SLOT_SIZE && rec) {
-        int rc = jp_engine_feed_slot(e, rec); /* the events: the one copy and check there */
+        int rc = feed_slot(e, rec); /* the events: the one copy and check there */
         if (__builtin_expect(rc != 1, 1))
             return rc;
     }

@@ -411,3 +411,47 @@ Test(stream, feed_slot_takes_events_and_declines_everything_else_untouched)
     free(json);
     jp_engine_free(e);
 }
+
+/* jp_engine_feed_slots, the drain's run of slots: each slot as jp_engine_feed_slot would take
+ * it, stopping at the first it declines with the count of those before; the declined slot and
+ * everything after it untouched. */
+Test(stream, feed_slots_stops_at_the_first_declined_slot)
+{
+    struct jp_engine *e = fresh();
+    memory_run_with_main(e);
+    t_node(e, 1, 0, 1);
+    uint8_t run[6][JP_SLOT_SIZE];
+    memset(run, 0, sizeof run);
+    for (uint64_t i = 0; i < 3; i++) { /* three allocations */
+        struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}, .node = 1,
+                                 .allocation_id = i + 1u, .size = 10u * (i + 1u)};
+        memcpy(run[i], &a, sizeof a);
+    }
+    struct jp_rec_hdr pad = {JP_REC_PAD, JP_SLOT_SIZE}; /* declined: not an event */
+    memcpy(run[3], &pad, sizeof pad);
+    struct jp_rec_free f = {.h = {JP_REC_FREE, sizeof f}, .node = 1, .allocation_id = 1,
+                            .old_size = 10};
+    memcpy(run[4], &f, sizeof f);
+    memcpy(run[5], &f, sizeof f);
+    uint64_t fed = 99;
+    cr_assert_eq(jp_engine_feed_slots(e, run, 6, &fed), 1, "PAD is declined");
+    cr_assert_eq(fed, 3, "the three allocations before it");
+    struct jp_engine_summary s;
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
+    cr_assert_eq(s.allocation_count, 3);
+    cr_assert_eq(s.freed_bytes, 0, "nothing after the declined slot was fed");
+    cr_assert_eq(jp_engine_feed_slots(e, run[4], 2, &fed), 0, "a free, then a double free");
+    cr_assert_eq(fed, 2);
+    cr_assert_eq(jp_engine_feed_slots(e, run[0], 0, &fed), 0, "no slots");
+    cr_assert_eq(fed, 0);
+    cr_assert_eq(jp_engine_summary(e, &s), 0);
+    cr_assert_eq(s.freed_bytes, 10);
+    cr_assert_eq(s.violations, 1, "the double free is counted, not refused");
+    t_stop(e, JP_TERM_RETURNED, 10, 10, 5);
+    char *json;
+    uint32_t status;
+    t_render(e, JP_END_STOP, NULL, NULL, &json, &status);
+    J_EQ(json, "profile.totals.record_count_mismatch", "0");
+    free(json);
+    jp_engine_free(e);
+}
