@@ -484,11 +484,17 @@ static inline uint64_t win_bytes(uint32_t w)
  * Inline here so the slot entry (feed.c) runs them without a call. */
 
 /* The last interval now ends at hi: the next id after it extends it, unless that is
- * UINT64_MAX, which is never in an interval (seen_max holds it). */
+ * UINT64_MAX, which is never in an interval (seen_max holds it). While seen_next is set, the
+ * last interval's end is seen_next - 1 and its stored hi may lag: seen_settle writes it before
+ * anything reads the history (memory.c), so the common allocation stores one word. */
 static inline void seen_extend(struct jp_engine *e, uint64_t hi)
 {
-    e->seen[e->nseen - 1u].hi = hi;
-    e->seen_next = hi + 1u < UINT64_MAX ? hi + 1u : 0;
+    if (__builtin_expect(hi + 1u < UINT64_MAX, 1)) {
+        e->seen_next = hi + 1u;
+    } else {
+        e->seen[e->nseen - 1u].hi = hi;
+        e->seen_next = 0;
+    }
 }
 
 static inline void total_live_add(struct jp_engine *e, uint64_t add)
@@ -510,11 +516,12 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     uint64_t id = r->allocation_id, size = r->size;
     uint32_t node = r->node;
+    /* seen_next set means id < UINT64_MAX, so id == win_hi + 1 did not wrap and win_hi is
+     * below UINT64_MAX - 1, as the window's inline insert requires */
     if (__builtin_expect(!(e->mem_fast && e->seen_next &&
                            id == e->seen_next && node - 1u < e->nnode_stored &&
                            e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
-                           e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
-                           size < (UINT64_C(1) << WIN_SIZE_BITS)),
+                           id == e->win_hi + 1u && size < (UINT64_C(1) << WIN_SIZE_BITS)),
                          0))
         return on_alloc_general(e, r);
     struct jp_node *n = &e->nodes[node - 1u];

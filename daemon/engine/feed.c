@@ -183,10 +183,17 @@ static inline int feed_one(struct jp_engine *e, const void *rec, uint32_t len, c
     return rc;
 }
 
-static inline int feed_slot(struct jp_engine *e, const void *slot)
+/* One slot of an open stream in an engine not out of memory: 1 when declined (nothing
+ * changed), else the handler's result. The caller counts the record unless declined (all four
+ * types count in RUN_STOP's record_count) and notes -ENOMEM; nothing an event does closes the
+ * stream, so a run of slots tests that once. */
+_Static_assert(!((UNCOUNTED_TYPES >> JP_REC_ALLOC) & 1u) &&
+                   !((UNCOUNTED_TYPES >> JP_REC_FREE) & 1u) &&
+                   !((UNCOUNTED_TYPES >> JP_REC_CPU_SAMPLE) & 1u) &&
+                   !((UNCOUNTED_TYPES >> JP_REC_RESIZE) & 1u),
+               "the slot path counts every record it takes");
+static inline int slot_event(struct jp_engine *e, const void *slot)
 {
-    if (__builtin_expect(!e->open || e->oom, 0))
-        return 1;
     union {
         struct jp_rec_hdr h;
         struct jp_rec_cpu_sample cpu;
@@ -200,25 +207,25 @@ static inline int feed_slot(struct jp_engine *e, const void *slot)
     __asm__ __volatile__("" : : "r"(&u) : "memory");
     if (__builtin_expect(u.h.size != JP_SLOT_SIZE, 0))
         return 1;
-    int rc; /* tests in the order of their frequency, not a jump table */
+    /* tests in the order of their frequency, not a jump table */
     if (u.h.type == JP_REC_ALLOC)
-        rc = on_alloc(e, &u.alloc);
-    else if (u.h.type == JP_REC_FREE)
-        rc = on_free(e, &u.free);
-    else if (u.h.type == JP_REC_CPU_SAMPLE) {
-        if (jp_rec_sample_fault(&u.cpu))
-            return 1;
-        rc = on_cpu_sample(e, &u.cpu);
-    } else if (u.h.type == JP_REC_RESIZE)
-        rc = on_resize(e, &u.resize);
-    else
+        return on_alloc(e, &u.alloc);
+    if (u.h.type == JP_REC_FREE)
+        return on_free(e, &u.free);
+    if (u.h.type == JP_REC_CPU_SAMPLE)
+        return jp_rec_sample_fault(&u.cpu) ? 1 : on_cpu_sample(e, &u.cpu);
+    if (u.h.type == JP_REC_RESIZE)
+        return on_resize(e, &u.resize);
+    return 1;
+}
+
+static inline int feed_slot(struct jp_engine *e, const void *slot)
+{
+    if (__builtin_expect(!e->open || e->oom, 0))
         return 1;
-    e->records_counted++; /* all four types count in RUN_STOP's record_count: */
-    _Static_assert(!((UNCOUNTED_TYPES >> JP_REC_ALLOC) & 1u) &&
-                       !((UNCOUNTED_TYPES >> JP_REC_FREE) & 1u) &&
-                       !((UNCOUNTED_TYPES >> JP_REC_CPU_SAMPLE) & 1u) &&
-                       !((UNCOUNTED_TYPES >> JP_REC_RESIZE) & 1u),
-                   "the slot path counts every record it takes");
+    int rc = slot_event(e, slot);
+    if (rc != 1)
+        e->records_counted++;
     if (__builtin_expect(rc == -ENOMEM, 0))
         e->oom = true;
     return rc;
@@ -231,13 +238,19 @@ int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
 
 int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
 {
+    *fed = 0;
+    if (__builtin_expect(!e->open || e->oom, 0))
+        return n ? 1 : 0;
     const uint8_t *q = slots;
     int rc = 0;
     uint64_t k = 0;
     for (; k < n; k++, q += JP_SLOT_SIZE)
-        if ((rc = feed_slot(e, q)) != 0)
+        if ((rc = slot_event(e, q)) != 0)
             break;
     *fed = k;
+    e->records_counted += k + (rc < 0); /* a record taken that failed counts too */
+    if (__builtin_expect(rc == -ENOMEM, 0))
+        e->oom = true;
     return rc;
 }
 

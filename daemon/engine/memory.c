@@ -11,8 +11,16 @@
  * sorted disjoint intervals in O(1): one interval for a gapless counter. An id at or below the
  * highest seen goes to a hash set instead (16 bytes each, within the budget), so no order of
  * ids can make insertion cost more than constant time. */
+/* Writes the last interval's end that seen_extend leaves implicit in seen_next. */
+static inline void seen_settle(struct jp_engine *e)
+{
+    if (e->seen_next)
+        e->seen[e->nseen - 1u].hi = e->seen_next - 1u;
+}
+
 static bool seen_has(struct jp_engine *e, uint64_t id)
 {
+    seen_settle(e);
     if (id == UINT64_MAX)
         return e->seen_max;
     uint32_t lo = 0, hi = e->nseen;
@@ -38,6 +46,7 @@ static int seen_add(struct jp_engine *e, uint64_t id)
         seen_extend(e, id); /* the common case */
         return 0;
     }
+    seen_settle(e);
     struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
     int rc;
     if (last && id <= last->hi) {
