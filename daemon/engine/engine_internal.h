@@ -497,6 +497,19 @@ static inline void seen_extend(struct jp_engine *e, uint64_t hi)
     }
 }
 
+/* Live bytes (and, by objs, live allocations) of a creation chain change only through here,
+ * so the chain takes its peak snapshot first (the site's live figures are its chains' sums). */
+static inline void chain_live(struct jp_engine *e, struct jp_chain *c, uint64_t add,
+                              uint64_t sub, int objs)
+{
+    if (c->stamp != e->peak_epoch) {
+        c->snap = c->live;
+        c->stamp = e->peak_epoch;
+    }
+    c->live = c->live + add - sub;
+    c->live_count += (uint32_t)objs;
+}
+
 static inline void total_live_add(struct jp_engine *e, uint64_t add)
 {
     e->live_bytes += add;
@@ -544,13 +557,7 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     e->nwin++;
     e->win_hi = id;
     win_prefetch_next(e, id);
-    /* chain_live_add for a chain that exists, then total_live_add */
-    if (c->stamp != e->peak_epoch) {
-        c->snap = c->live;
-        c->stamp = e->peak_epoch;
-    }
-    c->live += size;
-    c->live_count++;
+    chain_live(e, c, size, 0, 1);
     total_live_add(e, size);
     e->live_count++;
     return 0;
@@ -588,12 +595,7 @@ static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     if (chain) { /* site_freed, then chain_live_add */
         struct jp_chain *c = &e->chains[chain - 1u];
         e->funcs[c->func].freed += size;
-        if (c->stamp != e->peak_epoch) {
-            c->snap = c->live;
-            c->stamp = e->peak_epoch;
-        }
-        c->live -= size;
-        c->live_count--;
+        chain_live(e, c, 0, size, -1);
     }
     return 0;
 }

@@ -6,11 +6,6 @@
 
 #include "engine_internal.h"
 
-/* The set of every id allocated in the run, so a retired id that comes back is caught
- * exactly. Ids that arrive above every earlier one (the agent's own counter) extend or append
- * sorted disjoint intervals in O(1): one interval for a gapless counter. An id at or below the
- * highest seen goes to a hash set instead (16 bytes each, within the budget), so no order of
- * ids can make insertion cost more than constant time. */
 /* Writes the last interval's end that seen_extend leaves implicit in seen_next. */
 static inline void seen_settle(struct jp_engine *e)
 {
@@ -18,6 +13,11 @@ static inline void seen_settle(struct jp_engine *e)
         e->seen[e->nseen - 1u].hi = e->seen_next - 1u;
 }
 
+/* The set of every id allocated in the run, so a retired id that comes back is caught
+ * exactly. Ids that arrive above every earlier one (the agent's own counter) extend or append
+ * sorted disjoint intervals in O(1): one interval for a gapless counter. An id at or below the
+ * highest seen goes to a hash set instead (16 bytes each, within the budget), so no order of
+ * ids can make insertion cost more than constant time. */
 static bool seen_has(struct jp_engine *e, uint64_t id)
 {
     seen_settle(e);
@@ -71,21 +71,12 @@ static int live_lost(struct jp_engine *e, int rc)
     return 0;
 }
 
-/* Live bytes (and, by objs, live allocations) change only through here, per creation chain
- * (index + 1, 0: none), so the chain takes its peak snapshot first (the site's live figures
- * are its chains' sums). */
+/* chain_live (engine_internal.h) for a creation chain given as index + 1, 0: none. */
 static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
                                   int objs)
 {
-    if (!chain)
-        return;
-    struct jp_chain *c = &e->chains[chain - 1u];
-    if (c->stamp != e->peak_epoch) {
-        c->snap = c->live;
-        c->stamp = e->peak_epoch;
-    }
-    c->live = c->live + add - sub;
-    c->live_count += (uint32_t)objs;
+    if (chain)
+        chain_live(e, &e->chains[chain - 1u], add, sub, objs);
 }
 
 /* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
