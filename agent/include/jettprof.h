@@ -432,7 +432,11 @@ struct jettprof_mem_rec_ { /* the ring's allocation, resize and free records (on
 static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int alloc,
                                      uint64_t *id, uint64_t a, uint64_t b)
 {
-    __atomic_store_n(f->owner_busy_, 1u, __ATOMIC_RELAXED); /* P1 */
+    /* The pointers are the registration's, fixed for its life: loaded once, as the stores
+     * through them would otherwise make the compiler load them again. */
+    uint32_t *busy = f->owner_busy_;
+    uint64_t *headp = f->ring_head_;
+    __atomic_store_n(busy, 1u, __ATOMIC_RELAXED); /* P1 */
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     /* Everything the section reads (the window, the ring's producer state, which a foreign
      * producer also writes in its own sections) is read only after P2 saw no foreign producer,
@@ -440,18 +444,19 @@ static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int
     uint64_t head = 0;
     if (__builtin_expect(__atomic_load_n(f->foreign_, __ATOMIC_ACQUIRE) != 0 || /* P2 */
                              !f->mem_armed_ ||
-                             (head = *f->ring_head_) + 1u - *f->ring_tail_ > f->ring_slots_,
+                             (head = *headp) + 1u - *f->ring_tail_ > f->ring_slots_,
                          0)) {
-        __atomic_store_n(f->owner_busy_, 0u, __ATOMIC_RELEASE); /* P3 */
+        __atomic_store_n(busy, 0u, __ATOMIC_RELEASE); /* P3 */
         return 0;
     }
+    uint64_t *shared_head = f->ring_shared_head_, *count = f->record_count_;
     uint32_t d = f->depth_;
     uint32_t node = d <= JETTPROF_FAST_DEPTH ? f->nodes_[d] : f->trunc_node_;
+    struct jettprof_mem_rec_ *r =
+        (struct jettprof_mem_rec_ *)(void *)(f->ring_data_ + (head & f->ring_mask_) * 32u);
     uint64_t v = alloc ? ++*f->next_alloc_id_ : *id;
     if (alloc)
         *id = v;
-    struct jettprof_mem_rec_ *r =
-        (struct jettprof_mem_rec_ *)(void *)(f->ring_data_ + (head & f->ring_mask_) * 32u);
     node = node == 0xffffffffu ? 0u : node; /* an unavailable stack: no node */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     /* type, size and node as one store: the hook is bound by its stores */
@@ -464,10 +469,10 @@ static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int
     r->id = v;
     r->a = a;
     r->b = b;
-    *f->ring_head_ = head + 1u;
-    __atomic_store_n(f->ring_shared_head_, head + 1u, __ATOMIC_RELEASE); /* A */
-    ++*f->record_count_;
-    __atomic_store_n(f->owner_busy_, 0u, __ATOMIC_RELEASE); /* P3 */
+    *headp = head + 1u;
+    __atomic_store_n(shared_head, head + 1u, __ATOMIC_RELEASE); /* A */
+    ++*count;
+    __atomic_store_n(busy, 0u, __ATOMIC_RELEASE); /* P3 */
     return 1;
 }
 #define JETTPROF_MEM_PUSH_(f, type, alloc, id, a, b) jettprof_mem_push_(f, type, alloc, id, a, b)
