@@ -430,9 +430,33 @@ static inline bool win_fits(uint64_t val)
     return (val & SIZE_MASK) < (UINT64_C(1) << WIN_SIZE_BITS) &&
            (val >> SIZE_BITS) < WIN_CHAIN_LIMIT;
 }
+/* The slot of a creation chain (index + 1, below WIN_CHAIN_LIMIT) and a size (below
+ * 2^WIN_SIZE_BITS), and the two back out of an occupied slot. */
+static inline uint32_t win_slot(uint32_t chain, uint64_t size)
+{
+    return 1u + (chain << WIN_SIZE_BITS | (uint32_t)size);
+}
+static inline uint64_t win_slot_size(uint32_t v)
+{
+    return (v - 1u) & ((UINT32_C(1) << WIN_SIZE_BITS) - 1u);
+}
+static inline uint32_t win_slot_chain(uint32_t v)
+{
+    return (v - 1u) >> WIN_SIZE_BITS;
+}
+/* A packed live value (win_fits) as a slot, and back. */
 static inline uint32_t win_enc(uint64_t val)
 {
-    return 1u + (uint32_t)((val >> SIZE_BITS) << WIN_SIZE_BITS | (val & SIZE_MASK));
+    return win_slot((uint32_t)(val >> SIZE_BITS), val & SIZE_MASK);
+}
+static inline uint64_t win_dec(uint32_t v)
+{
+    return win_slot_size(v) | (uint64_t)win_slot_chain(v) << SIZE_BITS;
+}
+static inline void win_clear(struct jp_engine *e, uint32_t s)
+{
+    e->win[s] = 0;
+    e->nwin--;
 }
 
 /* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
@@ -510,6 +534,21 @@ static inline void chain_live(struct jp_engine *e, struct jp_chain *c, uint64_t 
     c->live_count += (uint32_t)objs;
 }
 
+/* chain_live for a creation chain given as index + 1, 0: none. */
+static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
+                                  int objs)
+{
+    if (chain)
+        chain_live(e, &e->chains[chain - 1u], add, sub, objs);
+}
+
+/* Freed bytes of the allocation created with chain (index + 1, 0: none) go to its site. */
+static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t bytes)
+{
+    if (chain)
+        e->funcs[e->chains[chain - 1u].func].freed += bytes;
+}
+
 static inline void total_live_add(struct jp_engine *e, uint64_t add)
 {
     e->live_bytes += add;
@@ -552,7 +591,7 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     c->allocated += size;
     e->attributed_allocated += size;
     seen_extend(e, id);
-    e->win[slot] = 1u + (chain << WIN_SIZE_BITS | (uint32_t)size); /* win_enc, packed here */
+    e->win[slot] = win_slot(chain, size);
     win_mark(e, slot);
     e->nwin++;
     e->win_hi = id;
@@ -566,9 +605,8 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 /* The common free in one pass with no call: of an allocation held in the young window (so its
  * value is no overflow entry) with the size the record gives, its stack none or a stored node
  * that is not a truncation, under the thread identity already noted, live tracking exact
- * (mem_fast).
- * Every condition is tested before anything changes, and then the steps are on_free_general's for
- * that case, in its order; any other free goes there whole. */
+ * (mem_fast). Every condition is tested before anything changes, and then the steps are
+ * on_free_general's for that case, in its order; any other free goes there whole. */
 static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
 {
     uint64_t id = r->allocation_id;
@@ -582,21 +620,17 @@ static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
                          0))
         return on_free_general(e, r);
     uint32_t slot = (uint32_t)(id & (e->win_w - 1u)), v = e->win[slot];
-    uint64_t size = (v - 1u) & ((UINT32_C(1) << WIN_SIZE_BITS) - 1u);
+    uint64_t size = win_slot_size(v);
     if (__builtin_expect(!v || size != r->old_size, 0))
         return on_free_general(e, r);
-    uint32_t chain = (v - 1u) >> WIN_SIZE_BITS; /* index + 1, 0: none */
+    uint32_t chain = win_slot_chain(v);
     e->producer_records++;
-    e->win[slot] = 0; /* live_del: the window's win_clear */
-    e->nwin--;
+    win_clear(e, slot); /* live_del */
     e->freed_bytes += size;
     e->live_bytes -= size;
     e->live_count--;
-    if (chain) { /* site_freed, then chain_live_add */
-        struct jp_chain *c = &e->chains[chain - 1u];
-        e->funcs[c->func].freed += size;
-        chain_live(e, c, 0, size, -1);
-    }
+    site_freed(e, chain, size);
+    chain_live_add(e, chain, 0, size, -1);
     return 0;
 }
 

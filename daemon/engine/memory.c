@@ -71,14 +71,6 @@ static int live_lost(struct jp_engine *e, int rc)
     return 0;
 }
 
-/* chain_live (engine_internal.h) for a creation chain given as index + 1, 0: none. */
-static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
-                                  int objs)
-{
-    if (chain)
-        chain_live(e, &e->chains[chain - 1u], add, sub, objs);
-}
-
 /* The stored node an event's node id attributes to, or NULL (no stack, or a node past the
  * budget: totals only), given its node_ref (the caller has refused an undefined one). Counts
  * a truncated stack. */
@@ -98,13 +90,6 @@ static void free_stack_note(struct jp_engine *e, uint32_t node)
 {
     if (node_ref(e, node) == 1 && e->nodes[node - 1u].trunc)
         e->truncated_stacks++;
-}
-
-/* Freed bytes of the allocation created with chain (index + 1, 0: none) go to its site. */
-static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t bytes)
-{
-    if (chain)
-        e->funcs[e->chains[chain - 1u].func].freed += bytes;
 }
 
 /* Every allocation; on_alloc (engine_internal.h) takes the common one itself. */

@@ -76,19 +76,6 @@ static int win_ready(struct jp_engine *e)
     return 1;
 }
 
-static inline uint64_t win_dec(uint32_t v)
-{
-    v--;
-    return (v & ((UINT32_C(1) << WIN_SIZE_BITS) - 1u)) |
-           (uint64_t)(v >> WIN_SIZE_BITS) << SIZE_BITS;
-}
-
-static inline void win_clear(struct jp_engine *e, uint32_t s)
-{
-    e->win[s] = 0;
-    e->nwin--;
-}
-
 /* The first occupied slot in [a, b) (b <= W), or b. Skips groups whose bit is clear through
  * the bit words (64 groups each), so a scan costs O(W / 4096) words plus the set groups. */
 static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
