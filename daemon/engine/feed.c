@@ -219,24 +219,9 @@ static inline int slot_event(struct jp_engine *e, const void *slot)
     return 1;
 }
 
-static inline int feed_slot(struct jp_engine *e, const void *slot)
-{
-    if (__builtin_expect(!e->open || e->oom, 0))
-        return 1;
-    int rc = slot_event(e, slot);
-    if (rc != 1)
-        e->records_counted++;
-    if (__builtin_expect(rc == -ENOMEM, 0))
-        e->oom = true;
-    return rc;
-}
-
-int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
-{
-    return feed_slot(e, slot);
-}
-
-int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
+/* The slot entry: n consecutive slots, in order, up to the first that is not taken (see
+ * jp_engine_feed_slots); one slot is a run of one. */
+static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
 {
     *fed = 0;
     if (__builtin_expect(!e->open || e->oom, 0))
@@ -254,6 +239,17 @@ int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uin
     return rc;
 }
 
+int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
+{
+    uint64_t fed;
+    return feed_slots(e, slot, 1, &fed);
+}
+
+int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
+{
+    return feed_slots(e, slots, n, fed);
+}
+
 int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
     const char *dummy;
@@ -261,7 +257,8 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
         why = &dummy;
     *why = NULL;
     if (len >= JP_SLOT_SIZE && rec) {
-        int rc = feed_slot(e, rec); /* the events: the one copy and check there */
+        uint64_t fed;
+        int rc = feed_slots(e, rec, 1, &fed); /* the events: the one copy and check there */
         if (__builtin_expect(rc != 1, 1))
             return rc;
     }
