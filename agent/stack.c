@@ -68,6 +68,16 @@ __attribute__((noinline)) static int enter_lookup(struct jettprof_thread *t, uin
     return err;
 }
 
+/* Pushes the level entered at depth d (below JP_MAX_DEPTH): its node, the caller's statement
+ * saved, the callee's none yet. */
+static inline void push_level(struct jettprof_fast *f, uint32_t d, uint32_t node)
+{
+    f->nodes_[d + 1u] = node;
+    f->saved_[d] = f->pos_;
+    f->pos_ = (struct jp_stmt){0, 0};
+    f->depth_ = d + 1u;
+}
+
 int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
 {
     struct jettprof_fast *f = &t->fast;
@@ -85,10 +95,7 @@ int jettprof_enter(jettprof_thread *t, uint32_t frame_id)
         err = enter_lookup(t, d, parent, key, frame_id, &node);
     /* Even on failure the level is pushed (as an unavailable stack), so the matching leave
      * stays balanced and nothing is charged to the caller. */
-    f->nodes_[d + 1u] = node;
-    f->saved_[d] = f->pos_;
-    f->pos_ = (struct jp_stmt){0, 0};
-    f->depth_ = d + 1u;
+    push_level(f, d, node);
     return err;
 }
 
@@ -159,10 +166,7 @@ int jettprof_enter_site(jettprof_thread *t, struct jettprof_site *site, uint32_t
             site->way_[j] = site->way_[w];
             site->way_[w].key_ = key;
             site->way_[w].node_ = node;
-            f->nodes_[d + 1u] = node;
-            f->saved_[d] = f->pos_;
-            f->pos_ = (struct jp_stmt){0, 0};
-            f->depth_ = d + 1u;
+            push_level(f, d, node);
             return 0;
         }
     }
