@@ -26,11 +26,11 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * once and reads only its copy: a run of them at a time through jp_engine_feed_slots (no call
  * per slot), or, for a captured run, each copied to s->rec first, fed from there by
  * jp_engine_feed_slot and written to the capture. With that, and the engine's one-pass event
- * paths, the daemon spends about 102 instructions a record on alloc_builder's 18 M events
- * (cachegrind), against 236 when each record took the general checks and two copies. Any other record:
- * the header is read once, and the record is copied into s->rec before anything else looks at
- * it. s->rec is one small buffer reused for every record, so it stays in L1 next to the
- * engine's tables. Copying
+ * paths, the daemon spends about 93 instructions a record on alloc_builder's 18 M events
+ * (cachegrind), against 236 when each record took the general checks and two copies. Any
+ * other record: the header is read once, and the record is copied into s->rec before anything
+ * else looks at it. s->rec is one small buffer reused for every record, so it stays in L1
+ * next to the engine's tables. Copying
  * whole runs of slots (16 KiB to 1 MiB) out first and walking and feeding from there, one
  * record at a time or through jp_engine_feed_batch, measured slower: 22-27 ns of daemon CPU
  * per record against 19-20 ns (bench/daemon, 4 runs): the run streams through L1 and evicts
