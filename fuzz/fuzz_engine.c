@@ -17,8 +17,9 @@
  * profile must be the same as the first engine's. (jp_engine_feed tries the slot entry itself,
  * so a record the slot entry declines meets it twice in the second engine: any trace a
  * decline left would show as a difference.) The second engine also has the one-pass
- * allocation and free paths turned off (jp_engine_set_event_fast_paths), so every event the
- * first takes through them it takes through the general ones: the results must not differ. */
+ * allocation, free and sample paths turned off (jp_engine_set_event_fast_paths), so every
+ * event the first takes through them it takes through the general ones: the results must not
+ * differ. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>

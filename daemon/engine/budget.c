@@ -69,6 +69,7 @@ int budget_dup(struct jp_engine *e, const void *src, size_t len, char **out)
 int stop_detail(struct jp_engine *e)
 {
     e->detail_stopped = true;
+    e->cpu_fast = false;
     return 0;
 }
 

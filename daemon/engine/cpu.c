@@ -24,7 +24,9 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* ---- CPU ------------------------------------------------------------------------------- */
 
-int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+/* Every sample (the one-pass path, on_cpu_sample in engine_internal.h, takes the common one
+ * when it may). */
+int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 {
     if (e->mode != JP_MODE_CPU)
         return violation(e);
@@ -45,6 +47,7 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     if (ref == 0)
         return 0;
     struct jp_node *leaf = &e->nodes[r->node - 1u];
+    /* after thread_note: the one-pass path takes a noted leaf for a noted thread */
     if (leaf->exec_epoch != e->exec_epoch) { /* epoch 0: no EXEC yet, nothing to note */
         leaf->exec_epoch = e->exec_epoch;
         if ((rc = exec_note(e, leaf->chain)) < 0)
@@ -59,10 +62,11 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
     e->cpu_dirty = true;
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
         return 0; /* reading 6: self still counted, no hot line */
-    if (leaf->last_hot) {
-        struct jp_hot *h = &e->hots[leaf->last_hot - 1u];
+    uint32_t *way = &e->funcs[leaf->func].hot_way[hot_way_of(r->stmt_line, r->stmt_col)];
+    if (*way) {
+        struct jp_hot *h = &e->hots[*way - 1u];
         if (h->line == r->stmt_line && h->col == r->stmt_col) {
-            h->samples++; /* same statement as this node's previous sample */
+            h->samples++; /* the line this way last took */
             return 0;
         }
     }
@@ -81,7 +85,7 @@ int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
         }
     }
     e->hots[hi].samples++;
-    leaf->last_hot = hi + 1u;
+    *way = hi + 1u;
     return 0;
 }
 

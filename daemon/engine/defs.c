@@ -101,6 +101,7 @@ int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const ch
     e->start = *r;
     e->mode = r->mode;
     e->mem_fast = r->mode == JP_MODE_MEMORY && e->live_exact && !e->no_fast_paths;
+    e->cpu_fast = r->mode == JP_MODE_CPU && !e->detail_stopped && !e->no_fast_paths;
     e->budget = r->mode == JP_MODE_CPU ? r->cpu_budget_bytes : r->retention_budget_bytes;
     e->started = e->open = true;
     return 0;

@@ -35,9 +35,10 @@ void jp_engine_free(struct jp_engine *e);
  * alone. This replaces the seed (tests, reproducing a layout); only before the first record:
  * -EBUSY after it. */
 int jp_engine_set_hash_seed(struct jp_engine *e, uint64_t seed);
-/* Whether allocation and free events may take their one-pass paths (the default). Off, every
- * event takes the general path, which gives the very same results and profile; for checking
- * the two against each other (tests, fuzzing). Only before the first record: -EBUSY after. */
+/* Whether allocation, free and CPU sample events may take their one-pass paths (the
+ * default). Off, every event takes the general path, which gives the very same results and
+ * profile; for checking the two against each other (tests, fuzzing). Only before the first
+ * record: -EBUSY after. */
 int jp_engine_set_event_fast_paths(struct jp_engine *e, bool on);
 
 /* Feeds one record, already copied out of untrusted memory. The engine validates it

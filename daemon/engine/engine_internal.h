@@ -11,8 +11,9 @@
  *    Each node precomputes what a sample needs: its function, its call chain (the function
  *    sequence root..node, interned), whether it is the root-most occurrence of its function on
  *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample bumps its leaf node's count and its hot line's; self, inclusive and chain counts
- *    are settled from the node counts when a view is taken (cpu_settle).
+ *    sample bumps its leaf node's count and its hot line's (found in its function's eight
+ *    hot-line ways, or else in the hot-line table); self, inclusive and chain counts are
+ *    settled from the node counts when a view is taken (cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
@@ -68,10 +69,6 @@
 #include "engine.h"
 #include "view.h"
 
-#include <time.h>
-
-#include "engine_internal.h"
-
 struct jp_node {
     uint32_t parent; /* node id, 0 for a root */
     uint32_t func;
@@ -80,7 +77,7 @@ struct jp_node {
     uint8_t first;   /* root-most occurrence of func on this path */
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
-    uint32_t last_hot; /* hot-line index + 1 this node's samples last hit: skips the hash */
+    uint32_t reserved2;
     uint32_t exec_epoch; /* the EXEC epoch this node last noted (exec_note): CPU its chain,
                           * memory its site */
     uint64_t samples;  /* CPU: jett samples whose leaf is this node */
@@ -167,6 +164,9 @@ struct jp_engine {
     /* memory mode with exact live tracking: on_alloc and on_free may take their one-pass
      * paths (set at RUN_START unless no_fast_paths, cleared with live_exact) */
     bool mem_fast, no_fast_paths;
+    /* CPU mode with detail going on: on_cpu_sample may take its one-pass path (set at
+     * RUN_START unless no_fast_paths, cleared with detail_stopped, stop_detail) */
+    bool cpu_fast;
     /* The host ran out of memory while a record was being counted: that record may be only
      * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
      * renders is what it had. */
@@ -355,8 +355,47 @@ static inline int thread_note(struct jp_engine *e)
 
 /* ---- cpu.c -------------------------------------------------------------------------------- */
 
-int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
+int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
 void cpu_settle(struct jp_engine *e);
+
+/* The function's way a statement's hot line is cached at (struct jp_func's hot_way). */
+static inline uint32_t hot_way_of(uint32_t line, uint32_t col)
+{
+    return (line ^ col) & (JP_FUNC_HOT_WAYS - 1u);
+}
+
+/* The common sample in one pass with no call: a jett sample with a statement, its leaf a
+ * stored node under the EXEC identity already noted for it, its statement the hot line its
+ * function's way holds, detail going on (cpu_fast). Every condition is tested before anything
+ * changes, and then the steps are on_cpu_sample_general's for that case, in its order; any
+ * other sample goes there whole, after the slot entry's fault test (a faulty sample is
+ * declined, 1, for the full validation to name). None of these conditions holds for a faulty
+ * sample: its state is jett, its flags are the one flag, its node is not 0.
+ * The thread needs no test of its own: in CPU mode a node notes the epoch only in the general
+ * path, after thread_note has (thread_epoch == exec_epoch whenever leaf->exec_epoch is). */
+static inline int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+{
+    uint32_t node = r->node, line = r->stmt_line, col = r->stmt_col;
+    if (__builtin_expect(!(e->cpu_fast && r->state == JP_STATE_JETT &&
+                           r->flags == JP_SAMPLE_HAS_STMT && node - 1u < e->nnode_stored),
+                         0))
+        return jp_rec_sample_fault(r) ? 1 : on_cpu_sample_general(e, r);
+    struct jp_node *leaf = &e->nodes[node - 1u];
+    uint32_t w = e->funcs[leaf->func].hot_way[hot_way_of(line, col)];
+    if (__builtin_expect(leaf->exec_epoch != e->exec_epoch || !w, 0))
+        return on_cpu_sample_general(e, r);
+    struct jp_hot *h = &e->hots[w - 1u];
+    if (__builtin_expect(h->line != line || h->col != col, 0))
+        return on_cpu_sample_general(e, r);
+    e->state_samples[JP_STATE_JETT]++;
+    e->producer_records++;
+    e->truncated_stacks += leaf->trunc; /* 0 or 1 */
+    e->attributed_stacks++;
+    leaf->samples++;
+    e->cpu_dirty = true;
+    h->samples++;
+    return 0;
+}
 
 /* ---- memory.c ----------------------------------------------------------------------------- */
 

@@ -213,7 +213,7 @@ static inline int slot_event(struct jp_engine *e, const void *slot)
     if (u.h.type == JP_REC_FREE)
         return on_free(e, &u.free);
     if (u.h.type == JP_REC_CPU_SAMPLE)
-        return jp_rec_sample_fault(&u.cpu) ? 1 : on_cpu_sample(e, &u.cpu);
+        return on_cpu_sample(e, &u.cpu); /* declines a faulty sample */
     if (u.h.type == JP_REC_RESIZE)
         return on_resize(e, &u.resize);
     return 1;

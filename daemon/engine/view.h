@@ -19,6 +19,7 @@
 #define JP_FUNC_NONE UINT32_MAX
 
 /* One function identity (CONTRACT_READINGS 1), also the memory "site". */
+#define JP_FUNC_HOT_WAYS 8u /* a power of two */
 struct jp_func {
     const char *ns, *fn;
     uint16_t ns_len, fn_len;
@@ -34,11 +35,20 @@ struct jp_func {
                                                      * charged here), allocations */
     };
     uint64_t resize_count;
-    uint64_t freed, live;     /* memory: bytes of allocations created here */
-    /* Memory mode: mem.allocated, mem.count, live, snap and stamp are the sums of the site's
-     * chains (struct jp_chain), settled when a view is taken; freed and resize_count are
-     * counted per event. */
-    uint64_t snap, stamp;     /* live-at-peak snapshot, see memory.c */
+    union {
+        /* Memory mode: mem.allocated, mem.count, live, snap and stamp are the sums of the
+         * site's chains (struct jp_chain), settled when a view is taken; freed and
+         * resize_count are counted per event. */
+        struct {
+            uint64_t freed, live; /* bytes of allocations created here */
+            uint64_t snap, stamp; /* live-at-peak snapshot, see memory.c */
+        };
+        /* CPU mode, the engine's own: hot-line index + 1 of the line of this function that
+         * last took a sample at way (line ^ col) % JP_FUNC_HOT_WAYS, 0 none (cpu.c). A
+         * function's sampled statements are few and mostly on nearby lines, so a sample
+         * finds its line here without hashing. */
+        uint32_t hot_way[JP_FUNC_HOT_WAYS];
+    };
 };
 
 /* One distinct execution identity seen with one detail key: CPU mode, the call chain of a

@@ -1,6 +1,7 @@
 /* Injected CPU streams: inclusive/self, recursion, hot lines, call chains, the non-jett
  * buckets, coalescing, truncation at 128 frames, identity merging, the CPU metadata budget. */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,4 +314,181 @@ Test(cpu, memory_records_in_cpu_mode_are_violations)
     J_EQ(json, "profile.bottlenecks", "[]");
     free(json);
     jp_engine_free(e);
+}
+
+/* The hot line of each sample, read from the view: (function name, line, col) -> samples. */
+static uint64_t hot_samples(const struct jp_engine_view *v, const char *fn, uint32_t line,
+                            uint32_t col)
+{
+    for (uint32_t i = 0; i < v->nhots; i++) {
+        const struct jp_hot *h = &v->hots[i];
+        const struct jp_func *f = &v->funcs[h->func];
+        if (h->line == line && h->col == col && f->fn_len == strlen(fn) &&
+            memcmp(f->fn, fn, f->fn_len) == 0)
+            return h->samples;
+    }
+    return 0;
+}
+
+/* A function caches its hot lines by way, (line ^ col) % 8: statements whose ways collide,
+ * on the same line or not, and the same statement in another function, are each counted
+ * apart, however the samples alternate. */
+Test(cpu, hot_lines_sharing_a_way_are_each_counted)
+{
+    struct jp_engine *e = t_engine();
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/w.jett");
+    t_frame(e, 1, SRC, "w", "main", 0, 100, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, SRC, "w", "other", 100, 200, 20, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 1); /* main called from main: the same function, another node */
+    t_node(e, 3, 1, 2);
+    /* all in way 2: 3^1, 11^1, 19^1, 3^9, 10^8 */
+    static const uint32_t stmt[][3] = {{3, 1, 5}, {11, 1, 4}, {19, 1, 3}, {3, 9, 2}, {10, 8, 1}};
+    for (uint32_t round = 0; round < 5; round++)
+        for (uint32_t k = 0; k < 5; k++)
+            if (round < stmt[k][2])
+                t_sample(e, JP_STATE_JETT, 1u + (round + k) % 2u, stmt[k][0], stmt[k][1]);
+    t_sample(e, JP_STATE_JETT, 3, 3, 1); /* other's 3:1 is not main's */
+    t_sample(e, JP_STATE_JETT, 1, 3, 1);
+    t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
+    struct jp_engine_view v;
+    cr_assert_eq(jp_engine_view(e, &v), 0);
+    cr_assert_eq(v.nhots, 6);
+    cr_assert_eq(hot_samples(&v, "main", 3, 1), 6);
+    cr_assert_eq(hot_samples(&v, "main", 11, 1), 4);
+    cr_assert_eq(hot_samples(&v, "main", 19, 1), 3);
+    cr_assert_eq(hot_samples(&v, "main", 3, 9), 2);
+    cr_assert_eq(hot_samples(&v, "main", 10, 8), 1);
+    cr_assert_eq(hot_samples(&v, "other", 3, 1), 1);
+    cr_assert_eq(v.state_samples[JP_STATE_JETT], 17);
+    jp_engine_free(e);
+}
+
+/* ---- the one-pass sample path against the general one ------------------------------------ */
+
+static uint64_t rng = 1;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* A CPU run that walks the edge of every condition on_cpu_sample's one-pass path tests: the
+ * four states, samples with and without a statement, statements whose ways collide (lines and
+ * columns 1..24 and 1..3), undefined nodes, a truncated stack, EXEC switches of thread and
+ * task; and, with a small CPU budget, the end of detail part way (hot lines refused, nodes
+ * defined later kept without detail). */
+static void cpu_edge_stream(struct jp_engine *e, uint64_t cpu_budget, uint64_t seed)
+{
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, cpu_budget, 64 * MiB);
+    t_source(e, SRC, JP_ORIGIN_PROJECT, "src/edge.jett");
+    char fn[16];
+    for (uint32_t i = 1; i <= 40; i++) {
+        snprintf(fn, sizeof fn, "f%02u", i);
+        t_frame(e, i, SRC, "edge", fn, i * 100, i * 100 + 50, i * 3, JP_FRAME_FUNCTION);
+    }
+    t_frame(e, 41, 0, "<root>", "<truncated-stack>", 0, 0, 0, JP_FRAME_TRUNCATED);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 41); /* defined before the budget can stop detail */
+    uint32_t nnodes = 2;
+    rng = seed;
+    for (int i = 0; i < 60000; i++) {
+        uint64_t x = next_rand();
+        unsigned what = (unsigned)(x % 1000u);
+        if (what < 3) {
+            /* a node: a root or a child of a defined node; one in 16 a truncation */
+            uint32_t parent = (x >> 10) % 4u ? 1u + (uint32_t)((x >> 12) % nnodes) : 0;
+            uint32_t frame = (x >> 30) % 16u ? 1u + (uint32_t)((x >> 34) % 40u) : 41u;
+            t_node(e, ++nnodes, parent, frame);
+        } else if (what < 6) {
+            struct jp_rec_exec r = {{JP_REC_EXEC, sizeof r}, 1u + (uint32_t)((x >> 10) % 3u),
+                                    (x >> 20) % 2u ? 7u : JP_ID_UNAVAILABLE,
+                                    JP_ID_UNAVAILABLE};
+            cr_assert_eq(feed_raw(e, &r, sizeof r, NULL), 0);
+        } else {
+            uint8_t state = (x >> 10) % 16u ? JP_STATE_JETT : (uint8_t)((x >> 14) % JP_STATE_LIMIT);
+            uint32_t node = (x >> 20) % 64u ? 1u + (uint32_t)((x >> 26) % nnodes)
+                                            : nnodes + 1u + (uint32_t)((x >> 26) % 5u);
+            bool stmt = (x >> 40) % 16u != 0;
+            struct jp_rec_cpu_sample r = {.h = {JP_REC_CPU_SAMPLE, sizeof r}, .state = state,
+                                          .flags = stmt ? JP_SAMPLE_HAS_STMT : 0, .node = node,
+                                          .stmt_line = stmt ? 1u + (uint32_t)((x >> 44) % 24u) : 0,
+                                          .stmt_col = stmt ? 1u + (uint32_t)((x >> 50) % 3u) : 0,
+                                          .requested_tick = (uint64_t)i};
+            cr_assert_eq(feed_raw(e, &r, sizeof r, NULL), 0);
+        }
+    }
+    t_stop(e, JP_TERM_RETURNED, 1000000, 1000, 0);
+}
+
+Test(cpu, one_pass_and_general_sample_paths_agree)
+{
+    static const uint64_t budgets[] = {32 * MiB, 64 * 1024};
+    for (unsigned b = 0; b < 2; b++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            struct t_tap tap = {0};
+            t_tap_set(&tap);
+            struct jp_engine *fast = t_engine();
+            cpu_edge_stream(fast, budgets[b], seed * 0x9E3779B97F4A7C15u);
+            t_tap_set(NULL);
+            struct jp_engine *general = t_engine();
+            cr_assert_eq(jp_engine_set_event_fast_paths(general, false), 0);
+            for (uint32_t off = 0; off < tap.len;) {
+                struct jp_rec_hdr h;
+                memcpy(&h, tap.buf + off, sizeof h);
+                cr_assert_eq(jp_engine_feed(general, tap.buf + off, h.size, NULL), 0);
+                off += jp_rec_slots(h.size) * JP_SLOT_SIZE;
+            }
+            struct jp_engine_view vf, vg;
+            cr_assert_eq(jp_engine_view(fast, &vf), 0);
+            cr_assert_eq(jp_engine_view(general, &vg), 0);
+            cr_assert_eq(vf.detail_stopped, b == 1, "budget %u: detail %s", b,
+                         b == 0 ? "goes on" : "stops part way");
+            cr_assert_gt(vf.violations, 0);
+            cr_assert_gt(vf.truncated_stacks, 0, "budget %u seed %llu", b, (unsigned long long)seed);
+            cr_assert_eq(vf.violations, vg.violations);
+            cr_assert_eq(vf.producer_records, vg.producer_records);
+            cr_assert_eq(vf.truncated_stacks, vg.truncated_stacks);
+            cr_assert_eq(vf.attributed_stacks, vg.attributed_stacks);
+            cr_assert_eq(vf.detail_stopped, vg.detail_stopped);
+            for (uint32_t s = 0; s < JP_STATE_LIMIT; s++)
+                cr_assert_eq(vf.state_samples[s], vg.state_samples[s]);
+            cr_assert_eq(vf.nfuncs, vg.nfuncs);
+            for (uint32_t i = 0; i < vf.nfuncs; i++) {
+                cr_assert_eq(vf.funcs[i].cpu.inclusive, vg.funcs[i].cpu.inclusive);
+                cr_assert_eq(vf.funcs[i].cpu.self, vg.funcs[i].cpu.self);
+            }
+            cr_assert_eq(vf.nchains, vg.nchains);
+            for (uint32_t i = 0; i < vf.nchains; i++)
+                cr_assert(vf.chains[i].samples == vg.chains[i].samples &&
+                          vf.chains[i].leaf == vg.chains[i].leaf, "chain %u", i);
+            cr_assert_eq(vf.nhots, vg.nhots);
+            cr_assert_gt(vf.nhots, 40);
+            for (uint32_t i = 0; i < vf.nhots; i++)
+                cr_assert(vf.hots[i].func == vg.hots[i].func &&
+                              vf.hots[i].line == vg.hots[i].line &&
+                              vf.hots[i].col == vg.hots[i].col &&
+                              vf.hots[i].samples == vg.hots[i].samples,
+                          "budget %u seed %llu: hot line %u differs", b,
+                          (unsigned long long)seed, i);
+            cr_assert_eq(vf.nexec, vg.nexec);
+            cr_assert_eq(vf.runtime_threads, vg.runtime_threads);
+            cr_assert_eq(jp_engine_metadata_bytes(fast), jp_engine_metadata_bytes(general));
+            char *tf, *hf, *tg, *hg;
+            uint32_t stf, stg;
+            t_render(fast, JP_END_STOP, &tf, &hf, NULL, &stf);
+            t_render(general, JP_END_STOP, &tg, &hg, NULL, &stg);
+            cr_assert_eq(stf, stg);
+            cr_assert_str_eq(tf, tg, "budget %u seed %llu: the TOON profiles differ", b,
+                             (unsigned long long)seed);
+            cr_assert_str_eq(hf, hg);
+            free(tf), free(hf), free(tg), free(hg);
+            jp_engine_free(fast);
+            jp_engine_free(general);
+            free(tap.buf);
+        }
+    }
 }
