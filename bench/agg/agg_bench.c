@@ -47,19 +47,11 @@ static inline uint64_t next(void)
     return rng;
 }
 
-typedef int (*sink_fn)(struct jp_engine *e, const void *rec, uint32_t len);
-
-static int sink_engine(struct jp_engine *e, const void *rec, uint32_t len)
+/* A definition or the run's start: fed as the drain feeds anything that is not an event. */
+static int feed_def(struct jp_engine *e, const void *rec, uint32_t len)
 {
     const char *why;
     return jp_engine_feed(e, rec, len, &why);
-}
-
-static int sink_validate(struct jp_engine *e, const void *rec, uint32_t len)
-{
-    (void)e;
-    const char *why;
-    return jp_rec_validate(rec, len, &why);
 }
 
 static void must(int r, const char *what)
@@ -77,7 +69,7 @@ static void start(struct jp_engine *e, uint32_t mode, uint64_t retention_budget)
                                  .rate_hz = mode == JP_MODE_CPU ? 1000 : 0, .threshold_bp = 500,
                                  .limit = 10, .cpu_budget_bytes = 32u << 20,
                                  .retention_budget_bytes = retention_budget};
-    must(sink_engine(e, &r, sizeof r), "run_start");
+    must(feed_def(e, &r, sizeof r), "run_start");
 }
 
 /* A program of `nfuncs` functions and a calling-context tree of `nnodes` nodes, each node's
@@ -90,7 +82,7 @@ static uint32_t define_program(struct jp_engine *e, uint32_t nfuncs, uint32_t nn
     s.h.size = (uint16_t)(sizeof s + 12);
     memcpy(buf, &s, sizeof s);
     memcpy(buf + sizeof s, "src/big.jett", 12);
-    must(sink_engine(e, buf, s.h.size), "source");
+    must(feed_def(e, buf, s.h.size), "source");
     for (uint32_t i = 1; i <= nfuncs; i++) {
         char fn[16];
         int n = snprintf(fn, sizeof fn, "f%u", i);
@@ -103,7 +95,7 @@ static uint32_t define_program(struct jp_engine *e, uint32_t nfuncs, uint32_t nn
         memcpy(buf, &f, sizeof f);
         memcpy(buf + sizeof f, "big", 3);
         memcpy(buf + sizeof f + 3, fn, (size_t)n);
-        must(sink_engine(e, buf, f.h.size), "frame");
+        must(feed_def(e, buf, f.h.size), "frame");
     }
     static uint8_t depth[1u << 20];
     for (uint32_t i = 1; i <= nnodes; i++) {
@@ -116,56 +108,19 @@ static uint32_t define_program(struct jp_engine *e, uint32_t nfuncs, uint32_t nn
         depth[i] = (uint8_t)(parent ? depth[parent] + 1 : 1);
         struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, sizeof nd}, i, parent,
                                      1 + (uint32_t)(next() % nfuncs)};
-        must(sink_engine(e, &nd, sizeof nd), "node");
+        must(feed_def(e, &nd, sizeof nd), "node");
     }
     return nnodes;
 }
 
-static double last_render_s;
-
-static double run_cpu(sink_fn sink, uint64_t samples, uint32_t nnodes)
-{
-    struct jp_engine *e;
-    must(jp_engine_new(&e), "new");
-    rng = 0x2545F4914F6CDD1Du;
-    start(e, JP_MODE_CPU, 64u << 20);
-    define_program(e, 500, nnodes);
-    struct jp_rec_cpu_sample r = {.h = {JP_REC_CPU_SAMPLE, sizeof r}, .state = JP_STATE_JETT,
-                                  .flags = JP_SAMPLE_HAS_STMT};
-    double t0 = now_s();
-    for (uint64_t i = 0; i < samples; i++) {
-        uint64_t x = next();
-        r.node = 1 + (uint32_t)(x % nnodes);
-        r.stmt_line = 1 + (uint32_t)((x >> 32) % 8u);
-        r.stmt_col = 1;
-        r.requested_tick = i;
-        must(sink(e, &r, sizeof r), "sample");
-    }
-    double dt = now_s() - t0;
-    if (sink == sink_engine) {
-        /* inclusive and chain counts are settled from the node counts at report time */
-        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0};
-        struct jp_rendered out;
-        double r0 = now_s();
-        must(jp_profile_render(e, &o, &out), "render");
-        last_render_s = now_s() - r0;
-        jp_rendered_free(&out);
-    }
-    jp_engine_free(e);
-    return dt;
-}
-
-/* Allocation stream: each allocation is retained for good with probability 1/10; the others
- * join a window of at most `window` freeable live allocations, and once the window is full a
- * random one of them is freed (or, one time in 20, resized first). Records are generated into
- * a chunk laid out like the ring (one 32-byte slot each) and only feeding the chunk is timed,
- * so the generator's own cost (random picks in a 64K window) is not charged to the engine. */
-struct mem_result {
+struct feed_result {
     double seconds, cpu_seconds;
     uint64_t events, live, table_bytes, metadata_bytes, peak_bytes, exact;
 };
 
-enum { FEED_EACH, FEED_VALIDATE };
+/* How a chunk is fed: as the daemon's drain feeds a run of ring slots (jp_engine_feed_slots,
+ * one call a chunk), record by record (jp_engine_feed), or to validation only (the baseline). */
+enum { FEED_SLOTS, FEED_EACH, FEED_VALIDATE };
 #define CHUNK_SLOTS 2048u /* 64 KiB: one drain's worth of ring */
 
 static double cpu_s(void)
@@ -176,10 +131,17 @@ static double cpu_s(void)
 }
 
 static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint32_t nrec,
-                        struct mem_result *res)
+                        struct feed_result *res)
 {
     double t0 = now_s(), c0 = cpu_s();
     const char *why;
+    if (how == FEED_SLOTS) {
+        uint64_t fed;
+        must(jp_engine_feed_slots(e, chunk, nrec, &fed), "feed_slots");
+        if (fed != nrec)
+            must(1, "feed_slots (a slot declined)");
+        nrec = 0;
+    }
     for (uint32_t i = 0; i < nrec; i++) {
         const uint8_t *r = chunk + (size_t)i * JP_SLOT_SIZE;
         int rc = how == FEED_EACH ? jp_engine_feed(e, r, JP_SLOT_SIZE, &why)
@@ -190,7 +152,56 @@ static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint
     res->cpu_seconds += cpu_s() - c0;
 }
 
-static struct mem_result run_mem(int how, uint64_t allocs, uint32_t window, uint64_t budget,
+static double last_render_s;
+
+/* CPU samples of random leaf nodes at one of 8 statements each. As for the allocation stream
+ * below, the samples are generated into a chunk laid out like the ring and only feeding the
+ * chunk is timed (the generator's random picks are not the engine's cost). */
+static struct feed_result run_cpu(int how, uint64_t samples, uint32_t nnodes)
+{
+    struct jp_engine *e;
+    must(jp_engine_new(&e), "new");
+    rng = 0x2545F4914F6CDD1Du;
+    start(e, JP_MODE_CPU, 64u << 20);
+    define_program(e, 500, nnodes);
+    static uint8_t chunk[CHUNK_SLOTS * JP_SLOT_SIZE] __attribute__((aligned(64)));
+    struct feed_result res = {0};
+    struct jp_rec_cpu_sample r = {.h = {JP_REC_CPU_SAMPLE, sizeof r}, .state = JP_STATE_JETT,
+                                  .flags = JP_SAMPLE_HAS_STMT};
+    _Static_assert(sizeof r == JP_SLOT_SIZE, "a sample fills its slot");
+    uint32_t nrec = 0;
+    for (uint64_t i = 0; i < samples; i++) {
+        uint64_t x = next();
+        r.node = 1 + (uint32_t)(x % nnodes);
+        r.stmt_line = 1 + (uint32_t)((x >> 32) % 8u);
+        r.stmt_col = 1;
+        r.requested_tick = i;
+        memcpy(chunk + (size_t)nrec++ * JP_SLOT_SIZE, &r, sizeof r);
+        res.events++;
+        if (nrec == CHUNK_SLOTS || i + 1u == samples) {
+            flush_chunk(e, how, chunk, nrec, &res);
+            nrec = 0;
+        }
+    }
+    if (how != FEED_VALIDATE) {
+        /* inclusive and chain counts are settled from the node counts at report time */
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0};
+        struct jp_rendered out;
+        double r0 = now_s();
+        must(jp_profile_render(e, &o, &out), "render");
+        last_render_s = now_s() - r0;
+        jp_rendered_free(&out);
+    }
+    jp_engine_free(e);
+    return res;
+}
+
+/* Allocation stream: each allocation is retained for good with probability 1/10; the others
+ * join a window of at most `window` freeable live allocations, and once the window is full a
+ * random one of them is freed (or, one time in 20, resized first). Records are generated into
+ * a chunk laid out like the ring (one 32-byte slot each) and only feeding the chunk is timed,
+ * so the generator's own cost (random picks in a 64K window) is not charged to the engine. */
+static struct feed_result run_mem(int how, uint64_t allocs, uint32_t window, uint64_t budget,
                                  uint32_t retain_per_10)
 {
     struct jp_engine *e;
@@ -201,7 +212,7 @@ static struct mem_result run_mem(int how, uint64_t allocs, uint32_t window, uint
     uint64_t *ids = malloc(window * sizeof *ids), *sizes = malloc(window * sizeof *sizes);
     static uint8_t chunk[CHUNK_SLOTS * JP_SLOT_SIZE] __attribute__((aligned(64)));
     uint32_t n = 0, nrec = 0;
-    struct mem_result res = {0};
+    struct feed_result res = {0};
     struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}};
     struct jp_rec_free f = {.h = {JP_REC_FREE, sizeof f}};
     struct jp_rec_resize rz = {.h = {JP_REC_RESIZE, sizeof rz}};
@@ -272,18 +283,29 @@ int main(int argc, char **argv)
     if (strcmp(only, "mem") == 0)
         goto mem;
 
-    double tr[RUNS_MAX];
+    /* Each run feeds the same samples through the drain's call, record by record and through
+     * validation only, in turn; rates per second of this thread's CPU time, as below. */
+    double tr[RUNS_MAX], ts[RUNS_MAX], tsw[RUNS_MAX];
     for (int i = 0; i < runs; i++) {
-        te[i] = run_cpu(sink_engine, samples, 20000);
+        struct feed_result x = run_cpu(FEED_SLOTS, samples, 20000);
+        ts[i] = x.cpu_seconds / (double)x.events;
+        tsw[i] = x.seconds / (double)x.events;
         tr[i] = last_render_s;
-        tb[i] = run_cpu(sink_validate, samples, 20000);
+        x = run_cpu(FEED_EACH, samples, 20000);
+        te[i] = x.cpu_seconds / (double)x.events;
+        x = run_cpu(FEED_VALIDATE, samples, 20000);
+        tb[i] = x.cpu_seconds / (double)x.events;
     }
+    double ms = median(ts, runs), msw = median(tsw, runs);
     me = median(te, runs);
     mb = median(tb, runs);
-    printf("cpu samples: %.1f M samples/s (median of %d runs, %llu samples, 20000-node tree, "
-           "depth <= 24); validate-only baseline %.1f M rec/s; engine/baseline time %.2fx\n",
-           (double)samples / me / 1e6, runs, (unsigned long long)samples,
-           (double)samples / mb / 1e6, me / mb);
+    printf("cpu samples (median of %d runs, %llu samples, 20000-node tree, depth <= 24, 8 "
+           "statements a node):\n", runs, (unsigned long long)samples);
+    printf("  jp_engine_feed_slots (the drain's call): %.1f M samples/s CPU time (%.1f M/s "
+           "wall)\n", 1.0 / ms / 1e6, 1.0 / msw / 1e6);
+    printf("  jp_engine_feed, record by record: %.1f M samples/s CPU time\n", 1.0 / me / 1e6);
+    printf("  validate-only baseline %.1f M rec/s CPU time; feed_slots/baseline time %.2fx\n",
+           1.0 / mb / 1e6, ms / mb);
     printf("  report of that run (settle inclusive/chains + rank + TOON): %.2f ms median\n",
            median(tr, runs) * 1e3);
 
@@ -292,31 +314,37 @@ int main(int argc, char **argv)
 mem:;
     /* Two lifetime mixes, both with ~10% of allocations retained to the end: most others die
      * young (freed at random from the newest 64), or live long (the newest 65536). Each run
-     * feeds the same stream record by record (jp_engine_feed) and through validation only, in
-     * turn, so the two see the same machine state. Rates are per second of this thread's CPU
-     * time (a shared machine's other load does not count), wall time beside. */
+     * feeds the same stream through the drain's call (jp_engine_feed_slots), record by record
+     * (jp_engine_feed) and through validation only, in turn, so the three see the same machine
+     * state. Rates are per second of this thread's CPU time (a shared machine's other load does
+     * not count), wall time beside. */
     static const uint32_t windows[] = {64, 65536};
     for (int w = 0; w < 2; w++) {
         if (only_window && only_window != windows[w])
             continue;
-        struct mem_result last = {0};
-        double tc[RUNS_MAX], tw[RUNS_MAX], vc[RUNS_MAX];
+        struct feed_result last = {0};
+        double tc[RUNS_MAX], tw[RUNS_MAX], ec[RUNS_MAX], vc[RUNS_MAX];
         for (int i = 0; i < runs; i++) {
-            last = run_mem(FEED_EACH, allocs, windows[w], 64u << 20, 1);
+            last = run_mem(FEED_SLOTS, allocs, windows[w], 64u << 20, 1);
             tc[i] = last.cpu_seconds / (double)last.events;
             tw[i] = last.seconds / (double)last.events;
-            struct mem_result b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
+            struct feed_result b = run_mem(FEED_EACH, allocs, windows[w], 64u << 20, 1);
+            ec[i] = b.cpu_seconds / (double)b.events;
+            b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
             vc[i] = b.cpu_seconds / (double)b.events;
         }
         double mc = median(tc, runs), mw = median(tw, runs), mv = median(vc, runs);
+        double mec = median(ec, runs);
         printf("allocation events, frees among the newest %u (median of %d runs, %llu events, "
                "%llu live at end, ~10%% retained):\n",
                windows[w], runs, (unsigned long long)last.events,
                (unsigned long long)last.live);
-        printf("  jp_engine_feed: %.1f M events/s CPU time (%.1f M/s wall), exact live "
-               "tracking\n", 1.0 / mc / 1e6, 1.0 / mw / 1e6);
-        printf("  validate-only baseline %.1f M rec/s CPU time; feed/baseline time %.2fx\n",
-               1.0 / mv / 1e6, mc / mv);
+        printf("  jp_engine_feed_slots (the drain's call): %.1f M events/s CPU time (%.1f M/s "
+               "wall), exact live tracking\n", 1.0 / mc / 1e6, 1.0 / mw / 1e6);
+        printf("  jp_engine_feed, record by record: %.1f M events/s CPU time\n",
+               1.0 / mec / 1e6);
+        printf("  validate-only baseline %.1f M rec/s CPU time; feed_slots/baseline time "
+               "%.2fx\n", 1.0 / mv / 1e6, mc / mv);
         printf("  live metadata: %.2f bytes per live allocation (%llu bytes of live tracking "
                "for %llu live); all engine metadata %llu bytes\n",
                (double)last.table_bytes / (double)last.live,
@@ -328,7 +356,7 @@ mem:;
 
     /* Capacity: how many never-freed allocations the 64 MiB retention budget holds exactly. */
     uint64_t big = (uint64_t)(4.5e6 * (scale < 1 ? scale : 1));
-    struct mem_result cap = run_mem(FEED_EACH, big, 1, 64u << 20, 10);
+    struct feed_result cap = run_mem(FEED_SLOTS, big, 1, 64u << 20, 10);
     if (cap.exact)
         printf("retention capacity: all %llu never-freed allocations tracked exactly within "
                "64 MiB, %.2f bytes per live allocation, %llu bytes accounted, at most %llu "
