@@ -219,6 +219,7 @@ static inline int slot_event(struct jp_engine *e, const void *slot)
     return 1;
 }
 
+#define PREFETCH_SLOTS 32u
 /* The slot entry: n consecutive slots, in order, up to the first that is not taken (see
  * jp_engine_feed_slots); one slot is a run of one. */
 static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
@@ -229,9 +230,12 @@ static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n,
     const uint8_t *q = slots;
     int rc = 0;
     uint64_t k = 0;
-    for (; k < n; k++, q += JP_SLOT_SIZE)
+    for (; k < n; k++, q += JP_SLOT_SIZE) {
+        if (k + PREFETCH_SLOTS < n)
+            __builtin_prefetch(q + PREFETCH_SLOTS * JP_SLOT_SIZE);
         if ((rc = slot_event(e, q)) != 0)
             break;
+    }
     *fed = k;
     e->records_counted += k + (rc < 0); /* a record taken that failed counts too */
     if (__builtin_expect(rc == -ENOMEM, 0))
