@@ -337,6 +337,7 @@ _Static_assert(sizeof(struct jp_rec_alloc) == JP_SLOT_SIZE && sizeof(struct jp_r
 _Static_assert(JETTPROF_REC_ALLOC_ == JP_REC_ALLOC && JETTPROF_REC_RESIZE_ == JP_REC_RESIZE &&
                JETTPROF_REC_FREE_ == JP_REC_FREE, "record types");
 _Static_assert(JETTPROF_FAST_DEPTH == JP_MAX_DEPTH, "the recorded depth");
+_Static_assert(JETTPROF_RING_AHEAD_ == JP_RING_WRITE_AHEAD, "one write-ahead distance");
 _Static_assert(JP_NODE_LOST == 0xffffffffu, "the inline hooks' unavailable node");
 _Static_assert(sizeof(struct jettprof_site) == 144, "a call site's cache is 144 bytes");
 

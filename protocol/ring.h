@@ -117,6 +117,21 @@ static inline void jp_ring__store_release(uint64_t *p, uint64_t v)
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
 
+/* The producer asks for the slot JP_RING_WRITE_AHEAD past its head in writable state: the
+ * consumer, on another core, read that line a lap ago, and a store that finds the line
+ * elsewhere holds up the stores after it until the line arrives (alloc_builder in memory mode:
+ * the runtime's CPU 631 -> 564 ms). A hint: no fault, no effect on what either side reads.
+ * The inline hooks of the public header do the same (JETTPROF_RING_AHEAD_, the same distance). */
+#define JP_RING_WRITE_AHEAD 16u
+static inline void jp_ring__prefetch_w(const void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+    __builtin_prefetch(p, 1);
+#endif
+}
+
 /* Producer. Reserve space for a record of `bytes` (1..JP_REC_MAX_SIZE); returns a pointer to
  * contiguous slots, or NULL when the ring has no room (nothing is changed). When the record
  * would straddle the end, a JP_REC_PAD record fills the tail first (that needs room too: a
@@ -146,6 +161,7 @@ static inline void *jp_ring_reserve(struct jp_ring *r, uint32_t bytes)
         off = 0;
     }
     r->p_head = head + n;
+    jp_ring__prefetch_w(r->data + ((head + n + JP_RING_WRITE_AHEAD) & r->mask) * JP_SLOT_SIZE);
     return r->data + off * JP_SLOT_SIZE;
 }
 /* Publishes every record reserved since the last commit. */

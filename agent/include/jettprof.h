@@ -424,6 +424,17 @@ struct jettprof_mem_rec_ { /* the ring's allocation, resize and free records (on
     uint64_t id, a, b;
 };
 
+/* The slot JETTPROF_RING_AHEAD_ past the head is asked for in writable state (a hint; no
+ * fault, no effect on what any side reads): the consumer on another core read that line a lap
+ * ago, and fetching it only when the record is stored there makes later stores wait. The
+ * library's own pushes do the same (protocol/ring.h, JP_RING_WRITE_AHEAD). */
+#define JETTPROF_RING_AHEAD_ 16u
+#if defined(__x86_64__) || defined(__i386__)
+#define JETTPROF_PREFETCHW_(p) __asm__("prefetchw %0" : : "m"(*(const char *)(p)))
+#else
+#define JETTPROF_PREFETCHW_(p) __builtin_prefetch((p), 1)
+#endif
+
 /* 1: pushed; 0: the caller takes the plain call. `alloc` draws the id from the run's counter
  * into *id. Ordering: the same producer section as the library's (owner_busy store then a
  * compiler barrier, P1; acquire load of foreign, P2; release store of owner_busy = 0, P3; the
@@ -454,6 +465,7 @@ static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int
     uint32_t node = d <= JETTPROF_FAST_DEPTH ? f->nodes_[d] : f->trunc_node_;
     struct jettprof_mem_rec_ *r =
         (struct jettprof_mem_rec_ *)(void *)(f->ring_data_ + (head & f->ring_mask_) * 32u);
+    JETTPROF_PREFETCHW_(f->ring_data_ + ((head + JETTPROF_RING_AHEAD_) & f->ring_mask_) * 32u);
     uint64_t v = alloc ? ++*f->next_alloc_id_ : *id;
     if (alloc)
         *id = v;
