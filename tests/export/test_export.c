@@ -21,7 +21,7 @@
     "  return h\n"                                                                                \
     "}\n"                                                                                         \
     "fn fact(n: int) -> int {\n"                                                                  \
-    "  if n <= 1 { return leaf(300) }\n"                                                          \
+    "  if n <= 1 { return leaf(3000) }\n"                                                         \
     "  return fact(n - 1) + leaf(100)\n"                                                          \
     "}\n"                                                                                         \
     "fn mid(n: int) -> int { return leaf(n) + fact(4) }\n"                                        \
