@@ -460,6 +460,11 @@ uint64_t live_val(const struct live_ref *r);
 void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r);
 int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val);
 int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
+/* Moves the survivor in window slot s (occupied; win_hi not yet advanced) to the tables. */
+int win_evict_one(struct jp_engine *e, uint32_t s);
+/* What a failure to track a live allocation returns (memory.c): the budget's refusal
+ * (-ENOBUFS) ends exact live tracking for the run and is no error; anything else is. */
+int live_lost(struct jp_engine *e, int rc);
 
 /* A window slot's value (window.c): see the slot format there. */
 #define WIN_SIZE_BITS 20u
@@ -597,8 +602,9 @@ static inline void total_live_add(struct jp_engine *e, uint64_t add)
     }
 }
 
-/* The common allocation in one pass with no call: the agent's next id (fresh, and the next
- * window slot, which is free, the window not due to grow), a stored node that is not a
+/* The common allocation in one pass: the agent's next id (fresh, and the next window slot,
+ * the window not due to grow; a survivor still in that slot moves to the tables through a
+ * call), a stored node that is not a
  * truncation, under the EXEC identity already noted for it and for the thread, a size and
  * chain the window slot holds, live tracking exact (mem_fast). Every condition is tested
  * before anything changes, and then the steps are on_alloc_general's for that case, in its
@@ -618,7 +624,7 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     struct jp_node *n = &e->nodes[node - 1u];
     uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
     if (__builtin_expect(n->trunc || n->exec_epoch != e->exec_epoch ||
-                             n->chain + 1u >= WIN_CHAIN_LIMIT || e->win[slot],
+                             n->chain + 1u >= WIN_CHAIN_LIMIT,
                          0))
         return on_alloc_general(e, r);
     uint32_t chain = n->chain + 1u;
@@ -630,6 +636,13 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     c->allocated += size;
     e->attributed_allocated += size;
     seen_extend(e, id);
+    /* live_insert's step for the agent's counter: a survivor in the slot (the id one window
+     * older) moves to the tables first, by the call live_insert_slow makes */
+    if (__builtin_expect(e->win[slot] != 0, 0)) {
+        int rc = win_evict_one(e, slot);
+        if (rc < 0)
+            return live_lost(e, rc);
+    }
     e->win[slot] = win_slot(chain, size);
     win_mark(e, slot);
     e->nwin++;

@@ -63,7 +63,7 @@ static int seen_add(struct jp_engine *e, uint64_t id)
 }
 
 /* Ends exact live tracking for the rest of the run (retention budget exhausted). */
-static int live_lost(struct jp_engine *e, int rc)
+int live_lost(struct jp_engine *e, int rc)
 {
     if (rc != -ENOBUFS)
         return rc;

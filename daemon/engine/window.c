@@ -125,16 +125,23 @@ static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
     return NULL;
 }
 
+__attribute__((noinline)) int win_evict_one(struct jp_engine *e, uint32_t s)
+{
+    uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
+    int rc = table_insert(e, occupant, win_dec(e->win[s]));
+    if (rc < 0)
+        return rc;
+    win_clear(e, s);
+    return 0;
+}
+
 /* Moves the survivors of slots [a, b) to the tables (win_hi not yet advanced). */
 static int win_evict(struct jp_engine *e, uint32_t a, uint32_t b)
 {
-    uint32_t m = e->win_w - 1u;
     for (uint32_t s = win_next(e, a, b); s < b; s = win_next(e, s + 1u, b)) {
-        uint64_t occupant = e->win_hi - ((e->win_hi - s) & m);
-        int rc = table_insert(e, occupant, win_dec(e->win[s]));
+        int rc = win_evict_one(e, s);
         if (rc < 0)
             return rc;
-        win_clear(e, s);
     }
     return 0;
 }
@@ -228,7 +235,7 @@ int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
         return rc;
     uint32_t m = e->win_w - 1u, slot = (uint32_t)(id & m);
     if (id - e->win_hi == 1u) { /* the agent's counter: one slot to look at */
-        if (e->win[slot] && (rc = win_evict(e, slot, slot + 1u)) < 0)
+        if (e->win[slot] && (rc = win_evict_one(e, slot)) < 0)
             return rc;
     } else if (id - e->win_hi >= e->win_w) { /* everything in the window is displaced */
         if (e->nwin && (rc = win_evict(e, 0, e->win_w)) < 0)
