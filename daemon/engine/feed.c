@@ -220,6 +220,11 @@ static inline int slot_event(struct jp_engine *e, const void *slot)
 }
 
 #define PREFETCH_SLOTS 32u
+/* How far ahead a free's window slot is fetched, and from which window size on (64 KiB of
+ * slots: a smaller window stays in the first-level cache, where the fetch costs more than it
+ * saves). */
+#define PREFETCH_FREE 8u
+#define PREFETCH_FREE_WINDOW (UINT32_C(1) << 14)
 /* The slot entry: n consecutive slots, in order, up to the first that is not taken (see
  * jp_engine_feed_slots); one slot is a run of one. */
 static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
@@ -230,9 +235,19 @@ static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n,
     const uint8_t *q = slots;
     int rc = 0;
     uint64_t k = 0;
+    /* A window past the first-level cache: the young frees a few slots ahead have their
+     * window slots fetched now (a window, once there, stays; it only grows). */
+    const bool far_window = e->win && e->win_w >= PREFETCH_FREE_WINDOW;
     for (; k < n; k++, q += JP_SLOT_SIZE) {
         if (k + PREFETCH_SLOTS < n)
             __builtin_prefetch(q + PREFETCH_SLOTS * JP_SLOT_SIZE);
+        if (far_window && k + PREFETCH_FREE < n) {
+            /* a hint only: whatever the producer wrote there, the address is in the window */
+            struct jp_rec_free ahead;
+            memcpy(&ahead, q + PREFETCH_FREE * JP_SLOT_SIZE, sizeof ahead);
+            if (ahead.h.type == JP_REC_FREE)
+                __builtin_prefetch(&e->win[ahead.allocation_id & (e->win_w - 1u)], 1);
+        }
         if ((rc = slot_event(e, q)) != 0)
             break;
     }

@@ -428,8 +428,8 @@ Test(window, jumps_over_a_sparse_grown_window)
     cr_assert_eq(m.n, 200000u / 9973u);
     m_alloc(e, &m, 200000u + 150000u, 5);       /* displaces part of the window */
     m_alloc(e, &m, 200000u + 150000u + 3u, 6);  /* a small jump */
-    m_alloc(e, &m, 200000u + 2u * 262144u, 7);  /* displaces all of it */
-    m_alloc(e, &m, 200000u + 2u * 262144u + 1u, 8);
+    m_alloc(e, &m, 200000u + (1u << 20), 7);    /* past the largest window: all of it */
+    m_alloc(e, &m, 200000u + (1u << 20) + 1u, 8);
     m_bad(e, &m);
     m_check(e, &m);
     m_drain(e, &m);
