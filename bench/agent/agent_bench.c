@@ -3,7 +3,8 @@
  *
  *   1. safe-point poll with nothing pending (inline jettprof_poll, and the jettprof_safe_point
  *      function FFI users call), against an empty loop;
- *   2. enter/leave pairs, plain and inline through call-site caches (jettprof_enter_fast);
+ *   2. enter/leave pairs, plain and inline through call-site caches (jettprof_enter_fast),
+ *      back to back and each from a statement of its own (against the statements alone);
  *   3. allocation hook with room in the ring: jettprof_alloc alone and with the call-chain
  *      lookup of an enter/leave around it, and the inline jettprof_alloc_fast; median over
  *      batches;
@@ -131,6 +132,7 @@ static void poll_bench(void)
 static double enter_loop(int which, jettprof_thread *t, struct jettprof_fast *f,
                          struct jettprof_site *s, uint32_t fa, uint32_t fb, uint64_t n)
 {
+    struct jettprof_pos *pos = jettprof_stmt_pos(t);
     uint64_t t0 = cpu_ns();
     for (uint64_t i = 0; i < n; i++) {
         if (which == 1) {
@@ -141,6 +143,18 @@ static double enter_loop(int which, jettprof_thread *t, struct jettprof_fast *f,
         } else if (which == 2) {
             jettprof_enter_fast(f, &s[0], fa);
             jettprof_leave_fast(f);
+            jettprof_enter_fast(f, &s[1], fb);
+            jettprof_leave_fast(f);
+        } else if (which == 3) { /* the caller's statements only: the baseline of 4 */
+            jettprof_stmt_set(pos, 10, 5);
+            __asm__ __volatile__("" ::: "memory");
+            jettprof_stmt_set(pos, 11, 5);
+        } else if (which == 4) { /* each call from a statement of its own */
+            jettprof_stmt_set(pos, 10, 5);
+            jettprof_enter_fast(f, &s[0], fa);
+            jettprof_leave_fast(f);
+            __asm__ __volatile__("" ::: "memory");
+            jettprof_stmt_set(pos, 11, 5);
             jettprof_enter_fast(f, &s[1], fb);
             jettprof_leave_fast(f);
         }
@@ -162,17 +176,22 @@ static void enter_bench(void)
     struct jettprof_site sites[2] = {0};
     jettprof_enter(t, fm);
     const uint64_t n = 5000000 / work_div;
-    double base[RUNS], plain[RUNS], fast[RUNS];
+    double base[RUNS], plain[RUNS], fast[RUNS], sbase[RUNS], sfast[RUNS];
     for (int r = 0; r < RUNS; r++) {
         base[r] = enter_loop(0, t, f, sites, fa, fb, n);
         plain[r] = enter_loop(1, t, f, sites, fa, fb, n);
         fast[r] = enter_loop(2, t, f, sites, fa, fb, n);
+        sbase[r] = enter_loop(3, t, f, sites, fa, fb, n);
+        sfast[r] = enter_loop(4, t, f, sites, fa, fb, n);
     }
     double b = median(base, RUNS), p = median(plain, RUNS), q = median(fast, RUNS);
+    double sb = median(sbase, RUNS), sq = median(sfast, RUNS);
     printf("enter+leave pair, plain calls, two callees in turn: %.3f ns/pair (%.3f ns over the "
            "empty loop)\n", p, p - b);
     printf("enter+leave pair, inline with call-site caches (hit): %.3f ns/pair (%.3f ns over "
            "the empty loop; %.2fx cheaper than plain)\n", q, q - b, (p - b) / (q - b));
+    printf("enter+leave pair, inline (hit), each call from its own statement: %.3f ns/pair "
+           "(%.3f ns over the loop setting the statements alone)\n", sq, sq - sb);
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
