@@ -192,7 +192,8 @@ _Static_assert(!((UNCOUNTED_TYPES >> JP_REC_ALLOC) & 1u) &&
                    !((UNCOUNTED_TYPES >> JP_REC_CPU_SAMPLE) & 1u) &&
                    !((UNCOUNTED_TYPES >> JP_REC_RESIZE) & 1u),
                "the slot path counts every record it takes");
-static inline int slot_event(struct jp_engine *e, const void *slot)
+static inline __attribute__((always_inline)) int slot_event(struct jp_engine *e,
+                                                            const void *slot)
 {
     union {
         struct jp_rec_hdr h;
@@ -225,23 +226,18 @@ static inline int slot_event(struct jp_engine *e, const void *slot)
  * saves). */
 #define PREFETCH_FREE 8u
 #define PREFETCH_FREE_WINDOW (UINT32_C(1) << 14)
-/* The slot entry: n consecutive slots, in order, up to the first that is not taken (see
- * jp_engine_feed_slots); one slot is a run of one. */
-static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
+/* The walk over a run of slots, once for each value of far_window so that a run whose window
+ * is small tests nothing more per slot. far_window: the window is past the first-level cache,
+ * and the young frees a few slots ahead have their window slots fetched now. */
+static inline __attribute__((always_inline)) int feed_run(struct jp_engine *e, const uint8_t *q,
+                                                          uint64_t n, uint64_t *k,
+                                                          const bool far_window)
 {
-    *fed = 0;
-    if (__builtin_expect(!e->open || e->oom, 0))
-        return n ? 1 : 0;
-    const uint8_t *q = slots;
     int rc = 0;
-    uint64_t k = 0;
-    /* A window past the first-level cache: the young frees a few slots ahead have their
-     * window slots fetched now (a window, once there, stays; it only grows). */
-    const bool far_window = e->win && e->win_w >= PREFETCH_FREE_WINDOW;
-    for (; k < n; k++, q += JP_SLOT_SIZE) {
-        if (k + PREFETCH_SLOTS < n)
+    for (; *k < n; ++*k, q += JP_SLOT_SIZE) {
+        if (*k + PREFETCH_SLOTS < n)
             __builtin_prefetch(q + PREFETCH_SLOTS * JP_SLOT_SIZE);
-        if (far_window && k + PREFETCH_FREE < n) {
+        if (far_window && *k + PREFETCH_FREE < n) {
             /* a hint only: whatever the producer wrote there, the address is in the window */
             struct jp_rec_free ahead;
             memcpy(&ahead, q + PREFETCH_FREE * JP_SLOT_SIZE, sizeof ahead);
@@ -251,6 +247,20 @@ static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n,
         if ((rc = slot_event(e, q)) != 0)
             break;
     }
+    return rc;
+}
+
+/* The slot entry: n consecutive slots, in order, up to the first that is not taken (see
+ * jp_engine_feed_slots); one slot is a run of one. */
+static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed)
+{
+    *fed = 0;
+    if (__builtin_expect(!e->open || e->oom, 0))
+        return n ? 1 : 0;
+    uint64_t k = 0;
+    /* a window, once there, stays, and only grows: decided once a run */
+    int rc = e->win && e->win_w >= PREFETCH_FREE_WINDOW ? feed_run(e, slots, n, &k, true)
+                                                         : feed_run(e, slots, n, &k, false);
     *fed = k;
     e->records_counted += k + (rc < 0); /* a record taken that failed counts too */
     if (__builtin_expect(rc == -ENOMEM, 0))
