@@ -604,11 +604,10 @@ static inline void total_live_add(struct jp_engine *e, uint64_t add)
 
 /* The common allocation in one pass: the agent's next id (fresh, and the next window slot,
  * the window not due to grow; a survivor still in that slot moves to the tables through a
- * call), a stored node that is not a
- * truncation, under the EXEC identity already noted for it and for the thread, a size and
- * chain the window slot holds, live tracking exact (mem_fast). Every condition is tested
- * before anything changes, and then the steps are on_alloc_general's for that case, in its
- * order; any other allocation goes there whole. */
+ * call), a stored node that is not a truncation, under the EXEC identity already noted for it
+ * and for the thread, a size and chain the window slot holds, live tracking exact (mem_fast).
+ * Every condition is tested before anything changes, and then the steps are
+ * on_alloc_general's for that case, in its order; any other allocation goes there whole. */
 static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     uint64_t id = r->allocation_id, size = r->size;

@@ -258,9 +258,9 @@ static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n,
     if (__builtin_expect(!e->open || e->oom, 0))
         return n ? 1 : 0;
     uint64_t k = 0;
-    /* a window, once there, stays, and only grows: decided once a run */
-    int rc = e->win && e->win_w >= PREFETCH_FREE_WINDOW ? feed_run(e, slots, n, &k, true)
-                                                         : feed_run(e, slots, n, &k, false);
+    /* decided once a run of slots (win_w is 0 while there is no window; it only grows) */
+    int rc = e->win_w >= PREFETCH_FREE_WINDOW ? feed_run(e, slots, n, &k, true)
+                                               : feed_run(e, slots, n, &k, false);
     *fed = k;
     e->records_counted += k + (rc < 0); /* a record taken that failed counts too */
     if (__builtin_expect(rc == -ENOMEM, 0))

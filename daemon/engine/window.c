@@ -129,7 +129,7 @@ static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
     return NULL;
 }
 
-__attribute__((noinline)) int win_evict_one(struct jp_engine *e, uint32_t s)
+int win_evict_one(struct jp_engine *e, uint32_t s)
 {
     uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
     int rc = table_insert(e, occupant, win_dec(e->win[s]));
