@@ -1,5 +1,8 @@
 /* The one JSON string writer: s (NUL-terminated) as a JSON string literal, quotes included;
- * " and \ escaped, control characters as \u00XX, other bytes as they are (callers pass UTF-8). */
+ * " and \ escaped, C0 control characters as \u00XX, other bytes as they are (callers pass
+ * UTF-8). That is what JSON requires and all it does: DEL, the C1 controls (U+0080..U+009F)
+ * and any other byte pass through, so JSON text is for a JSON reader. Text a person reads on a
+ * terminal goes through jp_text_safe (common/text.h) instead. */
 #ifndef JP_COMMON_JSON_H
 #define JP_COMMON_JSON_H
 

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "common/text.h"
 #include "report.h"
 #include "writers.h"
 
@@ -38,30 +39,11 @@ __extension__ typedef unsigned __int128 h_u128;
 
 /* ---- text pieces ------------------------------------------------------------------------ */
 
-/* Text for a terminal: control characters from names, paths or excerpts are shown escaped so
- * nothing in a report can drive the terminal: C0 and DEL as \xHH, the C1 controls U+0080..
- * U+009F (CSI and friends on some terminals) as \u00HH. Every string here passed
- * jp_rec_validate, so it is well-formed UTF-8 and 0xc2 always leads a two-byte sequence. */
-static void h_safe(struct jp_buf *s, const char *str, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)str[i];
-        if (c < 0x20 || c == 0x7f) {
-            jp_buf_printf(s, "\\x%02x", c);
-        } else if (c == 0xc2 && i + 1 < n && (unsigned char)str[i + 1] <= 0x9f) {
-            jp_buf_printf(s, "\\u%04x", (unsigned char)str[i + 1]);
-            i++;
-        } else {
-            jp_buf_put(s, &str[i], 1);
-        }
-    }
-}
-
 static void h_qualified(struct jp_buf *s, struct jp_buf *tmp, const struct jp_func *f)
 {
     tmp->len = 0;
     jp_wr_qualified(tmp, f);
-    h_safe(s, tmp->p ? tmp->p : "", tmp->len);
+    jp_text_safe(s, tmp->p ? tmp->p : "", tmp->len);
     s->failed |= tmp->failed;
 }
 
@@ -202,7 +184,7 @@ static struct jp_buf *h_cell(struct h_table *t, uint32_t row, unsigned col)
     return &t->cells[(size_t)row * t->ncol + col];
 }
 
-/* Display width: code points (the escapes of h_safe are ASCII). */
+/* Display width: code points (the escapes of jp_text_safe are ASCII). */
 static size_t h_width(const struct jp_buf *b)
 {
     size_t w = 0;
@@ -257,7 +239,7 @@ static void h_location(struct jp_buf *s, const struct jp_engine_view *v, const s
         return;
     }
     const struct jp_source *src = &v->sources[f->source];
-    h_safe(s, src->path, src->path_len);
+    jp_text_safe(s, src->path, src->path_len);
     jp_buf_printf(s, ":%" PRIu32, f->decl_line);
 }
 
@@ -556,7 +538,7 @@ static void h_hot_lines(struct jp_buf *s, const struct jp_engine_view *v,
         const struct jp_hot *h = &v->hots[en->hot[j]];
         if (src) {
             jp_buf_puts(s, "   hot line ");
-            h_safe(s, src->path, src->path_len);
+            jp_text_safe(s, src->path, src->path_len);
             jp_buf_printf(s, ":%" PRIu32 ":%" PRIu32, h->line, h->col);
         } else {
             jp_buf_puts(s, "   hot line unavailable");
@@ -566,7 +548,7 @@ static void h_hot_lines(struct jp_buf *s, const struct jp_engine_view *v,
             src ? jp_wr_find_excerpt(v, f->source, h->line, h->col) : NULL;
         if (x && x->text && !(x->flags & JP_EXCERPT_UNAVAILABLE)) {
             jp_buf_puts(s, ": ");
-            h_safe(s, x->text, x->text_len);
+            jp_text_safe(s, x->text, x->text_len);
             if (x->flags & JP_EXCERPT_REDACTED)
                 jp_buf_puts(s, " (redacted)");
         }
@@ -644,7 +626,7 @@ static void h_entry(struct jp_buf *s, struct jp_buf *tmp, const struct jp_report
         tmp->len = 0;
         jp_wr_suggestion_text(tmp, r, en, en->sugg[j]);
         jp_buf_printf(s, "   suggestion %s: ", jp_wr_rule_names[en->sugg[j]]);
-        h_safe(s, tmp->p ? tmp->p : "", tmp->len);
+        jp_text_safe(s, tmp->p ? tmp->p : "", tmp->len);
         jp_buf_puts(s, "\n");
     }
 }

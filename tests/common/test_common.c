@@ -3,11 +3,13 @@
  * encoder quotes exactly when TOON needs it and never lets a byte that is not UTF-8 through. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/buf.h"
 #include "common/json.h"
+#include "common/text.h"
 #include "common/toon.h"
 
 /* malloc/realloc fail while armed (this executable's own definitions win over libc's). */
@@ -147,4 +149,62 @@ Test(json, strings_are_escaped)
     cr_assert_eq(jp_buf_finish(&b, &out, &len), 0);
     cr_expect_str_eq(out, "\"a\\\"b\\\\c\\u000a\\u0001\"");
     free(out);
+}
+
+/* ---- jp_text_safe: the one rule for human text --------------------------------------- */
+
+static void expect_safe(const char *in, size_t n, const char *want)
+{
+    struct jp_buf b = {0};
+    jp_text_safe(&b, in, n);
+    char *got;
+    size_t len;
+    cr_assert_eq(jp_buf_finish(&b, &got, &len), 0);
+    cr_expect_str_eq(got ? got : "", want, "safe text of a %zu-byte string", n);
+    free(got);
+}
+
+#define EXPECT_SAFE(lit, want) expect_safe((lit), sizeof(lit) - 1, (want))
+
+Test(text, printable_ascii_and_utf8_above_c1_pass_unchanged)
+{
+    EXPECT_SAFE("src/main.jett", "src/main.jett");
+    EXPECT_SAFE("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xc2\xa0");
+    EXPECT_SAFE("", "");
+}
+
+Test(text, c0_and_del_are_hex_escapes)
+{
+    EXPECT_SAFE("a\x1b[2Jb", "a\\x1b[2Jb");
+    EXPECT_SAFE("\n\r\t\x7f", "\\x0a\\x0d\\x09\\x7f");
+    EXPECT_SAFE("x\0y", "x\\x00y");
+}
+
+Test(text, every_c1_control_is_a_unicode_escape)
+{
+    for (unsigned c = 0x80; c <= 0x9f; c++) {
+        char in[3] = {'\xc2', (char)c, 0}, want[8];
+        snprintf(want, sizeof want, "\\u%04x", c);
+        expect_safe(in, 2, want);
+    }
+    EXPECT_SAFE("run \xc2\x9b" "31m red", "run \\u009b31m red");
+}
+
+Test(text, bytes_that_are_not_utf8_are_hex_escapes)
+{
+    /* a raw C1 byte, a lone continuation, a cut sequence, an overlong form, a surrogate */
+    EXPECT_SAFE("\x9b" "1m", "\\x9b1m");
+    EXPECT_SAFE("a\x80", "a\\x80");
+    EXPECT_SAFE("\xe2\x82", "\\xe2\\x82");
+    EXPECT_SAFE("\xc0\xaf", "\\xc0\\xaf");
+    EXPECT_SAFE("\xed\xa0\x80", "\\xed\\xa0\\x80");
+}
+
+Test(text, a_null_string_writes_nothing)
+{
+    struct jp_buf b = {0};
+    jp_text_safe_str(&b, NULL);
+    jp_text_safe_str(&b, "ok\x07");
+    cr_expect_str_eq(b.p, "ok\\x07");
+    jp_buf_free(&b);
 }
