@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
+
 #ifndef JETTPROF_DAEMON_PATH
 #define JETTPROF_DAEMON_PATH "/usr/local/bin/jettprofd"
 #endif
@@ -337,19 +339,18 @@ static void note_daemon_exit(struct jettprof_run *run)
         detail(0, "; jettprofd was killed by signal %d", WTERMSIG(st));
 }
 
-/* The daemon's refusal text, as printable ASCII: it is shown to the user. */
+/* The daemon's refusal text, its first 200 bytes, is shown to the user: written by the one
+ * rule for human text (common/text.h), so a daemon cannot drive the user's terminal. */
 static void note_refusal(const struct jp_ctl_msg *a)
 {
-    char msg[201];
-    size_t n = a->u.error.message_len < sizeof msg - 1 ? a->u.error.message_len : sizeof msg - 1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)a->u.error.message[i];
-        msg[i] = c < 0x20 || c >= 0x7f ? '?' : (char)c;
-    }
-    msg[n] = '\0';
+    size_t n = a->u.error.message_len < 200 ? a->u.error.message_len : 200;
+    struct jp_buf msg = {0};
+    jp_text_safe(&msg, a->u.error.message, n);
     const char *code = jp_ctl_error_name(a->u.error.code);
-    detail(1, "jettprofd said: %s%s (%s)", n ? msg : "no reason given",
+    detail(1, "jettprofd said: %s%s (%s)",
+           !n ? "no reason given" : msg.failed ? "(out of memory)" : msg.p,
            a->u.error.message_len > n ? "..." : "", code ? code : "unknown code");
+    jp_buf_free(&msg);
 }
 
 int jp_daemon_handshake(struct jettprof_run *run)

@@ -10,7 +10,10 @@
  * text that was already safe reads the same. The JSON and TOON writers have rules of their
  * own for their formats; this is the rule for human text.
  * jp_text_safe appends n bytes of s to b made safe; jp_text_safe_str does the same for a
- * NUL-terminated string (NULL is written as nothing). */
+ * NUL-terminated string (NULL is written as nothing). jp_text_quoted writes a field of a
+ * column of words (a program path in `jettprofd runs`) the same way between double quotes,
+ * with '"' and '\' also written as \x22 and \x5c, so the field ends only at its closing
+ * quote and every escape reads one way. */
 #ifndef JP_COMMON_TEXT_H
 #define JP_COMMON_TEXT_H
 
@@ -20,5 +23,6 @@
 
 void jp_text_safe(struct jp_buf *b, const char *s, size_t n);
 void jp_text_safe_str(struct jp_buf *b, const char *s);
+void jp_text_quoted(struct jp_buf *b, const char *s, size_t n);
 
 #endif

@@ -161,7 +161,7 @@ struct jpd_daemon {
     int accept_retry_active;
     char *created_socket;  /* a path we bound and must unlink at exit */
 
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup; /* signals.c */
     int signals_active;
 
     /* Sessions of every loop, counted at accept on the main loop (session.c) and off when one
@@ -420,7 +420,8 @@ int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits,
  * (common/json.h). */
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
-/* One line to stderr, prefixed "jettprofd: ". Never user paths or values. */
+/* One line to stderr, prefixed "jettprofd: ", the message written by the one rule for human
+ * text (common/text.h): a client's program or reason in it cannot drive a terminal. */
 void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same at a syslog priority (JPD_LOG_*, <syslog.h>'s values); jpd_log is JPD_LOG_INFO.
  * When stderr is the journal's stream (systemd.h) the line starts with "<N>", which the
@@ -434,7 +435,16 @@ const char *jpd_ending_word(uint32_t ending);
 /* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
  * has no profile): the runs log and the stderr lines use the same words. */
 const char *jpd_status_word(uint32_t status);
-/* Starts a thread that never takes SIGTERM or SIGINT: they are the main loop's (uv_signal).
+/* signals.c: what each signal does (jettprofd(8), SIGNALS). jpd_signals_start sets every
+ * action and starts the main loop's signal handles (0 or -errno); jpd_signals_stop closes the
+ * handles so the loop can end. */
+int jpd_signals_start(struct jpd_daemon *d);
+void jpd_signals_stop(struct jpd_daemon *d);
+/* server.c: stop accepting and deliver every run in flight (SIGTERM); the daemon exits once
+ * the last is delivered. */
+void jpd_server_stop(struct jpd_daemon *d);
+/* Starts a thread that never takes SIGTERM, SIGINT or SIGHUP: they are the main loop's
+ * (uv_signal).
  * 0 or -errno. */
 int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 /* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL

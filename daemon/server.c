@@ -119,15 +119,6 @@ static void stop_listening(struct jpd_daemon *d)
     }
 }
 
-static void stop_signals(struct jpd_daemon *d)
-{
-    if (d->signals_active) {
-        d->signals_active = 0;
-        uv_close((uv_handle_t *)&d->sigterm, on_handle_closed);
-        uv_close((uv_handle_t *)&d->sigint, on_handle_closed);
-    }
-}
-
 /* n sessions were freed (on the main loop, or on workers as their posts say). Private mode
  * serves exactly one run; long-lived mode ends when it was told to and the last in-flight run is
  * delivered: the workers stop, and with no handle left, uv_run returns. */
@@ -136,7 +127,7 @@ void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n)
     d->nsessions -= n;
     if (d->private_mode || (d->shutting_down && d->nsessions == 0)) {
         stop_listening(d);
-        stop_signals(d);
+        jpd_signals_stop(d);
         jpd_workers_stop(d);
     }
 }
@@ -149,7 +140,7 @@ static void session_gone(struct jpd_daemon *d, struct jpd_loop *lp)
         jpd_post_gone(d, lp);
 }
 
-static void begin_shutdown(struct jpd_daemon *d)
+void jpd_server_stop(struct jpd_daemon *d)
 {
     if (d->shutting_down)
         return;
@@ -169,12 +160,6 @@ static void begin_shutdown(struct jpd_daemon *d)
     jpd_workers_absorb(d);
     if (d->nsessions == 0)
         jpd_server_sessions_gone(d, 0);
-}
-
-static void on_signal(uv_signal_t *h, int signum)
-{
-    (void)signum;
-    begin_shutdown(h->data);
 }
 
 static const struct jpd_session_ops session_ops = {
@@ -211,27 +196,7 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     d->state_dir_fd = -1;
     d->next_run_id = 1;
     d->self_uid = geteuid();
-    /* Past a file size limit a write fails with EFBIG (handled: the runs log and captures
-     * stay whole or go) instead of the signal ending the daemon. */
-    signal(SIGXFSZ, SIG_IGN);
-    int r = uv_signal_init(loop, &d->sigterm);
-    if (r < 0)
-        return r;
-    /* Cannot fail: the first init made the loop's signal pipe, the one thing that can. */
-    (void)uv_signal_init(loop, &d->sigint);
-    d->sigterm.data = d;
-    d->sigint.data = d;
-    d->signals_active = 1;
-    uv_signal_start(&d->sigterm, on_signal, SIGTERM);
-    if (private_mode) {
-        /* Ctrl-C belongs to the client: it finalizes and asks us for its profile. uv_signal
-         * would still have to catch it; ignoring it outright is the contract's reading. */
-        uv_signal_stop(&d->sigint);
-        signal(SIGINT, SIG_IGN);
-    } else {
-        uv_signal_start(&d->sigint, on_signal, SIGINT);
-    }
-    return 0;
+    return jpd_signals_start(d);
 }
 
 /* The loop and the daemon on it. 0, or -errno with the reason logged (and nothing left to
@@ -358,7 +323,7 @@ int jpd_run_private(int fd)
     r = jpd_session_start(&d, fd, &peer);
     if (r < 0) {
         jpd_log("cannot serve the session: %s", strerror(-r));
-        stop_signals(&d);
+        jpd_signals_stop(&d);
         d.exit_code = 1;
     }
     return daemon_run(&d);
@@ -578,7 +543,6 @@ int jpd_run_serve(const struct jpd_config *cfg)
     int r = start_loop(&loop, &d, cfg, 0);
     if (r < 0)
         return 1;
-    signal(SIGPIPE, SIG_IGN);
     int fd = jpd_sd_listen_socket();
     if (fd >= 0) {
         r = check_listener(fd);
@@ -646,7 +610,7 @@ fail:
         free(d.created_socket);
         d.created_socket = NULL;
     }
-    stop_signals(&d);
+    jpd_signals_stop(&d);
     d.exit_code = 1;
     return daemon_run(&d);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "jpd.h"
 #include "push.h"
 
@@ -115,11 +116,16 @@ static void push_human(struct jp_buf *b, const struct jpd_push_stats *ps)
     if (!ps)
         return;
     jp_buf_printf(b, "push: %llu pushed, %llu failed, %llu retried, %llu dropped, %u queued; "
-                  "to %s\n", (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
+                  "to ", (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
                   (unsigned long long)ps->retried, (unsigned long long)ps->dropped,
-                  (unsigned)ps->queued, ps->target);
-    if (ps->last_error[0])
-        jp_buf_printf(b, "push last error: %s\n", ps->last_error);
+                  (unsigned)ps->queued);
+    jp_text_safe_str(b, ps->target);
+    JP_BUF_LIT(b, "\n");
+    if (ps->last_error[0]) {
+        JP_BUF_LIT(b, "push last error: ");
+        jp_text_safe_str(b, ps->last_error);
+        JP_BUF_LIT(b, "\n");
+    }
 }
 
 static void push_json(struct jp_buf *b, const struct jpd_push_stats *ps)
@@ -168,9 +174,9 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
                       (unsigned long long)v[i].waits,
                       (unsigned long long)(v[i].wait_ns / 1000000u),
                       (unsigned long long)v[i].lost);
-        /* the program is a client's bytes: its JSON string form keeps a terminal safe */
+        /* the program is a client's bytes: written by the one rule for human text */
         if (v[i].program[0])
-            jp_json_str(b, v[i].program);
+            jp_text_quoted(b, v[i].program, strlen(v[i].program));
         else
             JP_BUF_LIT(b, "-");
         JP_BUF_LIT(b, "\n");
@@ -388,15 +394,16 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
             jp_json_str(b, r->reason);
             JP_BUF_LIT(b, "}");
         } else {
-            /* the program is a client's bytes: its JSON string form keeps a terminal safe */
+            /* the program is a client's bytes: written by the one rule for human text */
             jp_buf_printf(b, "%llu %s %llu ", (unsigned long long)r->run_id,
                           known ? when : "-", (unsigned long long)r->duration_ms);
             if (r->program[0])
-                jp_json_str(b, r->program);
+                jp_text_quoted(b, r->program, strlen(r->program));
             else
                 JP_BUF_LIT(b, "-");
-            jp_buf_printf(b, " %s %s %s\n", mode, jpd_status_word(r->status),
-                          r->reason[0] ? r->reason : "-");
+            jp_buf_printf(b, " %s %s ", mode, jpd_status_word(r->status));
+            jp_text_safe_str(b, r->reason[0] ? r->reason : "-");
+            JP_BUF_LIT(b, "\n");
         }
         n++;
     }

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "daemon/engine/view.h"
 #include "jpd.h"
 #include "systemd.h"
@@ -76,19 +77,27 @@ int jpd_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+/* A log line quotes what clients sent (programs, reasons, a receiver's text): the whole
+ * message goes through the one rule for human text (common/text.h), so no byte of it can
+ * drive the operator's terminal or split the journal's line. */
 __attribute__((format(printf, 2, 0)))
 static void vlog(int priority, const char *fmt, va_list ap)
 {
-    char line[512];
-    int n = jpd_sd_stderr_is_journal() ? snprintf(line, sizeof line, "<%d>", priority & 7) : 0;
-    n += snprintf(line + n, sizeof line - (size_t)n, "jettprofd: ");
-    int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    if (m < 0)
+    char msg[512];
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0)
         return;
-    size_t len = strlen(line);
-    line[len++] = '\n';
+    struct jp_buf line = {0};
+    if (jpd_sd_stderr_is_journal())
+        jp_buf_printf(&line, "<%d>", priority & 7);
+    JP_BUF_LIT(&line, "jettprofd: ");
+    jp_text_safe_str(&line, msg);
+    JP_BUF_LIT(&line, "\n");
     /* One write per line so concurrent writers to the same terminal do not interleave it. */
-    (void)jpd_write_all(STDERR_FILENO, line, len);
+    if (!line.failed)
+        (void)jpd_write_all(STDERR_FILENO, line.p, line.len);
+    else
+        (void)jpd_write_all(STDERR_FILENO, "jettprofd: out of memory writing a log line\n", 44);
+    jp_buf_free(&line);
 }
 
 void jpd_log(const char *fmt, ...)
@@ -182,6 +191,7 @@ int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &block, &old); /* the new thread inherits the mask */
     int r = -pthread_create(t, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/text.h"
 #include "interp.h"
 #include "jett.h"
 #include "jettprof.h"
@@ -131,6 +132,27 @@ static void write_envelope(const struct envelope *e)
     jp_buf_free(&b);
 }
 
+/* A message for a person on stderr, one line per line of msg, each written by the one rule
+ * for human text (common/text.h): a failing program's text, a path or a daemon's reason in it
+ * cannot drive the user's terminal. */
+static void say_lines(const char *msg)
+{
+    struct jp_buf b = {0};
+    for (const char *p = msg; *p;) {
+        size_t n = strcspn(p, "\n");
+        jp_text_safe(&b, p, n);
+        jp_buf_put(&b, "\n", 1);
+        p += n + (p[n] == '\n');
+    }
+    if (!b.len)
+        jp_buf_put(&b, "\n", 1);
+    if (b.failed)
+        fputs("jett: out of memory writing an error message\n", stderr);
+    else
+        fwrite(b.p, 1, b.len, stderr);
+    jp_buf_free(&b);
+}
+
 /* A failure before user code ran: CLI, compile or profiler setup. */
 static int pre_exec_failure(bool agent, int code, enum jt_failure f, const char *msg)
 {
@@ -146,9 +168,7 @@ static int pre_exec_failure(bool agent, int code, enum jt_failure f, const char 
         write_envelope(&e);
         free(m);
     } else {
-        fputs(msg, stderr);
-        if (!*msg || msg[strlen(msg) - 1] != '\n')
-            fputc('\n', stderr);
+        say_lines(msg);
     }
     return code;
 }
@@ -666,7 +686,7 @@ static int run_command(int argc, char **argv)
         write_envelope(&e);
     } else {
         if (R->outcome == JT_OUT_RUNTIME_ERROR)
-            fprintf(stderr, "%s\n", error);
+            say_lines(error);
         else if (R->outcome == JT_OUT_INTERRUPTED)
             fputs("jett: interrupted\n", stderr);
         if (profile && profile_len) {

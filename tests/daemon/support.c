@@ -101,9 +101,10 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
                 s->i = 0;
                 continue;
             }
-            char path[64];
-            int n = s->i < 2 ? snprintf(path, sizeof path, "src/mod%u_%u.jett", s->seed % 7u, s->i)
-                             : snprintf(path, sizeof path, "stdlib/core.jett");
+            char path[256];
+            int n = s->i == 0 && s->program ? snprintf(path, sizeof path, "%s", s->program)
+                    : s->i < 2 ? snprintf(path, sizeof path, "src/mod%u_%u.jett", s->seed % 7u, s->i)
+                               : snprintf(path, sizeof path, "stdlib/core.jett");
             struct jp_rec_source_def r;
             memset(&r, 0, sizeof r);
             r.source_id = s->i + 1;

@@ -27,6 +27,8 @@ struct jpt_stream {
     uint32_t threshold_bp, limit;
     uint64_t cpu_budget, retention_budget; /* RUN_START's budgets: the contract's by default */
     uint64_t run_id; /* a serving daemon's id of the run, which its human text names; 0 */
+    const char *program; /* the first project source's path (the run's program); NULL:
+                          * src/modS_0.jett */
     /* generator state */
     uint32_t phase, i;
     uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */

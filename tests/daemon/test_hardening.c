@@ -1,0 +1,274 @@
+/* A shared daemon no user can lock out, flood or kill: what a hostile client or a careless
+ * operator tries against `jettprofd serve`, each tried the way it was first found to work.
+ *   - a program path with C0, DEL and C1 controls reaches no human output raw;
+ *   - every catchable signal but SIGTERM/SIGINT leaves the daemon serving, the run in flight
+ *     delivered complete; SIGHUP reopens the runs log;
+ *   - a run's exports stay within the daemon's export cap, the profile still delivered;
+ *   - one uid's unread results count against its caps until their sockets close, and another
+ *     uid's runs all complete meanwhile. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/utf8.h"
+#include "support.h"
+
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* `jettprofd CMD --socket sock [args]`'s stdout (exit 0 asserted). */
+static char *daemon_cmd(const char *sock, const char *cmd, const char *arg1, const char *arg2)
+{
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)cmd, "--socket", (char *)sock,
+                    (char *)arg1, (char *)arg2, NULL};
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "jettprofd %s: %s", cmd, err);
+    free(err);
+    return out;
+}
+
+/* The first byte of text[len] that could drive a terminal (a C0 control other than the line
+ * end, DEL, a C1 control, a byte that is not well-formed UTF-8), or -1. */
+static long raw_control_at(const char *text, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        if (p[i] < 0x80) {
+            if ((p[i] < 0x20 && p[i] != '\n') || p[i] == 0x7f)
+                return (long)i;
+            i++;
+            continue;
+        }
+        size_t k = jp_utf8_seq_len(p + i, len - i);
+        if (k == 0 || (k == 2 && p[i] == 0xc2 && p[i + 1] <= 0x9f))
+            return (long)i;
+        i += k;
+    }
+    return -1;
+}
+
+static void expect_no_raw_control(const char *what, const char *text)
+{
+    cr_assert(text, "%s: no text", what);
+    long at = raw_control_at(text, strlen(text));
+    cr_expect_eq(at, -1, "%s has a raw control byte at %ld: %s", what, at, text);
+}
+
+/* A path the engine accepts as a logical path (relative, no C0 or DEL) but carrying every C1
+ * control a terminal might act on: CSI, OSC, DCS, ST, NEL. */
+#define HOSTILE_PROGRAM "src/\xc2\x9b" "2J\xc2\x9d" "0;owned\xc2\x9c\xc2\x90x\xc2\x85.jett"
+
+Test(hardening, control_bytes_of_a_program_reach_no_human_output_raw)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], log[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(log, sizeof log, "%s/runs.jsonl", dir);
+    const char *extra[] = {"--runs-log", log, NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 4, 200000);
+    s.program = HOSTILE_PROGRAM;
+    struct jp_ring ring;
+    uint64_t id = 0;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 400, &ring, &id), 0);
+
+    /* status, while the run is live: the program is listed once the daemon drained it */
+    char *out = NULL;
+    for (int i = 0; i < 500 && !(out && strstr(out, "owned")); i++) {
+        free(out);
+        nap_ms(10);
+        out = daemon_cmd(sock, "status", NULL, NULL);
+    }
+    cr_assert(out && strstr(out, "owned"), "the program never reached status: %s", out);
+    expect_no_raw_control("status", out);
+    cr_expect(strstr(out, "\"src/\\u009b2J\\u009d0;owned\\u009c\\u0090x\\u0085.jett\"\n"),
+              "the program, escaped, ends the run's row: %s", out);
+    free(out);
+
+    /* the run ends; `runs` lists it */
+    for (;;) {
+        uint8_t rec[JP_REC_MAX_SIZE];
+        uint32_t len = jpt_stream_next(&s, rec);
+        if (!len)
+            break;
+        cr_assert_eq(jpt_push(&ring, rec, len), 0);
+    }
+    jp_ring_close(&ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(c.fd, &f, NULL, 0), 0);
+    struct jpt_result res;
+    cr_assert_eq(jpt_finish(&c, &res, 60000), 0);
+    cr_assert_eq(res.status, JP_STATUS_COMPLETE, "%s %s", res.reason, res.error);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    expect_no_raw_control("the run's human profile", res.human);
+    jpt_result_free(&res);
+
+    out = daemon_cmd(sock, "runs", NULL, NULL);
+    cr_assert(strstr(out, "owned"), "%s", out);
+    expect_no_raw_control("runs", out);
+    cr_expect(strstr(out, " \"src/\\u009b2J\\u009d0;owned\\u009c\\u0090x\\u0085.jett\" memory "
+                          "complete -\n"), "%s", out);
+    free(out);
+    char idtext[32];
+    snprintf(idtext, sizeof idtext, "%llu", (unsigned long long)id);
+    out = daemon_cmd(sock, "show", idtext, NULL);
+    expect_no_raw_control("show", out);
+    free(out);
+
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 10000), 0);
+    char *log_lines = jpt_slurp_fd(errfd);
+    close(errfd);
+    expect_no_raw_control("the daemon's log", log_lines);
+    free(log_lines);
+    free(dir);
+}
+
+/* The runtime's own messages follow the same rule: a runtime error quoting the program's text
+ * reaches the user's terminal escaped. */
+Test(hardening, a_runtime_error_quoting_program_text_is_escaped_on_stderr)
+{
+    char *dir = jpt_tmpdir();
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s/main.jett", dir);
+    FILE *f = fopen(prog, "w");
+    cr_assert(f);
+    fputs("fn main() {\n  fail(\"bad \xc2\x9b" "31m \x1b[2J \x07 end\")\n}\n", f);
+    fclose(f);
+    char *argv[] = {(char *)getenv("JETT_BIN"), "run", prog, NULL};
+    cr_assert(argv[0], "JETT_BIN is not set");
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "the program must fail: %s", err);
+    expect_no_raw_control("jett's stderr", err);
+    cr_expect(strstr(err, "runtime error: bad \\u009b31m \\x1b[2J \\x07 end\n"), "%s", err);
+    free(out);
+    free(err);
+    free(dir);
+}
+
+/* ---- signals ---------------------------------------------------------------------------- */
+
+/* Pushes the rest of s, finalizes and waits for the result. */
+static void finish_run(struct jpt_client *c, struct jpt_stream *s, struct jp_ring *ring,
+                       struct jpt_result *res)
+{
+    for (;;) {
+        uint8_t rec[JP_REC_MAX_SIZE];
+        uint32_t len = jpt_stream_next(s, rec);
+        if (!len)
+            break;
+        cr_assert_eq(jpt_push(ring, rec, len), 0);
+    }
+    jp_ring_close(ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(c->fd, &f, NULL, 0), 0);
+    cr_assert_eq(jpt_finish(c, res, 60000), 0);
+    jp_ring_unmap(ring);
+}
+
+static int alive(pid_t pid)
+{
+    int st;
+    return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeout = 120)
+{
+    static const int sigs[] = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
+                               SIGPOLL, SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGPIPE, SIGSEGV,
+                               SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT};
+    int nsig = (int)(sizeof sigs / sizeof sigs[0]);
+    int total = nsig + 2; /* and the first and last real-time signals */
+    char *dir = jpt_tmpdir();
+    char sock[600], log[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(log, sizeof log, "%s/runs.jsonl", dir);
+    const char *extra[] = {"--runs-log", log, NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+
+    for (int i = 0; i < total; i++) {
+        int sig = i < nsig ? sigs[i] : i == nsig ? SIGRTMIN : SIGRTMAX;
+        struct jpt_client c;
+        cr_assert_eq(jpt_client_connect(&c, sock), 0);
+        struct jpt_stream s;
+        jpt_stream_init(&s, i % 2 ? JP_MODE_CPU : JP_MODE_MEMORY, 40u + (uint32_t)i, 20000);
+        struct jp_ring ring;
+        uint64_t id = 0;
+        cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, 2000, &ring, &id), 0);
+        cr_assert_eq(kill(d, sig), 0);
+        nap_ms(50);
+        cr_assert(alive(d), "signal %d (%s) ended the daemon", sig, strsignal(sig));
+        struct jpt_result res;
+        finish_run(&c, &s, &ring, &res);
+        jpt_client_close(&c);
+        cr_assert_eq(res.error_code, 0, "signal %d: %s", sig, res.error);
+        struct jpt_stream again;
+        jpt_stream_init(&again, s.mode, s.seed, s.events);
+        again.run_id = id;
+        struct jpt_result want;
+        cr_assert_eq(jpt_expected(&again, &want), 0);
+        cr_expect_eq(res.status, JP_STATUS_COMPLETE, "signal %d (%s): %s", sig, strsignal(sig),
+                     res.reason);
+        cr_expect_str_eq(res.toon, want.toon, "signal %d (%s): the profile differs", sig,
+                         strsignal(sig));
+        jpt_result_free(&res);
+        jpt_result_free(&want);
+    }
+    cr_assert(alive(d));
+    /* The runs log holds every run: one row each, the first before any rotation. */
+    cr_expect_eq(jpt_count_lines(log, "\"status\":\"complete\""), total);
+
+    /* SIGHUP after a rotation: the rows go to the new file, the old one keeps what it had. */
+    char rotated[700];
+    snprintf(rotated, sizeof rotated, "%s.1", log);
+    cr_assert_eq(rename(log, rotated), 0);
+    cr_assert_eq(kill(d, SIGHUP), 0);
+    for (int i = 0; i < 500 && access(log, F_OK) != 0; i++)
+        nap_ms(10);
+    cr_assert_eq(access(log, F_OK), 0, "SIGHUP did not reopen the runs log by its name");
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 99, 500);
+    struct jpt_result res;
+    cr_assert_eq(jpt_run(&c, &s, 1024, -1, &res), 0);
+    cr_assert_eq(res.status, JP_STATUS_COMPLETE);
+    jpt_client_close(&c);
+    jpt_result_free(&res);
+    for (int i = 0; i < 500 && jpt_count_lines(log, "\"status\":\"complete\"") < 1; i++)
+        nap_ms(10);
+    cr_expect_eq(jpt_count_lines(log, "\"status\":\"complete\""), 1);
+    cr_expect_eq(jpt_count_lines(rotated, "\"status\":\"complete\""), total);
+
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 10000), 0, "SIGTERM still stops the daemon with exit 0");
+    char *lines = jpt_slurp_fd(errfd);
+    close(errfd);
+    cr_expect(strstr(lines, "SIGHUP: reopened the runs log"), "%s", lines);
+    free(lines);
+    free(dir);
+}
