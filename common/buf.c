@@ -12,6 +12,10 @@ static bool reserve(struct jp_buf *b, size_t add)
 {
     if (b->failed)
         return false;
+    if (b->limit && (add > b->limit || b->len > b->limit - add)) {
+        b->failed = b->over = true;
+        return false;
+    }
     if (add < SIZE_MAX - b->len && b->len + add + 1u <= b->cap)
         return true;
     if (add >= SIZE_MAX / 2u - b->len) {
@@ -21,6 +25,8 @@ static bool reserve(struct jp_buf *b, size_t add)
     size_t cap = b->cap ? b->cap : 256u;
     while (cap < b->len + add + 1u)
         cap *= 2u;
+    if (b->limit && cap > b->limit + 1u)
+        cap = b->limit + 1u; /* len + add <= limit here: the text still fits */
     char *p = realloc(b->p, cap);
     if (!p) {
         b->failed = true;
@@ -77,8 +83,9 @@ void jp_buf_vprintf(struct jp_buf *b, const char *fmt, va_list ap)
 int jp_buf_finish(struct jp_buf *b, char **out, size_t *len)
 {
     if (b->failed || !b->p) {
+        int over = b->over;
         jp_buf_free(b);
-        return -ENOMEM;
+        return over ? -EFBIG : -ENOMEM;
     }
     *out = b->p;
     *len = b->len;

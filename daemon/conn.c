@@ -54,15 +54,58 @@ static void discard_input(struct jpd_session *s)
     }
 }
 
+uint32_t jpd_export_chunk_bytes = JP_CTL_EXPORT_CHUNK;
+
+/* What a queued message holds of the daemon's memory. */
+static size_t out_held(const struct jpd_out *o)
+{
+    return o->len + o->x_len;
+}
+
+static void out_free(struct jpd_session *s, struct jpd_out *o)
+{
+    s->out_bytes -= out_held(o);
+    free(o->buf);
+    free(o->x_data);
+    free(o);
+}
+
 void jpd_conn_drop_output(struct jpd_session *s)
 {
     while (s->out_head) {
         struct jpd_out *o = s->out_head;
         s->out_head = o->next;
-        free(o->buf);
-        free(o);
+        out_free(s, o);
     }
     s->out_tail = NULL;
+}
+
+/* Encodes the export's next piece into o->buf (the one before it written). 0 or -ENOMEM. */
+static int next_piece(struct jpd_session *s, struct jpd_out *o)
+{
+    size_t n = o->x_len - o->x_off;
+    if (n > jpd_export_chunk_bytes)
+        n = jpd_export_chunk_bytes;
+    struct jp_ctl_msg m = {.type = JP_CTL_EXPORT};
+    m.u.export_piece.format = o->x_format;
+    m.u.export_piece.error = o->x_error;
+    m.u.export_piece.total = o->x_len;
+    m.u.export_piece.offset = o->x_off;
+    m.u.export_piece.data = o->x_data ? o->x_data + o->x_off : "";
+    m.u.export_piece.data_len = n;
+    uint8_t *buf;
+    size_t len;
+    int r = jp_ctl_encode(&m, &buf, &len);
+    if (r < 0)
+        return r;
+    s->out_bytes -= o->len;
+    free(o->buf);
+    o->buf = buf;
+    o->len = len;
+    o->off = 0;
+    o->x_off += n;
+    s->out_bytes += len;
+    return 0;
 }
 
 void jpd_conn_flush(struct jpd_session *s)
@@ -82,13 +125,22 @@ void jpd_conn_flush(struct jpd_session *s)
             break;
         }
         o->off += (size_t)n;
-        if (o->off == o->len) {
-            s->out_head = o->next;
-            if (!s->out_head)
-                s->out_tail = NULL;
-            free(o->buf);
-            free(o);
+        if (o->off < o->len)
+            continue;
+        if (o->x_off < o->x_len) {
+            if (next_piece(s, o) == 0)
+                continue;
+            /* The rest of the export cannot be sent: the peer could only read a cut stream. */
+            jpd_log("run %llu: out of memory sending its export; closing the connection",
+                    (unsigned long long)s->run_id);
+            lost = 1;
+            jpd_conn_drop_output(s);
+            break;
         }
+        s->out_head = o->next;
+        if (!s->out_head)
+            s->out_tail = NULL;
+        out_free(s, o);
     }
     if (lost && !s->eof && s->state != JPD_S_DONE) {
         /* Same as reading EOF: the run still ends with its best-effort profile. */
@@ -108,6 +160,17 @@ void jpd_conn_flush(struct jpd_session *s)
     jpd_conn_update_poll(s);
 }
 
+static void enqueue(struct jpd_session *s, struct jpd_out *o)
+{
+    s->out_bytes += out_held(o);
+    if (s->out_tail)
+        s->out_tail->next = o;
+    else
+        s->out_head = o;
+    s->out_tail = o;
+    jpd_conn_flush(s); /* may close a DONE session: callers only touch it through guarded paths */
+}
+
 int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
     uint8_t *buf;
@@ -122,12 +185,31 @@ int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     o->buf = buf;
     o->len = len;
-    if (s->out_tail)
-        s->out_tail->next = o;
-    else
-        s->out_head = o;
-    s->out_tail = o;
-    jpd_conn_flush(s); /* may close a DONE session: callers only touch it through guarded paths */
+    enqueue(s, o);
+    return 0;
+}
+
+int jpd_conn_send_export(struct jpd_session *s, uint32_t format, uint32_t error, char *data,
+                         size_t len)
+{
+    struct jpd_out *o = calloc(1, sizeof *o);
+    if (!o) {
+        free(data);
+        return -ENOMEM;
+    }
+    o->x_data = data;
+    o->x_len = len;
+    o->x_format = format;
+    o->x_error = error;
+    /* The first piece now (an empty or failed export is that one piece alone). */
+    int r = next_piece(s, o);
+    if (r < 0) {
+        free(o->x_data);
+        free(o);
+        return r;
+    }
+    s->out_bytes -= o->len; /* enqueue counts the whole message */
+    enqueue(s, o);
     return 0;
 }
 

@@ -51,6 +51,10 @@
  * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
 #define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
 #define JPD_DEFAULT_RETENTION_BUDGET (64ull << 20)
+/* All exports of one run together (serve --max-export-bytes): a deep, wide stack tree can
+ * make a folded or SVG export hundreds of times its profile. The private daemon serves only
+ * its own user and takes what the agent accepts of one export. */
+#define JPD_DEFAULT_MAX_EXPORT_BYTES (16ull << 20)
 
 #define JPD_MAX_WORKERS 256u       /* --workers N: 1..this; default the online CPUs */
 
@@ -70,6 +74,7 @@ struct jpd_config {
     uint64_t max_ring_bytes;
     uint64_t max_cpu_budget;       /* ceiling on a run's cpu_budget_bytes */
     uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
+    uint64_t max_export_bytes;     /* all of one run's exports together, > 0 (result.c) */
     const struct jpd_push_opts *push; /* serve --push and --label (push.h); NULL: none */
 };
 

@@ -4,7 +4,8 @@
  *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]
  *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G]
  *                   [--max-runs-per-uid N] [--max-ring-bytes B]
- *                   [--max-cpu-budget B] [--max-retention-budget B] [--workers N]
+ *                   [--max-cpu-budget B] [--max-retention-budget B] [--max-export-bytes N]
+ *                   [--workers N]
  *                   [--push URL [--label K=V]...]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
@@ -57,7 +58,8 @@ static const struct command {
      "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
      "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
-     "                [--max-cpu-budget B] [--max-retention-budget B] [--workers N]\n"
+     "                [--max-cpu-budget B] [--max-retention-budget B]\n"
+     "                [--max-export-bytes N] [--workers N]\n"
      "                [--push URL [--label K=V]...]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
      "  --socket PATH             where to listen, unless systemd handed over a socket\n"
@@ -80,6 +82,11 @@ static const struct command {
      "                            33554432); a client may ask for less, never more\n"
      "  --max-retention-budget B  most retention metadata bytes a run may use\n"
      "                            (default 67108864); likewise\n"
+     "  --max-export-bytes N      most bytes of exports (folded, pprof, speedscope, SVG)\n"
+     "                            the daemon builds and holds for one run, all together\n"
+     "                            (suffix K, M or G; default 16M, at most 1G); an export\n"
+     "                            past it is refused (export_too_large), the profile\n"
+     "                            still delivered\n"
      "  --workers N               threads that drain the runs, each with its own event\n"
      "                            loop, 1..256 (default: one per online CPU); a run stays\n"
      "                            on one of them for its life\n"
@@ -221,7 +228,8 @@ static int cmd_serve(int argc, char **argv)
     struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
                              .max_ring_bytes = DEFAULT_MAX_RING_BYTES,
                              .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
-                             .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET};
+                             .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET,
+                             .max_export_bytes = JPD_DEFAULT_MAX_EXPORT_BYTES};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         static const char *const with_value[] = {"--socket", "--capture-dir",
@@ -229,7 +237,8 @@ static int cmd_serve(int argc, char **argv)
                                                  "--runs-log", "--state-dir",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
-                                                 "--max-retention-budget", "--workers",
+                                                 "--max-retention-budget", "--max-export-bytes",
+                                                 "--workers",
                                                  "--push", "--label"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
@@ -261,6 +270,13 @@ static int cmd_serve(int argc, char **argv)
             if (jpd_parse_scaled(v, size_units, 3, &cfg.capture_max_bytes) < 0)
                 return bad("serve", "--capture-max-bytes must be a positive integer of bytes, "
                                     "with K, M or G after it for KiB, MiB or GiB, not", v);
+        } else if (!strcmp(a, "--max-export-bytes")) {
+            static const struct jpd_unit size_units[] = {
+                {'K', 1ull << 10}, {'M', 1ull << 20}, {'G', 1ull << 30}};
+            if (jpd_parse_scaled(v, size_units, 3, &cfg.max_export_bytes) < 0 ||
+                cfg.max_export_bytes > JP_CTL_MAX_EXPORT)
+                return bad("serve", "--max-export-bytes must be a positive integer of bytes up "
+                                    "to 1G, with K, M or G after it for KiB, MiB or GiB, not", v);
         } else if (!strcmp(a, "--capture-max-age")) {
             static const struct jpd_unit time_units[] = {
                 {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};

@@ -14,55 +14,76 @@
 #include "render/export/export.h"
 #include "session.h"
 
-/* Without a client to deliver to, the profile goes to the place the contract promises a lost
- * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
- * long-lived mode. */
-uint32_t jpd_export_chunk_bytes = JP_CTL_EXPORT_CHUNK;
-
-/* One export the runtime asked for in FINALIZE, rendered from the run's one report. */
+/* One export rendered from the run's one report. */
 struct rendered_export {
     char *data;
     size_t len;
     int error; /* 0, or the errno that kept it from being rendered */
 };
 
-static void render_exports(struct jpd_session *s, struct rendered_export *ex)
+static int render_one(struct jpd_session *s, uint32_t format, uint64_t cap,
+                      struct rendered_export *x)
 {
+    x->error = 0;
+    struct jp_export_opts o = {.size = sizeof o, .format = format, .value = JP_XVAL_DEFAULT,
+                               .max_bytes = cap};
+    int r = jp_export_write(s->report, &o, &x->data, &x->len);
+    if (r < 0)
+        x->error = -r;
+    return r;
+}
+
+/* Renders and queues each export FINALIZE asked for, in format order, before the RESULT. All
+ * of a run's exports together hold at most the daemon's export cap (--max-export-bytes), a
+ * client can only ask for less: each export is rendered within what is left of the cap and
+ * handed to the output queue, which sends it piece by piece as the socket takes it; one that
+ * would pass the cap is refused (EFBIG: `jett run` prints export_too_large) and the profile
+ * and the other exports still go. Under --push, a copy of the pprof export is kept in *push.
+ * Stops when the peer is gone. 0 or -errno. */
+static int send_exports(struct jpd_session *s, struct rendered_export *push)
+{
+    uint64_t left = s->d->cfg->max_export_bytes;
     for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++) {
         if (!(s->exports & (1u << f)))
             continue;
-        struct jp_export_opts o = {.size = sizeof o, .format = f, .value = JP_XVAL_DEFAULT};
-        int r = jp_export_write(s->report, &o, &ex[f].data, &ex[f].len);
-        if (r < 0) {
+        if (s->eof)
+            return 0;
+        struct rendered_export x = {.error = EFBIG};
+        int r = left ? render_one(s, f, left, &x) : -EFBIG;
+        if (r == -EFBIG)
+            jpd_log("run %llu: its %s export refused: it passes the export cap of %llu bytes "
+                    "a run (%llu left)", (unsigned long long)s->run_id,
+                    jp_export_format_name(f),
+                    (unsigned long long)s->d->cfg->max_export_bytes, (unsigned long long)left);
+        else if (r < 0)
             jpd_log("run %llu: cannot render its %s export (%s)", (unsigned long long)s->run_id,
                     jp_export_format_name(f), strerror(-r));
-            ex[f].error = -r;
+        else
+            left -= x.len;
+        if (push && f == JP_EXPORT_PPROF && !x.error) {
+            push->data = malloc(x.len ? x.len : 1u);
+            if (push->data) {
+                memcpy(push->data, x.data, x.len);
+                push->len = x.len;
+            } else {
+                push->error = ENOMEM;
+            }
         }
+        r = jpd_conn_send_export(s, f, (uint32_t)x.error, x.data, x.len);
+        if (r < 0)
+            return r;
     }
+    return 0;
 }
 
 /* serve --push: the run's pprof export with its default value, the bytes `jettprofd export
- * CAPTURE --format pprof` gives for the run's capture (a copy of the client's own pprof export
- * when it asked for one: the same bytes). Rendered and queued after the RESULT went. */
-static void render_push(struct jpd_session *s, const struct rendered_export *ex,
-                        struct rendered_export *out)
+ * CAPTURE --format pprof` gives for the run's capture (the copy send_exports kept when the
+ * client asked for pprof too: the same bytes), rendered within the export cap. Rendered and
+ * queued after the RESULT went. */
+static void render_push(struct jpd_session *s, struct rendered_export *px)
 {
-    const struct rendered_export *mine = &ex[JP_EXPORT_PPROF];
-    if (mine->data && !mine->error) {
-        out->data = malloc(mine->len ? mine->len : 1);
-        if (out->data) {
-            memcpy(out->data, mine->data, mine->len);
-            out->len = mine->len;
-        } else {
-            out->error = ENOMEM;
-        }
-        return;
-    }
-    struct jp_export_opts o = {.size = sizeof o, .format = JP_EXPORT_PPROF,
-                               .value = JP_XVAL_DEFAULT};
-    int r = jp_export_write(s->report, &o, &out->data, &out->len);
-    if (r < 0)
-        out->error = -r;
+    if (!px->data && !px->error)
+        (void)render_one(s, JP_EXPORT_PPROF, s->d->cfg->max_export_bytes, px);
 }
 
 /* Hands the rendered profile (taken) to the push thread, with the run's labels and times: from
@@ -71,45 +92,15 @@ static void queue_push(struct jpd_session *s, const struct jpd_run_row *row,
                        struct rendered_export *px)
 {
     if (px->error) {
-        jpd_push_render_failed(s->d->push, s->run_id, jpd_error_text(-px->error));
+        jpd_push_render_failed(s->d->push, s->run_id,
+                               px->error == EFBIG ? "its pprof export passes the export cap"
+                                                  : jpd_error_text(-px->error));
         return;
     }
     struct jpd_push_meta m = {.program = row->program, .mode = row->sum.mode,
                               .from_s = row->start_unix_s, .until_s = (int64_t)time(NULL)};
     jpd_push_queue(s->d->push, s->run_id, &m, px->data, px->len);
     px->data = NULL;
-}
-
-/* Each asked-for export as EXPORT messages of at most jpd_export_chunk_bytes data bytes, in
- * order (one empty message for an empty export or a failed one, which carries the errno), so
- * that no frame nears the frame limit however large the export. Stops when the peer is gone.
- * 0 or -errno. */
-static int send_exports(struct jpd_session *s, const struct rendered_export *ex)
-{
-    for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++) {
-        if (!(s->exports & (1u << f)))
-            continue;
-        size_t off = 0;
-        do {
-            if (s->eof)
-                return 0;
-            size_t n = ex[f].len - off;
-            if (n > jpd_export_chunk_bytes)
-                n = jpd_export_chunk_bytes;
-            struct jp_ctl_msg m = {.type = JP_CTL_EXPORT};
-            m.u.export_piece.format = f;
-            m.u.export_piece.error = (uint32_t)ex[f].error;
-            m.u.export_piece.total = ex[f].len;
-            m.u.export_piece.offset = off;
-            m.u.export_piece.data = ex[f].data ? ex[f].data + off : "";
-            m.u.export_piece.data_len = n;
-            int r = jpd_conn_send(s, &m);
-            if (r < 0)
-                return r;
-            off += n;
-        } while (off < ex[f].len);
-    }
-    return 0;
 }
 
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
@@ -135,6 +126,9 @@ void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engi
         (void)jpd_program_of(s->eng, &from, row->program);
 }
 
+/* Without a client to deliver to, the profile goes to the place the contract promises a lost
+ * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
+ * long-lived mode. */
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
     /* The human text names the run id only where the user can do something with it: a
@@ -161,10 +155,6 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         r = jp_report_build(&v, &o, &s->report);
     if (r == 0)
         r = jp_report_write(s->report, &o, &out);
-    struct rendered_export ex[JP_EXPORT_FORMAT_COUNT];
-    memset(ex, 0, sizeof ex);
-    if (r == 0 && deliver && !s->eof)
-        render_exports(s, ex);
     (void)jp_engine_summary(s->eng, &sum);
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
@@ -201,6 +191,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     ops->log_run(s->d, &row);
     if (!s->d->private_mode)
         ops->keep(s->d, s->run_id, s->peer.uid, &out);
+    struct rendered_export px = {0}; /* serve --push: the run's pprof */
 
     if (deliver && !s->eof) {
         struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
@@ -212,7 +203,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
         m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
         m.u.result.capture_errno = (uint32_t)s->cap_errno;
-        r = send_exports(s, ex);
+        r = send_exports(s, s->d->push ? &px : NULL);
         if (r == 0 && !s->eof)
             r = jpd_conn_send(s, &m);
         if (r < 0)
@@ -225,14 +216,12 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     }
     if (s->d->push) {
         /* after the result went: the push's render never delays it */
-        struct rendered_export px = {0};
-        render_push(s, ex, &px);
+        render_push(s, &px);
         queue_push(s, &row, &px);
     }
+    free(px.data);
     jp_report_free(s->report);
     s->report = NULL;
-    for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++)
-        free(ex[f].data);
     jp_rendered_free(&out);
     jp_engine_free(s->eng);
     s->eng = NULL;

@@ -49,10 +49,16 @@ enum {
     JPD_S_DONE,  /* nothing more is read; pending output is flushed, then the session closes */
 };
 
+/* One queued message. An export is queued whole but travels as EXPORT pieces of at most
+ * jpd_export_chunk_bytes data bytes, the next piece encoded only once the one before it is
+ * written: the daemon holds the rendered export and one piece, never all its pieces at once. */
 struct jpd_out {
     struct jpd_out *next;
     size_t len, off;
-    uint8_t *buf;
+    uint8_t *buf;         /* the encoded message being written */
+    char *x_data;         /* an export's rendered bytes (owned), or NULL */
+    size_t x_len, x_off;  /* its size and the bytes already encoded into pieces */
+    uint32_t x_format, x_error;
 };
 
 struct jpd_session {
@@ -99,6 +105,7 @@ struct jpd_session {
                            * in RESULT, the profile itself is unaffected */
     char cap_name[96];    /* the capture dir's file, removed if its capture fails */
     struct jpd_out *out_head, *out_tail;
+    size_t out_bytes;     /* what the queue holds: encoded messages and exports' rendered bytes */
     uint64_t fed;
     uint64_t last_found;  /* slots the last drain found waiting in the ring */
     uint32_t period_ms;   /* the drain timer's current repeat, JPD_DRAIN_PERIOD_MS.._MAX_MS */
@@ -142,6 +149,11 @@ void jpd_conn_update_poll(struct jpd_session *s);
 /* Queues one message and writes what the socket takes. 0 or -errno (-ENOMEM). May end the
  * run (the peer is gone) or close a DONE session: see Re-entrancy above. */
 int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m);
+/* Queues export `format`: its rendered bytes data[len] (taken, freed by the queue; NULL with
+ * len 0 for a failed or empty export, error the errno that kept it from being rendered), sent
+ * as EXPORT pieces as the socket takes them. 0 or -errno (-ENOMEM: data freed). */
+int jpd_conn_send_export(struct jpd_session *s, uint32_t format, uint32_t error, char *data,
+                         size_t len);
 /* Writes queued output; closes a DONE session once all of it is out. */
 void jpd_conn_flush(struct jpd_session *s);
 /* Drops queued output: it can never arrive. */

@@ -455,7 +455,9 @@ static void finish_export(const struct jt_program *prog, struct export_target *t
     const char *refused = NULL;
     if (!x->data) {
         fprintf(stderr, "profiler: export '%s' not written: %s\n", t->shown,
-                x->error ? strerror(x->error) : "the daemon delivered none with the profile");
+                x->error == EFBIG ? "export_too_large: it passes the daemon's cap on the "
+                                    "export bytes of one run (jettprofd --max-export-bytes)"
+                : x->error ? strerror(x->error) : "the daemon delivered none with the profile");
         drop_export(t);
         return;
     }

@@ -54,12 +54,15 @@ struct jp_export_opts {
     uint32_t size;   /* sizeof(struct jp_export_opts) */
     uint32_t format; /* JP_EXPORT_* */
     uint32_t value;  /* JP_XVAL_*, or JP_XVAL_DEFAULT */
+    uint64_t max_bytes; /* 0: no cap; else the most bytes the export may have, and the most
+                         * its writer holds while building it (pprof: its packed message too) */
 };
 
 /* Writes the export of a built report. *out is malloc'ed (NUL-terminated at *len for the
  * text formats; pprof is gzip bytes). 0; -EINVAL (bad opts, or a value of the other mode:
  * samples for a memory run, a memory value for a CPU run); -ENODATA (retained_bytes or
- * peak_bytes while the run's live figures are unavailable); -ENOMEM (nothing to free). */
+ * peak_bytes while the run's live figures are unavailable); -EFBIG (the export would pass
+ * o->max_bytes: its writer stopped there and freed what it had); -ENOMEM (nothing to free). */
 int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, char **out,
                     size_t *len);
 

@@ -78,7 +78,8 @@ void xfolded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct xprof *p,
 
 /* The writers, each appending its document to b (which latches out of memory). */
 void xwrite_folded(struct jp_buf *b, const struct xprof *p);
-int xwrite_pprof(const struct xprof *p, char **out, size_t *len);
+/* max_bytes: 0, or the cap on the packed message and on the gzip bytes (-EFBIG past it). */
+int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *len);
 void xwrite_speedscope(struct jp_buf *b, const struct xprof *p);
 void xwrite_svg(struct jp_buf *b, const struct xprof *p);
 

@@ -180,11 +180,11 @@ int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, c
     if (rc < 0)
         return rc;
     if (o->format == JP_EXPORT_PPROF) {
-        rc = xwrite_pprof(&p, out, len);
+        rc = xwrite_pprof(&p, o->max_bytes, out, len);
         xprof_free(&p);
         return rc;
     }
-    struct jp_buf b = {0};
+    struct jp_buf b = {.limit = (size_t)o->max_bytes};
     jp_buf_put(&b, "", 0); /* an empty profile is an empty document, not a failure */
     if (o->format == JP_EXPORT_FOLDED)
         xwrite_folded(&b, &p);

@@ -38,7 +38,7 @@ void xfolded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct xprof *p,
 void xwrite_folded(struct jp_buf *b, const struct xprof *p)
 {
     struct jp_buf tmp = {0};
-    for (uint32_t i = 0; i < p->n; i++) {
+    for (uint32_t i = 0; i < p->n && !b->failed; i++) {
         xfolded_stack(b, &tmp, p, &p->st[i]);
         jp_buf_printf(b, " %llu\n", (unsigned long long)p->st[i].value);
     }

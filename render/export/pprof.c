@@ -169,7 +169,7 @@ static const struct xstack *types_stack(const struct types *t, const struct xpro
     return k < x->n ? &x->st[k] : NULL;
 }
 
-int xwrite_pprof(const struct xprof *p, char **out, size_t *len)
+int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *len)
 {
     const struct jp_engine_view *v = p->v;
     struct types t;
@@ -305,6 +305,10 @@ int xwrite_pprof(const struct xprof *p, char **out, size_t *len)
         if (v->mode == JP_MODE_CPU ? i == 1u : t.prof[i].value == p->value)
             prof.default_sample_type = vt[i].type;
     size_t plen = jettprof__pprof__profile__get_packed_size(&prof);
+    if (max_bytes && plen > max_bytes) {
+        rc = -EFBIG;
+        goto done;
+    }
     packed = malloc(plen ? plen : 1u);
     if (!packed) {
         rc = -ENOMEM;
@@ -312,6 +316,12 @@ int xwrite_pprof(const struct xprof *p, char **out, size_t *len)
     }
     jettprof__pprof__profile__pack(&prof, packed);
     rc = gzip_bytes(packed, plen, out, len);
+    if (rc == 0 && max_bytes && *len > max_bytes) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        rc = -EFBIG;
+    }
 done:
     types_free(&t, p);
     str_free(&st);

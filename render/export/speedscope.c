@@ -56,7 +56,7 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
     jp_json_str(b, tmp.failed ? "" : tmp.p);
     b->failed |= tmp.failed;
     JP_BUF_LIT(b, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
-    for (uint32_t i = 0; i < p->n; i++) {
+    for (uint32_t i = 0; i < p->n && !b->failed; i++) {
         uint32_t n = xstack_frames(p, &p->st[i], seq);
         for (uint32_t k = 0; k < n; k++) {
             if (idx[seq[k]])
@@ -87,7 +87,7 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
                   p->value == JP_XVAL_SAMPLES || p->value == JP_XVAL_ALLOC_COUNT ? "none"
                                                                                  : "bytes",
                   (unsigned long long)p->total);
-    for (uint32_t i = 0; i < p->n; i++) {
+    for (uint32_t i = 0; i < p->n && !b->failed; i++) {
         uint32_t n = xstack_frames(p, &p->st[i], seq);
         jp_buf_put(b, i ? ",[" : "[", i ? 2 : 1);
         for (uint32_t k = 0; k < n; k++)

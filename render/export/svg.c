@@ -211,7 +211,7 @@ void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *n
         jp_buf_free(&t);
     }
     JP_BUF_LIT(b, "</text>\n<g font-family=\"monospace\" font-size=\"12\" fill=\"#000000\">\n");
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < n && !b->failed; i++) {
         const struct xsvg_node *nd = &nodes[i];
         uint64_t x = SVG_MARGIN * 100u + scale(nd->start, p->total);
         uint64_t w = scale(nd->value, p->total);

@@ -49,9 +49,17 @@ void jpt_stream_init(struct jpt_stream *s, uint32_t mode, uint32_t seed, uint64_
         s->rng = 1;
 }
 
-/* A node skewed toward low ids so profiles have a clear order of bottlenecks. */
+static uint32_t nframes(const struct jpt_stream *s)
+{
+    return s->wide ? JPT_WIDE_CHAIN + s->wide : NFRAME;
+}
+
+/* A node skewed toward low ids so profiles have a clear order of bottlenecks; in a wide
+ * stream, a leaf. */
 static uint32_t pick_node(struct jpt_stream *s)
 {
+    if (s->wide)
+        return JPT_WIDE_CHAIN + 1u + (uint32_t)(rnd(s) % s->wide);
     uint64_t a = rnd(s);
     uint32_t span = (uint32_t)(a % NNODE) + 1u;
     return 1u + (uint32_t)((a >> 32) % span);
@@ -114,20 +122,26 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             return tl_rec_source(buf, &r, path, (size_t)n);
         }
         case PH_FRAME: {
-            if (s->i == NFRAME) {
+            if (s->i == nframes(s)) {
                 s->phase = PH_NODE;
                 s->i = 0;
                 continue;
             }
             uint32_t id = s->i + 1;
-            char ns[32], fn[32];
+            char ns[JP_NAME_MAX + 1], fn[JP_NAME_MAX + 1];
             int nl = snprintf(ns, sizeof ns, "app.m%u", id % 3u);
             int fl = snprintf(fn, sizeof fn, "f%u_%u", id, s->seed % 5u);
+            if (s->wide) { /* names of the longest length allowed, told apart by their ends */
+                memset(ns, 'n', JP_NAME_MAX);
+                memset(fn, 'f', JP_NAME_MAX);
+                nl = fl = (int)JP_NAME_MAX;
+                snprintf(fn + JP_NAME_MAX - 12, 13, "_%011u", id);
+            }
             struct jp_rec_frame_def r;
             memset(&r, 0, sizeof r);
             r.frame_id = id;
             r.kind = JP_FRAME_FUNCTION;
-            if (id != NFRAME) { /* the last frame has no source: unavailable */
+            if (id != nframes(s)) { /* the last frame has no source: unavailable */
                 r.source_id = (id % NSRC) + 1;
                 r.decl_start = id * 100u;
                 r.decl_end = id * 100u + 50u;
@@ -139,7 +153,7 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             return tl_rec_frame(buf, &r, ns, (size_t)nl, fn, (size_t)fl);
         }
         case PH_NODE: {
-            if (s->i == NNODE) {
+            if (s->i == (s->wide ? nframes(s) : NNODE)) {
                 s->phase = PH_EXEC;
                 continue;
             }
@@ -149,8 +163,13 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
             r.h.type = JP_REC_NODE_DEF;
             r.h.size = sizeof r;
             r.node_id = id;
-            r.parent = id <= 3 ? JP_ID_NONE : 1u + (uint32_t)(rnd(s) % (id - 1));
-            r.frame_id = id <= 3 ? id : 1u + (uint32_t)(rnd(s) % NFRAME);
+            if (s->wide) { /* node k is frame k: a chain, then the leaves under its end */
+                r.parent = id == 1 ? JP_ID_NONE : id <= JPT_WIDE_CHAIN ? id - 1 : JPT_WIDE_CHAIN;
+                r.frame_id = id;
+            } else {
+                r.parent = id <= 3 ? JP_ID_NONE : 1u + (uint32_t)(rnd(s) % (id - 1));
+                r.frame_id = id <= 3 ? id : 1u + (uint32_t)(rnd(s) % NFRAME);
+            }
             memcpy(buf, &r, sizeof r);
             s->i++;
             s->emitted++;
@@ -465,6 +484,9 @@ int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, in
 
 int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
 {
+    memset(out->export_bytes, 0, sizeof out->export_bytes);
+    memset(out->export_pieces, 0, sizeof out->export_pieces);
+    memset(out->export_error, 0, sizeof out->export_error);
     for (;;) {
         struct jp_ctl_msg m;
         int r = jpt_client_recv(c, &m, timeout_ms);
@@ -507,6 +529,15 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
         if (m.type == JP_CTL_ERROR) {
             copy_error(out, &m);
             return 0;
+        }
+        if (m.type == JP_CTL_EXPORT && m.u.export_piece.format < JP_EXPORT_FORMAT_COUNT) {
+            uint32_t f = m.u.export_piece.format;
+            if (m.u.export_piece.offset != out->export_bytes[f])
+                return -EPROTO; /* pieces come in order */
+            out->export_bytes[f] += m.u.export_piece.data_len;
+            out->export_pieces[f]++;
+            out->export_error[f] = m.u.export_piece.error;
+            continue;
         }
         return -EPROTO;
     }

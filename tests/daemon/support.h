@@ -29,6 +29,10 @@ struct jpt_stream {
     uint64_t run_id; /* a serving daemon's id of the run, which its human text names; 0 */
     const char *program; /* the first project source's path (the run's program); NULL:
                           * src/modS_0.jett */
+    uint32_t wide; /* 0, or the widest, deepest stack tree a run may have: a chain of
+                    * JPT_WIDE_CHAIN frames under which `wide` leaves hang, every frame's name
+                    * the longest allowed, every event at a leaf (a CPU run's exports are then
+                    * hundreds of times its profile) */
     /* generator state */
     uint32_t phase, i;
     uint64_t emitted;  /* records produced so far (the RUN_STOP's record_count) */
@@ -37,6 +41,7 @@ struct jpt_stream {
     uint64_t live_id[64], live_size[64];
     uint32_t nlive;
 };
+#define JPT_WIDE_CHAIN (JP_MAX_DEPTH - 2u) /* the leaves: 127 frames deep */
 void jpt_stream_init(struct jpt_stream *s, uint32_t mode, uint32_t seed, uint64_t events);
 /* Next record into buf (JP_REC_MAX_SIZE bytes): its length, or 0 at the end. */
 uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf);
@@ -56,6 +61,10 @@ struct jpt_result {
     char error[256];
     uint64_t run_id;
     uint32_t capture_errno; /* RESULT's: why the client's capture ended early, 0 if it did not */
+    /* the EXPORT pieces that came before RESULT, per format: bytes, pieces, the errno */
+    uint64_t export_bytes[JP_EXPORT_FORMAT_COUNT];
+    uint32_t export_pieces[JP_EXPORT_FORMAT_COUNT];
+    uint32_t export_error[JP_EXPORT_FORMAT_COUNT];
 };
 void jpt_result_free(struct jpt_result *r);
 

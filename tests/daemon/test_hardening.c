@@ -239,7 +239,10 @@ Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeou
         jpt_result_free(&want);
     }
     cr_assert(alive(d));
-    /* The runs log holds every run: one row each, the first before any rotation. */
+    /* The runs log holds every run, one row each (written on the main loop once a worker
+     * posts it, so perhaps just after its client had its result). */
+    for (int i = 0; i < 500 && jpt_count_lines(log, "\"status\":\"complete\"") < total; i++)
+        nap_ms(10);
     cr_expect_eq(jpt_count_lines(log, "\"status\":\"complete\""), total);
 
     /* SIGHUP after a rotation: the rows go to the new file, the old one keeps what it had. */
@@ -270,5 +273,135 @@ Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeou
     close(errfd);
     cr_expect(strstr(lines, "SIGHUP: reopened the runs log"), "%s", lines);
     free(lines);
+    free(dir);
+}
+
+/* ---- exports ---------------------------------------------------------------------------- */
+
+/* The most the daemon's memory grew to, from /proc: VmHWM in KiB. */
+static long peak_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "%s", path);
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    cr_assert_gt(kib, 0);
+    return kib;
+}
+
+Test(hardening, a_runs_exports_stay_within_the_export_cap_and_the_profile_is_delivered,
+     .timeout = 120)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    int errfd;
+    pid_t d = jpt_serve(sock, NULL, &errfd); /* the default cap: 16 MiB a run */
+    cr_assert_gt(d, 0);
+    long before_kib = peak_rss_kib(d);
+
+    /* 127 frames of 511-byte names above each of 4,000 leaves: the folded export alone would
+     * be about 260 MB, its profile a few hundred KiB. */
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_CPU, 7, 40000);
+    s.wide = 4000;
+    struct jp_ring ring;
+    uint64_t id = 0;
+    cr_assert_eq(jpt_start_run(&c, &s, 4096, -1, UINT64_MAX, &ring, &id), 0);
+    jp_ring_close(&ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    f.u.finalize.exports = (1u << JP_EXPORT_FORMAT_COUNT) - 1u;
+    cr_assert_eq(jp_ctl_send(c.fd, &f, NULL, 0), 0);
+    struct jpt_result res;
+    memset(&res, 0, sizeof res);
+    cr_assert_eq(jpt_finish(&c, &res, 60000), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+
+    /* the profile itself, complete and the engine's */
+    struct jpt_stream again;
+    jpt_stream_init(&again, JP_MODE_CPU, 7, 40000);
+    again.wide = 4000;
+    again.run_id = id;
+    struct jpt_result want;
+    cr_assert_eq(jpt_expected(&again, &want), 0);
+    cr_assert_eq(res.error_code, 0, "%s", res.error);
+    cr_expect_eq(res.status, JP_STATUS_COMPLETE, "%s", res.reason);
+    cr_expect_str_eq(res.toon, want.toon);
+
+    /* folded is refused with its stable errno, in one empty piece; what was sent fits the cap */
+    cr_expect_eq(res.export_error[JP_EXPORT_FOLDED], EFBIG);
+    cr_expect_eq(res.export_bytes[JP_EXPORT_FOLDED], 0);
+    cr_expect_eq(res.export_pieces[JP_EXPORT_FOLDED], 1);
+    uint64_t sent = 0;
+    for (unsigned k = 0; k < JP_EXPORT_FORMAT_COUNT; k++) {
+        cr_expect(res.export_pieces[k] >= 1, "format %u: no piece", k);
+        cr_expect(res.export_error[k] == 0 || res.export_error[k] == EFBIG,
+                  "format %u: errno %u", k, res.export_error[k]);
+        if (!res.export_error[k])
+            sent += res.export_bytes[k];
+    }
+    cr_expect_leq(sent, 16u << 20, "%llu bytes of exports", (unsigned long long)sent);
+    cr_expect_gt(res.export_bytes[JP_EXPORT_PPROF], 0, "pprof, compressed, fits the cap");
+
+    /* The daemon grew by at most the run's documented worst case: its ring (256 KiB here),
+     * the CPU budget, the export cap and one 4 MiB piece in flight, and 16 MiB for the
+     * report and the rest of the daemon's own. */
+    long grew_kib = peak_rss_kib(d) - before_kib;
+    cr_expect_lt(grew_kib, (32 + 16 + 4 + 16) * 1024 + 256, "the daemon grew by %ld KiB",
+                 grew_kib);
+    jpt_result_free(&res);
+    jpt_result_free(&want);
+
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 10000), 0);
+    char *lines = jpt_slurp_fd(errfd);
+    close(errfd);
+    cr_expect(strstr(lines, "its folded export refused: it passes the export cap of 16777216"),
+              "%s", lines);
+    free(lines);
+    free(dir);
+}
+
+/* What `jett run` prints for a refused export: the stable reason, the profile still there and
+ * no file left behind. */
+Test(hardening, jett_run_names_an_export_the_cap_refused, .timeout = 60)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], out_path[600], prog[1200], spec[700];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(out_path, sizeof out_path, "%s/hot.svg", dir);
+    snprintf(spec, sizeof spec, "svg:%s", out_path);
+    const char *root = getenv("JETTPROF_SOURCE_ROOT");
+    cr_assert(root && getenv("JETT_BIN"));
+    snprintf(prog, sizeof prog, "%s/examples/cpu_hotspot/src/main.jett", root);
+    const char *extra[] = {"--max-export-bytes", "1K", NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    char *argv[] = {getenv("JETT_BIN"), "run", prog, "--profile", "--profile-export", spec, NULL};
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    unsetenv("JETTPROFD_SOCKET");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "jett run: %s", err);
+    cr_expect(strstr(err, "CPU profile\nstatus: complete\n"), "%s", err);
+    cr_expect(strstr(err, "profiler: export '"), "%s", err);
+    cr_expect(strstr(err, "' not written: export_too_large: it passes the daemon's cap on the "
+                          "export bytes of one run (jettprofd --max-export-bytes)\n"), "%s", err);
+    cr_expect_neq(access(out_path, F_OK), 0, "no export file is left behind");
+    free(out);
+    free(err);
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 10000), 0);
+    close(errfd);
     free(dir);
 }
