@@ -56,15 +56,16 @@ static void discard_input(struct jpd_session *s)
 
 uint32_t jpd_export_chunk_bytes = JP_CTL_EXPORT_CHUNK;
 
-/* What a queued message holds of the daemon's memory. */
-static size_t out_held(const struct jpd_out *o)
+/* The queue of s holds delta more bytes (or fewer), counted for the session and its uid. */
+static void held(struct jpd_session *s, int64_t delta)
 {
-    return o->len + o->x_len;
+    s->out_bytes += (size_t)delta;
+    s->d->ops->uid_use(s->d, s->peer.uid, 0, 0, delta);
 }
 
 static void out_free(struct jpd_session *s, struct jpd_out *o)
 {
-    s->out_bytes -= out_held(o);
+    held(s, -(int64_t)(o->len + o->x_len));
     free(o->buf);
     free(o->x_data);
     free(o);
@@ -98,13 +99,12 @@ static int next_piece(struct jpd_session *s, struct jpd_out *o)
     int r = jp_ctl_encode(&m, &buf, &len);
     if (r < 0)
         return r;
-    s->out_bytes -= o->len;
+    held(s, (int64_t)len - (int64_t)o->len);
     free(o->buf);
     o->buf = buf;
     o->len = len;
     o->off = 0;
     o->x_off += n;
-    s->out_bytes += len;
     return 0;
 }
 
@@ -160,9 +160,9 @@ void jpd_conn_flush(struct jpd_session *s)
     jpd_conn_update_poll(s);
 }
 
+/* Appends o (already counted by held) and writes what the socket takes. */
 static void enqueue(struct jpd_session *s, struct jpd_out *o)
 {
-    s->out_bytes += out_held(o);
     if (s->out_tail)
         s->out_tail->next = o;
     else
@@ -185,6 +185,7 @@ int jpd_conn_send(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     o->buf = buf;
     o->len = len;
+    held(s, (int64_t)len);
     enqueue(s, o);
     return 0;
 }
@@ -201,14 +202,13 @@ int jpd_conn_send_export(struct jpd_session *s, uint32_t format, uint32_t error,
     o->x_len = len;
     o->x_format = format;
     o->x_error = error;
+    held(s, (int64_t)len);
     /* The first piece now (an empty or failed export is that one piece alone). */
     int r = next_piece(s, o);
     if (r < 0) {
-        free(o->x_data);
-        free(o);
+        out_free(s, o);
         return r;
     }
-    s->out_bytes -= o->len; /* enqueue counts the whole message */
     enqueue(s, o);
     return 0;
 }

@@ -47,6 +47,10 @@
 #define JPD_MAX_PREHELLO 256u     /* connections that have not said HELLO (or SHOW) yet */
 #define JPD_MAX_PREHELLO_PER_UID 32u /* ... of one uid: a user holding silent connections can
                                       * take neither every slot nor another user's place */
+#define JPD_MAX_REQUESTS_PER_UID 16u /* SHOW, STATUS and RUNS of one uid until their sockets
+                                      * close: unread answers hold no one else's slot */
+#define JPD_MAX_UNREAD_PER_UID (64ull << 20) /* output bytes one uid may leave unread before
+                                              * its new runs and requests are refused */
 /* The contract's metadata budgets per run: the most a run gets unless the operator of `serve`
  * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
 #define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
@@ -128,6 +132,19 @@ struct jpd_session;
 struct jpd_session_ops;
 struct jpd_post;
 
+/* What one uid holds of a serving daemon, each counted until the socket it belongs to is
+ * closed (not merely until the run or request is over), so a user who never reads its results
+ * holds them against its own caps and no one else's:
+ *   runs      from an accepted HELLO (--max-runs-per-uid);
+ *   requests  SHOW, STATUS and RUNS from the request (JPD_MAX_REQUESTS_PER_UID);
+ *   unread    bytes queued for its sessions and not yet taken by the socket: encoded messages
+ *             and the rendered exports being sent (a new run or request is refused while it is
+ *             past JPD_MAX_UNREAD_PER_UID). */
+struct jpd_uid_use {
+    uint32_t runs, requests;
+    uint64_t unread;
+};
+
 /* One event loop and the sessions on it. The main loop (accept, signals, every connection until
  * its HELLO is accepted, SHOW, and in private mode the one run) is the daemon's; in `serve` each
  * worker thread runs its own loop, and a run belongs to one worker for its life (workers.c).
@@ -187,10 +204,11 @@ struct jpd_daemon {
     struct jpd_post *posts, *posts_tail; /* runs-log rows and kept profiles, in order */
     uint32_t gone;        /* sessions freed on workers, not yet counted off nsessions */
     int workers_stopping; /* main loop: the workers were told to quit */
-    /* Runs in flight per uid, for --max-runs-per-uid: counted from an accepted HELLO until the
-     * run's session is done, on whichever loop that happens; guarded by flights_mu. */
+    /* What each uid holds of the daemon (struct jpd_uid_use), for its caps: an entry per uid
+     * with a run, a request or unread output, on whichever loop; guarded by flights_mu. Each
+     * entry has at least one session, and sessions are capped at JPD_MAX_SESSIONS. */
     pthread_mutex_t flights_mu;
-    struct jpd_flight { uid_t uid; uint32_t runs; } flights[JPD_MAX_SESSIONS];
+    struct jpd_flight { uid_t uid; struct jpd_uid_use use; } flights[JPD_MAX_SESSIONS];
     uint32_t nflights;
 
     /* What `jettprofd status` reports (status.c), all guarded by live_mu. */
@@ -246,11 +264,10 @@ struct jpd_session_ops {
     /* The session's memory is freed, on lp's thread: the daemon may be done (private mode,
      * shutdown). */
     void (*session_gone)(struct jpd_daemon *d, struct jpd_loop *lp);
-    /* Runs in flight of a uid (--max-runs-per-uid), and the two ends of one: begins when the
-     * main loop accepts a HELLO, ends once when the run's session is done or closes. */
-    uint32_t (*runs_of)(struct jpd_daemon *d, uid_t uid);
-    void (*run_begins)(struct jpd_daemon *d, uid_t uid);
-    void (*run_ends)(struct jpd_daemon *d, uid_t uid);
+    /* Adds the deltas to what uid holds (struct jpd_uid_use) and returns what it holds then;
+     * all zero deltas only read it. Any loop. */
+    struct jpd_uid_use (*uid_use)(struct jpd_daemon *d, uid_t uid, int32_t runs,
+                                  int32_t requests, int64_t unread);
     /* serve (d->nworkers > 0): the session has left the main loop after its HELLO (its handles
      * are closed, it is on no loop's list); a worker adopts it (jpd_session_adopt). */
     void (*hand_over)(struct jpd_daemon *d, struct jpd_session *s);

@@ -32,37 +32,26 @@ static struct jpd_flight *flight_of(struct jpd_daemon *d, uid_t uid)
     return NULL;
 }
 
-static uint32_t runs_of(struct jpd_daemon *d, uid_t uid)
-{
-    pthread_mutex_lock(&d->flights_mu);
-    struct jpd_flight *f = flight_of(d, uid);
-    uint32_t n = f ? f->runs : 0;
-    pthread_mutex_unlock(&d->flights_mu);
-    return n;
-}
-
-/* One entry per uid with a run in flight: at most one per session, and sessions are capped at
- * JPD_MAX_SESSIONS, so the table never fills. */
-static void run_begins(struct jpd_daemon *d, uid_t uid)
+static struct jpd_uid_use uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs,
+                                  int32_t requests, int64_t unread)
 {
     pthread_mutex_lock(&d->flights_mu);
     struct jpd_flight *f = flight_of(d, uid);
     if (!f && d->nflights < JPD_MAX_SESSIONS) {
         f = &d->flights[d->nflights++];
-        *f = (struct jpd_flight){uid, 0};
+        *f = (struct jpd_flight){.uid = uid};
     }
-    if (f)
-        f->runs++;
+    struct jpd_uid_use now = {0};
+    if (f) {
+        f->use.runs += (uint32_t)runs;
+        f->use.requests += (uint32_t)requests;
+        f->use.unread += (uint64_t)unread;
+        now = f->use;
+        if (!now.runs && !now.requests && !now.unread)
+            *f = d->flights[--d->nflights];
+    }
     pthread_mutex_unlock(&d->flights_mu);
-}
-
-static void run_ends(struct jpd_daemon *d, uid_t uid)
-{
-    pthread_mutex_lock(&d->flights_mu);
-    struct jpd_flight *f = flight_of(d, uid);
-    if (f && --f->runs == 0)
-        *f = d->flights[--d->nflights];
-    pthread_mutex_unlock(&d->flights_mu);
+    return now;
 }
 
 static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
@@ -169,9 +158,7 @@ static const struct jpd_session_ops session_ops = {
     .open_capture = open_capture,
     .remove_capture = remove_capture,
     .session_gone = session_gone,
-    .runs_of = runs_of,
-    .run_begins = run_begins,
-    .run_ends = run_ends,
+    .uid_use = uid_use,
     .hand_over = jpd_workers_hand_over,
 };
 

@@ -15,13 +15,14 @@
 uint32_t jpd_excerpt_timeout_ms = JPD_EXCERPT_MS;
 uint32_t jpd_handshake_timeout_ms = JPD_HANDSHAKE_MS;
 
-/* The run stops counting against its uid's --max-runs-per-uid once its session is done. */
-static void run_over(struct jpd_session *s)
+/* A run or a request stops counting against its uid's caps when its socket is closed, not
+ * when it is done: a session that still holds output the peer has not read holds it against
+ * its own user (struct jpd_uid_use). */
+static void uid_release(struct jpd_session *s)
 {
-    if (s->counted) {
-        s->counted = 0;
-        s->d->ops->run_ends(s->d, s->peer.uid);
-    }
+    if (s->counted || s->requested)
+        s->d->ops->uid_use(s->d, s->peer.uid, -(int32_t)s->counted, -(int32_t)s->requested, 0);
+    s->counted = s->requested = 0;
 }
 
 /* Every state change goes through here: each loop counts its live runs, so a run alone on its
@@ -33,8 +34,6 @@ static void set_state(struct jpd_session *s, int st)
     else if (s->state != JPD_S_LIVE && st == JPD_S_LIVE)
         s->lp->live_runs++;
     s->state = st;
-    if (st == JPD_S_DONE)
-        run_over(s);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -291,7 +290,7 @@ void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_
                 (unsigned long long)s->run_id);
         s->handles_open = 2;
         s->closing = 1;
-        run_over(s);
+        uid_release(s);
         uv_close((uv_handle_t *)&s->timer, on_closed);
         uv_close((uv_handle_t *)&s->again, on_closed);
         return;
@@ -322,10 +321,17 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         return;
     }
     /* root is capped like any uid: a runaway root job must not take every run slot. */
-    if (!s->d->private_mode &&
-        s->d->ops->runs_of(s->d, s->peer.uid) >= s->d->cfg->max_runs_per_uid) {
-        jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS, "too many concurrent runs for this user");
-        return;
+    if (!s->d->private_mode) {
+        struct jpd_uid_use u = s->d->ops->uid_use(s->d, s->peer.uid, 0, 0, 0);
+        if (u.runs >= s->d->cfg->max_runs_per_uid) {
+            jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS, "too many concurrent runs for this user");
+            return;
+        }
+        if (u.unread > JPD_MAX_UNREAD_PER_UID) {
+            jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS,
+                             "this user's earlier runs left too much output unread");
+            return;
+        }
     }
     s->mode = m->u.hello.mode;
     s->outputs = m->u.hello.outputs;
@@ -340,7 +346,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         return; /* the peer went away while it was answered: nothing to hand over */
     set_state(s, JPD_S_RING);
     s->counted = 1;
-    s->d->ops->run_begins(s->d, s->peer.uid);
+    s->d->ops->uid_use(s->d, s->peer.uid, 1, 0, 0);
     if (s->d->nworkers)
         begin_move(s); /* RING and everything after it is a worker's */
 }
@@ -445,6 +451,26 @@ static void on_excerpts(struct jpd_session *s, const struct jp_ctl_msg *m)
     jpd_session_feed_stop(s);
 }
 
+/* SHOW, STATUS and RUNS count against their uid's requests from here until the socket closes:
+ * 1 to answer, 0 when the session was failed instead (too many of this uid's requests, or of
+ * its output, are waiting to be read). */
+static int admit_request(struct jpd_session *s)
+{
+    s->requested = 1;
+    struct jpd_uid_use u = s->d->ops->uid_use(s->d, s->peer.uid, 0, 1, 0);
+    if (u.requests > JPD_MAX_REQUESTS_PER_UID) {
+        jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS,
+                         "too many requests of this user wait to be read");
+        return 0;
+    }
+    if (u.unread > JPD_MAX_UNREAD_PER_UID) {
+        jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS,
+                         "this user's earlier runs left too much output unread");
+        return 0;
+    }
+    return 1;
+}
+
 void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
     if (m->type == JP_CTL_ERROR) {
@@ -456,10 +482,13 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
     case JPD_S_HELLO:
         if (m->type == JP_CTL_HELLO)
             on_hello(s, m);
-        else if (m->type == JP_CTL_SHOW && !s->d->private_mode)
+        else if (m->type == JP_CTL_SHOW && !s->d->private_mode && admit_request(s))
             jpd_result_show(s, m);
-        else if ((m->type == JP_CTL_STATUS || m->type == JP_CTL_RUNS) && !s->d->private_mode)
+        else if ((m->type == JP_CTL_STATUS || m->type == JP_CTL_RUNS) && !s->d->private_mode &&
+                 admit_request(s))
             jpd_result_status(s, m);
+        else if (s->requested)
+            return; /* refused: admit_request failed the session */
         else
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected hello");
         return;
@@ -541,7 +570,7 @@ void jpd_session_close(struct jpd_session *s)
     if (s->closing || s->moving)
         return;
     s->closing = 1;
-    run_over(s);
+    uid_release(s);
     if (s->state == JPD_S_LIVE)
         set_state(s, JPD_S_DONE);
     uv_poll_stop(&s->poll);

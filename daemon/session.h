@@ -80,7 +80,8 @@ struct jpd_session {
     int run_finished;
     int linger;         /* after an ERROR: drop unread input before closing */
     int moving;         /* leaving the main loop for a worker: its handles are closing */
-    int counted;        /* counted in the runs in flight of its uid (ops->run_begins) */
+    int counted;        /* counted in its uid's runs (ops->uid_use) until its socket closes */
+    int requested;      /* counted in its uid's requests likewise (SHOW, STATUS, RUNS) */
     uint64_t handshake_deadline_ns; /* uv_hrtime() by which HELLO and RING must be in */
     int64_t start_unix_s;   /* wall clock when the run started (its ring mapped) */
     uint64_t start_ns;      /* uv_hrtime() then */

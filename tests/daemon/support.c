@@ -482,6 +482,37 @@ int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, in
     return 0;
 }
 
+/* Answers an EXCERPT_REQUEST m the way the test's runtime does. 0 or -errno. */
+static int answer_excerpts(struct jpt_client *c, const struct jp_ctl_msg *m)
+{
+    uint32_t n = m->u.excerpt_request.count;
+    struct jp_ctl_excerpt *xs = calloc(n ? n : 1, sizeof *xs);
+    char (*texts)[200] = calloc(n ? n : 1, sizeof *texts);
+    if (!xs || !texts) {
+        free(xs);
+        free(texts);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        jpt_excerpt_for(&m->u.excerpt_request.keys[i], &xs[i], texts[i], sizeof texts[i]);
+    struct jp_ctl_msg a = {.type = JP_CTL_EXCERPTS};
+    a.u.excerpts.items = xs;
+    a.u.excerpts.count = n;
+    int r = jp_ctl_send(c->fd, &a, NULL, 0);
+    free(xs);
+    free(texts);
+    return r;
+}
+
+int jpt_answer_excerpts(struct jpt_client *c, int timeout_ms)
+{
+    struct jp_ctl_msg m;
+    int r = jpt_client_recv(c, &m, timeout_ms);
+    if (r <= 0)
+        return r == 0 ? -EPIPE : r;
+    return m.type == JP_CTL_EXCERPT_REQUEST ? answer_excerpts(c, &m) : -EPROTO;
+}
+
 int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
 {
     memset(out->export_bytes, 0, sizeof out->export_bytes);
@@ -493,22 +524,7 @@ int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms)
         if (r <= 0)
             return r == 0 ? -EPIPE : r;
         if (m.type == JP_CTL_EXCERPT_REQUEST) {
-            uint32_t n = m.u.excerpt_request.count;
-            struct jp_ctl_excerpt *xs = calloc(n ? n : 1, sizeof *xs);
-            char (*texts)[200] = calloc(n ? n : 1, sizeof *texts);
-            if (!xs || !texts) {
-                free(xs);
-                free(texts);
-                return -ENOMEM;
-            }
-            for (uint32_t i = 0; i < n; i++)
-                jpt_excerpt_for(&m.u.excerpt_request.keys[i], &xs[i], texts[i], sizeof texts[i]);
-            struct jp_ctl_msg a = {.type = JP_CTL_EXCERPTS};
-            a.u.excerpts.items = xs;
-            a.u.excerpts.count = n;
-            r = jp_ctl_send(c->fd, &a, NULL, 0);
-            free(xs);
-            free(texts);
+            r = answer_excerpts(c, &m);
             if (r < 0)
                 return r;
             continue;

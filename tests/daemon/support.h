@@ -93,6 +93,9 @@ int jpt_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, int capt
  * *ring for the caller. */
 int jpt_start_run(struct jpt_client *c, struct jpt_stream *s, uint32_t slots, int capture_fd,
                   uint64_t count, struct jp_ring *ring, uint64_t *run_id);
+/* After FINALIZE: waits for the EXCERPT_REQUEST and answers it, reading nothing after it (a
+ * client that leaves its result unread). 0, -EPROTO for another message, or -errno. */
+int jpt_answer_excerpts(struct jpt_client *c, int timeout_ms);
 /* After FINALIZE or a shutdown: answers EXCERPT_REQUESTs and waits for RESULT or ERROR. */
 int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
 

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +403,146 @@ Test(hardening, jett_run_names_an_export_the_cap_refused, .timeout = 60)
     free(err);
     kill(d, SIGTERM);
     cr_assert_eq(tl_wait(d, 10000), 0);
+    close(errfd);
+    free(dir);
+}
+
+/* ---- one uid's unread results ------------------------------------------------------------ */
+
+#define FLOOD_UID 4002
+#define FLOOD_GID 4242
+#define FLOOD_HELD 600 /* sockets the flooding client keeps open, unread, at once */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* In a child, as FLOOD_UID: for `seconds`, starts runs that ask for every export, answers the
+ * daemon's excerpt request and never reads its result, keeping the sockets open. Writes to fd
+ * how many runs the daemon let it start and how many it refused; exits 0. */
+static void flood_unread(const char *sock, double seconds, int fd)
+{
+    jpt_become(FLOOD_UID, FLOOD_GID);
+    if (!freopen("/dev/null", "w", stderr)) /* a line for each refused run */
+        _exit(93);
+    static struct jpt_client held[FLOOD_HELD];
+    uint32_t nheld = 0, next = 0, counts[2] = {0, 0};
+    double end = now_s() + seconds;
+    for (uint32_t i = 0; now_s() < end; i++) {
+        struct jpt_client c;
+        if (jpt_client_connect(&c, sock) < 0)
+            _exit(90);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_CPU, 100u + i, 400);
+        s.wide = 20; /* a few MB of exports a run */
+        struct jp_ring ring;
+        memset(&ring, 0, sizeof ring);
+        uint64_t id;
+        int r = jpt_start_run(&c, &s, 1024, -1, UINT64_MAX, &ring, &id);
+        if (r < 0) {
+            counts[1]++;
+            jp_ring_unmap(&ring);
+            jpt_client_close(&c);
+            continue;
+        }
+        jp_ring_close(&ring);
+        struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+        f.u.finalize.termination = JP_TERM_RETURNED;
+        f.u.finalize.exports = (1u << JP_EXPORT_FORMAT_COUNT) - 1u;
+        if (jp_ctl_send(c.fd, &f, NULL, 0) < 0 || jpt_answer_excerpts(&c, 10000) < 0)
+            _exit(91);
+        jp_ring_unmap(&ring);
+        counts[0]++;
+        if (nheld == FLOOD_HELD)
+            jpt_client_close(&held[next]);
+        else
+            nheld++;
+        held[next] = c;
+        next = (next + 1) % FLOOD_HELD;
+    }
+    if (write(fd, counts, sizeof counts) != sizeof counts)
+        _exit(92);
+    _exit(0);
+}
+
+/* Reads the daemon's log until it closes, so a run's log lines never fill the pipe. */
+static void *discard_log(void *arg)
+{
+    int fd = *(int *)arg;
+    char buf[4096];
+    while (read(fd, buf, sizeof buf) > 0)
+        ;
+    return NULL;
+}
+
+Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out, .timeout = 120)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_eq(chmod(dir, 0755), 0);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", "--max-runs-per-uid", "4", NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    pthread_t logger;
+    cr_assert_eq(pthread_create(&logger, NULL, discard_log, &errfd), 0);
+    long before_kib = peak_rss_kib(d);
+
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t child = tl_fork();
+    if (child == 0) {
+        close(p[0]);
+        flood_unread(sock, 3.0, p[1]);
+    }
+    close(p[1]);
+
+    /* Another uid (root here) runs while the flood goes on: every run completes. */
+    nap_ms(300);
+    int refused = 0, runs = 0;
+    for (double end = now_s() + 2.5; now_s() < end; runs++) {
+        struct jpt_client c;
+        cr_assert_eq(jpt_client_connect(&c, sock), 0);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_MEMORY, 500u + (uint32_t)runs, 2000);
+        struct jpt_result res;
+        int r = jpt_run(&c, &s, 1024, -1, &res);
+        cr_assert_eq(r, 0, "run %d of another uid: %s", runs, strerror(-r));
+        if (res.error_code) {
+            refused++;
+            cr_log_error("run %d refused: %s", runs, res.error);
+        } else {
+            cr_expect_eq(res.status, JP_STATUS_COMPLETE, "run %d: %s", runs, res.reason);
+        }
+        jpt_result_free(&res);
+        jpt_client_close(&c);
+    }
+    uint32_t counts[2];
+    cr_assert_eq(read(p[0], counts, sizeof counts), (ssize_t)sizeof counts);
+    close(p[0]);
+    int st;
+    cr_assert_eq(waitpid(child, &st, 0), child);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the flood ended with %d", st);
+
+    cr_expect_eq(refused, 0, "%d of %d runs of another uid refused", refused, runs);
+    cr_expect_gt(runs, 5);
+    /* The flood's unread runs hold its 4 slots until their sockets close: within the 3 s of
+     * the flood (less than the 5 s flush deadline) it starts no more than 4. */
+    cr_expect_gt(counts[1], 0, "the flood was never refused");
+    cr_expect_leq(counts[0], 4, "the flood started %u runs (%u refused)", counts[0], counts[1]);
+    /* The daemon grew by at most the flooding uid's worst case, 4 runs of (ring, budget,
+     * export cap, a piece in flight), and a little for the other uid's runs. */
+    long grew_kib = peak_rss_kib(d) - before_kib;
+    cr_expect_lt(grew_kib, 4 * (32 + 16 + 4) * 1024 + 32 * 1024, "the daemon grew by %ld KiB",
+                 grew_kib);
+
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 20000), 0);
+    pthread_join(logger, NULL);
     close(errfd);
     free(dir);
 }
