@@ -914,7 +914,9 @@ Test(e2e, a_refusing_daemon_is_a_setup_error)
 
 Test(e2e, a_garbling_daemon_is_a_setup_error)
 {
-    static const uint8_t junk[] = {0x00, 0x00, 0x00, 0x05, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
+    /* A well-framed reply (a little-endian length of 5, well under the frame limit, and
+     * those 5 bytes) whose body is no msgpack: 0xc1 is the one byte msgpack never uses. */
+    static const uint8_t junk[] = {0x05, 0x00, 0x00, 0x00, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
     struct peer p;
     peer_start(&p, junk, sizeof junk);
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
@@ -923,6 +925,9 @@ Test(e2e, a_garbling_daemon_is_a_setup_error)
     peer_stop(&p);
     cr_assert_eq(r, -EPROTO);
     cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd handshake failed");
+    /* refused by the decoder, for what the frame holds */
+    const char *why = jettprof_last_reason();
+    cr_expect(strstr(why, "bad answer to the hello: invalid msgpack byte"), "%s", why);
 }
 
 Test(e2e, an_oversized_frame_is_refused_before_allocation)
