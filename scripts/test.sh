@@ -11,9 +11,62 @@ jobs=$(nproc 2>/dev/null || echo 2)
 status=0
 results=()
 
+# What every build below is checked for, as a fresh `meson setup --werror` makes it; each
+# build's own options (-Dkey=value) override these. An existing build directory is reused only
+# with these values (and the compiler, $CC when set); otherwise it is reconfigured, or, for
+# another compiler, refused.
+checked_options=(werror=true tests=true buildtype=debugoptimized b_sanitize=none b_lundef=true
+                 fuzz=false)
+
+# Prints "key: has X, needs Y" for each checked option of build dir $1 that differs from the
+# key=value arguments after it (the last one for a key counts), and "compiler: ..." when $CC
+# names another compiler than the one the directory was configured with. Fails when the
+# directory cannot be read.
+configured_differently() {
+    local dir=$1; shift
+    meson introspect "$dir" --buildoptions --targets 2>/dev/null |
+        JP_WANT_CC="${CC:-}" python3 -c '
+import json, os, shutil, sys
+intro = json.load(sys.stdin)
+have = {o["name"]: o["value"] for o in intro["buildoptions"]}
+wanted = dict(kv.split("=", 1) for kv in sys.argv[1:]) # the last value given for a key
+for key, want in wanted.items():
+    got = have.get(key)
+    got = str(got).lower() if isinstance(got, bool) else str(got)
+    if got != want:
+        print(f"{key}: has {got}, needs {want}")
+cc = os.environ["JP_WANT_CC"]
+used = [s["compiler"][0] for t in intro["targets"] for s in t["target_sources"]
+        if s.get("language") == "c" and s.get("compiler")]
+if cc and used:
+    want, got = shutil.which(cc), shutil.which(used[0]) or used[0]
+    if not want or os.path.realpath(want) != os.path.realpath(got):
+        print(f"compiler: has {got}, needs {cc}")
+' "$@"
+}
+
 run_build() { # name, meson options...
     local dir=$1; shift
-    if [ ! -f "$dir/build.ninja" ]; then
+    local want=("${checked_options[@]}") a
+    for a in "$@"; do want+=("${a#-D}"); done # a build's own value comes last and wins
+    if [ -f "$dir/build.ninja" ]; then
+        local differ
+        differ=$(configured_differently "$dir" "${want[@]}") ||
+            { echo "test: cannot read how $dir is configured"; return 1; }
+        if [[ $differ == *compiler:* ]]; then
+            echo "$differ"
+            echo "test: $dir was configured with another compiler: remove it, or build elsewhere"
+            return 1
+        fi
+        if [ -n "$differ" ]; then
+            echo "$differ"
+            echo "test: $dir was configured differently: reconfiguring it"
+            local opts=() # every checked option, so a value set earlier by hand goes too
+            for a in "${want[@]}"; do opts+=("-D$a"); done # meson too takes a key's last value
+            meson setup --reconfigure "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1 ||
+                { cat "$dir.setup.log"; echo "test: reconfiguring $dir failed"; return 1; }
+        fi
+    else
         meson setup "$dir" --werror "$@" >"$dir.setup.log" 2>&1 ||
             { cat "$dir.setup.log"; echo "test: configuring $dir failed"; return 1; }
     fi
@@ -23,9 +76,17 @@ run_build() { # name, meson options...
 
 run_tests() { # build dir, extra meson test args...
     local dir=$1; shift
+    local log="$dir/meson-logs/testlog.json"
+    rm -f "$log" # an earlier run's log must not stand for this one
     meson test -C "$dir" --print-errorlogs --num-processes "$jobs" "$@"
     local rc=$?
-    results+=("$dir/meson-logs/testlog.json")
+    results+=("$log")
+    local ran=0
+    [ -f "$log" ] && ran=$(grep -c . "$log")
+    if [ "$ran" -eq 0 ]; then
+        echo "test: $dir ran no tests"
+        rc=1
+    fi
     return $rc
 }
 

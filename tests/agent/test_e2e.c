@@ -526,30 +526,65 @@ Test(e2e, absolute_source_path_is_rejected)
     jettprof_result_release(&res);
 }
 
+static void capture_run(int capture_fd, rlim_t fsize, struct jettprof_result *res);
+
+/* `jettprofd replay PATH --format toon`: its stdout (malloc'ed); fails the test unless the
+ * replay exits 0. */
+static char *replay_toon(const char *path)
+{
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+    char *argv[] = {(char *)getenv("JETTPROFD"), "replay", (char *)path, "--format", "toon",
+                    NULL};
+    struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
+    o.out_fd = p[1];
+    pid_t pid = tl_spawn(argv[0], argv, &o);
+    close(p[1]);
+    cr_assert_gt(pid, 0, "cannot run %s: %s", argv[0], strerror((int)-pid));
+    size_t len = 0, cap = 4096;
+    char *out = malloc(cap);
+    cr_assert_not_null(out);
+    for (;;) {
+        if (len + 1 == cap) {
+            out = realloc(out, cap *= 2);
+            cr_assert_not_null(out);
+        }
+        ssize_t n = read(p[0], out + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        cr_assert_geq(n, 0);
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+    close(p[0]);
+    int st = tl_wait(pid, 30000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed (%d)", st);
+    return out;
+}
+
+/* What the capture fd receives is the run's stream: its replay is the live profile. */
 Test(e2e, capture_fd_receives_the_stream)
 {
     need_daemon();
     char path[] = "/tmp/jp_agent_captureXXXXXX";
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
-    unlink(path);
-    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
-    c.capture_fd = fd;
-    jettprof_run *run;
-    cr_assert_eq(jettprof_start(&c, &run), 0);
-    jettprof_thread *t;
-    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
-    uint64_t a;
-    cr_assert_eq(jettprof_alloc(t, 64, &a), 0);
-    jettprof_thread_unregister(t);
-    struct jettprof_result res = {.size = sizeof res};
-    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
-    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE);
-    jettprof_result_release(&res);
+    struct jettprof_result res;
+    capture_run(fd, RLIM_INFINITY, &res);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "reason %s", res.reason);
+    cr_assert_eq(res.capture_errno, 0);
     char magic[8] = {0};
     cr_assert_eq(pread(fd, magic, sizeof magic, 0), (ssize_t)sizeof magic, "empty capture");
     cr_assert_eq(memcmp(magic, "JPCAPT\r\n", 8), 0);
     close(fd);
+    char *replayed = replay_toon(path);
+    unlink(path);
+    cr_assert_not_null(res.toon);
+    cr_expect_str_eq(replayed, res.toon);
+    free(replayed);
+    jettprof_result_release(&res);
 }
 
 /* The TOON profile without its wall_duration_ns and producer_wait_ns lines: the figures two
@@ -914,7 +949,9 @@ Test(e2e, a_refusing_daemon_is_a_setup_error)
 
 Test(e2e, a_garbling_daemon_is_a_setup_error)
 {
-    static const uint8_t junk[] = {0x00, 0x00, 0x00, 0x05, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
+    /* A well-framed reply (a little-endian length of 5, well under the frame limit, and
+     * those 5 bytes) whose body is no msgpack: 0xc1 is the one byte msgpack never uses. */
+    static const uint8_t junk[] = {0x05, 0x00, 0x00, 0x00, 0xc1, 0xc1, 0xc1, 0xc1, 0xc1};
     struct peer p;
     peer_start(&p, junk, sizeof junk);
     struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
@@ -923,6 +960,9 @@ Test(e2e, a_garbling_daemon_is_a_setup_error)
     peer_stop(&p);
     cr_assert_eq(r, -EPROTO);
     cr_assert_str_eq(jettprof_strerror(r), "profiler: setup failure: jettprofd handshake failed");
+    /* refused by the decoder, for what the frame holds */
+    const char *why = jettprof_last_reason();
+    cr_expect(strstr(why, "bad answer to the hello: invalid msgpack byte"), "%s", why);
 }
 
 Test(e2e, an_oversized_frame_is_refused_before_allocation)

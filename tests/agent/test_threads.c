@@ -284,19 +284,26 @@ Test(timer, every_requested_tick_is_accounted_for)
 struct churn {
     jettprof_run *run;
     uint32_t id, frame;
+    uint64_t taken; /* ticks this thread found pending at a poll, and so answered */
 };
 
+/* Registers, polls and unregisters over and over: for 200 ms, and on until the thread has
+ * taken a tick between a registration and the next (a bound of 60 s only ends a thread the
+ * timer never reaches). */
 static void *churn_loop(void *arg)
 {
     struct churn *c = arg;
-    uint64_t end = jp_mono_ns() + 200000000u;
-    while (jp_mono_ns() < end) {
+    uint64_t start = jp_mono_ns(), end = start + 200000000u;
+    for (uint64_t now = start; now < end || c->taken == 0; now = jp_mono_ns()) {
+        cr_assert_lt(now - start, 60000000000u, "thread %u never took a tick", c->id);
         jettprof_thread *t;
         int r = jettprof_thread_register(c->run, c->id, &t);
         cr_assert_eq(r, 0, "%s", jettprof_last_reason());
         const uint32_t *pw = jettprof_pending_word(t);
         for (int i = 0; i < 2000; i++) {
             jettprof_enter(t, c->frame);
+            /* only this thread clears its word: set now, the poll below answers it */
+            c->taken += __atomic_load_n(pw, __ATOMIC_RELAXED) != 0;
             jettprof_poll(t, pw);
             jettprof_leave(t);
         }
@@ -317,14 +324,25 @@ Test(timer, registration_churn_under_the_timer)
     pthread_t th[3];
     struct churn ch[3];
     for (int i = 0; i < 3; i++) {
-        ch[i] = (struct churn){run, (uint32_t)i + 1, f};
+        ch[i] = (struct churn){run, (uint32_t)i + 1, f, 0};
         cr_assert_eq(pthread_create(&th[i], NULL, churn_loop, &ch[i]), 0);
     }
-    for (int i = 0; i < 3; i++)
+    uint64_t taken = 0;
+    for (int i = 0; i < 3; i++) {
         pthread_join(th[i], NULL);
+        cr_assert_gt(ch[i].taken, 0, "thread %d took no tick", i + 1);
+        taken += ch[i].taken;
+    }
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     consumer_stop(&con);
-    check_ticks_accounted(&con.s, NULL);
+    uint64_t samples;
+    check_ticks_accounted(&con.s, &samples);
+    /* every tick taken is a sample, or a drop when the ring was full (an unregistration
+     * answers a pending tick too, uncounted above) */
+    const struct jp_rec_counters *k = stream_last(&con.s, JP_REC_COUNTERS);
+    cr_assert_geq(samples + k->dropped_ticks, taken, "%llu samples and %llu drops for %llu "
+                  "ticks taken", (unsigned long long)samples,
+                  (unsigned long long)k->dropped_ticks, (unsigned long long)taken);
     stream_free(&con.s);
 }
 

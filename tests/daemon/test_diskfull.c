@@ -6,6 +6,7 @@
  * and after each run, never one still being written, and the log names each. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,8 +22,10 @@
 #include "capfile.h"
 #include "support.h"
 
-/* Spawns serve with the soft file size limit at fsize (the daemon inherits it). */
-static pid_t serve_limited(const char *sock, const char *const extra[], rlim_t fsize)
+/* Spawns serve with the soft file size limit at fsize (the daemon inherits it); its stderr
+ * into *err_fd when err_fd is not NULL. */
+static pid_t serve_limited(const char *sock, const char *const extra[], rlim_t fsize,
+                           int *err_fd)
 {
     struct rlimit old, lim;
     cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
@@ -30,7 +33,7 @@ static pid_t serve_limited(const char *sock, const char *const extra[], rlim_t f
     lim.rlim_cur = fsize < old.rlim_max ? fsize : old.rlim_max;
     signal(SIGXFSZ, SIG_IGN);
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    pid_t d = jpt_serve(sock, extra, NULL);
+    pid_t d = jpt_serve(sock, extra, err_fd);
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
     cr_assert_gt(d, 0);
     return d;
@@ -61,7 +64,7 @@ Test(diskfull, the_runs_log_keeps_only_whole_lines)
     snprintf(sock, sizeof sock, "%s/d.sock", dir);
     snprintf(log, sizeof log, "%s/runs.jsonl", dir);
     const char *extra[] = {"--runs-log", log, NULL};
-    pid_t d = serve_limited(sock, extra, 1500);
+    pid_t d = serve_limited(sock, extra, 1500, NULL);
     for (uint32_t i = 0; i < 8; i++)
         jpt_run_complete(sock, i + 1, 200);
     stop(d);
@@ -105,10 +108,19 @@ Test(diskfull, a_capture_that_cannot_be_written_is_removed)
     char sock[600], caps[600];
     char *dir = caps_fixture(sock, caps);
     const char *extra[] = {"--capture-dir", caps, NULL};
-    pid_t d = serve_limited(sock, extra, 16384);
+    int errfd;
+    pid_t d = serve_limited(sock, extra, 16384, &errfd);
     jpt_run_complete(sock, 3, 20000); /* its capture is far past 16 KiB */
     stop(d);
     cr_assert_eq(count_files(caps), 0, "no empty or cut-short capture is left behind");
+    /* the capture was made, failed and was removed: not never made */
+    char *err = jpt_slurp_fd(errfd);
+    close(errfd);
+    char want[160];
+    snprintf(want, sizeof want, "run 1: its capture failed (%s); removed the capture file\n",
+             strerror(EFBIG));
+    cr_expect(strstr(err, want), "want \"%s\" in:\n%s", want, err);
+    free(err);
     rmdir(caps);
     rmdir(dir);
     free(dir);

@@ -143,8 +143,9 @@ static void write_bytes(const char *path, const uint8_t *b, size_t n)
 /* Replays a damaged copy: never a signal; exit 0 only with a partial profile and a
  * missing_stop_event or invalid-capture caveat (the profile of the blocks before the damage),
  * or, for damage the format cannot see, a complete profile; exit 1 only with an error naming
- * the invalid capture. Returns 0 partial, 1 invalid, 2 complete. */
-static int replay_damaged(const char *path, size_t at)
+ * the invalid capture. Returns 0 partial, 1 invalid, 2 complete; a complete profile must be
+ * `original` when that is given (the damage changed nothing the replay reads). */
+static int replay_damaged(const char *path, size_t at, const char *original)
 {
     char *out, *err;
     int st = replay(path, "toon", &out, NULL, &err);
@@ -157,6 +158,9 @@ static int replay_damaged(const char *path, size_t at)
         kind = 0;
     } else if (code == 0) {
         cr_assert_str_eq(err, "", "offset %zu", at);
+        if (original)
+            cr_assert_str_eq(out, original, "offset %zu: damage went unnoticed and changed the "
+                             "profile", at);
         kind = 2;
     } else {
         cr_assert_eq(code, 1, "offset %zu: exit %d", at, code);
@@ -188,7 +192,7 @@ Test(replay, truncated_captures_at_many_offsets)
     offsets[k++] = n - 1;
     for (int i = 0; i < k; i++) {
         write_bytes(cut, b, offsets[i]);
-        int kind = replay_damaged(cut, offsets[i]);
+        int kind = replay_damaged(cut, offsets[i], NULL);
         cr_assert_neq(kind, 2, "a truncated capture cannot be complete (offset %zu)", offsets[i]);
         partial += kind == 0;
         invalid += kind == 1;
@@ -208,6 +212,11 @@ Test(replay, corrupted_captures_at_many_offsets)
     const char *base = make_capture(dir, JP_MODE_CPU, NULL);
     size_t n;
     uint8_t *b = read_bytes(base, &n);
+    char *original, *err;
+    int st = replay(base, "toon", &original, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed: %s", err);
+    cr_assert_str_eq(err, "", "the undamaged capture is complete");
+    free(err);
     char bad[600];
     snprintf(bad, sizeof bad, "%s/bad.jpcap", dir);
     int detected = 0;
@@ -216,15 +225,17 @@ Test(replay, corrupted_captures_at_many_offsets)
         b[at] ^= 0x5a;
         write_bytes(bad, b, n);
         b[at] ^= 0x5a;
-        detected += replay_damaged(bad, at) != 2;
+        detected += replay_damaged(bad, at, original) != 2;
     }
-    cr_assert_gt(detected, 40, "checksums and bounds must catch most flipped bytes");
+    /* the file header and every block are checksummed: no flipped byte goes unseen */
+    cr_assert_eq(detected, 60, "checksums and bounds must catch every flipped byte");
+    free(original);
     /* Garbage that is not a capture at all. */
     memset(b, 'x', n);
     write_bytes(bad, b, n);
-    cr_assert_eq(replay_damaged(bad, 0), 1);
+    cr_assert_eq(replay_damaged(bad, 0, NULL), 1);
     write_bytes(bad, b, 0);
-    cr_assert_eq(replay_damaged(bad, 0), 1);
+    cr_assert_eq(replay_damaged(bad, 0, NULL), 1);
     free(b);
     unlink(bad);
     unlink(base);

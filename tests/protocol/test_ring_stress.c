@@ -10,11 +10,13 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,7 +263,14 @@ Test(ring_stress, a_sleeping_producer_in_another_process_is_woken)
  * consumer is mapping it, shrinks it to one page and then seals it. A consumer that read the
  * size before confirming the seals would map the old size and take SIGBUS on the first slot past
  * the new end. Tried for a bounded number of rounds and at most a few seconds: every round must
- * be refused (a shrunk or unsealed file is never a ring) and nothing may fault. */
+ * be refused (a shrunk or unsealed file is never a ring) and nothing may fault.
+ *
+ * Left to timing, the shrink and seal seldom land between two of the map's looks at the file
+ * (one round in thousands), the only place a reader that takes the size first can be caught.
+ * So the map's looks (fcntl for the seals, fstat for the size: the executable is linked with
+ * --wrap for both) pass through race_look: when the map's first look in a round comes before
+ * the attacker began to shrink the file, it waits there, with what it read, until the file is
+ * shrunk and sealed. Those rounds are counted, and some are required. */
 #define RACE_SLOTS 1024u /* 32 KiB of slots: many pages past the one the file shrinks to */
 #define RACE_ROUNDS 200000u
 #define RACE_SECONDS 3
@@ -270,7 +279,57 @@ struct race {
     int fd;          /* the round's memfd; -1 while none is offered */
     uint32_t round;  /* the round the consumer has finished */
     uint32_t stop;
+    uint32_t phase;  /* the attacker's step in the current round: RACE_* below */
 };
+/* Stored before the shrink begins (SHRINKING) and once the seal is on (SEALED). */
+enum { RACE_OFFERED = 1, RACE_SHRINKING = 2, RACE_SEALED = 3 };
+
+/* The consumer's fd under test (-1: none) and the round's state; the attacker's own fcntl
+ * calls pass through the wrapper too, and only read `looked_fd`. */
+static struct race *race_now;
+static int looked_fd = -1;
+static uint32_t race_looked, race_held;
+
+/* After one of the map's looks at fd: the first of the round, made before the shrink began,
+ * waits until the file is shrunk and sealed, so what it read is stale when the map goes on. */
+static void race_look(int fd)
+{
+    if (fd < 0 || fd != __atomic_load_n(&looked_fd, __ATOMIC_RELAXED) || race_looked)
+        return;
+    race_looked = 1;
+    if (__atomic_load_n(&race_now->phase, __ATOMIC_SEQ_CST) != RACE_OFFERED)
+        return;
+    while (__atomic_load_n(&race_now->phase, __ATOMIC_SEQ_CST) != RACE_SEALED)
+        sched_yield();
+    race_held++;
+}
+
+int __real_fcntl64(int fd, int cmd, ...);
+int __wrap_fcntl64(int fd, int cmd, ...);
+int __real_fstat64(int fd, struct stat *st);
+int __wrap_fstat64(int fd, struct stat *st);
+
+int __wrap_fcntl64(int fd, int cmd, ...)
+{
+    va_list ap;
+    va_start(ap, cmd);
+    long arg = va_arg(ap, long); /* every command's argument fits a long, or is unused */
+    va_end(ap);
+    int r = __real_fcntl64(fd, cmd, arg);
+    int e = errno;
+    race_look(fd);
+    errno = e;
+    return r;
+}
+
+int __wrap_fstat64(int fd, struct stat *st)
+{
+    int r = __real_fstat64(fd, st);
+    int e = errno;
+    race_look(fd);
+    errno = e;
+    return r;
+}
 
 static void *race_attacker(void *p)
 {
@@ -291,14 +350,17 @@ static void *race_attacker(void *p)
         h.data_size = (uint64_t)RACE_SLOTS * JP_SLOT_SIZE;
         if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
             abort();
+        __atomic_store_n(&rc->phase, RACE_OFFERED, __ATOMIC_SEQ_CST);
         /* Release: the header written above is in the file before the consumer sees the fd. */
         __atomic_store_n(&rc->fd, fd, __ATOMIC_RELEASE);
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         for (volatile uint32_t spin = x % 4096u; spin; spin--)
             ;
+        __atomic_store_n(&rc->phase, RACE_SHRINKING, __ATOMIC_SEQ_CST);
         if (ftruncate(fd, 4096) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
             abort();
+        __atomic_store_n(&rc->phase, RACE_SEALED, __ATOMIC_SEQ_CST);
         /* Acquire: pairs with the consumer's release of `round` once it is done with fd. */
         while (__atomic_load_n(&rc->round, __ATOMIC_ACQUIRE) != round &&
                !__atomic_load_n(&rc->stop, __ATOMIC_ACQUIRE))
@@ -310,7 +372,8 @@ static void *race_attacker(void *p)
 
 Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size)
 {
-    struct race rc = {-1, 0, 0};
+    struct race rc = {-1, 0, 0, 0};
+    race_now = &rc;
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, race_attacker, &rc), 0, "thread");
     struct timespec start, now;
@@ -323,7 +386,10 @@ Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size)
         struct jp_ring cons;
         int mine = dup(fd);
         cr_assert_geq(mine, 0, "dup");
+        race_looked = 0;
+        __atomic_store_n(&looked_fd, mine, __ATOMIC_RELAXED);
         int r = jp_ring_map(mine, &cons);
+        __atomic_store_n(&looked_fd, -1, __ATOMIC_RELAXED);
         if (r == 0) {
             /* Read every slot: past the shrunk end this is where SIGBUS would strike. */
             volatile const uint8_t *p = cons.data;
@@ -345,7 +411,10 @@ Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size)
     }
     __atomic_store_n(&rc.stop, 1u, __ATOMIC_RELEASE);
     cr_assert_eq(pthread_join(t, NULL), 0, "join");
-    cr_log_info("%u rounds", rounds);
+    cr_log_info("%u rounds, %u shrunk and sealed between two looks of the map", rounds,
+                race_held);
     cr_assert_eq(mapped, 0, "%u of %u rounds mapped a file that was shrunk or unsealed", mapped,
                  rounds);
+    cr_assert_gt(race_held, 0, "in none of %u rounds did the map look at the file before it "
+                 "was shrunk and sealed", rounds);
 }

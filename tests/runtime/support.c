@@ -164,12 +164,12 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
     run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
 }
 
-void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
+void jtt_run_hook(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r)
 {
     g_hook = hook;
     g_hook_user = user;
-    run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, after_ms, r);
+    run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
     g_hook = NULL;
     g_hook_user = NULL;
 }

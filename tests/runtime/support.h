@@ -24,8 +24,9 @@ const char *jtt_jett(void);
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r);
-/* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */
-void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
+/* Like jtt_run_sigint, but calls hook(pid, user) once instead of sending SIGINT: after_ms
+ * after the child wrote `sync` to stderr (or after the delay from start when sync is NULL). */
+void jtt_run_hook(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r);
 /* Runs another program (e.g. jettprofd) the same way. */
 void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r);

@@ -281,23 +281,25 @@ Test(paths, project_dependency_and_stdlib_are_relative_and_nothing_is_absolute)
     jtt_write(dir, "src/app/main.jett",
               "namespace app\nimport \"src/app/lib.jett\"\nimport \"deps/textkit/pad.jett\"\n"
               "import \"stdlib/text.jett\"\n"
-              "fn main() {\n  var n = 0\n  for i in 0..300 {\n"
+              "fn main() {\n  var n = 0\n  for i in 0..30000 {\n"
               "    n = n + len(app.lib.make(i)) + len(textkit.pad.pad(str(i), 40))"
               " + len(std.text.repeat(\"ab\", 30))\n  }\n  print(n)\n}\n");
     jtt_write(dir, "src/app/lib.jett",
               "namespace app.lib\nfn make(i: int) -> str { var s = \"\"\n for k in 0..30 { s = s + \"x\" }\n return s }\n");
     jtt_write(dir, "deps/textkit/pad.jett",
               "namespace textkit.pad\nfn pad(s: str, n: int) -> str { var o = s\n while len(o) < n { o = o + \".\" }\n return o }\n");
-    const char *modes[][4] = {
+    /* CPU: each of the three functions takes about a third of the loop, some 200 ms in all at
+     * 1000 Hz, and a threshold of 0 lists every function that has a sample */
+    const char *modes[][5] = {
         {"--profile-memory", "--agent", NULL},
         {"--profile-memory", NULL},
-        {"--profile", "--agent", "--profile-threshold", NULL},
+        {"--profile", "--agent", "--profile-threshold", "0", NULL},
     };
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         struct jt_run r = run_in(dir, "src/app/main.jett", modes[k]);
         cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
-        const char *text = k == 0 ? r.out : r.err;
-        if (k == 0) {
+        const char *text = k == 1 ? r.err : r.out;
+        if (k != 1) {
             char *json = decoded(&r);
             cr_expect(strstr(json, "\"path\":\"src/app/lib.jett\""), "%s", json);
             cr_expect(strstr(json, "\"path\":\"textkit/pad.jett\""), "%s", json);
@@ -542,7 +544,7 @@ Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails
     const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
     struct jt_run r;
     int killed = 0;
-    jtt_run_hook(dir, argv, 300, kill_daemon, &killed, &r);
+    jtt_run_hook(dir, argv, NULL, 300, kill_daemon, &killed, &r);
     cr_assert_eq(killed, 1, "the private daemon was not found");
     cr_expect_eq(r.status, 0, "the program's status stands: %s", r.out);
     char *json = decoded(&r);
@@ -560,17 +562,26 @@ Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails
 
 struct rewrite {
     const char *dir;
+    int done;
 };
 
 static void rewrite_source(int pid, void *user)
 {
     (void)pid;
-    const struct rewrite *w = user;
-    /* Same lines, different text: an excerpt read from disk now would say "REREAD". */
-    jtt_write(w->dir, "main.jett", "// REREAD\n// REREAD\n// REREAD\n// REREAD\n// REREAD\n"
-                                   "// REREAD\n// REREAD\n// REREAD\n// REREAD\n// REREAD\n");
+    struct rewrite *w = user;
+    /* Same lines, different text (code, not comments, which an excerpt leaves out): an
+     * excerpt read from disk now would say "REREAD". */
+    jtt_write(w->dir, "main.jett", "REREAD\nREREAD\nREREAD\nREREAD\nREREAD\nREREAD\nREREAD\n"
+                                   "REREAD\nREREAD\nREREAD\nREREAD\nREREAD\nREREAD\nREREAD\n"
+                                   "REREAD\nREREAD\n");
+    w->done++;
 }
 
+/* The program announces on stderr that its hot loop is over, then writes 4 MiB more to
+ * stderr: far more than a pipe holds, so it cannot go past that write, nor reach the end of
+ * the run where the excerpts are asked for, before the harness has read on after rewriting
+ * the source. The human mode writes the program's stderr through (--agent would capture it);
+ * the capture gives the TOON profile of the same run. */
 Test(excerpts, hot_lines_are_redacted_and_come_from_the_loaded_source)
 {
     char *dir = project();
@@ -586,13 +597,33 @@ Test(excerpts, hot_lines_are_redacted_and_come_from_the_loaded_source)
               "fn main() {\n"
               "    let key: secret = \"hunter2\"\n"
               "    print(check(key, 3000000))\n"
+              "    var pad = \".\"\n"
+              "    for i in 0..22 { pad = pad + pad }\n"
+              "    eprint(\"hot loop over\")\n"
+              "    eprint(pad)\n"
               "}\n");
-    const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
-    struct rewrite w = {dir};
+    char cap[4200];
+    snprintf(cap, sizeof cap, "%s/run.jpcap", dir);
+    const char *argv[] = {"run", "main.jett", "--profile", "--profile-capture", cap, NULL};
+    struct rewrite w = {dir, 0};
     struct jt_run r;
-    jtt_run_hook(dir, argv, 200, rewrite_source, &w, &r);
-    cr_assert_eq(r.status, 0, "%s", r.out);
-    char *json = decoded(&r);
+    jtt_run_hook(dir, argv, "hot loop over\n", 0, rewrite_source, &w, &r);
+    cr_assert_eq(w.done, 1, "the source was not rewritten while the program waited");
+    const char *report = strstr(r.err, "CPU profile\n");
+    cr_assert_eq(r.status, 0, "%s", report ? report : "(no report)");
+    cr_assert(report, "no human report after %zu bytes of stderr", r.err_len);
+    cr_expect(strstr(report, "hot line main.jett:5:9, self "), "%s", report);
+    cr_expect(strstr(report, ": h = (h + len(<secret-expression>) + i) % 9973 (redacted)\n"),
+              "%s", report);
+    cr_expect_null(strstr(report, "REREAD"), "an excerpt was read again from disk: %s", report);
+    cr_expect_null(strstr(report, "hunter2"), "%s", report);
+
+    const char *rargv[] = {"replay", cap, "--format", "toon", NULL};
+    struct jt_run rep;
+    jtt_run_exe(getenv("JETTPROFD"), NULL, rargv, &rep);
+    cr_assert_eq(rep.status, 0, "replay: %s", rep.err);
+    char *json = tl_toon_decode(rep.out, rep.out_len, NULL);
+    cr_assert(json, "not valid TOON:\n%s", rep.out);
     cr_expect(strstr(json, "{\"path\":\"main.jett\",\"line\":5,\"column\":9,"), "%s", json);
     cr_expect(strstr(json, "\"code\":\"h = (h + len(<secret-expression>) + i) % 9973\","
                            "\"source_redacted\":true}"), "%s", json);
@@ -601,6 +632,7 @@ Test(excerpts, hot_lines_are_redacted_and_come_from_the_loaded_source)
     cr_expect_null(strstr(json, "salt"), "%s", json);
     cr_expect_null(strstr(json, "mix in"), "%s", json);
     free(json);
+    jtt_run_free(&rep);
     jtt_run_free(&r);
     jtt_rmtree(dir);
     free(dir);
