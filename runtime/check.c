@@ -407,7 +407,7 @@ static bool sec_expr(struct sec *s, struct jt_node *n)
         }
         switch (n->op) {
         case JT_B_SECRET: v = true; break;
-        case JT_B_STR: case JT_B_POP: v = first; break;
+        case JT_B_STR: case JT_B_POP: case JT_B_DEBUG: v = first; break;
         case JT_B_LIST: v = n->nkids > 1 && n->kids[1]->secret; break;
         default: v = false; break;
         }

@@ -245,6 +245,7 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     src->ino = st.st_ino;
     prog->sources = jt_xrealloc(prog->sources, sizeof *prog->sources * (prog->nsources + 1));
     prog->sources[prog->nsources++] = src;
+    src->manifest_id = prog->nsources;
     size_t bad;
     if (jp_utf8_validate(src->text, src->len, &bad) < 0) {
         uint32_t l = 1, c = 1;
