@@ -523,8 +523,8 @@ int jt_check_program(struct jt_program *prog, struct jt_diags *d)
         }
         /* the pseudo function whose frame runs this file's global initialisers */
         struct jt_fn *init = jt_xcalloc(1, sizeof *init);
-        init->ns = m->ns ? strdup(m->ns) : NULL;
-        init->name = strdup("<init>");
+        init->ns = m->ns ? jt_xstrdup(m->ns) : NULL;
+        init->name = jt_xstrdup("<init>");
         init->src = m->src;
         init->decl_start = 0;
         init->decl_end = (uint32_t)m->src->len;

@@ -27,6 +27,7 @@ void *jt_xmalloc(size_t n);  /* aborts on exhaustion: interpreter internals only
 void *jt_xcalloc(size_t n, size_t m);
 void *jt_xrealloc(void *p, size_t n);
 char *jt_xstrndup(const char *s, size_t n);
+char *jt_xstrdup(const char *s);
 
 /* ---- CLI ---- */
 enum jt_mode { JT_MODE_NONE = 0, JT_MODE_CPU = 1, JT_MODE_MEMORY = 2 };

@@ -141,7 +141,7 @@ static int pre_exec_failure(bool agent, int code, enum jt_failure f, const char 
 {
     const char *kind = failure_word[f];
     if (agent) {
-        char *m = strdup(msg);
+        char *m = jt_xstrdup(msg);
         size_t n = strlen(m);
         while (n && m[n - 1] == '\n')
             m[--n] = '\0'; /* a scalar: no trailing newline */
