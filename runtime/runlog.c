@@ -101,7 +101,7 @@ static int broken(struct jt_runlog *rl)
  * or NULL with arr untouched. */
 static void *room(void *arr, uint32_t *cap, uint32_t need, size_t size)
 {
-    if (need <= *cap)
+    if (need <= *cap && arr)
         return arr;
     uint32_t nc = *cap ? *cap : 64u;
     while (nc < need)

@@ -27,6 +27,9 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
 /* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */
 void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r);
+/* A hook for jtt_run_hook: SIGKILLs the private jettprofd the jett process started (waiting
+ * up to 5 s for it to appear) and counts it in *(int *)killed: a collector failure. */
+void jtt_kill_private_daemon(int jett_pid, void *killed);
 /* Runs another program (e.g. jettprofd) the same way. */
 void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_free(struct jt_run *r);
