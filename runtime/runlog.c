@@ -118,13 +118,16 @@ static const char *kept(const struct jt_runlog *rl, size_t off)
     return rl->bytes.p ? rl->bytes.p + off : "";
 }
 
-/* Writes a finished human line, or reports that building it ran out of memory. */
-static int write_line(struct jt_runlog *rl, struct jp_buf *line)
+/* Ends a human line, writes it and counts its row in *count: 1, or -ENOMEM when building the
+ * line ran out of memory (nothing is written then). */
+static int write_line(struct jt_runlog *rl, struct jp_buf *line, uint32_t *count)
 {
+    JP_BUF_LIT(line, "\n");
     int r = line->failed ? broken(rl) : 1;
     if (r > 0) {
         fwrite(line->p, 1, line->len, rl->human);
         fflush(rl->human);
+        (*count)++;
     }
     jp_buf_free(line);
     return r;
@@ -152,12 +155,8 @@ int jt_runlog_debug(struct jt_runlog *rl, const struct jt_source *src, uint32_t 
             out.failed = true;
         line_start(&out, "debug", src, line, col);
         jp_text_safe(&out, text.p ? text.p : "", text.len);
-        JP_BUF_LIT(&out, "\n");
         jp_buf_free(&text);
-        int r = write_line(rl, &out);
-        if (r > 0)
-            rl->ndebug++;
-        return r;
+        return write_line(rl, &out, &rl->ndebug);
     }
     struct jt_debug_row *d = room(rl->debug, &rl->capdebug, rl->ndebug + 1, sizeof *d);
     if (!d)
@@ -275,11 +274,7 @@ int jt_runlog_log(struct jt_runlog *rl, const struct jt_source *src, uint32_t li
             JP_BUF_LIT(&out, "=");
             human_value(&out, a[i + 1]);
         }
-        JP_BUF_LIT(&out, "\n");
-        int r = write_line(rl, &out);
-        if (r > 0)
-            rl->nlogs++;
-        return r;
+        return write_line(rl, &out, &rl->nlogs);
     }
     struct jt_log_row *lr = room(rl->logs, &rl->caplogs, rl->nlogs + 1, sizeof *lr);
     if (!lr)

@@ -159,6 +159,18 @@ void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r)
     run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, -1, r);
 }
 
+void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r)
+{
+    const char *argv[32] = {"run", file};
+    size_t n = 2;
+    for (size_t i = 0; opts && opts[i]; i++) {
+        cr_assert_lt(n, sizeof argv / sizeof argv[0] - 1, "too many options");
+        argv[n++] = opts[i];
+    }
+    argv[n] = NULL;
+    jtt_run(cwd, argv, r);
+}
+
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r)
 {

@@ -22,6 +22,8 @@ const char *jtt_jett(void);
  * If sigint_after_ms >= 0, sends SIGINT that long after the child wrote `sync` to stderr
  * (or after the delay from start when sync is NULL). Fails the test on a harness error. */
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
+/* `jett run FILE OPTS...` in cwd: opts is NULL-terminated, or NULL for none. */
+void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r);
 /* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */

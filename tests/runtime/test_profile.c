@@ -22,13 +22,8 @@ static char *project(void)
 
 static struct jt_run run_in(const char *dir, const char *file, const char *const *opts)
 {
-    const char *argv[16] = {"run", file};
-    size_t n = 2;
-    for (size_t i = 0; opts && opts[i]; i++)
-        argv[n++] = opts[i];
-    argv[n] = NULL;
     struct jt_run r;
-    jtt_run(dir, argv, &r);
+    jtt_run_file(dir, file, opts, &r);
     return r;
 }
 

@@ -36,13 +36,8 @@ static char *slurp(const char *path)
 
 static struct jt_run run_file(const char *cwd, const char *file, const char *const *opts)
 {
-    const char *argv[16] = {"run", file};
-    size_t n = 2;
-    for (size_t i = 0; opts && opts[i]; i++)
-        argv[n++] = opts[i];
-    argv[n] = NULL;
     struct jt_run r;
-    jtt_run(cwd, argv, &r);
+    jtt_run_file(cwd, file, opts, &r);
     return r;
 }
 
