@@ -900,3 +900,52 @@ Test(oom, every_allocation_failure_is_reported_as_out_of_memory)
     jtt_rmtree(dir);
     free(dir);
 }
+
+/* ---- sources ---- */
+
+Test(sources, each_logging_source_is_listed_once_by_id_with_its_origin_and_segments)
+{
+    char *dir = jtt_tmpdir(), lib[4200];
+    jtt_write(dir, "jett.project", "");
+    jtt_write(dir, "src/app/main.jett",
+              "import \"src/app/quiet.jett\"\nimport \"deps/kit/util.jett\"\nimport \"stdlib/say.jett\"\n"
+              "fn main() {\n  std.say.hello()\n  kit.util.note(1)\n  app.quiet.none()\n"
+              "  kit.util.note(2)\n  log(\"info\", \"main\")\n}\n");
+    jtt_write(dir, "src/app/quiet.jett", "namespace app.quiet\nfn none() { debug(0) }\n");
+    jtt_write(dir, "deps/kit/util.jett",
+              "namespace kit.util\nfn note(x: int) { log(\"trace\", \"dep\", \"x\", x) }\n");
+    jtt_write(dir, "lib/say.jett", "namespace std.say\nfn hello() { log(\"debug\", \"std\") }\n");
+    snprintf(lib, sizeof lib, "%s/lib", dir);
+    char *saved = getenv("JETT_STDLIB") ? strdup(getenv("JETT_STDLIB")) : NULL;
+    setenv("JETT_STDLIB", lib, 1);
+    const char *agent[] = {"--agent", NULL};
+    struct jt_run r = run_file(dir, "src/app/main.jett", agent);
+    if (saved)
+        setenv("JETT_STDLIB", saved, 1);
+    else
+        unsetenv("JETT_STDLIB");
+    free(saved);
+    cr_assert_eq(r.status, 0, "%s", r.out);
+    /* load order: the program file 1, quiet 2, the dependency 3, the stdlib file 4; quiet only
+     * debugs, so it has no record and is not listed */
+    unsigned n;
+    char *rows = table_rows(r.out, "log_sources", &n);
+    cr_expect_str_eq(rows, "  1,project,src/app/main.jett\n  3,dependency,kit/util.jett\n"
+                           "  4,stdlib,stdlib/say.jett\n");
+    free(rows);
+    rows = table_rows(r.out, "log_source_graph_path_segments", &n);
+    cr_expect_str_eq(rows, "  1,0,src\n  1,1,app\n  1,2,main.jett\n  3,0,kit\n  3,1,util.jett\n"
+                           "  4,0,stdlib\n  4,1,say.jett\n");
+    free(rows);
+    rows = table_rows(r.out, "logs", &n);
+    cr_expect_str_eq(rows, "  1,debug,4,2,14,std,0\n  2,trace,3,2,19,dep,1\n  3,trace,3,2,19,dep,1\n"
+                           "  4,info,1,9,3,main,0\n");
+    free(rows);
+    rows = table_rows(r.out, "debug", &n);
+    cr_expect_str_eq(rows, "  1,src/app/quiet.jett,2,13,\"0\"\n");
+    free(rows);
+    free(decoded(r.out, r.out_len));
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
