@@ -1,6 +1,7 @@
 /* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep,
- * fail, and the debug rows and log records of runlog.c. They evaluate their own arguments through the interpreter (interp.c) and report errors
- * through it, so a builtin's failure unwinds exactly like any other runtime error. */
+ * fail, and debug and log, whose rows runlog.c records. They evaluate their own arguments
+ * through the interpreter (interp.c) and report errors through it, so a builtin's failure
+ * unwinds exactly like any other runtime error. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -97,8 +97,8 @@ static int broken(struct jt_runlog *rl)
     return -ENOMEM;
 }
 
-/* arr with room for `need` elements of `size` bytes: arr itself, a larger copy (*cap updated),
- * or NULL with arr untouched. */
+/* arr with room for `need` elements of `size` bytes: arr itself, a larger copy (*cap updated;
+ * an array not yet made, NULL, is made even when need is 0), or NULL with arr untouched. */
 static void *room(void *arr, uint32_t *cap, uint32_t need, size_t size)
 {
     if (need <= *cap && arr)
