@@ -177,14 +177,20 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
     run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
 }
 
-void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
-                  void (*hook)(int pid, void *user), void *user, struct jt_run *r)
+void jtt_run_hook_at(const char *cwd, const char *const *argv, const char *sync, int after_ms,
+                     void (*hook)(int pid, void *user), void *user, struct jt_run *r)
 {
     g_hook = hook;
     g_hook_user = user;
-    run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, after_ms, r);
+    run_child(cwd, argv, NULL, 0, jtt_jett(), sync, after_ms, r);
     g_hook = NULL;
     g_hook_user = NULL;
+}
+
+void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
+                  void (*hook)(int pid, void *user), void *user, struct jt_run *r)
+{
+    jtt_run_hook_at(cwd, argv, NULL, after_ms, hook, user, r);
 }
 
 void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r)

@@ -29,6 +29,9 @@ void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, 
 /* Like jtt_run, but calls hook(pid, user) once, after_ms from the start. */
 void jtt_run_hook(const char *cwd, const char *const *argv, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r);
+/* Like jtt_run_hook, but after_ms after the child wrote `sync` to stderr. */
+void jtt_run_hook_at(const char *cwd, const char *const *argv, const char *sync, int after_ms,
+                     void (*hook)(int pid, void *user), void *user, struct jt_run *r);
 /* A hook for jtt_run_hook: SIGKILLs the private jettprofd the jett process started (waiting
  * up to 5 s for it to appear) and counts it in *(int *)killed: a collector failure. */
 void jtt_kill_private_daemon(int jett_pid, void *killed);

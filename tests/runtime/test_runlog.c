@@ -769,6 +769,45 @@ Test(interrupt, a_collector_failure_leaves_the_rows_alone)
     free(dir);
 }
 
+Test(interrupt, after_the_daemon_dies_the_capture_so_far_replays_as_partial)
+{
+    /* 400,000 allocations are far more records than the 2 MiB ring holds, so by the time the
+     * program reaches its debug row the daemon has consumed, and written to the capture in
+     * complete blocks, most of them; then it is killed */
+    char *dir = jtt_tmpdir(), cap[4200];
+    jtt_write(dir, "main.jett",
+              "fn main() {\n  var keep = 0\n"
+              "  for i in 0..200000 { keep = keep + len(\"x\" + str(i % 10)) }\n"
+              "  debug(keep)\n"
+              "  for r in 0..300 { sleep(1); log(\"info\", \"after\", \"r\", r) }\n}\n");
+    snprintf(cap, sizeof cap, "%s/run.jpcap", dir);
+    const char *argv[] = {"run", "main.jett", "--profile-memory", "--profile-capture", cap, NULL};
+    struct jt_run r;
+    int killed = 0;
+    jtt_run_hook_at(dir, argv, "debug main.jett:4:3: 400000\n", 0, jtt_kill_private_daemon,
+                    &killed, &r);
+    cr_assert_eq(killed, 1, "the private daemon was not found");
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    /* every record after the failure is still written, in order */
+    for (int i = 0; i < 300; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "info main.jett:5:31: after r=%d\n", i);
+        cr_expect_eq(jtt_count(r.err, want), 1, "%s missing: %.600s", want, r.err);
+    }
+    cr_expect(strstr(r.err, "profiler: collector failure\n"), "%s", r.err);
+    const char *rargv[] = {"replay", cap, NULL};
+    struct jt_run rep;
+    jtt_run_exe(getenv("JETTPROFD"), NULL, rargv, &rep);
+    cr_expect_eq(rep.status, 0, "%s", rep.err);
+    cr_expect(strstr(rep.out, "status: partial (missing_stop_event"), "%s", rep.out);
+    const char *ev = strstr(rep.out, "events: ");
+    cr_expect(ev && strtoul(ev + 8, NULL, 10) > 1000, "%s", rep.out);
+    jtt_run_free(&rep);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
 Test(failure, compile_and_setup_failures_keep_empty_tables)
 {
     const char *agent[] = {"--agent", NULL};
