@@ -1,8 +1,10 @@
-/* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep and
- * fail. They evaluate their own arguments through the interpreter (interp.c) and report errors
- * through it, so a builtin's failure unwinds exactly like any other runtime error. */
+/* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep,
+ * fail, and debug and log, whose rows runlog.c records. They evaluate their own arguments
+ * through the interpreter (interp.c) and report errors through it, so a builtin's failure
+ * unwinds exactly like any other runtime error. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -85,8 +87,33 @@ static void sleep_ms(struct jt_vm *vm, int64_t ms)
     }
 }
 
+/* log(level, message, key, value, ...): every argument is evaluated (an error there is an
+ * ordinary runtime error), then the call is recorded or rejected; a rejection is no error. */
+static jv call_log(struct jt_vm *vm, const struct jt_node *n)
+{
+    jv *a = calloc(n->nkids ? n->nkids : 1, sizeof *a);
+    if (!a) {
+        jt_rt_error(vm, n, "out of memory: cannot evaluate the arguments of log");
+        return NIL;
+    }
+    uint32_t got = 0;
+    for (; got < n->nkids; got++) {
+        a[got] = jt_eval(vm, n->kids[got]);
+        if (vm->ctl)
+            break;
+    }
+    if (!vm->ctl && jt_runlog_log(&vm->runlog, vm->fn->src, n->line, n->col, a, got) < 0)
+        jt_rt_error(vm, n, "out of memory: cannot record a log record");
+    for (uint32_t i = 0; i < got; i++)
+        jv_release(&vm->heap, a[i]);
+    free(a);
+    return NIL;
+}
+
 jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
 {
+    if (n->op == JT_B_LOG)
+        return call_log(vm, n);
     jv a[3] = {NIL, NIL, NIL};
     jv r = NIL; /* before any goto out */
     for (uint32_t i = 0; i < n->nkids && i < 3; i++) {
@@ -176,6 +203,14 @@ jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
         jp_buf_free(&b);
         break;
     }
+    case JT_B_DEBUG:
+        if (jt_runlog_debug(&vm->runlog, vm->fn->src, n->line, n->col, a[0]) < 0) {
+            jt_rt_error(vm, n, "out of memory: cannot record a debug row");
+            break;
+        }
+        r = a[0];
+        a[0] = NIL;
+        break;
     case JT_B_SECRET:
         if (a[0].k != JV_STR && a[0].k != JV_SECRET) {
             jt_rt_error(vm, n, "secret expects str, got %s", jt_kind_name(a[0].k));

@@ -407,7 +407,7 @@ static bool sec_expr(struct sec *s, struct jt_node *n)
         }
         switch (n->op) {
         case JT_B_SECRET: v = true; break;
-        case JT_B_STR: case JT_B_POP: v = first; break;
+        case JT_B_STR: case JT_B_POP: case JT_B_DEBUG: v = first; break;
         case JT_B_LIST: v = n->nkids > 1 && n->kids[1]->secret; break;
         default: v = false; break;
         }
@@ -523,8 +523,8 @@ int jt_check_program(struct jt_program *prog, struct jt_diags *d)
         }
         /* the pseudo function whose frame runs this file's global initialisers */
         struct jt_fn *init = jt_xcalloc(1, sizeof *init);
-        init->ns = m->ns ? strdup(m->ns) : NULL;
-        init->name = strdup("<init>");
+        init->ns = m->ns ? jt_xstrdup(m->ns) : NULL;
+        init->name = jt_xstrdup("<init>");
         init->src = m->src;
         init->decl_start = 0;
         init->decl_end = (uint32_t)m->src->len;

@@ -202,10 +202,16 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     }
     char *joined = path_join(base_dir, rel);
     char *canon = realpath(joined, NULL);
+    int e = canon ? 0 : errno;
     free(joined);
     char *base_canon = realpath(base_dir, NULL);
+    if (!base_canon && !e)
+        e = errno;
     if (!canon || !base_canon) {
-        jt_diag(L->d, from, line, col, "cannot find the imported file '%s'", logical);
+        if (e == ENOMEM)
+            jt_diag(L->d, from, line, col, "cannot load '%s': out of memory", logical);
+        else
+            jt_diag(L->d, from, line, col, "cannot find the imported file '%s'", logical);
         L->failed = true;
         free(canon);
         free(base_canon);
@@ -224,8 +230,8 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     free(base_canon);
     struct jt_source *src = jt_xcalloc(1, sizeof *src);
     src->origin = origin;
-    src->logical = strdup(logical);
-    src->dep_name = dep_name ? strdup(dep_name) : NULL;
+    src->logical = jt_xstrdup(logical);
+    src->dep_name = dep_name ? jt_xstrdup(dep_name) : NULL;
     struct stat st;
     int r = read_file(canon, &src->text, &src->len, &st);
     free(canon);
@@ -245,6 +251,7 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
     src->ino = st.st_ino;
     prog->sources = jt_xrealloc(prog->sources, sizeof *prog->sources * (prog->nsources + 1));
     prog->sources[prog->nsources++] = src;
+    src->manifest_id = prog->nsources;
     size_t bad;
     if (jp_utf8_validate(src->text, src->len, &bad) < 0) {
         uint32_t l = 1, c = 1;
@@ -274,13 +281,13 @@ static struct jt_module *load(struct loader *L, enum jt_origin origin, const cha
  * `jett.project` file, else the program's own directory. */
 static char *find_root(const char *file_canon)
 {
-    char *dir = strdup(file_canon);
+    char *dir = jt_xstrdup(file_canon);
     char *slash = strrchr(dir, '/');
     if (slash == dir)
         slash[1] = '\0';
     else
         *slash = '\0';
-    char *probe = strdup(dir);
+    char *probe = jt_xstrdup(dir);
     for (;;) {
         char *marker = path_join(strcmp(probe, "/") == 0 ? "" : probe, "jett.project");
         bool found = access(marker, F_OK) == 0;

@@ -661,4 +661,5 @@ void jt_vm_fini(struct jt_vm *vm)
     jp_buf_free(&vm->out);
     jp_buf_free(&vm->err);
     jp_buf_free(&vm->errmsg);
+    jt_runlog_free(&vm->runlog);
 }

@@ -7,6 +7,7 @@
 
 #include "jett.h"
 #include "jettprof.h"
+#include "runlog.h"
 #include "value.h"
 
 enum jt_outcome { JT_OUT_RETURNED = 1, JT_OUT_RUNTIME_ERROR = 2, JT_OUT_INTERRUPTED = 3 };
@@ -33,6 +34,7 @@ struct jt_vm {
     /* output: written through, or captured for the --agent envelope */
     bool capture;
     struct jp_buf out, err;
+    struct jt_runlog runlog;    /* debug rows and log records (runlog.human: where they go) */
     /* a runtime error's message, "path:line:col: runtime error: ..." */
     struct jp_buf errmsg;
     const int *interrupt;       /* set asynchronously on SIGINT; read relaxed */

@@ -27,6 +27,7 @@ void *jt_xmalloc(size_t n);  /* aborts on exhaustion: interpreter internals only
 void *jt_xcalloc(size_t n, size_t m);
 void *jt_xrealloc(void *p, size_t n);
 char *jt_xstrndup(const char *s, size_t n);
+char *jt_xstrdup(const char *s);
 
 /* ---- CLI ---- */
 enum jt_mode { JT_MODE_NONE = 0, JT_MODE_CPU = 1, JT_MODE_MEMORY = 2 };
@@ -75,6 +76,8 @@ struct jt_source {
     char *dep_name;  /* dependency name for JT_ORIGIN_DEPENDENCY, else NULL */
     char *text;      /* the loaded bytes (NUL-terminated copy); excerpts come from here */
     size_t len;
+    uint32_t manifest_id; /* the run manifest's id: position in load order, from 1 (the ids the
+                           * profiler gives the same sources, announced in this order) */
     uint32_t prof_id; /* jettprof source id, 0 when not profiled */
     dev_t dev;        /* the file it was read from (identity, not name: a capture file must */
     ino_t ino;        /* never be one of the program's own sources) */
@@ -233,7 +236,8 @@ int jt_add_global(struct jt_program *prog, struct jt_global *g);
     X(PRINT, "print", 1, 1) X(EPRINT, "eprint", 1, 1) X(STR, "str", 1, 1) X(LEN, "len", 1, 1)     \
     X(PUSH, "push", 2, 2) X(POP, "pop", 1, 1) X(SLEEP, "sleep", 1, 1) X(FAIL, "fail", 1, 1)       \
     X(SECRET, "secret", 1, 1) X(SUBSTR, "substr", 3, 3) X(BYTE, "byte", 2, 2)                     \
-    X(CHR, "chr", 1, 1) X(LIST, "list", 2, 2)
+    X(CHR, "chr", 1, 1) X(LIST, "list", 2, 2) X(DEBUG, "debug", 1, 1)                            \
+    X(LOG, "log", 0, INT32_MAX) /* every shape of log call runs: a bad one is rejected */
 enum jt_builtin {
 #define JT_X(id, s, lo, hi) JT_B_##id,
     JT_BUILTINS(JT_X)

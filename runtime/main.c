@@ -94,23 +94,28 @@ struct envelope {
     const char *out; size_t out_len;
     const char *err; size_t err_len;
     uint64_t run_id; /* a long-lived daemon's id of the run, 0: none (no run_id field) */
+    /* the debug rows and log records, or NULL before user code ran (empty tables) */
+    const struct jt_runlog *runlog; const struct jt_program *prog;
     const char *profile; size_t profile_len; /* the `profile:` object at indent 0, or NULL */
     const char *error_kind;  /* NULL when the run succeeded */
     const char *error;
 };
 
 /* Writes the one TOON run envelope on stdout. Field order is fixed (OUTPUT.md): program
- * output is only ever a quoted-or-bare escaped scalar, so it cannot impersonate a field. */
+ * output, messages, keys and values are only ever quoted-or-bare escaped scalars (a table
+ * cell is one too), so none of them can start a line, add a field or impersonate one. */
 static void write_envelope(const struct envelope *e)
 {
+    static const struct jt_runlog no_rows;
+    static const struct jt_program no_program;
     struct jp_buf b = {0};
     jt_buf_printf(&b, "status: %s\ntermination: %s\nexit_code: %d\nstdout: ", e->status,
                   e->termination, e->exit_code);
     jt_toon_string(&b, e->out ? e->out : "", e->out ? e->out_len : 0);
     jt_buf_puts(&b, "\nstderr: ");
     jt_toon_string(&b, e->err ? e->err : "", e->err ? e->err_len : 0);
-    jt_buf_puts(&b, "\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\nlog_source_graph_path_segments[0]:\n"
-                    "log_fields[0]:\n");
+    jt_buf_puts(&b, "\n");
+    jt_runlog_tables(e->runlog ? e->runlog : &no_rows, e->runlog ? e->prog : &no_program, &b);
     if (e->run_id)
         jt_buf_printf(&b, "run_id: %llu\n", (unsigned long long)e->run_id);
     if (e->profile && e->profile_len) {
@@ -158,7 +163,7 @@ static int pre_exec_failure(bool agent, int code, enum jt_failure f, const char 
 {
     const char *kind = failure_word[f];
     if (agent) {
-        char *m = strdup(msg);
+        char *m = jt_xstrdup(msg);
         size_t n = strlen(m);
         while (n && m[n - 1] == '\n')
             m[--n] = '\0'; /* a scalar: no trailing newline */
@@ -535,6 +540,7 @@ static int run_command(int argc, char **argv)
     struct runner *R = jt_xcalloc(1, sizeof *R);
     jt_vm_init(&R->vm, prog, &g_interrupt);
     R->vm.capture = agent;
+    R->vm.runlog.human = agent ? NULL : stderr; /* kept for the envelope, or one line each */
     int code = 0;
     int capture_fd = -1;
     bool capture_created = false, user_code_started = false;
@@ -681,7 +687,8 @@ static int run_command(int argc, char **argv)
         struct envelope e = {
             .status = error_kind ? "error" : "ok", .termination = termination, .exit_code = code,
             .out = R->vm.out.p, .out_len = R->vm.out.len, .err = R->vm.err.p,
-            .err_len = R->vm.err.len, .run_id = have_res ? res.run_id : 0,
+            .err_len = R->vm.err.len, .runlog = &R->vm.runlog, .prog = prog,
+            .run_id = have_res ? res.run_id : 0,
             .profile = profile, .profile_len = profile_len,
             .error_kind = error_kind, .error = error,
         };

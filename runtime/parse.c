@@ -545,7 +545,7 @@ static void parse_fn(struct parser *p, struct jt_module *m)
     next(p);
     struct jt_fn *f = jt_xcalloc(1, sizeof *f);
     f->src = p->src;
-    f->ns = m->ns ? strdup(m->ns) : NULL;
+    f->ns = m->ns ? jt_xstrdup(m->ns) : NULL;
     f->decl_start = kw.start;
     f->decl_line = kw.line;
     f->decl_col = kw.col;
@@ -553,7 +553,7 @@ static void parse_fn(struct parser *p, struct jt_module *m)
     m->fns[m->nfns++] = f;
     if (!at(p, JT_T_IDENT)) {
         err_expected(p, "a function name after 'fn'");
-        f->name = strdup("?");
+        f->name = jt_xstrdup("?");
         return;
     }
     f->name = tok_text(p, &p->t);
@@ -624,7 +624,7 @@ int jt_parse_module(struct jt_source *src, struct jt_module **out, struct jt_pro
             m->imports = jt_xrealloc(m->imports, sizeof *m->imports * (m->nimports + 1));
             m->import_line = jt_xrealloc(m->import_line, sizeof(uint32_t) * (m->nimports + 1));
             m->import_col = jt_xrealloc(m->import_col, sizeof(uint32_t) * (m->nimports + 1));
-            m->imports[m->nimports] = b.p ? b.p : strdup("");
+            m->imports[m->nimports] = b.p ? b.p : jt_xstrdup("");
             m->import_line[m->nimports] = p.t.line;
             m->import_col[m->nimports] = p.t.col;
             m->nimports++;
@@ -636,8 +636,8 @@ int jt_parse_module(struct jt_source *src, struct jt_module **out, struct jt_pro
             struct jt_node *n = parse_let(&p);
             end_stmt(&p);
             struct jt_global g = {0};
-            g.ns = m->ns ? strdup(m->ns) : NULL;
-            g.name = n->name ? strdup(n->name) : strdup("?");
+            g.ns = m->ns ? jt_xstrdup(m->ns) : NULL;
+            g.name = n->name ? jt_xstrdup(n->name) : jt_xstrdup("?");
             g.ty = n->ty;
             g.init = n;
             g.src = src;

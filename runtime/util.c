@@ -49,6 +49,11 @@ char *jt_xstrndup(const char *s, size_t n)
     return p;
 }
 
+char *jt_xstrdup(const char *s)
+{
+    return jt_xstrndup(s, strlen(s));
+}
+
 static void buf_check(const struct jp_buf *b)
 {
     if (b->failed) {

@@ -1,6 +1,7 @@
 #include "support.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -158,6 +159,18 @@ void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r)
     run_child(cwd, argv, NULL, 0, jtt_jett(), NULL, -1, r);
 }
 
+void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r)
+{
+    const char *argv[32] = {"run", file};
+    size_t n = 2;
+    for (size_t i = 0; opts && opts[i]; i++) {
+        cr_assert_lt(n, sizeof argv / sizeof argv[0] - 1, "too many options");
+        argv[n++] = opts[i];
+    }
+    argv[n] = NULL;
+    jtt_run(cwd, argv, r);
+}
+
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r)
 {
@@ -223,4 +236,45 @@ size_t jtt_count(const char *hay, const char *needle)
     for (const char *p = hay; (p = strstr(p, needle)); p += k)
         n++;
     return n;
+}
+
+/* Kills the private jettprofd (a child of the jett process) while the program runs. */
+static void kill_daemon_once(int jett_pid, int *killed)
+{
+    DIR *d = opendir("/proc");
+    cr_assert(d);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid = atoi(e->d_name);
+        if (pid <= 0)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%d/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        int ppid = 0;
+        char state;
+        if (rp && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == jett_pid &&
+            strstr(buf, "(jettprofd)")) {
+            kill(pid, SIGKILL);
+            (*killed)++;
+        }
+    }
+    closedir(d);
+}
+
+void jtt_kill_private_daemon(int jett_pid, void *killed)
+{
+    int *n = killed;
+    /* the agent spawns its daemon at start-up: give a slow (sanitized) build up to 5 s */
+    for (int i = 0; i < 500 && *n == 0; i++) {
+        kill_daemon_once(jett_pid, n);
+        if (*n == 0)
+            usleep(10000);
+    }
 }

@@ -22,12 +22,17 @@ const char *jtt_jett(void);
  * If sigint_after_ms >= 0, sends SIGINT that long after the child wrote `sync` to stderr
  * (or after the delay from start when sync is NULL). Fails the test on a harness error. */
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
+/* `jett run FILE OPTS...` in cwd: opts is NULL-terminated, or NULL for none. */
+void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r);
 /* Like jtt_run_sigint, but calls hook(pid, user) once instead of sending SIGINT: after_ms
  * after the child wrote `sync` to stderr (or after the delay from start when sync is NULL). */
 void jtt_run_hook(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                   void (*hook)(int pid, void *user), void *user, struct jt_run *r);
+/* A hook for jtt_run_hook: SIGKILLs the private jettprofd the jett process started (waiting
+ * up to 5 s for it to appear) and counts it in *(int *)killed: a collector failure. */
+void jtt_kill_private_daemon(int jett_pid, void *killed);
 /* Runs another program (e.g. jettprofd) the same way. */
 void jtt_run_exe(const char *exe, const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_free(struct jt_run *r);

@@ -17,13 +17,8 @@ static struct jt_run run_src(const char *src, const char *const *extra)
 {
     char *dir = jtt_tmpdir();
     jtt_write(dir, "main.jett", src);
-    const char *argv[16] = {"run", "main.jett"};
-    size_t n = 2;
-    for (size_t i = 0; extra && extra[i]; i++)
-        argv[n++] = extra[i];
-    argv[n] = NULL;
     struct jt_run r;
-    jtt_run(dir, argv, &r);
+    jtt_run_file(dir, "main.jett", extra, &r);
     jtt_rmtree(dir);
     free(dir);
     return r;

@@ -4,7 +4,6 @@
  * identical with and without profiling, every lifecycle state with its exit code, and every
  * --agent document decoded by the official TOON decoder. */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,13 +22,8 @@ static char *project(void)
 
 static struct jt_run run_in(const char *dir, const char *file, const char *const *opts)
 {
-    const char *argv[16] = {"run", file};
-    size_t n = 2;
-    for (size_t i = 0; opts && opts[i]; i++)
-        argv[n++] = opts[i];
-    argv[n] = NULL;
     struct jt_run r;
-    jtt_run(dir, argv, &r);
+    jtt_run_file(dir, file, opts, &r);
     return r;
 }
 
@@ -494,47 +488,6 @@ Test(lifecycle, a_compile_error_emits_no_profile)
     free(dir);
 }
 
-/* Kills the private jettprofd (a child of the jett process) while the program runs. */
-static void kill_daemon_once(int jett_pid, int *killed)
-{
-    DIR *d = opendir("/proc");
-    cr_assert(d);
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int pid = atoi(e->d_name);
-        if (pid <= 0)
-            continue;
-        char path[64], buf[512];
-        snprintf(path, sizeof path, "/proc/%d/stat", pid);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        char *rp = strrchr(buf, ')');
-        int ppid = 0;
-        char state;
-        if (rp && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == jett_pid &&
-            strstr(buf, "(jettprofd)")) {
-            kill(pid, SIGKILL);
-            (*killed)++;
-        }
-    }
-    closedir(d);
-}
-
-static void kill_daemon(int jett_pid, void *user)
-{
-    int *killed = user;
-    /* the agent spawns its daemon at start-up: give a slow (sanitized) build up to 5 s */
-    for (int i = 0; i < 500 && *killed == 0; i++) {
-        kill_daemon_once(jett_pid, killed);
-        if (*killed == 0)
-            usleep(10000);
-    }
-}
-
 Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails_the_run)
 {
     char *dir = project();
@@ -544,7 +497,7 @@ Test(lifecycle, a_collector_failure_after_a_normal_return_keeps_exit_0_but_fails
     const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
     struct jt_run r;
     int killed = 0;
-    jtt_run_hook(dir, argv, NULL, 300, kill_daemon, &killed, &r);
+    jtt_run_hook(dir, argv, NULL, 300, jtt_kill_private_daemon, &killed, &r);
     cr_assert_eq(killed, 1, "the private daemon was not found");
     cr_expect_eq(r.status, 0, "the program's status stands: %s", r.out);
     char *json = decoded(&r);
