@@ -50,9 +50,7 @@
 #define JP_FINISH_TIMEOUT_MS 10000
 #define JP_REAP_TIMEOUT_MS 2000
 
-/* Defaults the contract fixes. */
-#define JP_DEFAULT_CPU_BUDGET 33554432ull
-#define JP_DEFAULT_RETENTION_BUDGET 67108864ull
+/* Ring sizes (the budgets the contract fixes are protocol/records.h's). */
 #define JP_DEFAULT_SLOTS_CPU (1u << 16)
 #define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
 

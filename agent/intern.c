@@ -9,7 +9,7 @@
  * entry arrays.
  */
 #include "agent.h"
-#include "render/report.h" /* JP_STATUS_*: the statuses the writers print */
+#include "protocol/records.h" /* JP_STATUS_*: the statuses of the wire and the writers */
 
 #include <errno.h>
 #include <stdlib.h>

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "render/report.h"
+#include "render/failure.h"
 
 int jp_membarrier_available(void);
 
@@ -136,13 +136,13 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
     }
     if (c.capabilities & ~0xffu)
         return bad("capabilities has bits this library does not know");
-    if (c.mode == JETTPROF_MODE_CPU && (c.rate_hz < 1 || c.rate_hz > 1000))
+    if (c.mode == JETTPROF_MODE_CPU && (c.rate_hz < JP_RATE_HZ_MIN || c.rate_hz > JP_RATE_HZ_MAX))
         return bad("rate_hz is outside 1..1000");
     if (c.mode == JETTPROF_MODE_MEMORY && c.rate_hz != 0)
         return bad("rate_hz is set in memory mode");
-    if (c.threshold_bp > 10000)
+    if (c.threshold_bp > JP_THRESHOLD_BP_MAX)
         return bad("threshold_bp is above 10000");
-    if (c.limit < 1 || c.limit > 100)
+    if (c.limit < JP_LIMIT_MIN || c.limit > JP_LIMIT_MAX)
         return bad("limit is outside 1..100");
     if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON | JETTPROF_OUT_VERBOSE))
         return bad("outputs has bits this library does not know");
@@ -626,44 +626,17 @@ static int finalize_exchange(struct jettprof_run *run, uint32_t termination,
     return take_result(run, JP_FINISH_TIMEOUT_MS, out);
 }
 
-/* The profile when collection failed after user code started: written here, by the writers
- * alone (no engine, no report builder), from a fixed report over the RUN_START and COUNTERS
- * records this agent produced. It is what the engine and jp_report_build make of exactly those
- * two records with the collector_failure ending (tests/agent/test_local.c pins the bytes):
- * nothing was attributed, so no entry; no RUN_STOP, so termination unavailable; no sample or
- * allocation event, so unavailable; records the agent could not push drop records too. */
+/* The profile when collection failed after user code started: render's collector-failure
+ * profile over the RUN_START and COUNTERS records this agent produced (render/failure.h;
+ * tests/agent/test_local.c pins the bytes). */
 static void render_failure(struct jettprof_run *run, const struct jp_rec_counters *c,
                            struct jettprof_result *out)
 {
     out->status = JETTPROF_STATUS_UNAVAILABLE;
     copy_reason(out->reason, "collector_failure", strlen("collector_failure"));
     out->collector_failed = 1;
-    const char *why;
-    const struct jp_rec_run_start *rs = &run->rs;
-    if (jp_rec_validate(rs, sizeof *rs, &why) < 0 || jp_rec_validate(c, sizeof *c, &why) < 0 ||
-        rs->threshold_bp > 10000u || rs->limit > 100u)
-        return;
-    struct jp_engine_view v = {
-        .mode = rs->mode, .start = rs, .counters = c,
-        .records_counted = 2, /* RUN_START and COUNTERS */
-        .live_exact = true, .exec_exact = true, .threads_exact = true,
-    };
-    struct jp_report r = {
-        .v = &v, .ending = JP_END_COLLECTOR_FAILURE,
-        .threshold_bp = rs->threshold_bp, .limit = rs->limit,
-        .status = JP_STATUS_UNAVAILABLE, .reason = "collector_failure",
-        .reasons = 1u << JP_REASON_BIT_COLLECTOR_FAILURE, .termination = "unavailable",
-    };
-    if (c->lost_records) {
-        r.reasons |= 1u << JP_REASON_BIT_RECORDS_DROPPED;
-        r.detail_partial = true;
-    }
-    r.live_exact = jp_view_live_exact(&v);
-    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = JP_END_COLLECTOR_FAILURE, .outputs = run->cfg.outputs,
-                               .run_id = run->run_id};
     struct jp_rendered rd;
-    if (jp_report_write(&r, &o, &rd) == 0) {
+    if (jp_render_failure(&run->rs, c, run->cfg.outputs, run->run_id, &rd) == 0) {
         out->status = rd.status;
         copy_reason(out->reason, rd.reason, strnlen(rd.reason, sizeof rd.reason));
         if (rd.human) {

@@ -51,10 +51,6 @@
                                       * close: unread answers hold no one else's slot */
 #define JPD_MAX_UNREAD_PER_UID (64ull << 20) /* output bytes one uid may leave unread before
                                               * its new runs and requests are refused */
-/* The contract's metadata budgets per run: the most a run gets unless the operator of `serve`
- * sets a lower or higher ceiling. A client's RUN_START may only lower them. */
-#define JPD_DEFAULT_CPU_BUDGET (32ull << 20)
-#define JPD_DEFAULT_RETENTION_BUDGET (64ull << 20)
 /* All exports of one run together (serve --max-export-bytes): a deep, wide stack tree can
  * make a folded or SVG export hundreds of times its profile. The private daemon serves only
  * its own user and takes what the agent accepts of one export. */
@@ -356,7 +352,6 @@ const char *jpd_default_socket(char *buf, size_t cap);
 int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf);
 
 /* status.c: the live runs, the totals and `jettprofd status`. */
-enum { JPD_STATUS_HUMAN, JPD_STATUS_JSON, JPD_STATUS_PROMETHEUS };
 /* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
  * counts it finished with its records). _end on a run never begun does nothing. */
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
@@ -371,7 +366,7 @@ void jpd_live_refused(struct jpd_daemon *d);
  * full and others' only as a count. */
 void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
 /* Main loop: the newest `limit` finished runs (d->recent) a caller of uid viewer may see (the
- * same rule as status, but others' runs are left out), format JPD_STATUS_HUMAN or _JSON. */
+ * same rule as status, but others' runs are left out), format JP_STATUS_FMT_HUMAN or _JSON. */
 void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
                    struct jp_buf *b);
 /* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */

@@ -227,8 +227,8 @@ static int cmd_serve(int argc, char **argv)
     struct jpd_push_opts push = {0};
     struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
                              .max_ring_bytes = DEFAULT_MAX_RING_BYTES,
-                             .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
-                             .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET,
+                             .max_cpu_budget = JP_DEFAULT_CPU_BUDGET,
+                             .max_retention_budget = JP_DEFAULT_RETENTION_BUDGET,
                              .max_export_bytes = JPD_DEFAULT_MAX_EXPORT_BYTES};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -344,7 +344,7 @@ static int cmd_serve(int argc, char **argv)
 static int cmd_status(int argc, char **argv)
 {
     const char *sock = NULL, *out = NULL;
-    uint32_t format = JPD_STATUS_HUMAN;
+    uint32_t format = JP_STATUS_FMT_HUMAN;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--socket") && strcmp(a, "--format") && strcmp(a, "-o"))
@@ -356,13 +356,7 @@ static int cmd_status(int argc, char **argv)
             sock = v;
         else if (!strcmp(a, "-o"))
             out = v;
-        else if (!strcmp(v, "human"))
-            format = JPD_STATUS_HUMAN;
-        else if (!strcmp(v, "json"))
-            format = JPD_STATUS_JSON;
-        else if (!strcmp(v, "prometheus"))
-            format = JPD_STATUS_PROMETHEUS;
-        else
+        else if (jp_status_format_parse(v, JP_STATUS_FORMAT_COUNT, &format) < 0)
             return bad("status", "--format must be human, json or prometheus, not", v);
     }
     char buf[160];
@@ -374,7 +368,7 @@ static int cmd_status(int argc, char **argv)
 static int cmd_runs(int argc, char **argv)
 {
     const char *sock = NULL;
-    uint32_t format = JPD_STATUS_HUMAN;
+    uint32_t format = JP_STATUS_FMT_HUMAN;
     uint64_t limit = 20;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -386,13 +380,9 @@ static int cmd_runs(int argc, char **argv)
         if (!strcmp(a, "--socket"))
             sock = v;
         else if (!strcmp(a, "--limit")) {
-            if (jpd_parse_u64(v, 1, 1000, &limit) < 0)
+            if (jpd_parse_u64(v, 1, JP_CTL_MAX_RUNS_LIMIT, &limit) < 0)
                 return bad("runs", "--limit must be an integer in 1..1000, not", v);
-        } else if (!strcmp(v, "human"))
-            format = JPD_STATUS_HUMAN;
-        else if (!strcmp(v, "json"))
-            format = JPD_STATUS_JSON;
-        else
+        } else if (jp_status_format_parse(v, JP_RUNS_FORMAT_LAST + 1, &format) < 0)
             return bad("runs", "--format must be human or json, not", v);
     }
     char buf[160];

@@ -279,8 +279,8 @@ int jpd_run_private(int fd)
 {
     static const struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = 1,
                                           .max_ring_bytes = UINT64_MAX,
-                                          .max_cpu_budget = JPD_DEFAULT_CPU_BUDGET,
-                                          .max_retention_budget = JPD_DEFAULT_RETENTION_BUDGET,
+                                          .max_cpu_budget = JP_DEFAULT_CPU_BUDGET,
+                                          .max_retention_budget = JP_DEFAULT_RETENTION_BUDGET,
                                           .max_export_bytes = JP_CTL_MAX_EXPORT};
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {

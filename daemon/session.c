@@ -195,7 +195,8 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
         *msg = "hello.mode is neither cpu nor memory";
         return -EINVAL;
     }
-    if (mode == JP_MODE_CPU && (m->u.hello.rate_hz < 1 || m->u.hello.rate_hz > 1000)) {
+    if (mode == JP_MODE_CPU &&
+        (m->u.hello.rate_hz < JP_RATE_HZ_MIN || m->u.hello.rate_hz > JP_RATE_HZ_MAX)) {
         *msg = "hello.rate_hz is outside 1..1000";
         return -EINVAL;
     }
@@ -203,11 +204,11 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
         *msg = "hello.rate_hz must be 0 in memory mode";
         return -EINVAL;
     }
-    if (m->u.hello.threshold_bp > 10000) {
+    if (m->u.hello.threshold_bp > JP_THRESHOLD_BP_MAX) {
         *msg = "hello.threshold_bp is outside 0..10000";
         return -EINVAL;
     }
-    if (m->u.hello.limit < 1 || m->u.hello.limit > 100) {
+    if (m->u.hello.limit < JP_LIMIT_MIN || m->u.hello.limit > JP_LIMIT_MAX) {
         *msg = "hello.limit is outside 1..100";
         return -EINVAL;
     }

@@ -84,17 +84,11 @@ struct snap {
     uint64_t run_id;
     uid_t uid;
     pid_t pid;
-    uint32_t mode;
+    uint32_t mode; /* its HELLO's, which the daemon checked: always a JP_MODE_* */
     uint64_t age_ms, records, fill, slots;
     uint64_t waits, lost, wait_ns;
     char program[JPD_PROGRAM_MAX];
 };
-
-static const char *mode_word(uint32_t mode)
-{
-    const char *m = jp_mode_name(mode);
-    return m ? m : "unknown";
-}
 
 /* records per second over the run's age, whole */
 static uint64_t rate(const struct snap *r)
@@ -166,7 +160,7 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
     for (uint32_t i = 0; i < nv; i++) {
         jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%% %llu %llu %llu ",
                       (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
-                      (long)v[i].pid, mode_word(v[i].mode),
+                      (long)v[i].pid, jp_mode_name(v[i].mode),
                       (unsigned long long)(v[i].age_ms / 1000u),
                       (unsigned long long)v[i].records, (unsigned long long)rate(&v[i]),
                       (unsigned long long)(fill_pm(&v[i]) / 10u),
@@ -197,7 +191,7 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
         jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"pid\":%ld,\"mode\":", i ? "," : "",
                       (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
                       (long)v[i].pid);
-        jp_json_str(b, mode_word(v[i].mode));
+        jp_json_str(b, jp_mode_name(v[i].mode));
         jp_buf_printf(b, ",\"age_ms\":%llu,\"records\":%llu,\"records_per_s\":%llu,"
                       "\"ring_fill\":%llu,\"ring_slots\":%llu,\"waits\":%llu,"
                       "\"wait_ns\":%llu,\"lost\":%llu,\"program\":",
@@ -300,7 +294,7 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
                                     r->wait_ns, r->lost};
             jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f].name,
                           (unsigned long long)r->run_id, (unsigned long)r->uid,
-                          mode_word(r->mode));
+                          jp_mode_name(r->mode));
             uint64_t unit = 1;
             for (unsigned k = 0; k < per_run[f].decimals; k++)
                 unit *= 10u;
@@ -347,9 +341,9 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
     uint64_t up_ms = (now - d->start_ns) / 1000000u;
     struct jpd_push_stats pst;
     const struct jpd_push_stats *ps = jpd_push_stats(d->push, &pst) ? &pst : NULL;
-    if (format == JPD_STATUS_JSON)
+    if (format == JP_STATUS_FMT_JSON)
         render_json(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
-    else if (format == JPD_STATUS_PROMETHEUS)
+    else if (format == JP_STATUS_FMT_PROMETHEUS)
         render_prometheus(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
     else
         render_human(b, up_ms, d->nworkers, rss_bytes(), tot, v, nv, hidden, ps);
@@ -361,7 +355,7 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
 {
     int all = viewer == 0 || viewer == geteuid();
     uint64_t have = d->nrecent < JPD_KEEP_RUNS ? d->nrecent : JPD_KEEP_RUNS;
-    if (format == JPD_STATUS_JSON)
+    if (format == JP_STATUS_FMT_JSON)
         JP_BUF_LIT(b, "[");
     else
         JP_BUF_LIT(b, "RUN_ID START DURATION_MS PROGRAM MODE STATUS REASON\n");
@@ -372,8 +366,8 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
             continue;
         char when[32];
         int known = jpd_rfc3339(r->start_unix_s, when, sizeof when) == 0;
-        const char *mode = mode_word(r->sum.mode);
-        if (format == JPD_STATUS_JSON) {
+        const char *mode = jp_mode_name(r->sum.mode);
+        if (format == JP_STATUS_FMT_JSON) {
             jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"start\":", n ? "," : "",
                           (unsigned long long)r->run_id, (unsigned long)r->uid);
             if (known)
@@ -407,7 +401,7 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
         }
         n++;
     }
-    if (format == JPD_STATUS_JSON)
+    if (format == JP_STATUS_FMT_JSON)
         JP_BUF_LIT(b, "]\n");
 }
 

@@ -148,40 +148,15 @@ void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s)
     jp_buf_put(b, "}", 1);
 }
 
-/* The engine's JP_ENDINGS list, lower-cased once: the runs log and the stderr lines use the same
- * words and cannot drift from the list. Once for the process (pthread_once): in `serve` every
- * worker thread logs the runs it ends. */
-static const char *const ending_upper[] = {
-#define JP_X(n, s) #n,
-    JP_ENDINGS(JP_X)
-#undef JP_X
-};
-static char ending_lower[sizeof ending_upper / sizeof ending_upper[0]][32];
-static pthread_once_t ending_once = PTHREAD_ONCE_INIT;
-
-static void ending_lower_init(void)
-{
-    for (size_t e = 0; e < sizeof ending_upper / sizeof ending_upper[0]; e++) {
-        size_t i = 0;
-        for (; ending_upper[e][i] && i + 1 < sizeof ending_lower[0]; i++) {
-            char c = ending_upper[e][i];
-            ending_lower[e][i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        }
-        ending_lower[e][i] = '\0';
-    }
-}
-
 const char *jpd_ending_word(uint32_t ending)
 {
-    if (ending >= sizeof ending_upper / sizeof ending_upper[0])
-        return "unknown";
-    pthread_once(&ending_once, ending_lower_init);
-    return ending_lower[ending];
+    const char *w = jp_ending_word(ending); /* protocol/records.h: the one list */
+    return w ? w : "unknown";
 }
 
 const char *jpd_status_word(uint32_t status)
 {
-    const char *w = jp_status_word(status); /* render/report.h: the one list */
+    const char *w = jp_status_word(status); /* protocol/records.h: the one list */
     return w ? w : "error";
 }
 

@@ -40,6 +40,27 @@ const char *jp_ctl_error_name(uint32_t code)
     return code < JP_CTLE_LIMIT ? ctl_error_names[code] : NULL;
 }
 
+static const char *const status_format_names[] = {
+#define JP_X(n, w) w,
+    JP_STATUS_FORMATS(JP_X)
+#undef JP_X
+};
+
+const char *jp_status_format_name(uint32_t format)
+{
+    return format < JP_STATUS_FORMAT_COUNT ? status_format_names[format] : NULL;
+}
+
+int jp_status_format_parse(const char *word, uint32_t count, uint32_t *format)
+{
+    for (uint32_t i = 0; i < count && i < JP_STATUS_FORMAT_COUNT; i++)
+        if (!strcmp(word, status_format_names[i])) {
+            *format = i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 /* ---- schema ---------------------------------------------------------------------------- */
 
 enum field_kind {
@@ -103,7 +124,7 @@ static const struct field excerpts_fields[] = {
      REASONS(excerpts, items)},
 };
 static const struct field result_fields[] = {
-    U32(result, status, 1, 3),
+    U32(result, status, JP_STATUS_FIRST, JP_STATUS_LAST),
     STR(result, reason),
     STR(result, human),
     STR(result, toon),
@@ -113,9 +134,14 @@ static const struct field show_fields[] = {
     U64(show, run_id),
     U32(show, outputs, 0, JP_OUT_HUMAN | JP_OUT_TOON),
 };
-static const struct field status_fields[] = {U32(status, format, 0, 2)};
+static const struct field status_fields[] = {
+    U32(status, format, 0, JP_STATUS_FORMAT_COUNT - 1),
+};
 static const struct field status_reply_fields[] = {STR(status_reply, text)};
-static const struct field runs_fields[] = {U32(runs, format, 0, 1), U32(runs, limit, 1, 1000)};
+static const struct field runs_fields[] = {
+    U32(runs, format, 0, JP_RUNS_FORMAT_LAST),
+    U32(runs, limit, 1, JP_CTL_MAX_RUNS_LIMIT),
+};
 static const struct field error_fields[] = {
     {"code", F_ERRCODE, OFF(error.code), 0, 1, JP_CTLE_LIMIT - 1, REASONS(error, code)},
     STR(error, message),

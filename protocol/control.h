@@ -74,6 +74,22 @@ enum {
 #undef JP_X
     JP_EXPORT_FORMAT_COUNT
 };
+/* What STATUS answers in, one list for the wire and the CLI: X(NAME, "word"); RUNS takes the
+ * formats up to JP_RUNS_FORMAT_LAST. RUNS's limit is 1..JP_CTL_MAX_RUNS_LIMIT rows. */
+#define JP_STATUS_FORMATS(X) X(HUMAN, "human") X(JSON, "json") X(PROMETHEUS, "prometheus")
+enum {
+#define JP_X(n, w) JP_STATUS_FMT_##n,
+    JP_STATUS_FORMATS(JP_X)
+#undef JP_X
+    JP_STATUS_FORMAT_COUNT
+};
+#define JP_RUNS_FORMAT_LAST JP_STATUS_FMT_JSON
+#define JP_CTL_MAX_RUNS_LIMIT 1000u
+/* The word of a status format (NULL when out of range), and the reverse: 0, or -EINVAL for a
+ * word that names none of the first `count` formats. */
+const char *jp_status_format_name(uint32_t format);
+int jp_status_format_parse(const char *word, uint32_t count, uint32_t *format);
+
 /* An export travels as EXPORT messages of at most this many data bytes each, in order, so that
  * an export of any size stays within the frame limit. The agent takes at most
  * JP_CTL_MAX_EXPORT bytes of one export. */
@@ -125,11 +141,11 @@ struct jp_ctl_msg {
         } hello;
         struct { uint64_t run_id; } welcome;
         struct { uint64_t run_id; uint32_t outputs; } show; /* answered by RESULT or ERROR */
-        /* format: 0 human, 1 json, 2 prometheus; answered by STATUS_REPLY or ERROR */
+        /* format: JP_STATUS_FMT_*; answered by STATUS_REPLY or ERROR */
         struct { uint32_t format; } status;
         struct { const char *text; size_t text_len; } status_reply;
-        /* format: 0 human, 1 json; limit: the most rows, newest first, 1..1000; answered by
-         * STATUS_REPLY or ERROR */
+        /* format: JP_STATUS_FMT_* up to JP_RUNS_FORMAT_LAST; limit: the most rows, newest
+         * first, 1..JP_CTL_MAX_RUNS_LIMIT; answered by STATUS_REPLY or ERROR */
         struct { uint32_t format, limit; } runs;
         struct {
             uint32_t slot_count;

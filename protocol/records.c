@@ -50,6 +50,8 @@ const char *jp_rec_type_name(uint32_t type)
     case v:                                                                                       \
         return s;
 JP_NAME_FN(jp_mode_name, JP_MODES, JP_X_CASE)
+JP_NAME_FN(jp_status_word, JP_STATUSES, JP_X_CASE)
+JP_NAME_FN(jp_ending_word, JP_ENDINGS, JP_X_CASE)
 JP_NAME_FN(jp_origin_name, JP_ORIGINS, JP_X_CASE)
 JP_NAME_FN(jp_state_name, JP_STATES, JP_X_CASE)
 JP_NAME_FN(jp_termination_name, JP_TERMINATIONS, JP_X_CASE)
@@ -136,11 +138,12 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "unknown mode");
         /* The run's own parameters: a report cannot be built from values outside them, so a
          * start carrying them is refused here rather than failing at render time. */
-        if (r.mode == JP_MODE_CPU ? r.rate_hz < 1 || r.rate_hz > 1000 : r.rate_hz != 0)
+        if (r.mode == JP_MODE_CPU ? r.rate_hz < JP_RATE_HZ_MIN || r.rate_hz > JP_RATE_HZ_MAX
+                                  : r.rate_hz != 0)
             return fail(why, "run_start rate_hz out of range for its mode");
-        if (r.threshold_bp > 10000)
+        if (r.threshold_bp > JP_THRESHOLD_BP_MAX)
             return fail(why, "run_start threshold_bp above 10000");
-        if (r.limit < 1 || r.limit > 100)
+        if (r.limit < JP_LIMIT_MIN || r.limit > JP_LIMIT_MAX)
             return fail(why, "run_start limit outside 1..100");
         return 0;
     }
@@ -241,7 +244,7 @@ int jp_parse_percent_bp(const char *s, uint32_t *bp)
     if (*p)
         return -EINVAL;
     uint64_t v = whole * 100 + frac;
-    if (v > 10000)
+    if (v > JP_THRESHOLD_BP_MAX)
         return -ERANGE;
     *bp = (uint32_t)v;
     return 0;

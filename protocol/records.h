@@ -111,7 +111,45 @@ enum {
     JP_FRAME_KIND_LIMIT
 };
 
+/* A profile's status, in RESULT and in every report: X(NAME, value, "word"). The values are the
+ * public JETTPROF_STATUS_* ones (agent/intern.c asserts it); the words are the contract's. */
+#define JP_STATUSES(X) X(COMPLETE, 1, "complete") X(PARTIAL, 2, "partial") \
+    X(UNAVAILABLE, 3, "unavailable")
+enum {
+#define JP_X(n, v, s) JP_STATUS_##n = v,
+    JP_STATUSES(JP_X)
+#undef JP_X
+    JP_STATUS_FIRST = JP_STATUS_COMPLETE,
+    JP_STATUS_LAST = JP_STATUS_UNAVAILABLE
+};
+/* How a run's stream ended, as the runs log, the daemon's log lines and `jettprofd runs` name
+ * it: X(NAME, value, "word"). The report turns each into the run's partial reason (render). */
+#define JP_ENDINGS(X) X(STOP, 0, "stop") X(PRODUCER_LOST, 1, "producer_lost") \
+    X(SHUTDOWN, 2, "shutdown") X(TRUNCATED, 3, "truncated") \
+    X(COLLECTOR_FAILURE, 4, "collector_failure")
+enum {
+#define JP_X(n, v, s) JP_END_##n = v,
+    JP_ENDINGS(JP_X)
+#undef JP_X
+    JP_END_LIMIT
+};
+
+/* The contract's ranges for a run's parameters, one definition each: the runtime's flags, the
+ * agent's configuration, HELLO, RUN_START and the report all check against these. */
+#define JP_RATE_HZ_MIN 1u
+#define JP_RATE_HZ_MAX 1000u
+#define JP_RATE_HZ_DEFAULT 1000u
+#define JP_THRESHOLD_BP_MAX 10000u /* basis points: 10000 is 100% */
+#define JP_LIMIT_MIN 1u
+#define JP_LIMIT_MAX 100u
+/* The contract's metadata budgets: the most a run gets unless an operator of `serve` sets a
+ * lower or higher ceiling; a producer may only ask for less. */
+#define JP_DEFAULT_CPU_BUDGET (32ull << 20)
+#define JP_DEFAULT_RETENTION_BUDGET (64ull << 20)
+
 const char *jp_mode_name(uint32_t mode);
+const char *jp_status_word(uint32_t status);
+const char *jp_ending_word(uint32_t ending);
 const char *jp_origin_name(uint32_t origin);
 const char *jp_state_name(uint32_t state);
 const char *jp_termination_name(uint32_t term);

@@ -379,7 +379,7 @@ int jp_report_build(const struct jp_engine_view *view, const struct jp_report_op
     uint32_t threshold = o->threshold_bp >= 0 ? (uint32_t)o->threshold_bp
                                               : view->start->threshold_bp;
     uint32_t limit = o->limit >= 0 ? (uint32_t)o->limit : view->start->limit;
-    if (threshold > 10000u || limit > 100u)
+    if (threshold > JP_THRESHOLD_BP_MAX || limit > JP_LIMIT_MAX)
         return -EINVAL;
     struct jp_report *r = calloc(1, sizeof *r);
     if (!r)

@@ -11,19 +11,7 @@
 #include <stdio.h>
 
 #include "daemon/engine/view.h"
-
-/* How a stream ended when it carries no RUN_STOP. X(NAME, "partial reason") */
-#define JP_ENDINGS(X)                                                                             \
-    X(STOP, "")                          /* RUN_STOP seen: termination from the record */        \
-    X(PRODUCER_LOST, "producer_lost")    /* client vanished without finalizing */                \
-    X(SHUTDOWN, "interrupted")           /* daemon stopping: in-flight run cut short */          \
-    X(TRUNCATED, "missing_stop_event")   /* capture ended before its stop record */              \
-    X(COLLECTOR_FAILURE, "collector_failure")
-enum {
-#define JP_X(n, s) JP_END_##n,
-    JP_ENDINGS(JP_X)
-#undef JP_X
-};
+#include "render/rendered.h"
 
 struct jp_report_opts {
     uint32_t size;         /* sizeof(struct jp_report_opts) */
@@ -36,38 +24,6 @@ struct jp_report_opts {
                               header; 0: none (private daemon, replay) */
 };
 
-/* Profile statuses, one list: X(NAME, value, "word"). The values are the public
- * JETTPROF_STATUS_* ones (agent/intern.c asserts it); the words are the contract's. */
-#define JP_STATUSES(X)                                                                            \
-    X(COMPLETE, 1u, "complete")                                                                   \
-    X(PARTIAL, 2u, "partial")                                                                     \
-    X(UNAVAILABLE, 3u, "unavailable")
-enum {
-#define JP_X(n, v, w) JP_STATUS_##n = v,
-    JP_STATUSES(JP_X)
-#undef JP_X
-};
-
-/* The contract's word for a JP_STATUS_* value; NULL for any other value. */
-static inline const char *jp_status_word(uint32_t status)
-{
-    switch (status) {
-#define JP_X(n, v, w)                                                                             \
-    case v:                                                                                       \
-        return w;
-        JP_STATUSES(JP_X)
-#undef JP_X
-    default:
-        return NULL;
-    }
-}
-
-struct jp_rendered {
-    uint32_t status;      /* JP_STATUS_* */
-    char reason[40];      /* the one stable partial/unavailable reason, "" when complete */
-    char *human; size_t human_len; /* malloc'ed, NUL-terminated, NULL unless requested */
-    char *toon; size_t toon_len;   /* the `profile:` TOON object at indent 0 */
-};
 
 /* Partial/unavailable reasons, one list, in the documented priority order: when several apply,
  * the first one here is the profile's one stable reason; the human report lists them all.
@@ -196,7 +152,6 @@ int jp_write_human(const struct jp_report *r, const struct jp_report_opts *o, ch
  * free). */
 int jp_report_write(const struct jp_report *r, const struct jp_report_opts *o,
                     struct jp_rendered *out);
-void jp_rendered_free(struct jp_rendered *r);
 
 /* ---- build and write at once (render/profile.c) ---- */
 

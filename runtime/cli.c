@@ -89,7 +89,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
     memset(c, 0, sizeof *c);
     c->threshold_bp = 500;
     c->limit = 10;
-    c->rate_hz = 1000;
+    c->rate_hz = JP_RATE_HZ_DEFAULT;
     bool seen[O_COUNT] = {false};
     char v[64];
     for (int i = 0; i < argc; i++) {
@@ -148,14 +148,14 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             }
             break;
         case O_LIMIT:
-            r = jt_parse_uint(val, 1, 100, &c->limit);
+            r = jt_parse_uint(val, JP_LIMIT_MIN, JP_LIMIT_MAX, &c->limit);
             if (r < 0) {
                 jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap, "--profile-limit expects an integer from 1 to 100, got '%s'", v);
             }
             break;
         case O_RATE:
-            r = jt_parse_uint(val, 1, 1000, &c->rate_hz);
+            r = jt_parse_uint(val, JP_RATE_HZ_MIN, JP_RATE_HZ_MAX, &c->rate_hz);
             if (r < 0) {
                 jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap, "--profile-rate expects an integer from 1 to 1000 (hertz), got '%s'", v);
