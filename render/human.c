@@ -594,7 +594,7 @@ static void h_entry(struct jp_buf *s, struct jp_buf *tmp, const struct jp_report
         } else {
             jp_buf_puts(s, "; freed, retained and live at peak unavailable\n");
         }
-        /* the creation chains (reading 18), as the TOON's `chains` */
+        /* the creation chains (READINGS.md #18), as the TOON's `chains` */
         for (uint32_t j = 0; j < en->nchains; j++) {
             const struct jp_chain *c = &v->chains[en->chain[j]];
             jp_buf_puts(s, "   chain ");

@@ -19,7 +19,7 @@ static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
     return al < bl ? -1 : al > bl;
 }
 
-/* Reading 3 key 4: project < dependency < stdlib, unavailable source after all of them. */
+/* READINGS.md #3 key 4: project < dependency < stdlib, unavailable source after all of them. */
 static unsigned origin_rank(uint8_t origin)
 {
     return origin == JP_ORIGIN_NONE ? 4u : origin;
@@ -30,7 +30,7 @@ static int cmp_u64(uint64_t a, uint64_t b)
     return a < b ? -1 : a > b;
 }
 
-/* Ordering keys 3 and 4 (readings 3 and 5), then the frame id of an unavailable-symbol frame,
+/* Ordering keys 3 and 4 (READINGS.md #3 and #5), then the frame id of an unavailable-symbol frame,
  * which only separates frames that the contract forbids merging. */
 int jp_func_cmp(const struct jp_engine_view *v, uint32_t ia, uint32_t ib)
 {
@@ -115,8 +115,8 @@ static uint64_t chain_impact(const struct jp_engine_view *v, uint32_t c)
     return v->mode == JP_MODE_CPU ? v->chains[c].samples : v->chains[c].allocated;
 }
 
-/* Chains: descending samples (CPU) or allocated bytes (memory: reading 18), then element by
- * element with the function keys, a shorter prefix first (reading 5). */
+/* Chains: descending samples (CPU) or allocated bytes (memory: READINGS.md #18), then element by
+ * element with the function keys, a shorter prefix first (READINGS.md #5). */
 static int chain_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b)
 {
     uint64_t ia = chain_impact(v, a), ib = chain_impact(v, b);
@@ -157,7 +157,7 @@ static void top3_offer(const struct jp_engine_view *v, uint32_t *top, uint32_t *
 }
 
 /* Eligibility on exact integers: impact / den >= threshold_bp / 10000 (the contract's
- * "greater than or equal to", so at threshold 0 a zero impact qualifies: reading 14). A zero
+ * "greater than or equal to", so at threshold 0 a zero impact qualifies: READINGS.md #14). A zero
  * denominator admits nothing. */
 static bool eligible(uint64_t impact, uint64_t den, uint32_t threshold_bp)
 {
@@ -165,7 +165,7 @@ static bool eligible(uint64_t impact, uint64_t den, uint32_t threshold_bp)
     return den && (u128)impact * 10000u >= (u128)threshold_bp * den;
 }
 
-/* Reading 14: an entry is a function (CPU) or creation/resize site (memory) with at least one
+/* READINGS.md #14: an entry is a function (CPU) or creation/resize site (memory) with at least one
  * attributed observation; a frame that was only defined is none. A site of zero-size
  * allocations, or one that only shrank allocations, is one. */
 static bool observed(const struct jp_engine_view *v, const struct jp_func *f)
@@ -192,7 +192,7 @@ static void build_status(const struct jp_engine_view *v, uint32_t ending, struct
         SET(INTERRUPTED);
     }
     r->record_mismatch = jp_view_record_mismatch(v);
-    /* Dropped ticks are an ordinary total like coalesced ones (reading 15): an opportunity
+    /* Dropped ticks are an ordinary total like coalesced ones (READINGS.md #15): an opportunity
      * not taken, not an account left incomplete. Records that did not arrive are. */
     if (c->lost_records || r->record_mismatch)
         SET(RECORDS_DROPPED);
@@ -236,7 +236,7 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
 {
     const struct jp_func *f = &v->funcs[en->func];
     en->nsugg = 0;
-    /* Reading 12: a source-less entry gets none and says so (`unavailable`); partial data
+    /* READINGS.md #12: a source-less entry gets none and says so (`unavailable`); partial data
      * withholds every rule (an empty list). */
     en->sugg_unavailable = !f->source;
     if (r->detail_partial || !f->source || r->status == JP_STATUS_UNAVAILABLE)

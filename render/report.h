@@ -70,7 +70,7 @@ struct jp_entry {
     uint32_t hot[3], nhot;       /* CPU: indices into view->hots, reported order */
     uint32_t chain[3], nchains;  /* indices into view->chains, reported order: CPU the
                                   * function's chains by samples; memory the site's creation
-                                  * chains by allocated bytes (reading 18) */
+                                  * chains by allocated bytes (READINGS.md #18) */
     uint32_t sugg[2], nsugg;     /* JP_RULE_*, ordered by rule id */
     bool sugg_unavailable;       /* source unavailable: suggestions render `unavailable` */
     /* distinct runtime threads / tasks behind the entry's samples (CPU) or creation events
@@ -102,10 +102,10 @@ struct jp_report {
 int jp_func_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
 /* Fills seq[] (room for JP_MAX_DEPTH) with a chain's functions root first; returns how many. */
 uint32_t jp_chain_funcs(const struct jp_engine_view *v, uint32_t chain, uint32_t *seq);
-/* Two chains element by element by the function keys, a shorter prefix first (reading 5). */
+/* Two chains element by element by the function keys, a shorter prefix first (READINGS.md #5). */
 int jp_chain_lex_cmp(const struct jp_engine_view *v, uint32_t a, uint32_t b);
 
-/* impact / den as a percentage in hundredths, rounded half away from zero (reading 13). */
+/* impact / den as a percentage in hundredths, rounded half away from zero (READINGS.md #13). */
 static inline uint64_t jp_percent_hundredths(uint64_t impact, uint64_t den)
 {
     __extension__ typedef unsigned __int128 u128;

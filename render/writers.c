@@ -237,7 +237,7 @@ static void toon_frames(struct jp_buf *s, struct jp_buf *t, const struct jp_engi
     jp_buf_put(s, "\n", 1);
 }
 
-/* A memory entry's creation chains (reading 18): after the contract's fields, in the shape of
+/* A memory entry's creation chains (READINGS.md #18): after the contract's fields, in the shape of
  * the CPU call chains, each with the bytes charged through it, its allocations and the bytes
  * of those still live (`unavailable` where the entry's retained bytes are). */
 static void toon_mem_chains(struct jp_buf *s, struct jp_buf *t, const struct jp_report *r,

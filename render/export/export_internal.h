@@ -20,7 +20,7 @@ struct xstack {
     uint64_t value;
 };
 
-/* One run's stacks for one value, in the lexical order of their frame sequences (reading 5:
+/* One run's stacks for one value, in the lexical order of their frame sequences (READINGS.md #5:
  * element by element with the function keys, a shorter prefix first), the unattributed stack
  * last. Only stacks with a non-zero value are kept. total is the report's total for the value
  * (the sum of the stacks' values). */

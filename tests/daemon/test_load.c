@@ -5,7 +5,7 @@
  * backpressure every profile is still complete, loses nothing and equals, total for total, the
  * profile of the same program against a private daemon. A daemon that stops (SIGSTOP) costs the
  * program one stall bound, after which its events are dropped and counted: the profile is
- * partial (records_dropped) with its live figures unavailable (CONTRACT_READINGS 16). A daemon
+ * partial (records_dropped) with its live figures unavailable (READINGS.md #16). A daemon
  * killed while the program waits for room releases it at once: it finishes and reports the
  * daemon gone. Deadlines are generous (seconds): the machine may be busy. */
 #include <criterion/criterion.h>
@@ -420,7 +420,7 @@ Test(load, a_stopped_daemon_costs_one_stall_bound_and_the_lossy_profile_is_parti
               j->text[1]);
     cr_assert(strstr(j->text[1], "status: partial (records_dropped"), "%s", j->text[1]);
 
-    /* Reading 16, end to end: what the daemon made of the lossy live run. */
+    /* READINGS.md #16, end to end: what the daemon made of the lossy live run. */
     char *toon = shown_toon(sock, 1);
     cr_assert(strstr(toon, "status: partial\n"), "%s", toon);
     cr_assert(strstr(toon, "partial_reason: records_dropped\n"), "%s", toon);

@@ -200,10 +200,11 @@ void t_golden_cpu_samples(struct jp_engine *e)
         t_sample(e, JP_STATE_JETT, 2, 11, 1);
     for (int i = 0; i < 2; i++)
         t_sample(e, JP_STATE_JETT, 6, 21, 5);
-    t_sample(e, JP_STATE_JETT, 5, 0, 0); /* no statement: self, no hot line (reading 6) */
+    t_sample(e, JP_STATE_JETT, 5, 0, 0); /* no statement: self, no hot line (READINGS.md #6) */
     t_sample(e, JP_STATE_JETT, 7, 23, 1);
     t_sample(e, JP_STATE_RUNTIME, 0, 0, 0);
-    t_sample(e, JP_STATE_RUNTIME, 3, 0, 0); /* reading 8: a stack on a non-jett sample is ignored */
+    /* READINGS.md #8: a stack on a non-jett sample is ignored */
+    t_sample(e, JP_STATE_RUNTIME, 3, 0, 0);
     t_sample(e, JP_STATE_WAITING, 0, 0, 0);
     t_sample(e, JP_STATE_UNAVAILABLE, 0, 0, 0);
     t_counters(e, 10, 1, 0, 0, 0, 0);

@@ -1,4 +1,4 @@
-/* Memory call chains (CONTRACT_READINGS 18): per creation chain allocation count, allocated,
+/* Memory call chains (READINGS.md #18): per creation chain allocation count, allocated,
  * live and live-at-peak bytes, checked against a naive model over a generated stream, summing
  * exactly to their sites; chains beyond what the young window's slot can name; the report's
  * top three chains per memory bottleneck and their TOON rendering. */
@@ -368,7 +368,7 @@ Test(chains, memory_bottlenecks_report_their_top_three_creation_chains)
     t_render(e, JP_END_STOP, &toon, NULL, &json, NULL);
     J_EQ(json, "profile.bottlenecks.0.function", "s");
     J_EQ(json, "profile.bottlenecks.0.allocated_bytes", "255");
-    /* by allocated bytes; the two at 100 in the lexical order of reading 5 (m.a < m.b); the
+    /* by allocated bytes; the two at 100 in the lexical order of READINGS.md #5 (m.a < m.b); the
      * growth-only chain (40) before main>m.s (10) and main>z.z>m.s (5), which are cut */
     cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains"), 3);
     J_EQ(json, "profile.bottlenecks.0.chains.0.allocated_bytes", "100");
@@ -386,7 +386,7 @@ Test(chains, memory_bottlenecks_report_their_top_three_creation_chains)
     J_EQ(json, "profile.bottlenecks.0.chains.2.retained_bytes", "0");
     cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains.2.frames"), 4);
     J_EQ(json, "profile.bottlenecks.0.chains.2.frames.2", "m.b");
-    /* the site that only shrank is an entry at threshold 0 (reading 14) with no chain */
+    /* the site that only shrank is an entry at threshold 0 (READINGS.md #14) with no chain */
     J_EQ(json, "profile.bottlenecks.1.function", "k");
     cr_assert_eq(json_len(json, "profile.bottlenecks.1.chains"), 0);
     cr_assert(strstr(toon, "      chains: []\n") != NULL, "%s", toon);

@@ -237,7 +237,7 @@ Test(cpu, equal_identities_merge_but_unknown_symbols_never_do)
     t_source(e, 1, JP_ORIGIN_PROJECT, "src/a.jett");
     t_source(e, 2, JP_ORIGIN_PROJECT, "src/a.jett"); /* the same source interned again */
     t_frame(e, 1, 1, "m", "f", 5, 50, 2, JP_FRAME_FUNCTION);
-    t_frame(e, 2, 2, "m", "f", 5, 50, 2, JP_FRAME_FUNCTION); /* same identity (reading 1) */
+    t_frame(e, 2, 2, "m", "f", 5, 50, 2, JP_FRAME_FUNCTION); /* same identity (READINGS.md #1) */
     t_frame(e, 3, JP_ID_NONE, "<root>", "<unavailable-symbol>", 0, 0, 0,
             JP_FRAME_UNAVAILABLE_SYMBOL);
     t_frame(e, 4, JP_ID_NONE, "<root>", "<unavailable-symbol>", 0, 0, 0,
@@ -260,7 +260,7 @@ Test(cpu, equal_identities_merge_but_unknown_symbols_never_do)
     J_EQ(json, "profile.bottlenecks.1.function", "<unavailable-symbol>");
     J_EQ(json, "profile.bottlenecks.1.inclusive_samples", "1");
     J_EQ(json, "profile.bottlenecks.2.inclusive_samples", "1");
-    J_EQ(json, "profile.bottlenecks.1.suggestions", "unavailable"); /* no source: reading 12 */
+    J_EQ(json, "profile.bottlenecks.1.suggestions", "unavailable"); /* no source: READINGS.md #12 */
     free(json);
     jp_engine_free(e);
 }

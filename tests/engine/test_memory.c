@@ -42,7 +42,7 @@ Test(memory, counters_sites_peak_and_violations)
     t_alloc(e, N_B, 4, 10);       /* live 170 */
     t_alloc(e, 0, 5, 7);          /* stack unavailable: totals only; live 177 */
     t_free(e, 0, 5, 7);           /* live 170 */
-    /* six violations, each excluded from every figure (reading 11) */
+    /* six violations, each excluded from every figure (READINGS.md #11) */
     struct jp_rec_alloc reuse_live = {{JP_REC_ALLOC, 32}, N_A, 1, 5, 0};
     struct jp_rec_alloc reuse_retired = {{JP_REC_ALLOC, 32}, N_A, 2, 5, 0};
     struct jp_rec_free unknown = {{JP_REC_FREE, 32}, 0, 99, 1, 0};
@@ -123,7 +123,7 @@ Test(memory, reaching_the_same_peak_again_does_not_snapshot)
     define_sites(e);
     t_alloc(e, N_A, 10, 100); /* peak 100, held by a */
     t_free(e, 0, 10, 100);
-    t_alloc(e, N_B, 11, 100); /* live 100 again: not strictly above (reading 10) */
+    t_alloc(e, N_B, 11, 100); /* live 100 again: not strictly above (READINGS.md #10) */
     t_stop(e, JP_TERM_RETURNED, 5000, 0, 0);
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);

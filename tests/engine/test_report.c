@@ -97,7 +97,7 @@ Test(report, limit_ranks_and_counts)
     jp_engine_free(e);
 }
 
-/* Equal impact and self everywhere: keys 3 and 4 decide (readings 3 and 5). */
+/* Equal impact and self everywhere: keys 3 and 4 decide (READINGS.md #3 and #5). */
 Test(report, ordering_keys_three_and_four)
 {
     struct jp_engine *e = fresh();
@@ -463,7 +463,7 @@ Test(report, absolute_and_unauthorized_paths_never_appear)
     J_EQ(json, "profile.bottlenecks.0.line", "unavailable");
     J_EQ(json, "profile.bottlenecks.0.hot_lines.0.path", "unavailable");
     J_EQ(json, "profile.bottlenecks.0.hot_lines.0.code", "unavailable");
-    J_EQ(json, "profile.bottlenecks.0.suggestions", "unavailable"); /* no source: reading 12 */
+    J_EQ(json, "profile.bottlenecks.0.suggestions", "unavailable"); /* no source: READINGS.md #12 */
     J_EQ(json, "profile.bottlenecks.1.path", "src/ok.jett");
     cr_assert_null(strstr(toon, "/home"));
     cr_assert_null(strstr(toon, "secret"));
@@ -539,7 +539,7 @@ Test(report, workers_aggregate_into_one_function_deterministically)
     free(b);
 }
 
-/* Reading 5: chains with equal counts compare element by element with the function keys. */
+/* READINGS.md #5: chains with equal counts compare element by element with the function keys. */
 Test(report, chain_ties_compare_element_by_element)
 {
     struct jp_engine *e = fresh();
@@ -574,7 +574,7 @@ Test(report, chain_ties_compare_element_by_element)
     jp_engine_free(e);
 }
 
-/* Reading 7 in memory mode: the <truncated-stack> frame takes the allocation. */
+/* READINGS.md #7 in memory mode: the <truncated-stack> frame takes the allocation. */
 Test(report, truncated_stack_takes_the_allocation)
 {
     struct jp_engine *e = fresh();

@@ -1,4 +1,4 @@
-/* The contract readings that decide edge rules (shared/design/CONTRACT_READINGS.md): entries
+/* The contract readings that decide edge rules (docs/READINGS.md): entries
  * at threshold 0 (14), dropped ticks (15), lost memory events (16), truncated frees (17),
  * source-less suggestions (12), and the excerpt budget when an answer is replaced. */
 #include <criterion/criterion.h>
