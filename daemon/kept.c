@@ -1,11 +1,13 @@
 /* The long-lived daemon's record of finished runs, all of it the main loop's: the `show` store
  * (the most recent runs, bounded in count and bytes, persisted under --state-dir by state.c) and
  * the runs log (--runs-log FILE): one JSON object per line and per finished run, written with a
- * single write() on an O_APPEND file:
- *   {"run_id":N,"pid":N,"uid":N,"ending":"stop|producer_lost|shutdown|collector_failure",
- *    "mode":"cpu|memory",
- *    "termination":"returned|runtime_error|interrupted"|null,"status":"complete|partial|
- *    unavailable|error","reason":"...","totals":{...}}
+ * single write() on an O_APPEND file (SIGHUP reopens it by name, signals.c):
+ *   {"run_id":N,"pid":N,"uid":N,
+ *    "ending":"stop|producer_lost|shutdown|truncated|collector_failure",
+ *    "mode":"cpu|memory"|null,"termination":"returned|runtime_error|interrupted"|null,
+ *    "status":"complete|partial|unavailable|error","reason":"...",
+ *    "start":"2026-12-01T22:33:14Z"|null,"duration_ms":N,"program":"src/main.jett"|null,
+ *    "totals":{...}}
  * pid and uid come from SO_PEERCRED, not from what the client says. No paths, no user values.
  */
 #include <errno.h>

@@ -35,8 +35,9 @@
  * Why no wake-up is lost. Either the producer's W3 sees the tail of the release (then
  * it does not sleep), or the consumer's K2 after K1 sees waiting = 1 (the four operations are
  * seq_cst, so they have one total order and both loads cannot miss both stores; seq_cst
- * operations rather than fences, which ThreadSanitizer does not model). In the second case K2 reads W2's store, so W1, which
- * is sequenced before W2, happens before K3: W1 cannot have read K3's value, seq0 differs from
+ * operations rather than fences, which ThreadSanitizer does not model). In the second case K2
+ * reads W2's store, so W1, which is sequenced before W2, happens before K3: W1 cannot have
+ * read K3's value, seq0 differs from
  * the word once K3 stored it, and the kernel's FUTEX_WAIT, which compares the word and queues
  * the waiter atomically against FUTEX_WAKE, either returns at once (it sees the bump) or is
  * queued before the wake and woken by it. The producer never trusts being woken either: it

@@ -11,9 +11,9 @@
  * Backpressure: a producer that finds the ring full may sleep until the consumer releases slots
  * (jp_ring_wait: it raises `waiting`, then sleeps on the futex word `wake`); a consumer that
  * releases slots while `waiting` is raised bumps `wake` and wakes it (jp_ring_release). With
- * nobody waiting a release costs one fence and one load, never a system call. To the consumer
- * `waiting` is a hint only: a hostile producer that keeps it raised buys itself at most one
- * futex wake per release, and no size or index is ever taken from it.
+ * nobody waiting a release costs a seq_cst store and one load, never a system call. To the
+ * consumer `waiting` is a hint only: a hostile producer that keeps it raised buys itself at
+ * most one futex wake per release, and no size or index is ever taken from it.
  *
  * The consumer side never trusts the mapping: jp_ring_map() validates the whole header against
  * the real mapping size, and consumers copy each record out before looking at it.
@@ -103,10 +103,10 @@ void jp_ring_unmap(struct jp_ring *r);
  *   D  consumer: store-release tail (release)          pairs with B
  *   E  producer: store-release closed (close)          pairs with F
  *   F  consumer: load-acquire closed (drained)         pairs with E
- *   W1 producer: load-acquire wake, then W2 store-release waiting = 1, then W3 a seq_cst
- *      fence, then B                                   pairs with K1, K2
- *   K1 consumer: after D a seq_cst fence, then K2 load-acquire waiting; if raised, K3
- *      store-release wake + 1 and FUTEX_WAKE           pairs with W3, W2
+ *   W1 producer: load-acquire wake, then W2 a seq_cst store waiting = 1, then W3 a
+ *      seq_cst load of tail (B)                        pairs with K1, K2
+ *   K1 consumer: D as a seq_cst store of tail, then K2 a seq_cst load of waiting; if
+ *      raised, K3 store-release wake + 1 and FUTEX_WAKE pairs with W3, W2
  * The helpers below and jp_ring_wait/jp_ring_release are the only atomics on the header. */
 static inline uint64_t jp_ring__load_acquire(const uint64_t *p)
 {

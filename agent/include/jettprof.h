@@ -393,8 +393,7 @@ static inline int jettprof_enter_fast(struct jettprof_fast *f, struct jettprof_s
         /* The caller's statement is saved only when this depth does not hold it already,
          * as when two calls come from one statement: an unconditional store makes the
          * matching leave wait for it, and the next enter for that leave, a chain through
-         * memory from call to call (bench/agent: back-to-back pairs 1.06 ns with the test,
-         * 2.07 without; pairs from statements of their own 1.20 with it, 1.14 without). */
+         * memory from call to call (bench/RESULTS.md has the figures). */
         jettprof_pos_save_(&f->saved_[d], &f->pos_);
         f->pos_.line = 0;
         f->pos_.col = 0;
