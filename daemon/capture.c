@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -37,7 +38,7 @@ static void capture_failed(struct jpd_session *s, int i, int err)
                     (unsigned long long)s->run_id, strerror(-err));
         return;
     }
-    int gone = s->d->ops->remove_capture(s->d, s->cap_name) == 0;
+    int gone = jpd_capture_dir_remove(s->d, s->cap_name) == 0;
     jpd_log_at(JPD_LOG_WARNING, "run %llu: its capture failed (%s); %s",
                (unsigned long long)s->run_id, strerror(-err),
                gone ? "removed the capture file" : "cannot remove the capture file");
@@ -63,7 +64,7 @@ void jpd_capture_open(struct jpd_session *s)
         }
     }
     int fd = -1;
-    int r = s->d->ops->open_capture(s->d, s->run_id, &fd, s->cap_name, sizeof s->cap_name);
+    int r = jpd_capture_dir_create(s->d, s->run_id, &fd, s->cap_name, sizeof s->cap_name);
     if (r > 0) {
         /* The lock marks the file as being written until its fd closes: the caps never
          * remove it (jpd_capture_prune). The file is new (O_EXCL), so nobody holds it. */
@@ -112,10 +113,57 @@ void jpd_capture_close(struct jpd_session *s)
         jpd_capture_prune(s->d);
 }
 
-/* ---- the capture directory's caps ---- */
+/* ---- the capture directory: its files and its caps ---- */
+
+int jpd_capture_dir_open(struct jpd_daemon *d, const char *dir)
+{
+    if (!dir)
+        return 0;
+    /* O_NOFOLLOW: a symlink planted as the directory would send captures elsewhere. */
+    d->capture_dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (d->capture_dir_fd >= 0)
+        return 0;
+    int e = errno;
+    struct stat st;
+    if (e == ENOTDIR && lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+        fprintf(stderr, "jettprofd: --capture-dir: %s is a symbolic link; name the directory "
+                        "itself\n", dir);
+    else
+        fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n", dir, strerror(e));
+    return -e;
+}
+
+int jpd_capture_dir_create(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name,
+                           size_t cap)
+{
+    if (d->capture_dir_fd < 0)
+        return 0;
+    /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
+     * or link is never written through. */
+    long long now = (long long)time(NULL);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        if (attempt == 0)
+            snprintf(name, cap, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
+        else
+            snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
+                     attempt);
+        *fd = openat(d->capture_dir_fd, name,
+                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (*fd >= 0)
+            return 1;
+        if (errno != EEXIST)
+            return -errno;
+    }
+    return -EEXIST;
+}
+
+int jpd_capture_dir_remove(struct jpd_daemon *d, const char *name)
+{
+    return unlinkat(d->capture_dir_fd, name, 0) == 0 ? 0 : -errno;
+}
 
 struct capfile {
-    char name[96]; /* the daemon's own names (open_capture in server.c) fit */
+    char name[96]; /* the daemon's own names (jpd_capture_dir_create) fit */
     uint64_t size;
     struct timespec mtime;
 };

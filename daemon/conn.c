@@ -60,7 +60,7 @@ uint32_t jpd_export_chunk_bytes = JP_CTL_EXPORT_CHUNK;
 static void held(struct jpd_session *s, int64_t delta)
 {
     s->out_bytes += (size_t)delta;
-    s->d->ops->uid_use(s->d, s->peer.uid, 0, 0, delta);
+    jpd_uid_use(s->d, s->peer.uid, 0, 0, delta);
 }
 
 static void out_free(struct jpd_session *s, struct jpd_out *o)

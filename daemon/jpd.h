@@ -125,7 +125,6 @@ struct jpd_live {
 };
 
 struct jpd_session;
-struct jpd_session_ops;
 struct jpd_post;
 
 /* What one uid holds of a serving daemon, each counted until the socket it belongs to is
@@ -166,7 +165,6 @@ struct jpd_daemon {
     uv_loop_t *loop;       /* the main loop (main.uv) */
     struct jpd_loop main;
     const struct jpd_config *cfg;
-    const struct jpd_session_ops *ops; /* what sessions may ask of the daemon (server.c) */
     int private_mode;
     int shutting_down;
     int exit_code;
@@ -229,45 +227,21 @@ struct jpd_daemon {
     struct jpd_push *push;
 };
 
-/* What a session asks of the daemon that holds it. The two sides and what each owns:
- *   the server (server.c, workers.c) owns the daemon object, the listener, the signals, the
- *     runs log, the store of kept runs for `show`, the capture directory and the worker pool,
- *     and implements these calls;
+/* What a session asks of the daemon that holds it, and who owns what:
+ *   the server (server.c, workers.c, kept.c, capture.c's directory part) owns the daemon
+ *     object, the listener, the signals, the runs log, the store of kept runs for `show`, the
+ *     capture directory and the worker pool;
  *   a session (session.c and the files session.h names) owns its socket, ring, engine and
  *     capture writers, and the session lists and counters noted in struct jpd_loop and
  *     struct jpd_daemon.
- * A session never calls into server.c: only through d->ops. The server calls sessions through
- * the jpd_session_* functions below. Each call is made on the session's loop's thread and
- * returns before the session goes on; none of them calls back into the session. A call made on
- * a worker's thread is safe there: log_run and keep post their work to the main loop (which
- * owns the runs log and the kept store) before returning, so a run is logged and kept, in the
- * order of the calls, before anything the session sends after them can reach a client;
- * open_capture and remove_capture only use the capture directory's fd, which does not change
- * while the daemon runs. */
-struct jpd_session_ops {
-    /* One row in the runs log for a finished run (nothing without a runs log). */
-    void (*log_run)(struct jpd_daemon *d, const struct jpd_run_row *row);
-    /* Keeps a copy of a finished run's rendered profile for `show` (long-lived mode). */
-    void (*keep)(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
-    /* A kept run, or NULL; valid until the next keep. Main loop only (SHOW). */
-    const struct jpd_kept *(*find_kept)(struct jpd_daemon *d, uint64_t run_id);
-    /* Creates the run's capture file in the capture directory: 1 with its fd in *fd (the
-     * session's now) and its name in name[cap], 0 when the daemon keeps no capture directory,
-     * or -errno. */
-    int (*open_capture)(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap);
-    /* Removes a capture file open_capture made (by its name). 0 or -errno. */
-    int (*remove_capture)(struct jpd_daemon *d, const char *name);
-    /* The session's memory is freed, on lp's thread: the daemon may be done (private mode,
-     * shutdown). */
-    void (*session_gone)(struct jpd_daemon *d, struct jpd_loop *lp);
-    /* Adds the deltas to what uid holds (struct jpd_uid_use) and returns what it holds then;
-     * all zero deltas only read it. Any loop. */
-    struct jpd_uid_use (*uid_use)(struct jpd_daemon *d, uid_t uid, int32_t runs,
-                                  int32_t requests, int64_t unread);
-    /* serve (d->nworkers > 0): the session has left the main loop after its HELLO (its handles
-     * are closed, it is on no loop's list); a worker adopts it (jpd_session_adopt). */
-    void (*hand_over)(struct jpd_daemon *d, struct jpd_session *s);
-};
+ * A session calls the server only through the functions marked "for sessions" below, each on
+ * the session's loop's thread; none of them calls back into the session. A call made on a
+ * worker's thread is safe there: jpd_log_run and jpd_keep_run post their work to the main loop
+ * (which owns the runs log and the kept store) before returning, so a run is logged and kept,
+ * in the order of the calls, before anything the session sends after them can reach a client;
+ * the capture directory's calls only use its fd, which does not change while the daemon runs;
+ * jpd_uid_use takes its own lock. The server calls sessions through the jpd_session_*
+ * functions. */
 
 /* session.c */
 /* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
@@ -292,7 +266,7 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 /* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
 void jpd_session_shutdown(struct jpd_session *s);
 struct jpd_session *jpd_session_next(struct jpd_session *s);
-/* On a worker's thread: a session handed over (ops->hand_over) joins lp and goes on where the
+/* On a worker's thread: a session handed over (jpd_workers_hand_over) joins lp and goes on where the
  * main loop left it (frames it already buffered, the rest of its handshake time); shut down at
  * once when shutting_down. */
 void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down);
@@ -312,7 +286,7 @@ void jpd_workers_shutdown(struct jpd_daemon *d);
 /* Main loop, when no session is left: the workers end their loops; joined in _join. */
 void jpd_workers_stop(struct jpd_daemon *d);
 void jpd_workers_join(struct jpd_daemon *d);
-/* Main loop (ops->hand_over): queues a session that left the main loop to the worker with the
+/* For sessions, on the main loop: queues a session that left the main loop to the worker with the
  * fewest runs. */
 void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
 /* Main loop: applies what workers posted (runs-log rows, kept profiles, freed sessions), so
@@ -342,6 +316,22 @@ void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
 /* server.c */
 int jpd_run_private(int fd);
 int jpd_run_serve(const struct jpd_config *cfg);
+/* For sessions: adds the deltas to what uid holds (struct jpd_uid_use) and returns what it
+ * holds then; all zero deltas only read it. Any loop. */
+struct jpd_uid_use jpd_uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs, int32_t requests,
+                               int64_t unread);
+/* For sessions: a session's memory was freed, on lp's thread: the daemon may be done (private
+ * mode, shutdown). */
+void jpd_server_session_gone(struct jpd_daemon *d, struct jpd_loop *lp);
+/* capture.c, the capture directory (--capture-dir). _open opens it (dir NULL: none): 0, or
+ * -errno with the command-line error on stderr. For sessions: _create makes a run's capture
+ * file there under a name the daemon chooses: 1 with its fd in *fd (the caller's now) and its
+ * name in name[cap], 0 when the daemon keeps no capture directory, or -errno; _remove removes
+ * one _create made, by its name: 0 or -errno. */
+int jpd_capture_dir_open(struct jpd_daemon *d, const char *dir);
+int jpd_capture_dir_create(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name,
+                           size_t cap);
+int jpd_capture_dir_remove(struct jpd_daemon *d, const char *name);
 /* capture.c: applies --capture-max-bytes and --capture-max-age to the capture directory:
  * removes (and logs) the oldest finished captures, never one still being written. */
 void jpd_capture_prune(struct jpd_daemon *d);

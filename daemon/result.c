@@ -159,7 +159,6 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
 
-    const struct jpd_session_ops *ops = s->d->ops;
     if (r < 0) {
         jpd_log("run %llu: cannot render its profile (%s)", (unsigned long long)s->run_id,
                 strerror(-r));
@@ -167,7 +166,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         jp_report_free(s->report);
         s->report = NULL;
         jpd_result_row(s, ending, &sum, "internal", 0, &row);
-        ops->log_run(s->d, &row);
+        jpd_log_run(s->d, &row);
         jpd_push_render_failed(s->d->push, s->run_id, "the profile could not be rendered");
         if (deliver) {
             struct jp_ctl_msg m = {.type = JP_CTL_ERROR};
@@ -188,9 +187,9 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
                 jpd_ending_word(ending));
     struct jpd_run_row row;
     jpd_result_row(s, ending, &sum, out.reason, out.status, &row);
-    ops->log_run(s->d, &row);
+    jpd_log_run(s->d, &row);
     if (!s->d->private_mode)
-        ops->keep(s->d, s->run_id, s->peer.uid, &out);
+        jpd_keep_run(s->d, s->run_id, s->peer.uid, &out);
     struct rendered_export px = {0}; /* serve --push: the run's pprof */
 
     if (deliver && !s->eof) {
@@ -230,7 +229,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 
 void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
-    const struct jpd_kept *k = s->d->ops->find_kept(s->d, m->u.show.run_id);
+    const struct jpd_kept *k = jpd_find_kept(s->d, m->u.show.run_id);
     if (m->u.show.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
         jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");
         return;

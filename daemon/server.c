@@ -22,7 +22,7 @@
 #include "push.h"
 #include "systemd.h"
 
-/* ---- runs in flight per uid (--max-runs-per-uid) ---- */
+/* ---- what each uid holds (struct jpd_uid_use) ---- */
 
 static struct jpd_flight *flight_of(struct jpd_daemon *d, uid_t uid)
 {
@@ -32,8 +32,8 @@ static struct jpd_flight *flight_of(struct jpd_daemon *d, uid_t uid)
     return NULL;
 }
 
-static struct jpd_uid_use uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs,
-                                  int32_t requests, int64_t unread)
+struct jpd_uid_use jpd_uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs, int32_t requests,
+                               int64_t unread)
 {
     pthread_mutex_lock(&d->flights_mu);
     struct jpd_flight *f = flight_of(d, uid);
@@ -52,34 +52,6 @@ static struct jpd_uid_use uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs,
     }
     pthread_mutex_unlock(&d->flights_mu);
     return now;
-}
-
-static int open_capture(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name, size_t cap)
-{
-    if (d->capture_dir_fd < 0)
-        return 0;
-    /* Names the daemon chooses, never one a client names; O_EXCL|O_NOFOLLOW so a planted file
-     * or link is never written through. */
-    long long now = (long long)time(NULL);
-    for (int attempt = 0; attempt < 100; attempt++) {
-        if (attempt == 0)
-            snprintf(name, cap, "run-%lld-%llu.jpcap", now, (unsigned long long)run_id);
-        else
-            snprintf(name, cap, "run-%lld-%llu-%d.jpcap", now, (unsigned long long)run_id,
-                     attempt);
-        *fd = openat(d->capture_dir_fd, name,
-                     O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (*fd >= 0)
-            return 1;
-        if (errno != EEXIST)
-            return -errno;
-    }
-    return -EEXIST;
-}
-
-static int remove_capture(struct jpd_daemon *d, const char *name)
-{
-    return unlinkat(d->capture_dir_fd, name, 0) == 0 ? 0 : -errno;
 }
 
 /* ---- loop plumbing ---- */
@@ -121,7 +93,7 @@ void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n)
     }
 }
 
-static void session_gone(struct jpd_daemon *d, struct jpd_loop *lp)
+void jpd_server_session_gone(struct jpd_daemon *d, struct jpd_loop *lp)
 {
     if (lp == &d->main)
         jpd_server_sessions_gone(d, 1);
@@ -151,16 +123,6 @@ void jpd_server_stop(struct jpd_daemon *d)
         jpd_server_sessions_gone(d, 0);
 }
 
-static const struct jpd_session_ops session_ops = {
-    .log_run = jpd_log_run,
-    .keep = jpd_keep_run,
-    .find_kept = jpd_find_kept,
-    .open_capture = open_capture,
-    .remove_capture = remove_capture,
-    .session_gone = session_gone,
-    .uid_use = uid_use,
-    .hand_over = jpd_workers_hand_over,
-};
 
 static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_config *cfg,
                        int private_mode)
@@ -175,7 +137,6 @@ static int daemon_init(struct jpd_daemon *d, uv_loop_t *loop, const struct jpd_c
     pthread_mutex_init(&d->live_mu, NULL);
     d->start_ns = uv_hrtime();
     d->cfg = cfg;
-    d->ops = &session_ops;
     d->private_mode = private_mode;
     d->listen_fd = -1;
     d->runs_log_fd = -1;
@@ -245,22 +206,9 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
             return -e;
         }
     }
-    if (cfg->capture_dir) {
-        /* O_NOFOLLOW: a symlink planted as the directory would send captures elsewhere. */
-        d->capture_dir_fd = open(cfg->capture_dir,
-                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (d->capture_dir_fd < 0) {
-            int e = errno;
-            struct stat st;
-            if (e == ENOTDIR && lstat(cfg->capture_dir, &st) == 0 && S_ISLNK(st.st_mode))
-                fprintf(stderr, "jettprofd: --capture-dir: %s is a symbolic link; name the "
-                                "directory itself\n", cfg->capture_dir);
-            else
-                fprintf(stderr, "jettprofd: --capture-dir: cannot open %s: %s\n",
-                        cfg->capture_dir, strerror(e));
-            return -e;
-        }
-    }
+    int r = jpd_capture_dir_open(d, cfg->capture_dir);
+    if (r < 0)
+        return r;
     if (cfg->state_dir) {
         d->state_dir_fd = open(cfg->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (d->state_dir_fd < 0) {

@@ -21,7 +21,7 @@ uint32_t jpd_handshake_timeout_ms = JPD_HANDSHAKE_MS;
 static void uid_release(struct jpd_session *s)
 {
     if (s->counted || s->requested)
-        s->d->ops->uid_use(s->d, s->peer.uid, -(int32_t)s->counted, -(int32_t)s->requested, 0);
+        jpd_uid_use(s->d, s->peer.uid, -(int32_t)s->counted, -(int32_t)s->requested, 0);
     s->counted = s->requested = 0;
 }
 
@@ -73,7 +73,7 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
                     jp_ctl_error_name(code), (unsigned long long)s->fed);
         struct jpd_run_row row;
         jpd_result_row(s, JP_END_COLLECTOR_FAILURE, &sum, jp_ctl_error_name(code), 0, &row);
-        s->d->ops->log_run(s->d, &row);
+        jpd_log_run(s->d, &row);
     }
     jpd_capture_close(s);
     jpd_session_unmap_ring(s);
@@ -268,7 +268,7 @@ static void on_moved(uv_handle_t *h)
         return;
     unlink_session(s);
     s->lp = NULL;
-    s->d->ops->hand_over(s->d, s); /* the last the main loop does with it */
+    jpd_workers_hand_over(s->d, s); /* the last the main loop does with it */
 }
 
 struct jpd_session **jpd_session_link(struct jpd_session *s)
@@ -323,7 +323,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     /* root is capped like any uid: a runaway root job must not take every run slot. */
     if (!s->d->private_mode) {
-        struct jpd_uid_use u = s->d->ops->uid_use(s->d, s->peer.uid, 0, 0, 0);
+        struct jpd_uid_use u = jpd_uid_use(s->d, s->peer.uid, 0, 0, 0);
         if (u.runs >= s->d->cfg->max_runs_per_uid) {
             jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS, "too many concurrent runs for this user");
             return;
@@ -347,7 +347,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
         return; /* the peer went away while it was answered: nothing to hand over */
     set_state(s, JPD_S_RING);
     s->counted = 1;
-    s->d->ops->uid_use(s->d, s->peer.uid, 1, 0, 0);
+    jpd_uid_use(s->d, s->peer.uid, 1, 0, 0);
     if (s->d->nworkers)
         begin_move(s); /* RING and everything after it is a worker's */
 }
@@ -458,7 +458,7 @@ static void on_excerpts(struct jpd_session *s, const struct jp_ctl_msg *m)
 static int admit_request(struct jpd_session *s)
 {
     s->requested = 1;
-    struct jpd_uid_use u = s->d->ops->uid_use(s->d, s->peer.uid, 0, 1, 0);
+    struct jpd_uid_use u = jpd_uid_use(s->d, s->peer.uid, 0, 1, 0);
     if (u.requests > JPD_MAX_REQUESTS_PER_UID) {
         jpd_session_fail(s, JP_CTLE_TOO_MANY_RUNS,
                          "too many requests of this user wait to be read");
@@ -563,7 +563,7 @@ static void on_closed(uv_handle_t *h)
     jp_engine_free(s->eng);
     unlink_session(s);
     free(s);
-    d->ops->session_gone(d, lp);
+    jpd_server_session_gone(d, lp);
 }
 
 void jpd_session_close(struct jpd_session *s)

@@ -8,7 +8,7 @@
  *   capture.c  the session's capture writers and what happens when one fails
  *   result.c   the end of a run: render, log, keep, deliver; and SHOW of a kept run
  * Only these files include this header; the server sees a session through jpd.h, and a
- * session reaches the daemon's services only through d->ops (struct jpd_session_ops).
+ * session reaches the daemon's services only through the calls jpd.h marks "for sessions".
  *
  * Lifetime: a session is created on accept (or from --session-fd), owns its socket, its ring
  * mapping, its engine and its capture writers, and is freed only in the close callback of its
@@ -17,7 +17,7 @@
  * Loops: a session lives on one loop at a time (s->lp) and is touched only by that loop's
  * thread. In `serve` it starts on the main loop and, once its HELLO is accepted, moves to a
  * worker's for the rest of its life: its three handles are closed on the main loop (moving),
- * the server queues the session to a worker (ops->hand_over), and the worker opens new handles
+ * the server queues the session to a worker (jpd_workers_hand_over), and the worker opens new handles
  * on its own loop (jpd_session_adopt) and goes on with the frames the main loop had already
  * read. The queue's mutex orders everything the main loop wrote before the hand-over before
  * anything the worker reads after it; the main loop never touches the session again. Everything the
@@ -80,7 +80,7 @@ struct jpd_session {
     int run_finished;
     int linger;         /* after an ERROR: drop unread input before closing */
     int moving;         /* leaving the main loop for a worker: its handles are closing */
-    int counted;        /* counted in its uid's runs (ops->uid_use) until its socket closes */
+    int counted;        /* counted in its uid's runs (jpd_uid_use) until its socket closes */
     int requested;      /* counted in its uid's requests likewise (SHOW, STATUS, RUNS) */
     uint64_t handshake_deadline_ns; /* uv_hrtime() by which HELLO and RING must be in */
     int64_t start_unix_s;   /* wall clock when the run started (its ring mapped) */
