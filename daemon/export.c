@@ -42,6 +42,8 @@
 
 #include "daemon/engine/view.h"
 #include "jpd.h"
+#include "commands.h"
+#include "util.h"
 #include "push.h"
 #include "render/export/export.h"
 

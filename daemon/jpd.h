@@ -1,7 +1,10 @@
-/* jettprofd internals: the daemon object shared by private and long-lived mode, sessions, the
- * offline commands, and small helpers. Nothing here is an interface to another part; the wire
- * and the files the daemon writes are (protocol/, the runs log and summary rows documented in
- * offline.c and server.c).
+/* jettprofd internals: the types and limits of the daemon object shared by private and
+ * long-lived mode. The functions are declared by part, each with the file that defines it:
+ * server.h (server.c, signals.c, workers.c, kept.c, state.c), session_api.h (the session part
+ * as the server sees it) and session.h (its inside), status.h, commands.h (the client and
+ * offline commands), util.h, push.h, systemd.h. Nothing here is an interface to another part;
+ * the wire and the files the daemon writes are (protocol/, the runs log and summary rows
+ * documented in kept.c and offline.c).
  */
 #ifndef JETTPROF_DAEMON_JPD_H
 #define JETTPROF_DAEMON_JPD_H
@@ -195,8 +198,9 @@ struct jpd_daemon {
     uv_async_t post;      /* worker -> main: look at the fields under post_mu */
     int post_active;
     pthread_mutex_t post_mu; /* guards posts and gone */
-    struct jpd_post *posts, *posts_tail; /* runs-log rows and kept profiles, in order */
+    struct jpd_post *posts, *posts_tail; /* what was posted to the main loop, in order */
     uint32_t gone;        /* sessions freed on workers, not yet counted off nsessions */
+    void (*sessions_gone)(struct jpd_daemon *d, uint32_t n); /* where gone goes (server.c) */
     int workers_stopping; /* main loop: the workers were told to quit */
     /* What each uid holds of the daemon (struct jpd_uid_use), for its caps: an entry per uid
      * with a run, a request or unread output, on whichever loop; guarded by flights_mu. Each
@@ -227,237 +231,11 @@ struct jpd_daemon {
     struct jpd_push *push;
 };
 
-/* What a session asks of the daemon that holds it, and who owns what:
- *   the server (server.c, workers.c, kept.c, capture.c's directory part) owns the daemon
- *     object, the listener, the signals, the runs log, the store of kept runs for `show`, the
- *     capture directory and the worker pool;
- *   a session (session.c and the files session.h names) owns its socket, ring, engine and
- *     capture writers, and the session lists and counters noted in struct jpd_loop and
- *     struct jpd_daemon.
- * A session calls the server only through the functions marked "for sessions" below, each on
- * the session's loop's thread; none of them calls back into the session. A call made on a
- * worker's thread is safe there: jpd_log_run and jpd_keep_run post their work to the main loop
- * (which owns the runs log and the kept store) before returning, so a run is logged and kept,
- * in the order of the calls, before anything the session sends after them can reach a client;
- * the capture directory's calls only use its fd, which does not change while the daemon runs;
- * jpd_uid_use takes its own lock. The server calls sessions through the jpd_session_*
- * functions. */
-
-/* session.c */
-/* How long a session waits for EXCERPTS: JPD_EXCERPT_MS, or the test knob
- * JETTPROFD_EXCERPT_TIMEOUT_MS read once at start (main.c). */
-extern uint32_t jpd_excerpt_timeout_ms;
-/* Data bytes per EXPORT message (result.c): JP_CTL_EXPORT_CHUNK, or the test knob
- * JETTPROFD_EXPORT_CHUNK_BYTES, so a test can see an export travel in many pieces. */
-extern uint32_t jpd_export_chunk_bytes;
-/* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
- * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
-extern uint32_t jpd_handshake_timeout_ms;
+/* Who is at the other end of a session's socket (SO_PEERCRED). */
 struct jpd_peer {
     pid_t pid;
     uid_t uid;
     gid_t gid;
 };
-/* Takes ownership of fd (a connected, non-blocking stream socket). 0 or -errno. */
-int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer);
-/* Sends ERROR{code, message} and closes once it is written. Takes ownership of fd. */
-int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, uint32_t code,
-                       const char *message);
-/* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
-void jpd_session_shutdown(struct jpd_session *s);
-struct jpd_session *jpd_session_next(struct jpd_session *s);
-/* On a worker's thread: a session handed over (jpd_workers_hand_over) joins lp and goes on where the
- * main loop left it (frames it already buffered, the rest of its handshake time); shut down at
- * once when shutting_down. */
-void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down);
-/* The link a session is queued by while it is on no loop (workers.c's inbox). */
-struct jpd_session **jpd_session_link(struct jpd_session *s);
-
-/* conn.c */
-/* 1 (and a log line) when a new connection of uid must be refused because too many
- * connections, of uid or in all, have not said HELLO yet; else 0. */
-int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
-
-/* workers.c: the worker pool of `serve` and the posts from workers to the main loop. */
-/* Starts n worker threads, each with its own loop. 0 or -errno (nothing left running). */
-int jpd_workers_start(struct jpd_daemon *d, uint32_t n);
-/* Main loop: SIGTERM reached the daemon; every worker shuts its sessions down. */
-void jpd_workers_shutdown(struct jpd_daemon *d);
-/* Main loop, when no session is left: the workers end their loops; joined in _join. */
-void jpd_workers_stop(struct jpd_daemon *d);
-void jpd_workers_join(struct jpd_daemon *d);
-/* For sessions, on the main loop: queues a session that left the main loop to the worker with the
- * fewest runs. */
-void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
-/* Main loop: applies what workers posted (runs-log rows, kept profiles, freed sessions), so
- * what follows sees every post made before it. Called from the post handle and before anything
- * that reads the state the posts change. */
-void jpd_workers_absorb(struct jpd_daemon *d);
-/* 1 on the main loop's thread. */
-int jpd_on_main(const struct jpd_daemon *d);
-/* From a worker: a runs-log row (copied) / a kept profile (its texts taken: *r keeps none) for
- * the main loop. */
-void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row);
-void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
-void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
-/* What the main loop does with them (server.c). */
-/* daemon/kept.c, for server.c: the `show` store's slot cleared, the store given one finished
- * run (copied), a kept run by id (NULL: none), a runs-log row written. */
-void jpd_kept_clear(struct jpd_kept *k);
-void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
-const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id);
-void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
-void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
-void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r);
-/* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
-int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
-void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
-
-/* server.c */
-int jpd_run_private(int fd);
-int jpd_run_serve(const struct jpd_config *cfg);
-/* For sessions: adds the deltas to what uid holds (struct jpd_uid_use) and returns what it
- * holds then; all zero deltas only read it. Any loop. */
-struct jpd_uid_use jpd_uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs, int32_t requests,
-                               int64_t unread);
-/* For sessions: a session's memory was freed, on lp's thread: the daemon may be done (private
- * mode, shutdown). */
-void jpd_server_session_gone(struct jpd_daemon *d, struct jpd_loop *lp);
-/* capture.c, the capture directory (--capture-dir). _open opens it (dir NULL: none): 0, or
- * -errno with the command-line error on stderr. For sessions: _create makes a run's capture
- * file there under a name the daemon chooses: 1 with its fd in *fd (the caller's now) and its
- * name in name[cap], 0 when the daemon keeps no capture directory, or -errno; _remove removes
- * one _create made, by its name: 0 or -errno. */
-int jpd_capture_dir_open(struct jpd_daemon *d, const char *dir);
-int jpd_capture_dir_create(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name,
-                           size_t cap);
-int jpd_capture_dir_remove(struct jpd_daemon *d, const char *name);
-/* capture.c: applies --capture-max-bytes and --capture-max-age to the capture directory:
- * removes (and logs) the oldest finished captures, never one still being written. */
-void jpd_capture_prune(struct jpd_daemon *d);
-const char *jpd_default_socket(char *buf, size_t cap);
-/* The run's program as the runs log and status name it: its engine's first project source's
- * relative path, copied into buf (cap JPD_PROGRAM_MAX); 0, or -ENOENT when there is none yet
- * (buf is then ""). Sources from index *from on are looked at; *from is moved past them. */
-int jpd_program_of(const struct jp_engine *eng, uint32_t *from, char *buf);
-
-/* status.c: the live runs, the totals and `jettprofd status`. */
-/* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
- * counts it finished with its records). _end on a run never begun does nothing. */
-void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
-/* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
-void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
-                     const struct jp_ring *ring, const struct jp_engine *eng);
-void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
-/* Main loop: a connection was refused (permission, too many runs). */
-void jpd_live_refused(struct jpd_daemon *d);
-/* The status text for a caller of uid viewer in format JPD_STATUS_*, appended to b. A viewer
- * that is root or the daemon's own uid sees every live run; any other sees its own runs in
- * full and others' only as a count. */
-void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
-/* Main loop: the newest `limit` finished runs (d->recent) a caller of uid viewer may see (the
- * same rule as status, but others' runs are left out), format JP_STATUS_FMT_HUMAN or _JSON. */
-void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
-                   struct jp_buf *b);
-/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
-int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
-/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
- * stdout; else atomically, temp + rename). Returns the exit status. */
-int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
-
-/* state.c: the state directory (--state-dir), main loop only; each does nothing without one.
- * Load: the kept runs found there (a file that fails its checks is skipped with a log line
- * naming it) and the next run id. Save / forget: one kept run's file; the next run id. */
-void jpd_state_load(struct jpd_daemon *d);
-void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
-void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
-void jpd_state_save_next_id(struct jpd_daemon *d);
-/* The id for a new run. With a state directory, ids come from a block whose end is saved
- * before the block's first id is handed out, so a daemon that dies with runs in flight (never
- * kept, never saved) never gives their ids again after a restart: it starts past the block. */
-uint64_t jpd_state_take_run_id(struct jpd_daemon *d);
-/* server.c: keeps a run loaded from the state directory (takes its texts). */
-void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
-
-/* show.c: the clients of a serving daemon. jpd_ask sends m to the daemon at socket_path and
- * reads one answer: an ERROR is printed (named after cmd), anything else goes to answer, which
- * returns the exit status or -1 for a message it did not expect. Returns the exit status. */
-int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
-            int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg);
-int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
-
-/* offline.c */
-struct jpd_loaded {
-    struct jp_engine *eng;
-    uint32_t integrity;     /* JP_CAPI_* */
-    const char *reason;     /* static: capture reader's or engine's reason */
-    uint64_t offset;
-    uint32_t ending;        /* JP_END_STOP or JP_END_TRUNCATED when usable */
-    uint64_t records;
-};
-/* Reads a capture into a fresh engine. 0 with the verdict in *out (the engine is usable unless
- * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
-int jpd_load_capture(const char *path, struct jpd_loaded *out);
-void jpd_loaded_free(struct jpd_loaded *l);
-/* What is wrong with a capture that is not complete: its reason, and the byte offset when one
- * is known. */
-void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l);
-/* The one wording of an error code in the offline commands' messages ("out of memory" for
- * -ENOMEM, else strerror). */
-const char *jpd_error_text(int r);
-int jpd_cmd_replay(int argc, char **argv);
-int jpd_cmd_summarize(int argc, char **argv);
-
-/* export.c */
-int jpd_cmd_export(int argc, char **argv);
-int jpd_cmd_diff(int argc, char **argv);
-
-/* util.c */
-/* Decimal integer in [lo, hi], nothing else. -EINVAL / -ERANGE. */
-int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
-/* A positive decimal integer, then at most one of the unit letters in units[i].letter, which
- * multiplies it by units[i].times (none: 1): "64M", "7d". -EINVAL / -ERANGE (0, or past
- * UINT64_MAX once multiplied). */
-struct jpd_unit {
-    char letter;
-    uint64_t times;
-};
-int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out);
-/* Text is built in the common buffer (common/buf.h) with the common JSON string writer
- * (common/json.h). */
-/* Writes all of buf or fails: 0 or -errno. */
-int jpd_write_all(int fd, const void *buf, size_t len);
-/* One line to stderr, prefixed "jettprofd: ", the message written by the one rule for human
- * text (common/text.h): a client's program or reason in it cannot drive a terminal. */
-void jpd_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The same at a syslog priority (JPD_LOG_*, <syslog.h>'s values); jpd_log is JPD_LOG_INFO.
- * When stderr is the journal's stream (systemd.h) the line starts with "<N>", which the
- * journal takes as its priority; elsewhere the line is the same as jpd_log's. */
-#define JPD_LOG_ERR 3
-#define JPD_LOG_WARNING 4
-#define JPD_LOG_INFO 6
-void jpd_log_at(int priority, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "stop", "producer_lost", "shutdown", "truncated", "collector_failure". */
-const char *jpd_ending_word(uint32_t ending);
-/* "complete", "partial", "unavailable" (JP_STATUS_*), or "error" for anything else (a run that
- * has no profile): the runs log and the stderr lines use the same words. */
-const char *jpd_status_word(uint32_t status);
-/* signals.c: what each signal does (jettprofd(8), SIGNALS). jpd_signals_start sets every
- * action and starts the main loop's signal handles (0 or -errno); jpd_signals_stop closes the
- * handles so the loop can end. */
-int jpd_signals_start(struct jpd_daemon *d);
-void jpd_signals_stop(struct jpd_daemon *d);
-/* server.c: stop accepting and deliver every run in flight (SIGTERM); the daemon exits once
- * the last is delivered. */
-void jpd_server_stop(struct jpd_daemon *d);
-/* Starts a thread that never takes SIGTERM, SIGINT or SIGHUP: they are the main loop's
- * (uv_signal).
- * 0 or -errno. */
-int jpd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
-/* A wall-clock second (> 0) as RFC 3339 UTC, "2026-12-01T22:33:14Z", in buf. 0 or -EINVAL
- * (unknown), -ERANGE, -ENOSPC (cap under 21). */
-int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap);
-/* The summary totals as a JSON object (appended to b): shared by the runs log and the rows. */
-void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s);
 
 #endif

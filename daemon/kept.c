@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "server.h"
+#include "util.h"
 #include "systemd.h"
 
 /* ---- kept runs and the runs log ---- */
@@ -116,6 +118,21 @@ static void keep_owned(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct 
     keep_store(d, &k, 1);
 }
 
+/* A kept profile on its way from a worker to the main loop. */
+struct keep_post {
+    uint64_t run_id;
+    uid_t uid;
+    struct jp_rendered r; /* the copy, owned by the post */
+};
+
+static void keep_posted(struct jpd_daemon *d, void *payload)
+{
+    struct keep_post *k = payload;
+    keep_owned(d, k->run_id, k->uid, &k->r);
+    jp_rendered_free(&k->r);
+    free(k);
+}
+
 /* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
  * cannot be copied is not kept. */
 void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r)
@@ -123,20 +140,22 @@ void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct
     struct jp_rendered copy;
     if (jpd_rendered_copy(r, &copy) < 0)
         return;
-    if (jpd_on_main(d))
+    if (jpd_on_main(d)) {
         keep_owned(d, run_id, uid, &copy);
-    else
-        jpd_post_keep(d, run_id, uid, &copy);
-}
-
-void jpd_server_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
-{
-    keep_owned(d, run_id, uid, r);
+        return;
+    }
+    struct keep_post *k = malloc(sizeof *k);
+    if (k) {
+        *k = (struct keep_post){.run_id = run_id, .uid = uid, .r = copy};
+        if (jpd_post(d, keep_posted, k) == 0)
+            return;
+        free(k);
+    }
+    jp_rendered_free(&copy); /* as keeping does: a profile that cannot be had is not kept */
 }
 
 const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id)
 {
-    jpd_workers_absorb(d); /* a run a worker kept before its RESULT went out is found */
     for (uint32_t i = 0; i < JPD_KEEP_RUNS; i++)
         if (d->kept[i].run_id == run_id && run_id != 0)
             return &d->kept[i];
@@ -161,7 +180,7 @@ static void append_row(int fd, const char *line, size_t len)
             cut ? "the row is left out" : "a partial row may remain");
 }
 
-void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
+static void log_row(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
     d->recent[d->nrecent++ % JPD_KEEP_RUNS] = *row; /* for `jettprofd runs` */
     if (d->runs_log_fd < 0)
@@ -210,15 +229,28 @@ void jpd_server_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
     jp_buf_free(&b);
 }
 
+static void log_posted(struct jpd_daemon *d, void *payload)
+{
+    log_row(d, payload);
+    free(payload);
+}
+
 /* The runs log and the recent runs are the main loop's: a worker's row is posted there, in
  * order. */
 void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
 {
     if (d->private_mode && d->runs_log_fd < 0)
         return; /* one run, nobody to ask for it */
-    if (jpd_on_main(d))
-        jpd_server_log_run(d, row);
-    else
-        jpd_post_log(d, row);
+    if (jpd_on_main(d)) {
+        log_row(d, row);
+        return;
+    }
+    struct jpd_run_row *copy = malloc(sizeof *copy);
+    if (copy) {
+        *copy = *row;
+        if (jpd_post(d, log_posted, copy) == 0)
+            return;
+        free(copy);
+    }
+    jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)row->run_id);
 }
-

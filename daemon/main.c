@@ -37,6 +37,11 @@
 #include <string.h>
 
 #include "jpd.h"
+#include "server.h"
+#include "session_api.h"
+#include "status.h"
+#include "commands.h"
+#include "util.h"
 #include "push.h"
 
 #define DEFAULT_MAX_RUNS 16u

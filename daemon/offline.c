@@ -43,6 +43,8 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "commands.h"
+#include "util.h"
 
 #define REPETITION_SCHEMA "jettprof.capture-repetition/v1"
 
@@ -134,11 +136,6 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
         jpd_loaded_free(out);
     }
     return 0;
-}
-
-const char *jpd_error_text(int r)
-{
-    return r == -ENOMEM ? "out of memory" : strerror(-r);
 }
 
 void jpd_loaded_describe(char *buf, size_t cap, const struct jpd_loaded *l)

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "util.h"
 #include "push.h"
 
 #ifndef JETTPROF_VERSION

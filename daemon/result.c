@@ -13,6 +13,7 @@
 #include "push.h"
 #include "render/export/export.h"
 #include "session.h"
+#include "commands.h"
 
 /* One export rendered from the run's one report. */
 struct rendered_export {
@@ -229,6 +230,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 
 void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
+    jpd_workers_absorb(s->d); /* a run a worker kept before its RESULT went out is found */
     const struct jpd_kept *k = jpd_find_kept(s->d, m->u.show.run_id);
     if (m->u.show.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
         jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");

@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "server.h"
+#include "session_api.h"
+#include "status.h"
+#include "util.h"
 #include "push.h"
 #include "systemd.h"
 
@@ -520,7 +524,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         stop_listening(&d);
         goto fail;
     }
-    r = jpd_workers_start(&d, cfg->workers);
+    r = jpd_workers_start(&d, cfg->workers, jpd_server_sessions_gone);
     if (r < 0) {
         jpd_log("cannot start the worker threads: %s", strerror(-r));
         stop_listening(&d);

@@ -40,6 +40,10 @@
 #define JETTPROF_DAEMON_SESSION_H
 
 #include "jpd.h"
+#include "server.h"
+#include "session_api.h"
+#include "status.h"
+#include "util.h"
 
 enum {
     JPD_S_HELLO,

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "commands.h"
+#include "util.h"
 
 int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
             int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg)

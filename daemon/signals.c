@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "server.h"
+#include "util.h"
 
 enum action {
     SIG_STOP,    /* stop accepting, deliver every run in flight, exit */

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "server.h"
+#include "util.h"
 
 #define KEPT_MAGIC "JPDKEPT1"
 

@@ -10,6 +10,9 @@
 
 #include "common/text.h"
 #include "jpd.h"
+#include "status.h"
+#include "commands.h"
+#include "util.h"
 #include "push.h"
 
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "util.h"
 
 int jpd_sd_listen_socket(void)
 {

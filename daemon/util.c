@@ -13,6 +13,7 @@
 #include "common/text.h"
 #include "daemon/engine/view.h"
 #include "jpd.h"
+#include "util.h"
 #include "systemd.h"
 
 int jpd_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -201,4 +202,9 @@ int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap)
     if (strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
         return -ENOSPC;
     return 0;
+}
+
+const char *jpd_error_text(int r)
+{
+    return r == -ENOMEM ? "out of memory" : strerror(-r);
 }

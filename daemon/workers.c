@@ -11,16 +11,19 @@
  * thread; several sends may run the callback once, so each callback takes everything queued):
  *   main -> worker   w->mu: the inbox of handed-over sessions, and the shutdown and quit
  *                    requests; w->wake
- *   worker -> main   d->post_mu: runs-log rows and kept profiles (in the order they were
- *                    posted), and the count of sessions freed; d->post
- *   any loop         d->flights_mu: runs in flight per uid (server.c)
+ *   worker -> main   d->post_mu: posts, each a function and its payload run on the main loop
+ *                    in the order they were posted (kept.c posts runs-log rows and kept
+ *                    profiles), and the count of sessions freed; d->post
+ *   any loop         d->flights_mu: what each uid holds (server.c)
  * Memory ordering: a pthread mutex's unlock releases and its lock acquires, so whatever a thread
  * wrote before queueing (a session's whole state, a post's contents) is visible to the thread
  * that dequeues it under the same mutex. After queueing, the sender never touches the item
  * again. A worker posts a run's row and profile before it sends the run's RESULT, and the main
- * loop takes every post (jpd_workers_absorb) before it reads the kept store (SHOW) or the session
- * count (accept), so a client that got its RESULT always finds its run with `show`, as with a
- * single loop. The per-worker run count used to balance hand-overs is a relaxed atomic: a hint.
+ * loop runs every post (jpd_workers_absorb) before it reads the kept store (SHOW, RUNS) or the
+ * session count (accept), so a client that got its RESULT always finds its run with `show`, as
+ * with a single loop. The pool knows none of its users: a post is a function, and the freed
+ * sessions are handed to the function the server gave jpd_workers_start. The per-worker run
+ * count used to balance hand-overs is a relaxed atomic: a hint.
  *
  * A profile's bytes depend only on its run's records: which worker drained it changes nothing.
  */
@@ -30,16 +33,14 @@
 #include <unistd.h>
 
 #include "jpd.h"
-
-enum { POST_LOG, POST_KEEP };
+#include "server.h"
+#include "session_api.h"
+#include "util.h"
 
 struct jpd_post {
     struct jpd_post *next;
-    int kind;
-    uint64_t run_id;      /* POST_KEEP */
-    uid_t uid;            /* POST_KEEP */
-    struct jpd_run_row row; /* POST_LOG */
-    struct jp_rendered r; /* POST_KEEP: copies of the texts, owned by the post */
+    jpd_post_fn *fn;
+    void *payload;
 };
 
 int jpd_on_main(const struct jpd_daemon *d)
@@ -100,6 +101,30 @@ static void ask(struct jpd_loop *w, int *flag)
 
 /* ---- main side ---- */
 
+/* Everything posted so far, in order, and (gone not NULL) the count of freed sessions. */
+static struct jpd_post *take_posts(struct jpd_daemon *d, uint32_t *gone)
+{
+    pthread_mutex_lock(&d->post_mu);
+    struct jpd_post *p = d->posts;
+    d->posts = d->posts_tail = NULL;
+    if (gone) {
+        *gone = d->gone;
+        d->gone = 0;
+    }
+    pthread_mutex_unlock(&d->post_mu);
+    return p;
+}
+
+static void run_posts(struct jpd_daemon *d, struct jpd_post *p)
+{
+    while (p) {
+        struct jpd_post *next = p->next;
+        p->fn(d, p->payload);
+        free(p);
+        p = next;
+    }
+}
+
 static void on_post(uv_async_t *h)
 {
     jpd_workers_absorb(h->data);
@@ -137,8 +162,10 @@ static int worker_make(struct jpd_daemon *d, struct jpd_loop *w)
     return 0;
 }
 
-int jpd_workers_start(struct jpd_daemon *d, uint32_t n)
+int jpd_workers_start(struct jpd_daemon *d, uint32_t n,
+                      void (*sessions_gone)(struct jpd_daemon *d, uint32_t n))
 {
+    d->sessions_gone = sessions_gone;
     if (n == 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         n = cpus < 1 ? 1u : cpus > (long)JPD_MAX_WORKERS ? JPD_MAX_WORKERS : (uint32_t)cpus;
@@ -223,46 +250,26 @@ void jpd_workers_join(struct jpd_daemon *d)
     free(d->workers);
     d->workers = NULL;
     d->nworkers = 0;
-    /* Posts that raced the end are applied (a run's row is never lost to the shutdown). */
-    struct jpd_post *p = d->posts;
-    d->posts = d->posts_tail = NULL;
-    while (p) {
-        struct jpd_post *next = p->next;
-        if (p->kind == POST_LOG)
-            jpd_server_log_run(d, &p->row);
-        jp_rendered_free(&p->r);
-        free(p);
-        p = next;
-    }
+    /* Posts that raced the end still run (a run's row is never lost to the shutdown). */
+    run_posts(d, take_posts(d, NULL));
 }
 
 void jpd_workers_absorb(struct jpd_daemon *d)
 {
-    pthread_mutex_lock(&d->post_mu);
-    struct jpd_post *p = d->posts;
-    uint32_t gone = d->gone;
-    d->posts = d->posts_tail = NULL;
-    d->gone = 0;
-    pthread_mutex_unlock(&d->post_mu);
-    while (p) {
-        struct jpd_post *next = p->next;
-        if (p->kind == POST_LOG)
-            jpd_server_log_run(d, &p->row);
-        else
-            jpd_server_keep(d, p->run_id, p->uid, &p->r); /* takes the texts */
-        jp_rendered_free(&p->r);
-        free(p);
-        p = next;
-    }
+    uint32_t gone;
+    run_posts(d, take_posts(d, &gone));
     if (gone)
-        jpd_server_sessions_gone(d, gone);
+        d->sessions_gone(d, gone);
 }
 
-/* ---- posts (worker threads) ---- */
+/* ---- posts (any thread) ---- */
 
-static void post_push(struct jpd_daemon *d, struct jpd_post *p)
+int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, void *payload)
 {
-    p->next = NULL;
+    struct jpd_post *p = malloc(sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    *p = (struct jpd_post){.fn = fn, .payload = payload};
     pthread_mutex_lock(&d->post_mu);
     if (d->posts_tail)
         d->posts_tail->next = p;
@@ -271,30 +278,7 @@ static void post_push(struct jpd_daemon *d, struct jpd_post *p)
     d->posts_tail = p;
     pthread_mutex_unlock(&d->post_mu);
     uv_async_send(&d->post);
-}
-
-void jpd_post_log(struct jpd_daemon *d, const struct jpd_run_row *row)
-{
-    struct jpd_post *p = calloc(1, sizeof *p);
-    if (!p) {
-        jpd_log("run %llu: out of memory writing its runs log row",
-                (unsigned long long)row->run_id);
-        return;
-    }
-    *p = (struct jpd_post){.kind = POST_LOG, .row = *row};
-    post_push(d, p);
-}
-
-void jpd_post_keep(struct jpd_daemon *d, uint64_t run_id, uid_t uid, struct jp_rendered *r)
-{
-    struct jpd_post *p = calloc(1, sizeof *p);
-    if (!p) {
-        jp_rendered_free(r); /* as keeping does: a profile that cannot be had is not kept */
-        return;
-    }
-    *p = (struct jpd_post){.kind = POST_KEEP, .run_id = run_id, .uid = uid, .r = *r};
-    memset(r, 0, sizeof *r);
-    post_push(d, p);
+    return 0;
 }
 
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp)

@@ -1,0 +1,104 @@
+/* The server part of jettprofd: the daemon object's services, in the files that define them
+ * (server.c, signals.c, workers.c, kept.c, state.c).
+ */
+#ifndef JETTPROF_DAEMON_SERVER_H
+#define JETTPROF_DAEMON_SERVER_H
+
+#include "jpd.h"
+
+/* What a session asks of the daemon that holds it, and who owns what:
+ *   the server (server.c, workers.c, kept.c, capture.c's directory part) owns the daemon
+ *     object, the listener, the signals, the runs log, the store of kept runs for `show`, the
+ *     capture directory and the worker pool;
+ *   a session (session.c and the files session.h names) owns its socket, ring, engine and
+ *     capture writers, and the session lists and counters noted in struct jpd_loop and
+ *     struct jpd_daemon.
+ * A session calls the server only through the functions marked "for sessions" below, each on
+ * the session's loop's thread; none of them calls back into the session. A call made on a
+ * worker's thread is safe there: jpd_log_run and jpd_keep_run post their work to the main loop
+ * (which owns the runs log and the kept store) before returning, so a run is logged and kept,
+ * in the order of the calls, before anything the session sends after them can reach a client;
+ * the capture directory's calls only use its fd, which does not change while the daemon runs;
+ * jpd_uid_use takes its own lock. The server calls sessions through the jpd_session_*
+ * functions. */
+
+/* server.c */
+int jpd_run_private(int fd);
+int jpd_run_serve(const struct jpd_config *cfg);
+/* For sessions: adds the deltas to what uid holds (struct jpd_uid_use) and returns what it
+ * holds then; all zero deltas only read it. Any loop. */
+struct jpd_uid_use jpd_uid_use(struct jpd_daemon *d, uid_t uid, int32_t runs, int32_t requests,
+                               int64_t unread);
+/* For sessions: a session's memory was freed, on lp's thread: the daemon may be done (private
+ * mode, shutdown). */
+void jpd_server_session_gone(struct jpd_daemon *d, struct jpd_loop *lp);
+/* The main loop's count of sessions, n of them freed (on the main loop, or as workers
+ * posted). */
+void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n);
+/* Stop accepting and deliver every run in flight (SIGTERM); the daemon exits once
+ * the last is delivered. */
+void jpd_server_stop(struct jpd_daemon *d);
+/* The socket `serve` listens on and the clients ask: $JETTPROFD_SOCKET, else
+ * $XDG_RUNTIME_DIR/jettprofd.sock when not root, else /run/jettprofd.sock; in buf[cap]. */
+const char *jpd_default_socket(char *buf, size_t cap);
+
+/* signals.c: what each signal does (jettprofd(8), SIGNALS). jpd_signals_start sets every
+ * action and starts the main loop's signal handles (0 or -errno); jpd_signals_stop closes the
+ * handles so the loop can end. */
+int jpd_signals_start(struct jpd_daemon *d);
+void jpd_signals_stop(struct jpd_daemon *d);
+
+/* workers.c: the worker pool of `serve` and what is posted to the main loop. */
+/* Starts n worker threads, each with its own loop; the main loop learns of sessions freed on
+ * them through sessions_gone(d, count). 0 or -errno (nothing left running). */
+int jpd_workers_start(struct jpd_daemon *d, uint32_t n,
+                      void (*sessions_gone)(struct jpd_daemon *d, uint32_t n));
+/* Main loop: SIGTERM reached the daemon; every worker shuts its sessions down. */
+void jpd_workers_shutdown(struct jpd_daemon *d);
+/* Main loop, when no session is left: the workers end their loops; joined in _join. */
+void jpd_workers_stop(struct jpd_daemon *d);
+void jpd_workers_join(struct jpd_daemon *d);
+/* For sessions, on the main loop: queues a session that left the main loop to the worker with the
+ * fewest runs. */
+void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
+/* Main loop: runs what was posted and hands on the sessions freed on workers, so what follows
+ * sees every post made before it. Called from the post handle and before anything that reads
+ * the state the posts change. */
+void jpd_workers_absorb(struct jpd_daemon *d);
+/* 1 on the main loop's thread. */
+int jpd_on_main(const struct jpd_daemon *d);
+/* From any thread: fn(d, payload) runs on the main loop after everything posted before it, and
+ * the payload is fn's from then on. 0, or -ENOMEM with nothing posted (payload still the
+ * caller's). */
+typedef void jpd_post_fn(struct jpd_daemon *d, void *payload);
+int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, void *payload);
+/* From a worker: one of its sessions was freed (counted, never lost to a failed allocation). */
+void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
+
+/* kept.c: the `show` store's slot cleared; for sessions, the store given one finished run
+ * (copied) and a runs-log row written, posted to the main loop from a worker; on the main
+ * loop, a kept run by id (NULL: none; absorb the workers' posts first). */
+void jpd_kept_clear(struct jpd_kept *k);
+void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
+const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id);
+void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
+/* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
+int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
+
+/* Keeps a run loaded from the state directory (takes its texts). */
+void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
+
+
+/* state.c: the state directory (--state-dir), main loop only; each does nothing without one.
+ * Load: the kept runs found there (a file that fails its checks is skipped with a log line
+ * naming it) and the next run id. Save / forget: one kept run's file; the next run id. */
+void jpd_state_load(struct jpd_daemon *d);
+void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
+void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
+void jpd_state_save_next_id(struct jpd_daemon *d);
+/* The id for a new run. With a state directory, ids come from a block whose end is saved
+ * before the block's first id is handed out, so a daemon that dies with runs in flight (never
+ * kept, never saved) never gives their ids again after a restart: it starts past the block. */
+uint64_t jpd_state_take_run_id(struct jpd_daemon *d);
+
+#endif

@@ -1,0 +1,30 @@
+#ifndef JETTPROF_DAEMON_STATUS_H
+#define JETTPROF_DAEMON_STATUS_H
+
+#include "jpd.h"
+
+/* status.c: the live runs, the totals and `jettprofd status`. */
+/* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
+ * counts it finished with its records). _end on a run never begun does nothing. */
+void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
+/* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
+void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
+                     const struct jp_ring *ring, const struct jp_engine *eng);
+void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
+/* Main loop: a connection was refused (permission, too many runs). */
+void jpd_live_refused(struct jpd_daemon *d);
+/* The status text for a caller of uid viewer in format JPD_STATUS_*, appended to b. A viewer
+ * that is root or the daemon's own uid sees every live run; any other sees its own runs in
+ * full and others' only as a count. */
+void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct jp_buf *b);
+/* Main loop: the newest `limit` finished runs (d->recent) a caller of uid viewer may see (the
+ * same rule as status, but others' runs are left out), format JP_STATUS_FMT_HUMAN or _JSON. */
+void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
+                   struct jp_buf *b);
+/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
+/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
+ * stdout; else atomically, temp + rename). Returns the exit status. */
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
+
+#endif
