@@ -25,18 +25,13 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * allocation event (nearly every record) goes to the engine's slot entry, which copies the slot
  * once and reads only its copy: a run of them at a time through jp_engine_feed_slots (no call
  * per slot), or, for a captured run, each copied to s->rec first, fed from there by
- * jp_engine_feed_slot and written to the capture. With that, and the engine's one-pass event
- * paths, the daemon spends about 93 instructions a record on alloc_builder's 18 M events
- * (cachegrind), against 236 when each record took the general checks and two copies. Any
- * other record: the header is read once, and the record is copied into s->rec before anything
- * else looks at it. s->rec is one small buffer reused for every record, so it stays in L1
- * next to the engine's tables. Copying
- * whole runs of slots (16 KiB to 1 MiB) out first and walking and feeding from there, one
- * record at a time or through jp_engine_feed_batch, measured slower: 22-27 ns of daemon CPU
- * per record against 19-20 ns (bench/daemon, 4 runs): the run streams through L1 and evicts
- * the engine's tables, and the walk's loads wait on the copy's stores. Slots are released
- * every JPD_RELEASE_SLOTS, so a producer waiting for room gets it while we are still
- * draining. */
+ * jp_engine_feed_slot and written to the capture. Any other record: the header is read once,
+ * and the record is copied into s->rec before anything else looks at it. s->rec is one small
+ * buffer reused for every record, so it stays in L1 next to the engine's tables. Copying
+ * whole runs of slots out first and feeding from the copy measured slower (bench/RESULTS.md
+ * has the figures): the run streams through L1 and evicts the engine's tables, and the walk's
+ * loads wait on the copy's stores. Slots are released every JPD_RELEASE_SLOTS, so a producer
+ * waiting for room gets it while we are still draining. */
 static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
 {
     s->last_found = 0;
@@ -220,17 +215,8 @@ void jpd_drain_pump(struct jpd_session *s)
             uv_timer_set_repeat(&s->timer, p);
         }
     }
-    if (s->stop_held) {
-        if (s->eof) {
-            /* The stream is whole; only the client that would take the result is gone. */
-            jpd_session_feed_stop(s);
-        } else if (s->finalize_seen) {
-            jpd_session_begin_excerpts(s);
-        }
-        /* else: RUN_STOP before FINALIZE; wait for it (the timer keeps ticking harmlessly). */
-        return;
-    }
-    if (r == 1 || (!s->eof && !s->finalize_seen && s->last_found > s->ring.slot_count / 2)) {
+    if (!s->stop_held &&
+        (r == 1 || (!s->eof && !s->finalize_seen && s->last_found > s->ring.slot_count / 2))) {
         /* More is waiting, or the producer filled more than half the ring within one period
          * (it may be waiting for room now, and the timer cannot tick faster than 1 ms): come
          * back on the next loop turn, after the other sessions and the sockets had theirs.
@@ -240,16 +226,9 @@ void jpd_drain_pump(struct jpd_session *s)
         uv_idle_start(&s->again, on_again);
         return;
     }
-    if (s->eof) {
-        jpd_result_finish(s, JP_END_PRODUCER_LOST, 0);
-        return;
-    }
-    if (s->finalize_seen) {
-        /* The agent commits its RUN_STOP before it sends FINALIZE, so an empty ring now means
-         * the stop never made it into the ring. */
-        jpd_result_finish(s, JP_END_COLLECTOR_FAILURE, 1);
-        return;
-    }
+    /* The ring is empty for now, or the stream's RUN_STOP is held: what that means for the run
+     * is the session's to decide. */
+    jpd_session_drained(s);
 }
 
 int jpd_drain_now(struct jpd_session *s)

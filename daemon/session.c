@@ -94,6 +94,30 @@ void jpd_session_fail(struct jpd_session *s, uint32_t code, const char *message)
     jpd_session_done(s);
 }
 
+void jpd_session_drained(struct jpd_session *s)
+{
+    if (s->stop_held) {
+        if (s->eof) {
+            /* The stream is whole; only the client that would take the result is gone. */
+            jpd_session_feed_stop(s);
+        } else if (s->finalize_seen) {
+            jpd_session_begin_excerpts(s);
+        }
+        /* else: RUN_STOP before FINALIZE; wait for it (the timer keeps ticking harmlessly). */
+        return;
+    }
+    if (s->eof) {
+        jpd_result_finish(s, JP_END_PRODUCER_LOST, 0);
+        return;
+    }
+    if (s->finalize_seen) {
+        /* The agent commits its RUN_STOP before it sends FINALIZE, so an empty ring now means
+         * the stop never made it into the ring. */
+        jpd_result_finish(s, JP_END_COLLECTOR_FAILURE, 1);
+    }
+    /* else: live and nothing waiting; the drain timer comes back. */
+}
+
 void jpd_session_begin_excerpts(struct jpd_session *s)
 {
     struct jp_report_opts o = {

@@ -131,6 +131,9 @@ void jpd_session_eof(struct jpd_session *s);
 void jpd_session_close(struct jpd_session *s);
 /* One decoded control message from the peer. */
 void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m);
+/* The drain found the ring empty, or holds the stream's RUN_STOP: the run goes on, asks for
+ * excerpts, is fed its stop, or ends (its producer lost, or its RUN_STOP never came). */
+void jpd_session_drained(struct jpd_session *s);
 /* RUN_STOP is held and FINALIZE seen: ask the runtime for the hot lines' excerpts. */
 void jpd_session_begin_excerpts(struct jpd_session *s);
 /* Feeds the held RUN_STOP and finishes the run. */
