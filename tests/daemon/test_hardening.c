@@ -67,6 +67,37 @@ static void expect_no_raw_control(const char *what, const char *text)
     cr_expect_eq(at, -1, "%s has a raw control byte at %ld: %s", what, at, text);
 }
 
+/* `jettprofd serve` with a runs log, both in dir: sock and log get their paths (600 bytes). */
+static pid_t serve_with_log(const char *dir, char *sock, char *log, int *errfd)
+{
+    snprintf(sock, 600, "%s/d.sock", dir);
+    snprintf(log, 600, "%s/runs.jsonl", dir);
+    const char *extra[] = {"--runs-log", log, NULL};
+    pid_t d = jpt_serve(sock, extra, errfd);
+    cr_assert_gt(d, 0);
+    return d;
+}
+
+/* Pushes the rest of s, finalizes and waits for the result. */
+static void finish_run(struct jpt_client *c, struct jpt_stream *s, struct jp_ring *ring,
+                       struct jpt_result *res)
+{
+    memset(res, 0, sizeof *res);
+    for (;;) {
+        uint8_t rec[JP_REC_MAX_SIZE];
+        uint32_t len = jpt_stream_next(s, rec);
+        if (!len)
+            break;
+        cr_assert_eq(jpt_push(ring, rec, len), 0);
+    }
+    jp_ring_close(ring);
+    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
+    f.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(c->fd, &f, NULL, 0), 0);
+    cr_assert_eq(jpt_finish(c, res, 60000), 0);
+    jp_ring_unmap(ring);
+}
+
 /* A path the engine accepts as a logical path (relative, no C0 or DEL) but carrying every C1
  * control a terminal might act on: CSI, OSC, DCS, ST, NEL. */
 #define HOSTILE_PROGRAM "src/\xc2\x9b" "2J\xc2\x9d" "0;owned\xc2\x9c\xc2\x90x\xc2\x85.jett"
@@ -75,12 +106,8 @@ Test(hardening, control_bytes_of_a_program_reach_no_human_output_raw)
 {
     char *dir = jpt_tmpdir();
     char sock[600], log[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(log, sizeof log, "%s/runs.jsonl", dir);
-    const char *extra[] = {"--runs-log", log, NULL};
     int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
+    pid_t d = serve_with_log(dir, sock, log, &errfd);
 
     struct jpt_client c;
     cr_assert_eq(jpt_client_connect(&c, sock), 0);
@@ -105,21 +132,9 @@ Test(hardening, control_bytes_of_a_program_reach_no_human_output_raw)
     free(out);
 
     /* the run ends; `runs` lists it */
-    for (;;) {
-        uint8_t rec[JP_REC_MAX_SIZE];
-        uint32_t len = jpt_stream_next(&s, rec);
-        if (!len)
-            break;
-        cr_assert_eq(jpt_push(&ring, rec, len), 0);
-    }
-    jp_ring_close(&ring);
-    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
-    f.u.finalize.termination = JP_TERM_RETURNED;
-    cr_assert_eq(jp_ctl_send(c.fd, &f, NULL, 0), 0);
     struct jpt_result res;
-    cr_assert_eq(jpt_finish(&c, &res, 60000), 0);
+    finish_run(&c, &s, &ring, &res);
     cr_assert_eq(res.status, JP_STATUS_COMPLETE, "%s %s", res.reason, res.error);
-    jp_ring_unmap(&ring);
     jpt_client_close(&c);
     expect_no_raw_control("the run's human profile", res.human);
     jpt_result_free(&res);
@@ -170,25 +185,6 @@ Test(hardening, a_runtime_error_quoting_program_text_is_escaped_on_stderr)
 
 /* ---- signals ---------------------------------------------------------------------------- */
 
-/* Pushes the rest of s, finalizes and waits for the result. */
-static void finish_run(struct jpt_client *c, struct jpt_stream *s, struct jp_ring *ring,
-                       struct jpt_result *res)
-{
-    for (;;) {
-        uint8_t rec[JP_REC_MAX_SIZE];
-        uint32_t len = jpt_stream_next(s, rec);
-        if (!len)
-            break;
-        cr_assert_eq(jpt_push(ring, rec, len), 0);
-    }
-    jp_ring_close(ring);
-    struct jp_ctl_msg f = {.type = JP_CTL_FINALIZE};
-    f.u.finalize.termination = JP_TERM_RETURNED;
-    cr_assert_eq(jp_ctl_send(c->fd, &f, NULL, 0), 0);
-    cr_assert_eq(jpt_finish(c, res, 60000), 0);
-    jp_ring_unmap(ring);
-}
-
 static int alive(pid_t pid)
 {
     int st;
@@ -204,12 +200,8 @@ Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeou
     int total = nsig + 2; /* and the first and last real-time signals */
     char *dir = jpt_tmpdir();
     char sock[600], log[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    snprintf(log, sizeof log, "%s/runs.jsonl", dir);
-    const char *extra[] = {"--runs-log", log, NULL};
     int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
+    pid_t d = serve_with_log(dir, sock, log, &errfd);
 
     for (int i = 0; i < total; i++) {
         int sig = i < nsig ? sigs[i] : i == nsig ? SIGRTMIN : SIGRTMAX;
