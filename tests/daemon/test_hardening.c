@@ -191,7 +191,7 @@ static int alive(pid_t pid)
     return waitpid(pid, &st, WNOHANG) == 0;
 }
 
-Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeout = 120)
+Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered)
 {
     static const int sigs[] = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF,
                                SIGPOLL, SIGPWR, SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGPIPE, SIGSEGV,
@@ -271,6 +271,20 @@ Test(hardening, every_catchable_signal_leaves_a_run_in_flight_delivered, .timeou
 
 /* ---- exports ---------------------------------------------------------------------------- */
 
+/* The daemon's resident memory is a bound only in a plain build: under AddressSanitizer its
+ * shadow memory and its quarantine of freed blocks (hundreds of MiB by design) are resident
+ * too, so the sanitizer builds check everything but that figure. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_IS_A_BOUND 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_IS_A_BOUND 0
+#endif
+#endif
+#ifndef RSS_IS_A_BOUND
+#define RSS_IS_A_BOUND 1
+#endif
+
 /* The most the daemon's memory grew to, from /proc: VmHWM in KiB. */
 static long peak_rss_kib(pid_t pid)
 {
@@ -287,8 +301,7 @@ static long peak_rss_kib(pid_t pid)
     return kib;
 }
 
-Test(hardening, a_runs_exports_stay_within_the_export_cap_and_the_profile_is_delivered,
-     .timeout = 120)
+Test(hardening, a_runs_exports_stay_within_the_export_cap_and_the_profile_is_delivered)
 {
     char *dir = jpt_tmpdir();
     char sock[600];
@@ -349,8 +362,9 @@ Test(hardening, a_runs_exports_stay_within_the_export_cap_and_the_profile_is_del
      * the CPU budget, the export cap and one 4 MiB piece in flight, and 16 MiB for the
      * report and the rest of the daemon's own. */
     long grew_kib = peak_rss_kib(d) - before_kib;
-    cr_expect_lt(grew_kib, (32 + 16 + 4 + 16) * 1024 + 256, "the daemon grew by %ld KiB",
-                 grew_kib);
+    if (RSS_IS_A_BOUND)
+        cr_expect_lt(grew_kib, (32 + 16 + 4 + 16) * 1024 + 256, "the daemon grew by %ld KiB",
+                     grew_kib);
     jpt_result_free(&res);
     jpt_result_free(&want);
 
@@ -366,7 +380,7 @@ Test(hardening, a_runs_exports_stay_within_the_export_cap_and_the_profile_is_del
 
 /* What `jett run` prints for a refused export: the stable reason, the profile still there and
  * no file left behind. */
-Test(hardening, jett_run_names_an_export_the_cap_refused, .timeout = 60)
+Test(hardening, jett_run_names_an_export_the_cap_refused)
 {
     char *dir = jpt_tmpdir();
     char sock[600], out_path[600], prog[1200], spec[700];
@@ -470,7 +484,7 @@ static void *discard_log(void *arg)
     return NULL;
 }
 
-Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out, .timeout = 120)
+Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out)
 {
     char *dir = jpt_tmpdir();
     cr_assert_eq(chmod(dir, 0755), 0);
@@ -529,8 +543,9 @@ Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out, .timeout = 120)
     /* The daemon grew by at most the flooding uid's worst case, 4 runs of (ring, budget,
      * export cap, a piece in flight), and a little for the other uid's runs. */
     long grew_kib = peak_rss_kib(d) - before_kib;
-    cr_expect_lt(grew_kib, 4 * (32 + 16 + 4) * 1024 + 32 * 1024, "the daemon grew by %ld KiB",
-                 grew_kib);
+    if (RSS_IS_A_BOUND)
+        cr_expect_lt(grew_kib, 4 * (32 + 16 + 4) * 1024 + 32 * 1024,
+                     "the daemon grew by %ld KiB", grew_kib);
 
     kill(d, SIGTERM);
     cr_assert_eq(tl_wait(d, 20000), 0);
