@@ -1,7 +1,7 @@
 /* The report library: from the engine's read-only view to the report: status and reasons,
  * eligibility on exact integers, the contract's four ordering keys, limit and ranks, hot
  * lines, call chains, suggestions and the excerpt keys. Built once per run; the writers
- * (render/writers.c, another library) turn it into human text and TOON, both from the same
+ * (render/toon.c and human.c, another library) turn it into human text and TOON, both from the same
  * struct so they cannot disagree on totals or order. Never calls a writer.
  */
 #include <errno.h>

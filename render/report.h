@@ -1,6 +1,6 @@
 /* The report: built once per run from the engine's read-only view (render/report.c, the
- * report library), printed by the writers (render/writers.c, the writers library, which never
- * builds one), and jp_profile_render for callers without an excerpt round trip
+ * report library), printed by the writers (render/toon.c and render/human.c, the writers
+ * library, which never builds one), and jp_profile_render for callers without an excerpt round trip
  * (render/profile.c). The engine never includes this header: the arrows go protocol <- engine
  * <- report <- writers <- callers. */
 #ifndef JETTPROF_RENDER_REPORT_H
@@ -139,7 +139,7 @@ int jp_report_excerpt_keys(const struct jp_report *r, struct jp_ctl_excerpt_key 
 void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint32_t ending);
 void jp_report_free(struct jp_report *r);
 
-/* ---- the writers library (render/writers.c, render/human.c); it never builds a report ---- */
+/* ---- the writers library (render/toon.c, human.c, dispatch.c); it never builds a report ---- */
 
 /* *out is malloc'ed and NUL-terminated at *len. 0, or -ENOMEM when an allocation failed
  * (nothing is left to free). The human text reads o->outputs (JP_OUT_VERBOSE) and o->run_id;

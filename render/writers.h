@@ -1,6 +1,6 @@
 /* What the two writers of the writers library share (defined in render/writers.c): the
  * qualified names, the excerpt lookup, the rule names and fixed suggestion templates, and the
- * one list of totals. The TOON writer (writers.c) and the human writer (human.c) take these
+ * one list of totals. The TOON writer (toon.c) and the human writer (human.c) take these
  * from here so that the two documents cannot disagree. Internal to render/: callers use
  * render/report.h.
  */

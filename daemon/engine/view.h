@@ -1,5 +1,5 @@
 /* The engine's read-only view of one run: what the report builder (render/report.c) and the
- * writers (render/writers.c) read.
+ * writers (render/toon.c, render/human.c) read.
  * The engine fills it (daemon/engine/view.c) and never calls the report; the report never
  * sees the engine's state (engine_internal.h is private to daemon/engine/).
  *

@@ -79,7 +79,7 @@ static int add_run(const struct jp_report *r, int side, struct drow **rows, size
         size_t name_len = k.len;
         jp_buf_put(&k, "", 1);
         uint16_t plen;
-        const char *path = xframe_path(v, f, &plen);
+        const char *path = jpx_frame_path(v, f, &plen);
         if (path)
             jp_buf_put(&k, path, plen);
         if (!k.failed && *n == *cap) {
@@ -303,7 +303,7 @@ static void dstacks_free(struct dstack *s, size_t n)
 }
 
 /* The stacks of p as folded text, sorted by it, equal texts merged. */
-static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
+static int dstacks_of(const struct jpx_prof *p, struct dstack **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -313,7 +313,7 @@ static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
     for (uint32_t i = 0; rc == 0 && i < p->n; i++) {
         b.len = 0;
         jp_buf_put(&b, "", 0);
-        xfolded_stack(&b, &scratch, p, &p->st[i]);
+        jpx_folded_stack(&b, &scratch, p, &p->st[i]);
         if (b.failed || scratch.failed || !(s[i].text = malloc(b.len + 1u))) {
             rc = -ENOMEM;
             break;
@@ -346,7 +346,7 @@ static int dstacks_of(const struct xprof *p, struct dstack **out, size_t *n)
     return 0;
 }
 
-static int folded(struct jp_buf *b, const struct xprof *x)
+static int folded(struct jp_buf *b, const struct jpx_prof *x)
 {
     struct dstack *s[2];
     size_t n[2];
@@ -375,10 +375,10 @@ static int folded(struct jp_buf *b, const struct xprof *x)
 /* ---- the differential flame graph ---- */
 
 struct dsvg {
-    const struct xprof *x;      /* base, new */
-    const struct xsvg_node *nd; /* the new run's boxes */
-    uint64_t *base;             /* per box: the base run's value at the same frame path */
-    u128 max;                   /* the largest change of share over the boxes */
+    const struct jpx_prof *x;      /* base, new */
+    const struct jpx_svg_node *nd; /* the new run's boxes */
+    uint64_t *base;                /* per box: the base run's value at the same frame path */
+    u128 max;                      /* the largest change of share over the boxes */
 };
 
 static void dsvg_change(const struct dsvg *g, uint32_t i, u128 *mag, bool *grew)
@@ -422,7 +422,7 @@ static void dsvg_tip(void *ctx, struct jp_buf *b, uint32_t i)
 }
 
 /* Each box's frame path as folded text, built from its parent's. */
-static int node_paths(const struct xprof *p, const struct xsvg_node *nd, uint32_t n,
+static int node_paths(const struct jpx_prof *p, const struct jpx_svg_node *nd, uint32_t n,
                       struct dstack *out)
 {
     struct jp_buf b = {0};
@@ -435,7 +435,7 @@ static int node_paths(const struct xprof *p, const struct xsvg_node *nd, uint32_
             jp_buf_put(&b, ";", 1);
         }
         if (nd[i].func >= p->v->nfuncs)
-            JP_BUF_LIT(&b, XFRAME_UNATTRIBUTED);
+            JP_BUF_LIT(&b, JPX_FRAME_UNATTRIBUTED);
         else
             jp_wr_qualified(&b, &p->v->funcs[nd[i].func]);
         if (b.failed || !(out[i].text = malloc(b.len + 1u))) {
@@ -450,15 +450,15 @@ static int node_paths(const struct xprof *p, const struct xsvg_node *nd, uint32_
     return 0;
 }
 
-static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
+static int svg(struct jp_buf *b, const struct jpx_prof *x, const struct diff *d)
 {
-    struct xsvg_node *nd[2] = {NULL, NULL};
+    struct jpx_svg_node *nd[2] = {NULL, NULL};
     uint32_t n[2] = {0, 0};
     struct dstack *path[2] = {NULL, NULL};
     uint64_t *base = NULL;
     int rc = 0;
     for (int s = 0; s < 2 && rc == 0; s++)
-        if ((rc = xsvg_tree(&x[s], &nd[s], &n[s])) == 0 &&
+        if ((rc = jpx_svg_tree(&x[s], &nd[s], &n[s])) == 0 &&
             !(path[s] = calloc(n[s] + 1u, sizeof *path[s])))
             rc = -ENOMEM;
     for (int s = 0; s < 2 && rc == 0; s++)
@@ -509,12 +509,12 @@ static int svg(struct jp_buf *b, const struct xprof *x, const struct diff *d)
                 jp_buf_printf(&sub, "%s%s %s%s%s%s, %" PRIu64 " %s", s ? "; " : "", label[s],
                               status_of(d->run[s]), d->run[s]->reason[0] ? " (" : "",
                               d->run[s]->reason, d->run[s]->reason[0] ? ")" : "",
-                              x[s].total, xvalue_unit(x[s].value));
+                              x[s].total, jpx_value_unit(x[s].value));
             if (title.failed || sub.failed) {
                 rc = -ENOMEM;
             } else {
-                struct xsvg_style st = {&g, dsvg_fill, dsvg_tip, sub.p};
-                xsvg_doc(b, &x[1], nd[1], n[1], title.p, &st);
+                struct jpx_svg_style st = {&g, dsvg_fill, dsvg_tip, sub.p};
+                jpx_svg_doc(b, &x[1], nd[1], n[1], title.p, &st);
             }
             jp_buf_free(&title);
             jp_buf_free(&sub);
@@ -545,19 +545,19 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
     jp_buf_put(&b, "", 0);
     int rc = 0;
     if (format == JP_DIFF_FOLDED || format == JP_DIFF_SVG) {
-        struct xprof x[2];
-        if ((rc = xprof_build(base, JP_XVAL_DEFAULT, &x[0])) < 0) {
+        struct jpx_prof x[2];
+        if ((rc = jpx_prof_build(base, JP_XVAL_DEFAULT, &x[0])) < 0) {
             jp_buf_free(&b);
             return rc;
         }
-        if ((rc = xprof_build(next, JP_XVAL_DEFAULT, &x[1])) < 0) {
-            xprof_free(&x[0]);
+        if ((rc = jpx_prof_build(next, JP_XVAL_DEFAULT, &x[1])) < 0) {
+            jpx_prof_free(&x[0]);
             jp_buf_free(&b);
             return rc;
         }
         rc = format == JP_DIFF_FOLDED ? folded(&b, x) : svg(&b, x, &d);
-        xprof_free(&x[0]);
-        xprof_free(&x[1]);
+        jpx_prof_free(&x[0]);
+        jpx_prof_free(&x[1]);
     } else {
         size_t cap = 0;
         rc = add_run(base, 0, &d.rows, &d.n, &cap);

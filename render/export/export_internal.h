@@ -1,6 +1,7 @@
 /* Private to render/export/: the stacks every format writes (export_stacks.c) and the frame
  * facts they print. Each format is one file: folded.c, pprof.c, speedscope.c, svg.c; diff.c
- * compares two runs. */
+ * compares two runs. Every name declared here carries jpx_ (JPX_ for constants); the jp_export_
+ * and jp_diff_ names of export.h are what callers use. */
 #ifndef JETTPROF_RENDER_EXPORT_INTERNAL_H
 #define JETTPROF_RENDER_EXPORT_INTERNAL_H
 
@@ -12,11 +13,11 @@
 #include "render/writers.h" /* jp_wr_qualified: one way to name a frame */
 
 /* The chain index of the one stack holding what no chain holds (export.h) */
-#define XSTACK_UNATTRIBUTED UINT32_MAX
-#define XFRAME_UNATTRIBUTED "<unattributed>"
+#define JPX_STACK_UNATTRIBUTED UINT32_MAX
+#define JPX_FRAME_UNATTRIBUTED "<unattributed>"
 
-struct xstack {
-    uint32_t chain; /* index into view->chains, or XSTACK_UNATTRIBUTED */
+struct jpx_stack {
+    uint32_t chain; /* index into view->chains, or JPX_STACK_UNATTRIBUTED */
     uint64_t value;
 };
 
@@ -24,63 +25,63 @@ struct xstack {
  * element by element with the function keys, a shorter prefix first), the unattributed stack
  * last. Only stacks with a non-zero value are kept. total is the report's total for the value
  * (the sum of the stacks' values). */
-struct xprof {
+struct jpx_prof {
     const struct jp_report *r;
     const struct jp_engine_view *v;
     uint32_t value;      /* JP_XVAL_*, resolved from the default */
-    struct xstack *st;
+    struct jpx_stack *st;
     uint32_t n;
     uint64_t total;
 };
 
 /* 0; -EINVAL (a value of the other mode), -ENODATA (live figures unavailable), -ENOMEM. */
-int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p);
-void xprof_free(struct xprof *p);
+int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p);
+void jpx_prof_free(struct jpx_prof *p);
 
 /* A stack's frames, root first, into seq[JP_MAX_DEPTH]: function indices, v->nfuncs standing
  * for <unattributed>; returns how many. */
-uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq);
+uint32_t jpx_stack_frames(const struct jpx_prof *p, const struct jpx_stack *s, uint32_t *seq);
 /* The frame's source path (relative, as the report prints it), or NULL when unavailable. */
-const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len);
+const char *jpx_frame_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len);
 /* The value's unit word ("samples", "bytes", "allocations"). */
-const char *xvalue_unit(uint32_t value);
+const char *jpx_value_unit(uint32_t value);
 /* One line naming the run: "CPU profile, complete, 1234 samples" (mode, status with reason,
  * the total and unit). */
-void xprof_title(struct jp_buf *b, const struct xprof *p);
+void jpx_prof_title(struct jp_buf *b, const struct jpx_prof *p);
 
 /* The flame graph's boxes: one per (stack prefix) node of the stacks' tree, in preorder,
  * siblings in the stacks' order; start and value in the exported unit, depth 1 at the root.
  * func: a function index, or v->nfuncs for <unattributed>. */
-struct xsvg_node {
+struct jpx_svg_node {
     uint32_t func, depth;
     uint32_t parent; /* node index + 1, 0 for a root */
     uint64_t start, value;
 };
 /* 0 with *nodes malloc'ed (NULL when there is none), or -ENOMEM. */
-int xsvg_tree(const struct xprof *p, struct xsvg_node **nodes, uint32_t *n);
+int jpx_svg_tree(const struct jpx_prof *p, struct jpx_svg_node **nodes, uint32_t *n);
 /* How the flame graph colours and describes each box; NULL members take the plain ones
  * (a warm colour per function name, the box's value and share). */
-struct xsvg_style {
+struct jpx_svg_style {
     void *ctx;
     uint32_t (*fill)(void *ctx, uint32_t node);                      /* 0xRRGGBB */
     void (*tip)(void *ctx, struct jp_buf *b, uint32_t node);        /* after the name */
     const char *subtitle; /* the second heading line, NULL: the run's totals */
 };
-/* The whole SVG document of nodes (from xsvg_tree on p). */
-void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *nodes,
-              uint32_t n, const char *title, const struct xsvg_style *style);
+/* The whole SVG document of nodes (from jpx_svg_tree on p). */
+void jpx_svg_doc(struct jp_buf *b, const struct jpx_prof *p, const struct jpx_svg_node *nodes,
+                 uint32_t n, const char *title, const struct jpx_svg_style *style);
 /* A frame's name, escaped for XML text and attributes. */
-void xsvg_name(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func);
+void jpx_svg_name(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func);
 
 /* A stack's frames as folded text (no value, no newline); tmp is scratch. */
-void xfolded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct xprof *p,
-                   const struct xstack *s);
+void jpx_folded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct jpx_prof *p,
+                      const struct jpx_stack *s);
 
 /* The writers, each appending its document to b (which latches out of memory). */
-void xwrite_folded(struct jp_buf *b, const struct xprof *p);
+void jpx_write_folded(struct jp_buf *b, const struct jpx_prof *p);
 /* max_bytes: 0, or the cap on the packed message and on the gzip bytes (-EFBIG past it). */
-int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *len);
-void xwrite_speedscope(struct jp_buf *b, const struct xprof *p);
-void xwrite_svg(struct jp_buf *b, const struct xprof *p);
+int jpx_write_pprof(const struct jpx_prof *p, uint64_t max_bytes, char **out, size_t *len);
+void jpx_write_speedscope(struct jp_buf *b, const struct jpx_prof *p);
+void jpx_write_svg(struct jp_buf *b, const struct jpx_prof *p);
 
 #endif

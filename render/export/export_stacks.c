@@ -55,20 +55,20 @@ int jp_export_value_parse(const char *word, uint32_t *value)
     return -EINVAL;
 }
 
-const char *xvalue_unit(uint32_t value)
+const char *jpx_value_unit(uint32_t value)
 {
     return value < JP_XVAL_COUNT ? values[value].unit : "";
 }
 
-uint32_t xstack_frames(const struct xprof *p, const struct xstack *s, uint32_t *seq)
+uint32_t jpx_stack_frames(const struct jpx_prof *p, const struct jpx_stack *s, uint32_t *seq)
 {
-    if (s->chain != XSTACK_UNATTRIBUTED)
+    if (s->chain != JPX_STACK_UNATTRIBUTED)
         return jp_chain_funcs(p->v, s->chain, seq);
     seq[0] = p->v->nfuncs;
     return 1;
 }
 
-const char *xframe_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len)
+const char *jpx_frame_path(const struct jp_engine_view *v, const struct jp_func *f, uint16_t *len)
 {
     if (!f->source || f->source >= v->nsources)
         return NULL;
@@ -106,10 +106,11 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
 
 static int stack_order(const void *a, const void *b, void *v)
 {
-    return jp_chain_lex_cmp(v, ((const struct xstack *)a)->chain, ((const struct xstack *)b)->chain);
+    return jp_chain_lex_cmp(v, ((const struct jpx_stack *)a)->chain,
+                            ((const struct jpx_stack *)b)->chain);
 }
 
-int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
+int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p)
 {
     const struct jp_engine_view *v = r->v;
     memset(p, 0, sizeof *p);
@@ -122,7 +123,7 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
         return -ENODATA;
     uint32_t cap = v->nchains + 1u;
     uint64_t *vals = calloc(cap, sizeof *vals);
-    struct xstack *st = malloc(cap * sizeof *st);
+    struct jpx_stack *st = malloc(cap * sizeof *st);
     int rc = vals && st ? 0 : -ENOMEM;
     uint64_t total = 0;
     if (rc == 0)
@@ -136,34 +137,34 @@ int xprof_build(const struct jp_report *r, uint32_t value, struct xprof *p)
     uint64_t sum = 0;
     for (uint32_t c = 0; c < v->nchains; c++)
         if (vals[c]) {
-            st[n++] = (struct xstack){c, vals[c]};
+            st[n++] = (struct jpx_stack){c, vals[c]};
             sum += vals[c];
         }
     if (n > 1) /* distinct chains never tie */
         qsort_r(st, n, sizeof *st, stack_order, (void *)v);
     if (total > sum)
-        st[n++] = (struct xstack){XSTACK_UNATTRIBUTED, total - sum};
+        st[n++] = (struct jpx_stack){JPX_STACK_UNATTRIBUTED, total - sum};
     else
         total = sum;
     free(vals);
-    *p = (struct xprof){r, v, value, st, n, total};
+    *p = (struct jpx_prof){r, v, value, st, n, total};
     return 0;
 }
 
-void xprof_free(struct xprof *p)
+void jpx_prof_free(struct jpx_prof *p)
 {
     free(p->st);
     memset(p, 0, sizeof *p);
 }
 
-void xprof_title(struct jp_buf *b, const struct xprof *p)
+void jpx_prof_title(struct jp_buf *b, const struct jpx_prof *p)
 {
     const struct jp_report *r = p->r;
     jp_buf_puts(b, p->v->mode == JP_MODE_CPU ? "CPU profile, " : "Memory profile, ");
     jp_buf_puts(b, jp_status_word(r->status) ? jp_status_word(r->status) : "unknown");
     if (r->reason && r->reason[0])
         jp_buf_printf(b, " (%s)", r->reason);
-    jp_buf_printf(b, ", %llu %s", (unsigned long long)p->total, xvalue_unit(p->value));
+    jp_buf_printf(b, ", %llu %s", (unsigned long long)p->total, jpx_value_unit(p->value));
     if (p->value != JP_XVAL_SAMPLES && p->value != JP_XVAL_DEFAULT)
         jp_buf_printf(b, " (%s)", values[p->value].word);
 }
@@ -175,23 +176,23 @@ int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, c
         return -EINVAL;
     *out = NULL;
     *len = 0;
-    struct xprof p;
-    int rc = xprof_build(r, o->value, &p);
+    struct jpx_prof p;
+    int rc = jpx_prof_build(r, o->value, &p);
     if (rc < 0)
         return rc;
     if (o->format == JP_EXPORT_PPROF) {
-        rc = xwrite_pprof(&p, o->max_bytes, out, len);
-        xprof_free(&p);
+        rc = jpx_write_pprof(&p, o->max_bytes, out, len);
+        jpx_prof_free(&p);
         return rc;
     }
     struct jp_buf b = {.limit = (size_t)o->max_bytes};
     jp_buf_put(&b, "", 0); /* an empty profile is an empty document, not a failure */
     if (o->format == JP_EXPORT_FOLDED)
-        xwrite_folded(&b, &p);
+        jpx_write_folded(&b, &p);
     else if (o->format == JP_EXPORT_SPEEDSCOPE)
-        xwrite_speedscope(&b, &p);
+        jpx_write_speedscope(&b, &p);
     else
-        xwrite_svg(&b, &p);
-    xprof_free(&p);
+        jpx_write_svg(&b, &p);
+    jpx_prof_free(&p);
     return jp_buf_finish(&b, out, len);
 }

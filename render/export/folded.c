@@ -20,26 +20,26 @@ static void folded_name(struct jp_buf *b, struct jp_buf *tmp, const struct jp_fu
     jp_buf_put(b, tmp->p, tmp->len);
 }
 
-void xfolded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct xprof *p,
-                   const struct xstack *s)
+void jpx_folded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct jpx_prof *p,
+                      const struct jpx_stack *s)
 {
     uint32_t seq[JP_MAX_DEPTH];
-    uint32_t n = xstack_frames(p, s, seq);
+    uint32_t n = jpx_stack_frames(p, s, seq);
     for (uint32_t k = 0; k < n; k++) {
         if (k)
             jp_buf_put(b, ";", 1);
         if (seq[k] == p->v->nfuncs)
-            JP_BUF_LIT(b, XFRAME_UNATTRIBUTED);
+            JP_BUF_LIT(b, JPX_FRAME_UNATTRIBUTED);
         else
             folded_name(b, tmp, &p->v->funcs[seq[k]]);
     }
 }
 
-void xwrite_folded(struct jp_buf *b, const struct xprof *p)
+void jpx_write_folded(struct jp_buf *b, const struct jpx_prof *p)
 {
     struct jp_buf tmp = {0};
     for (uint32_t i = 0; i < p->n && !b->failed; i++) {
-        xfolded_stack(b, &tmp, p, &p->st[i]);
+        jpx_folded_stack(b, &tmp, p, &p->st[i]);
         jp_buf_printf(b, " %llu\n", (unsigned long long)p->st[i].value);
     }
     jp_buf_free(&tmp);

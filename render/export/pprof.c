@@ -100,25 +100,25 @@ static int gzip_bytes(const uint8_t *in, size_t n, char **out, size_t *len)
 
 /* The run's stacks for each sample type; every list is in the one stack order. */
 struct types {
-    struct xprof prof[MAX_TYPES];
+    struct jpx_prof prof[MAX_TYPES];
     const char *name[MAX_TYPES], *unit[MAX_TYPES];
     uint64_t mul[MAX_TYPES]; /* value multiplier (cpu/nanoseconds: the period) */
     uint32_t n;
 };
 
-static int stack_cmp(const struct jp_engine_view *v, const struct xstack *a,
-                     const struct xstack *b)
+static int stack_cmp(const struct jp_engine_view *v, const struct jpx_stack *a,
+                     const struct jpx_stack *b)
 {
     if (a->chain == b->chain)
         return 0;
-    if (a->chain == XSTACK_UNATTRIBUTED)
+    if (a->chain == JPX_STACK_UNATTRIBUTED)
         return 1;
-    if (b->chain == XSTACK_UNATTRIBUTED)
+    if (b->chain == JPX_STACK_UNATTRIBUTED)
         return -1;
     return jp_chain_lex_cmp(v, a->chain, b->chain);
 }
 
-static int types_build(const struct xprof *p, struct types *t)
+static int types_build(const struct jpx_prof *p, struct types *t)
 {
     memset(t, 0, sizeof *t);
     const struct jp_engine_view *v = p->v;
@@ -141,7 +141,7 @@ static int types_build(const struct xprof *p, struct types *t)
             t->prof[t->n] = *p;
             t->prof[t->n].st = NULL; /* borrowed: not freed with the others */
         } else {
-            int rc = xprof_build(p->r, mem[i].value, &t->prof[t->n]);
+            int rc = jpx_prof_build(p->r, mem[i].value, &t->prof[t->n]);
             if (rc == -ENODATA)
                 continue; /* retained bytes unavailable: no in-use type */
             if (rc < 0)
@@ -153,23 +153,23 @@ static int types_build(const struct xprof *p, struct types *t)
     return 0;
 }
 
-static void types_free(struct types *t, const struct xprof *p)
+static void types_free(struct types *t, const struct jpx_prof *p)
 {
     for (uint32_t i = 0; i < t->n; i++)
         if (p->v->mode == JP_MODE_MEMORY && t->prof[i].st)
-            xprof_free(&t->prof[i]);
+            jpx_prof_free(&t->prof[i]);
 }
 
-static const struct xstack *types_stack(const struct types *t, const struct xprof *p,
-                                        uint32_t i, uint32_t k)
+static const struct jpx_stack *types_stack(const struct types *t, const struct jpx_prof *p,
+                                           uint32_t i, uint32_t k)
 {
-    const struct xprof *x = &t->prof[i];
+    const struct jpx_prof *x = &t->prof[i];
     if (p->v->mode == JP_MODE_MEMORY && x->value == p->value)
         x = p;
     return k < x->n ? &x->st[k] : NULL;
 }
 
-int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *len)
+int jpx_write_pprof(const struct jpx_prof *p, uint64_t max_bytes, char **out, size_t *len)
 {
     const struct jp_engine_view *v = p->v;
     struct types t;
@@ -223,9 +223,9 @@ int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *
     uint32_t seq[JP_MAX_DEPTH];
     struct jp_buf name = {0};
     for (;;) {
-        const struct xstack *next = NULL;
+        const struct jpx_stack *next = NULL;
         for (uint32_t i = 0; i < t.n; i++) {
-            const struct xstack *s = types_stack(&t, p, i, pos[i]);
+            const struct jpx_stack *s = types_stack(&t, p, i, pos[i]);
             if (s && (!next || stack_cmp(v, s, next) < 0))
                 next = s;
         }
@@ -236,13 +236,13 @@ int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *
         sm->value = &vals[(size_t)nsamp * MAX_TYPES];
         sm->n_value = t.n;
         for (uint32_t i = 0; i < t.n; i++) {
-            const struct xstack *s = types_stack(&t, p, i, pos[i]);
+            const struct jpx_stack *s = types_stack(&t, p, i, pos[i]);
             if (s && stack_cmp(v, s, next) == 0) {
                 sm->value[i] = (int64_t)(s->value * t.mul[i]);
                 pos[i]++;
             }
         }
-        uint32_t depth = xstack_frames(p, next, seq);
+        uint32_t depth = jpx_stack_frames(p, next, seq);
         sm->location_id = &locs[(size_t)nsamp * JP_MAX_DEPTH];
         sm->n_location_id = depth;
         for (uint32_t k = 0; k < depth; k++) {
@@ -255,7 +255,7 @@ int xwrite_pprof(const struct xprof *p, uint64_t max_bytes, char **out, size_t *
                 name.len = 0;
                 jp_buf_put(&name, "", 0);
                 if (f == v->nfuncs)
-                    JP_BUF_LIT(&name, XFRAME_UNATTRIBUTED);
+                    JP_BUF_LIT(&name, JPX_FRAME_UNATTRIBUTED);
                 else
                     jp_wr_qualified(&name, &v->funcs[f]);
                 st.failed |= name.failed;

@@ -37,7 +37,7 @@ static void json_text(struct jp_buf *b, struct jp_buf *tmp, const char *s, size_
     jp_json_str(b, tmp->p);
 }
 
-void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
+void jpx_write_speedscope(struct jp_buf *b, const struct jpx_prof *p)
 {
     const struct jp_engine_view *v = p->v;
     /* frame index + 1 per function, 0: not listed yet; slot nfuncs: <unattributed> */
@@ -52,12 +52,12 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
                   JETTPROF_VERSION "\",\"name\":");
     tmp.len = 0;
     jp_buf_put(&tmp, "", 0);
-    xprof_title(&tmp, p);
+    jpx_prof_title(&tmp, p);
     jp_json_str(b, tmp.failed ? "" : tmp.p);
     b->failed |= tmp.failed;
     JP_BUF_LIT(b, ",\"activeProfileIndex\":0,\"shared\":{\"frames\":[");
     for (uint32_t i = 0; i < p->n && !b->failed; i++) {
-        uint32_t n = xstack_frames(p, &p->st[i], seq);
+        uint32_t n = jpx_stack_frames(p, &p->st[i], seq);
         for (uint32_t k = 0; k < n; k++) {
             if (idx[seq[k]])
                 continue;
@@ -66,13 +66,13 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
                 jp_buf_put(b, ",", 1);
             JP_BUF_LIT(b, "{\"name\":");
             if (seq[k] == v->nfuncs) {
-                JP_BUF_LIT(b, "\"" XFRAME_UNATTRIBUTED "\"}");
+                JP_BUF_LIT(b, "\"" JPX_FRAME_UNATTRIBUTED "\"}");
                 continue;
             }
             const struct jp_func *f = &v->funcs[seq[k]];
             json_name(b, &tmp, f);
             uint16_t plen;
-            const char *path = xframe_path(v, f, &plen);
+            const char *path = jpx_frame_path(v, f, &plen);
             if (path) {
                 JP_BUF_LIT(b, ",\"file\":");
                 json_text(b, &tmp, path, plen);
@@ -88,7 +88,7 @@ void xwrite_speedscope(struct jp_buf *b, const struct xprof *p)
                                                                                  : "bytes",
                   (unsigned long long)p->total);
     for (uint32_t i = 0; i < p->n && !b->failed; i++) {
-        uint32_t n = xstack_frames(p, &p->st[i], seq);
+        uint32_t n = jpx_stack_frames(p, &p->st[i], seq);
         jp_buf_put(b, i ? ",[" : "[", i ? 2 : 1);
         for (uint32_t k = 0; k < n; k++)
             jp_buf_printf(b, k ? ",%u" : "%u", (unsigned)(idx[seq[k]] - 1u));

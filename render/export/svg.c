@@ -18,30 +18,30 @@
 #define SVG_CHAR_X100 720u /* a 12 px monospace character, in hundredths of a pixel */
 #define SVG_PAD_X100 600u  /* label inset on both sides */
 
-int xsvg_tree(const struct xprof *p, struct xsvg_node **nodes, uint32_t *n)
+int jpx_svg_tree(const struct jpx_prof *p, struct jpx_svg_node **nodes, uint32_t *n)
 {
     *nodes = NULL;
     *n = 0;
     /* at most one node per (stack, depth); the unattributed stack has one frame */
     size_t cap = 0;
     for (uint32_t i = 0; i < p->n; i++)
-        cap += p->st[i].chain == XSTACK_UNATTRIBUTED ? 1u : p->v->chains[p->st[i].chain].depth;
+        cap += p->st[i].chain == JPX_STACK_UNATTRIBUTED ? 1u : p->v->chains[p->st[i].chain].depth;
     if (!cap)
         return 0;
-    struct xsvg_node *nd = malloc(cap * sizeof *nd);
+    struct jpx_svg_node *nd = malloc(cap * sizeof *nd);
     if (!nd)
         return -ENOMEM;
     uint32_t open[JP_MAX_DEPTH], nopen = 0, seq[JP_MAX_DEPTH], count = 0;
     uint64_t at = 0;
     for (uint32_t i = 0; i < p->n; i++) {
-        uint32_t len = xstack_frames(p, &p->st[i], seq);
+        uint32_t len = jpx_stack_frames(p, &p->st[i], seq);
         /* the stacks are sorted, so a shared prefix is the previous stack's open nodes */
         uint32_t keep = 0;
         while (keep < nopen && keep < len && nd[open[keep]].func == seq[keep])
             keep++;
         nopen = keep;
         for (uint32_t k = keep; k < len; k++) {
-            nd[count] = (struct xsvg_node){seq[k], k + 1u, k ? open[k - 1u] + 1u : 0, at, 0};
+            nd[count] = (struct jpx_svg_node){seq[k], k + 1u, k ? open[k - 1u] + 1u : 0, at, 0};
             open[nopen++] = count++;
         }
         for (uint32_t k = 0; k < len; k++)
@@ -76,12 +76,12 @@ static void xml_text(struct jp_buf *b, const char *s, size_t n)
 static void name_raw(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func)
 {
     if (func >= v->nfuncs)
-        JP_BUF_LIT(b, XFRAME_UNATTRIBUTED);
+        JP_BUF_LIT(b, JPX_FRAME_UNATTRIBUTED);
     else
         jp_wr_qualified(b, &v->funcs[func]);
 }
 
-void xsvg_name(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func)
+void jpx_svg_name(struct jp_buf *b, const struct jp_engine_view *v, uint32_t func)
 {
     struct jp_buf t = {0};
     name_raw(&t, v, func);
@@ -147,16 +147,16 @@ static void label(struct jp_buf *b, const struct jp_engine_view *v, uint32_t fun
     jp_buf_free(&t);
 }
 
-static void plain_tip(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *nd)
+static void plain_tip(struct jp_buf *b, const struct jpx_prof *p, const struct jpx_svg_node *nd)
 {
     uint64_t h = jp_percent_hundredths(nd->value, p->total);
     jp_buf_printf(b, " (%llu %s, %llu.%02llu%%)", (unsigned long long)nd->value,
-                  xvalue_unit(p->value), (unsigned long long)(h / 100u),
+                  jpx_value_unit(p->value), (unsigned long long)(h / 100u),
                   (unsigned long long)(h % 100u));
 }
 
 /* The run's totals, as the report names them. */
-static void totals_line(struct jp_buf *b, const struct xprof *p)
+static void totals_line(struct jp_buf *b, const struct jpx_prof *p)
 {
     const struct jp_engine_view *v = p->v;
     if (v->mode == JP_MODE_CPU) {
@@ -181,8 +181,8 @@ static void totals_line(struct jp_buf *b, const struct xprof *p)
         JP_BUF_LIT(b, ", peak_live_bytes unavailable, retained_bytes unavailable");
 }
 
-void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *nodes,
-              uint32_t n, const char *title, const struct xsvg_style *style)
+void jpx_svg_doc(struct jp_buf *b, const struct jpx_prof *p, const struct jpx_svg_node *nodes,
+                 uint32_t n, const char *title, const struct jpx_svg_style *style)
 {
     uint32_t depth = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -212,13 +212,13 @@ void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *n
     }
     JP_BUF_LIT(b, "</text>\n<g font-family=\"monospace\" font-size=\"12\" fill=\"#000000\">\n");
     for (uint32_t i = 0; i < n && !b->failed; i++) {
-        const struct xsvg_node *nd = &nodes[i];
+        const struct jpx_svg_node *nd = &nodes[i];
         uint64_t x = SVG_MARGIN * 100u + scale(nd->start, p->total);
         uint64_t w = scale(nd->value, p->total);
         uint64_t y = (SVG_TOP + (depth - nd->depth) * SVG_ROW) * 100u;
         uint32_t rgb = style && style->fill ? style->fill(style->ctx, i) : warm(b, p->v, nd->func);
         JP_BUF_LIT(b, "<g><title>");
-        xsvg_name(b, p->v, nd->func);
+        jpx_svg_name(b, p->v, nd->func);
         if (style && style->tip)
             style->tip(style->ctx, b, i);
         else
@@ -250,20 +250,20 @@ void xsvg_doc(struct jp_buf *b, const struct xprof *p, const struct xsvg_node *n
     JP_BUF_LIT(b, "</g>\n</svg>\n");
 }
 
-void xwrite_svg(struct jp_buf *b, const struct xprof *p)
+void jpx_write_svg(struct jp_buf *b, const struct jpx_prof *p)
 {
-    struct xsvg_node *nodes;
+    struct jpx_svg_node *nodes;
     uint32_t n;
-    if (xsvg_tree(p, &nodes, &n) < 0) {
+    if (jpx_svg_tree(p, &nodes, &n) < 0) {
         b->failed = true;
         return;
     }
     struct jp_buf t = {0};
-    xprof_title(&t, p);
+    jpx_prof_title(&t, p);
     if (t.failed || !t.p)
         b->failed = true;
     else
-        xsvg_doc(b, p, nodes, n, t.p, NULL);
+        jpx_svg_doc(b, p, nodes, n, t.p, NULL);
     jp_buf_free(&t);
     free(nodes);
 }

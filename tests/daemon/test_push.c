@@ -7,15 +7,12 @@
  * result nor the daemon's exit; bad flags are named; a client's program cannot add a label. */
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -23,228 +20,25 @@
 
 #include "support.h"
 #include "capfile.h"
+#include "tests/lib/http_recv.h"
 
-/* ---- the receiver ---- */
-
-#define MAX_REQS 160
-
-struct req {
-    char method[16];
-    char path[512];
-    char query[8192]; /* raw, as sent */
-    char ctype[128];
-    char auth[256];
-    int has_expect;
-    char *body;
-    size_t len;
-};
-
-struct receiver {
-    int fd, port;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int codes[8], ncodes; /* the status of request i (the last one repeats); 0: no answer */
-    struct req reqs[MAX_REQS];
-    int nreq;
-    int held[MAX_REQS], nheld; /* connections left unanswered */
-    int stop;
-};
-
-static int read_some(int fd, char *buf, size_t cap)
-{
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 10000) <= 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap);
-    return n <= 0 ? -1 : (int)n;
-}
-
-/* One request off fd into *q: 0, or -1 when the peer sent no whole request. */
-static int read_request(int fd, struct req *q)
-{
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    char *end = NULL;
-    if (!buf)
-        return -1;
-    while (!end) {
-        if (len + 1 >= cap)
-            return free(buf), -1;
-        int n = read_some(fd, buf + len, cap - len - 1);
-        if (n < 0)
-            return free(buf), -1;
-        len += (size_t)n;
-        buf[len] = '\0';
-        end = strstr(buf, "\r\n\r\n");
-    }
-    memset(q, 0, sizeof *q);
-    char target[8704] = "";
-    if (sscanf(buf, "%15s %8703s", q->method, target) != 2)
-        return free(buf), -1;
-    char *qm = strchr(target, '?');
-    if (qm) {
-        *qm = '\0';
-        snprintf(q->query, sizeof q->query, "%s", qm + 1);
-    }
-    snprintf(q->path, sizeof q->path, "%s", target);
-    size_t clen = 0;
-    for (char *line = strstr(buf, "\r\n") + 2; line < end; line = strstr(line, "\r\n") + 2) {
-        char *eol = strstr(line, "\r\n");
-        *eol = '\0';
-        if (!strncasecmp(line, "Content-Length:", 15))
-            clen = strtoul(line + 15, NULL, 10);
-        else if (!strncasecmp(line, "Content-Type:", 13))
-            snprintf(q->ctype, sizeof q->ctype, "%s", line + 14);
-        else if (!strncasecmp(line, "Authorization:", 14))
-            snprintf(q->auth, sizeof q->auth, "%s", line + 15);
-        else if (!strncasecmp(line, "Expect:", 7))
-            q->has_expect = 1;
-        *eol = '\r';
-    }
-    size_t have = len - (size_t)(end + 4 - buf);
-    q->body = malloc(clen + 1);
-    if (!q->body)
-        return free(buf), -1;
-    memcpy(q->body, end + 4, have < clen ? have : clen);
-    while (have < clen) {
-        int n = read_some(fd, q->body + have, clen - have);
-        if (n < 0)
-            return free(buf), free(q->body), -1;
-        have += (size_t)n;
-    }
-    q->len = clen;
-    free(buf);
-    return 0;
-}
-
-static void *receiver_main(void *arg)
-{
-    struct receiver *r = arg;
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        int stop = r->stop;
-        pthread_mutex_unlock(&r->mu);
-        if (stop)
-            return NULL;
-        struct pollfd p = {.fd = r->fd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int c = accept(r->fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        struct req q;
-        if (read_request(c, &q) < 0) {
-            close(c);
-            continue;
-        }
-        pthread_mutex_lock(&r->mu);
-        int i = r->nreq < MAX_REQS ? r->nreq++ : MAX_REQS - 1;
-        r->reqs[i] = q;
-        int code = r->codes[i < r->ncodes ? i : r->ncodes - 1];
-        if (code == 0)
-            r->held[r->nheld++] = c;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->mu);
-        if (code) {
-            char resp[256], text[32];
-            int tl = snprintf(text, sizeof text, "scripted %d", code / 100);
-            int n = snprintf(resp, sizeof resp, "HTTP/1.1 %d Scripted\r\nContent-Length: %d\r\n"
-                             "Connection: close\r\n\r\n%s", code, tl, text);
-            (void)!write(c, resp, (size_t)n);
-            close(c);
-        }
-    }
-}
+/* ---- the receiver (tests/lib/http_recv.h) ---- */
 
 /* A receiver answering the i-th request with codes[i] (the last code for every later one). */
-static struct receiver *receiver_start(const int *codes, int ncodes)
+static struct tl_http_recv *receiver_start(const int *codes, int ncodes)
 {
-    struct receiver *r = calloc(1, sizeof *r);
-    cr_assert_not_null(r);
-    memcpy(r->codes, codes, (size_t)ncodes * sizeof *codes);
-    r->ncodes = ncodes;
-    r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert_geq(r->fd, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    cr_assert_eq(bind(r->fd, (struct sockaddr *)&a, sizeof a), 0);
-    cr_assert_eq(listen(r->fd, 128), 0);
-    cr_assert_eq(getsockname(r->fd, (struct sockaddr *)&a, &al), 0);
-    r->port = ntohs(a.sin_port);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    cr_assert_eq(pthread_create(&r->thread, NULL, receiver_main, r), 0);
+    struct tl_http_recv *r = NULL;
+    int rc = tl_http_start(codes, ncodes, &r);
+    cr_assert_eq(rc, 0, "the test's HTTP receiver: %s", strerror(-rc));
     return r;
 }
 
-static void receiver_stop(struct receiver *r)
+/* The i-th request rx received (asserts it has one). */
+static const struct tl_http_req *received(struct tl_http_recv *rx, int i)
 {
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
-    for (int i = 0; i < r->nheld; i++)
-        close(r->held[i]);
-    for (int i = 0; i < r->nreq; i++)
-        free(r->reqs[i].body);
-    close(r->fd);
-    free(r);
-}
-
-/* Waits (up to 30 s) until the receiver has n requests: 1, or 0 when it never did. */
-static int receiver_wait(struct receiver *r, int n)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 30;
-    pthread_mutex_lock(&r->mu);
-    while (r->nreq < n && pthread_cond_timedwait(&r->cv, &r->mu, &until) == 0) {
-    }
-    int ok = r->nreq >= n;
-    pthread_mutex_unlock(&r->mu);
-    return ok;
-}
-
-static int receiver_count(struct receiver *r)
-{
-    pthread_mutex_lock(&r->mu);
-    int n = r->nreq;
-    pthread_mutex_unlock(&r->mu);
-    return n;
-}
-
-/* ---- the request's query ---- */
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                          : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* The decoded value of key in a raw query (malloc'ed), or NULL when it has none. */
-static char *query_get(const char *query, const char *key)
-{
-    size_t kl = strlen(key);
-    for (const char *p = query; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL) {
-        if (strncmp(p, key, kl) || p[kl] != '=')
-            continue;
-        const char *v = p + kl + 1;
-        size_t n = strcspn(v, "&");
-        char *out = malloc(n + 1), *o = out;
-        cr_assert_not_null(out);
-        for (size_t i = 0; i < n; i++) {
-            if (v[i] == '%' && i + 2 < n + 1 && hexval(v[i + 1]) >= 0 && hexval(v[i + 2]) >= 0) {
-                *o++ = (char)(hexval(v[i + 1]) * 16 + hexval(v[i + 2]));
-                i += 2;
-            } else {
-                *o++ = v[i] == '+' ? ' ' : v[i];
-            }
-        }
-        *o = '\0';
-        return out;
-    }
-    return NULL;
+    const struct tl_http_req *q = tl_http_req(rx, i);
+    cr_assert_not_null(q, "request %d never arrived (%d did)", i, tl_http_count(rx));
+    return q;
 }
 
 static char *host_name(void)
@@ -259,11 +53,11 @@ static char *host_name(void)
 
 /* ---- the daemon and its clients ---- */
 
-static char *url_of(const struct receiver *r, const char *userinfo)
+static char *url_of(const struct tl_http_recv *r, const char *userinfo)
 {
     char *u = malloc(256);
     cr_assert_not_null(u);
-    snprintf(u, 256, "http://%s127.0.0.1:%d/ingest", userinfo ? userinfo : "", r->port);
+    snprintf(u, 256, "http://%s127.0.0.1:%d/ingest", userinfo ? userinfo : "", tl_http_port(r));
     return u;
 }
 
@@ -465,7 +259,7 @@ static char *pushd_stop(struct pushd *p)
 /* A receiver answering as codes say and a daemon in a fresh directory pushing to it (with
  * userinfo, "user:password@", in the URL when not NULL, and the flags in more). */
 struct setup {
-    struct receiver *rx;
+    struct tl_http_recv *rx;
     char *dir, *url;
     struct pushd d;
 };
@@ -484,7 +278,7 @@ static void setup_start(struct setup *t, const int *codes, int ncodes, const cha
 static char *setup_stop(struct setup *t)
 {
     char *log = pushd_stop(&t->d);
-    receiver_stop(t->rx);
+    tl_http_stop(t->rx);
     free(t->url);
     free(t->dir);
     return log;
@@ -505,7 +299,7 @@ static char *dir_with_captures(char *caps)
 Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
 {
     static const int ok[] = {200};
-    struct receiver *rx = receiver_start(ok, 1);
+    struct tl_http_recv *rx = receiver_start(ok, 1);
     char caps[600];
     char *dir = dir_with_captures(caps);
     char *url = url_of(rx, NULL);
@@ -518,7 +312,7 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
     time_t t0 = time(NULL);
     jett_run(d.sock, prog, "--profile");
     jett_run(d.sock, prog, "--profile-memory");
-    cr_assert(receiver_wait(rx, 2), "two pushes, got %d", receiver_count(rx));
+    cr_assert(tl_http_wait(rx, 2, 30000), "two pushes, got %d", tl_http_count(rx));
     time_t t1 = time(NULL);
     char *j = status_when(d.sock, "pushed", 2);
     cr_expect_eq(push_figure(j, "failed"), 0, "%s", j);
@@ -528,20 +322,20 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
     cr_expect(strstr(j, "\"last_error\":null"), "%s", j);
     free(j);
     pushd_stop(&d);
-    cr_expect_eq(receiver_count(rx), 2, "each run exactly once");
+    cr_expect_eq(tl_http_count(rx), 2, "each run exactly once");
 
     const char *host = host_name();
     for (int i = 0; i < 2; i++) {
-        struct req *q = &rx->reqs[i];
+        const struct tl_http_req *q = received(rx, i);
         cr_expect_str_eq(q->method, "POST");
         cr_expect_str_eq(q->path, "/ingest");
         cr_expect_str_eq(q->ctype, "application/octet-stream");
         cr_expect_eq(q->has_expect, 0, "no Expect: 100-continue");
-        char *name = query_get(q->query, "name");
-        char *from = query_get(q->query, "from");
-        char *until = query_get(q->query, "until");
-        char *format = query_get(q->query, "format");
-        char *spy = query_get(q->query, "spyName");
+        char *name = tl_http_query_get(q->query, "name");
+        char *from = tl_http_query_get(q->query, "from");
+        char *until = tl_http_query_get(q->query, "until");
+        char *format = tl_http_query_get(q->query, "format");
+        char *spy = tl_http_query_get(q->query, "spyName");
         cr_assert(name && from && until && format && spy, "query: %s", q->query);
         /* run 1 is the CPU run, run 2 the memory run: which arrived first does not matter */
         int cpu = strstr(name, "mode=cpu") != NULL;
@@ -571,7 +365,7 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
         free(cap);
         free(name), free(from), free(until), free(format), free(spy);
     }
-    receiver_stop(rx);
+    tl_http_stop(rx);
     free(prog);
     free(url);
     free(dir);
@@ -590,11 +384,12 @@ Test(push, a_push_answered_500_twice_then_200_arrives_once_after_two_retries)
     cr_expect_eq(push_figure(j, "queued"), 0, "%s", j);
     cr_expect(strstr(j, "\"last_error\":\"run 1: HTTP 503: scripted 5\""), "%s", j);
     free(j);
-    struct req *q = t.rx->reqs;
-    cr_expect_eq(receiver_count(t.rx), 3);
+    cr_expect_eq(tl_http_count(t.rx), 3);
+    const struct tl_http_req *q0 = received(t.rx, 0);
     for (int i = 1; i < 3; i++) {
-        cr_expect_str_eq(q[i].query, q[0].query, "a retry is the same request");
-        cr_expect(q[i].len == q[0].len && !memcmp(q[i].body, q[0].body, q[0].len));
+        const struct tl_http_req *q = received(t.rx, i);
+        cr_expect_str_eq(q->query, q0->query, "a retry is the same request");
+        cr_expect(q->len == q0->len && !memcmp(q->body, q0->body, q0->len));
     }
     setup_stop(&t);
 }
@@ -615,9 +410,9 @@ Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
     cr_expect(strstr(j, "\"target\":\"http://***@127.0.0.1:"), "%s", j);
     cr_expect(!strstr(j, "s3cr3tpw") && !strstr(j, "ops:"), "%s", j);
     free(j);
-    cr_expect_eq(receiver_count(t.rx), 3, "three attempts, no more");
+    cr_expect_eq(tl_http_count(t.rx), 3, "three attempts, no more");
     /* base64("ops:s3cr3tpw") */
-    cr_expect_str_eq(t.rx->reqs[0].auth, "Basic b3BzOnMzY3IzdHB3");
+    cr_expect_str_eq(received(t.rx, 0)->auth, "Basic b3BzOnMzY3IzdHB3");
     char *argv[] = {(char *)jpt_daemon_bin(), (char *)"status", (char *)"--socket", t.d.sock,
                     NULL};
     char *human, *err;
@@ -693,7 +488,7 @@ Test(push, an_attempt_that_gets_no_answer_times_out_and_is_tried_again)
     cr_expect(strstr(j, "\"last_error\":\"run 1: ") && strstr(j, "timed out"),
               "libcurl's timeout: %s", j);
     free(j);
-    cr_expect_eq(receiver_count(t.rx), 3, "each attempt reached the receiver");
+    cr_expect_eq(tl_http_count(t.rx), 3, "each attempt reached the receiver");
     setup_stop(&t);
 }
 
@@ -704,7 +499,7 @@ Test(push, a_receiver_that_never_answers_delays_neither_the_result_nor_the_exit)
     struct setup t;
     setup_start(&t, never, 1, NULL, NULL, 1);
     jpt_run_complete(t.d.sock, 5, 500); /* its result arrives: the push is the push thread's */
-    cr_assert(receiver_wait(t.rx, 1));
+    cr_assert(tl_http_wait(t.rx, 1, 30000));
     jpt_run_complete(t.d.sock, 6, 500); /* and again while the first push hangs */
     char *j = status_when(t.d.sock, "queued", 2);
     cr_expect_eq(push_figure(j, "queued"), 2, "one in flight, one waiting: %s", j);
@@ -725,7 +520,7 @@ Test(push, a_full_queue_drops_its_oldest_profile_and_counts_it)
     struct setup t;
     setup_start(&t, never, 1, NULL, NULL, 1);
     jpt_run_complete(t.d.sock, 7, 500);
-    cr_assert(receiver_wait(t.rx, 1)); /* run 1 in flight, held by the receiver */
+    cr_assert(tl_http_wait(t.rx, 1, 30000)); /* run 1 in flight, held by the receiver */
     for (uint32_t i = 0; i < 65; i++)
         jpt_run_complete(t.d.sock, 100 + i, 500); /* runs 2..66: 64 fit, run 2 makes room */
     char *j = status_when(t.d.sock, "dropped", 1);
@@ -855,7 +650,7 @@ Test(push, bad_push_flags_exit_2_naming_the_flag_and_the_value)
 Test(push, export_push_exits_0_when_accepted_and_1_naming_the_status)
 {
     static const int codes[] = {200, 404};
-    struct receiver *rx = receiver_start(codes, 2);
+    struct tl_http_recv *rx = receiver_start(codes, 2);
     char *dir = jpt_tmpdir();
     char cap[600];
     snprintf(cap, sizeof cap, "%s/c.jpcap", dir);
@@ -871,12 +666,13 @@ Test(push, export_push_exits_0_when_accepted_and_1_naming_the_status)
     cr_expect(strstr(err, "pushed ") && strstr(err, " bytes of pprof) to http://127.0.0.1:"),
               "%s", err);
     free(err);
-    cr_assert_eq(receiver_count(rx), 1);
-    struct req *q = &rx->reqs[0];
+    cr_assert_eq(tl_http_count(rx), 1);
+    const struct tl_http_req *q = received(rx, 0);
     cr_expect_str_eq(q->method, "POST");
     cr_expect_str_eq(q->path, "/ingest");
-    char *name = query_get(q->query, "name");
-    char *from = query_get(q->query, "from"), *until = query_get(q->query, "until");
+    char *name = tl_http_query_get(q->query, "name");
+    char *from = tl_http_query_get(q->query, "from");
+    char *until = tl_http_query_get(q->query, "until");
     char want[512];
     /* support.c's stream of seed 12 names src/mod5_0.jett its first project source */
     snprintf(want, sizeof want, "mod5_0{program=src/mod5_0.jett,mode=memory,host=%s,"
@@ -895,8 +691,8 @@ Test(push, export_push_exits_0_when_accepted_and_1_naming_the_status)
     cr_expect(strstr(err, "jettprofd export: --push http://127.0.0.1:"), "%s", err);
     cr_expect(strstr(err, "/ingest: HTTP 404: scripted 4\n"), "%s", err);
     free(err);
-    cr_expect_eq(receiver_count(rx), 2, "a 404 is not tried again");
-    receiver_stop(rx);
+    cr_expect_eq(tl_http_count(rx), 2, "a 404 is not tried again");
+    tl_http_stop(rx);
     free(url);
     free(dir);
 }
@@ -911,8 +707,8 @@ Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
      * refuses control characters in a source path itself */
     char *prog = write_file(t.dir, "we}i&rd,na=me \xc3\xa9%2C+x#?.jett", program_src);
     jett_run(t.d.sock, prog, "--profile");
-    cr_assert(receiver_wait(t.rx, 1));
-    struct req *q = &t.rx->reqs[0];
+    cr_assert(tl_http_wait(t.rx, 1, 30000));
+    const struct tl_http_req *q = received(t.rx, 0);
     /* on the wire: five parameters, every byte of them unreserved or %XX */
     int params = 1;
     for (const char *c = q->query; *c; c++) {
@@ -921,7 +717,7 @@ Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
                          *c), "raw %c in %s", *c, q->query);
     }
     cr_expect_eq(params, 5, "%s", q->query);
-    char *name = query_get(q->query, "name");
+    char *name = tl_http_query_get(q->query, "name");
     char want[512];
     snprintf(want, sizeof want, "we_i_rd_na_me___2C_x__{program=we_i&rd_na_me \xc3\xa9%%2C+x#?"
              ".jett,mode=cpu,host=%s,team=core}", host_name());
@@ -940,8 +736,8 @@ Test(push, a_hostile_program_name_arrives_encoded_and_adds_no_label)
 
 /* The rawProfile of a Parca WriteRaw JSON body whose text up to the profile is want_head,
  * decoded (by coreutils' base64, not by the code under test); its length in *len. */
-static char *parca_profile(const char *dir, const struct req *q, const char *want_head,
-                           size_t *len)
+static char *parca_profile(const char *dir, const struct tl_http_req *q,
+                           const char *want_head, size_t *len)
 {
     static const char tail[] = "\"}]}],\"normalized\":true}";
     size_t hl = strlen(want_head), tl = sizeof tail - 1u;
@@ -969,22 +765,22 @@ static char *parca_profile(const char *dir, const struct req *q, const char *wan
 Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
 {
     static const int ok[] = {200};
-    struct receiver *rx = receiver_start(ok, 1);
+    struct tl_http_recv *rx = receiver_start(ok, 1);
     char caps[600];
     char *dir = dir_with_captures(caps);
     char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/profiles/writeraw", rx->port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/profiles/writeraw", tl_http_port(rx));
     const char *more[] = {"--capture-dir", caps, "--label", "team=core", NULL};
     struct pushd d;
     pushd_start(&d, dir, url, more, 0);
     char *prog = write_file(dir, "main.jett", program_src);
     jett_run(d.sock, prog, "--profile");
-    cr_assert(receiver_wait(rx, 1), "one push, got %d", receiver_count(rx));
+    cr_assert(tl_http_wait(rx, 1, 30000), "one push, got %d", tl_http_count(rx));
     char *j = status_when(d.sock, "pushed", 1);
     free(j);
     pushd_stop(&d);
 
-    const struct req *q = &rx->reqs[0];
+    const struct tl_http_req *q = received(rx, 0);
     cr_expect_str_eq(q->method, "POST");
     cr_expect_str_eq(q->path, "/profiles/writeraw");
     cr_expect_str_eq(q->query, "", "no Pyroscope query");
@@ -1013,15 +809,15 @@ Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
     int s = run_cmd(argv, &err);
     cr_expect_eq(s, 0, "accepted: %s", err);
     free(err);
-    cr_assert_eq(receiver_count(rx), 2);
-    q = &rx->reqs[1];
+    cr_assert_eq(tl_http_count(rx), 2);
+    q = received(rx, 1);
     cr_expect_str_eq(q->path, "/profiles/writeraw");
     pprof = parca_profile(dir, q, head, &plen);
     cr_expect(plen == elen && !memcmp(pprof, exported, elen), "export --push: the same pprof");
     free(pprof);
     free(exported);
     free(cap);
-    receiver_stop(rx);
+    tl_http_stop(rx);
     free(prog);
     free(dir);
 }
