@@ -270,7 +270,10 @@ Test(ring_stress, a_sleeping_producer_in_another_process_is_woken)
  * So the map's looks (fcntl for the seals, fstat for the size: the executable is linked with
  * --wrap for both) pass through race_look: when the map's first look in a round comes before
  * the attacker began to shrink the file, it waits there, with what it read, until the file is
- * shrunk and sealed. Those rounds are counted, and some are required. */
+ * shrunk and sealed. Those rounds are counted, and some are required. On a busy machine the
+ * attacker may run its whole round before the consumer gets a turn, so every other round it
+ * waits (briefly, bounded) for the map's first look before it shrinks: those rounds reach the
+ * dangerous state whatever the scheduler does, the others keep the timing random. */
 #define RACE_SLOTS 1024u /* 32 KiB of slots: many pages past the one the file shrinks to */
 #define RACE_ROUNDS 200000u
 #define RACE_SECONDS 3
@@ -280,6 +283,7 @@ struct race {
     uint32_t round;  /* the round the consumer has finished */
     uint32_t stop;
     uint32_t phase;  /* the attacker's step in the current round: RACE_* below */
+    uint32_t looked; /* the round whose first look of the map is waiting in race_look */
 };
 /* Stored before the shrink begins (SHRINKING) and once the seal is on (SEALED). */
 enum { RACE_OFFERED = 1, RACE_SHRINKING = 2, RACE_SEALED = 3 };
@@ -299,6 +303,8 @@ static void race_look(int fd)
     race_looked = 1;
     if (__atomic_load_n(&race_now->phase, __ATOMIC_SEQ_CST) != RACE_OFFERED)
         return;
+    __atomic_store_n(&race_now->looked, __atomic_load_n(&race_now->round, __ATOMIC_RELAXED) + 1u,
+                     __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&race_now->phase, __ATOMIC_SEQ_CST) != RACE_SEALED)
         sched_yield();
     race_held++;
@@ -356,6 +362,16 @@ static void *race_attacker(void *p)
         x ^= x << 13, x ^= x >> 17, x ^= x << 5;
         for (volatile uint32_t spin = x % 4096u; spin; spin--)
             ;
+        if (round % 2 == 0) { /* wait for the map's first look, 20 ms at most */
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do {
+                sched_yield();
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+            } while (__atomic_load_n(&rc->looked, __ATOMIC_SEQ_CST) != round &&
+                     (t1.tv_sec - t0.tv_sec) * 1000000000L + (t1.tv_nsec - t0.tv_nsec) <
+                         20000000L);
+        }
         __atomic_store_n(&rc->phase, RACE_SHRINKING, __ATOMIC_SEQ_CST);
         if (ftruncate(fd, 4096) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
@@ -372,7 +388,7 @@ static void *race_attacker(void *p)
 
 Test(ring_stress, shrink_then_seal_race_never_maps_a_stale_size)
 {
-    struct race rc = {-1, 0, 0, 0};
+    struct race rc = {-1, 0, 0, 0, 0};
     race_now = &rc;
     pthread_t t;
     cr_assert_eq(pthread_create(&t, NULL, race_attacker, &rc), 0, "thread");
