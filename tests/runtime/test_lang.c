@@ -206,7 +206,9 @@ Test(lang, sigint_reaches_the_cooperative_shutdown_and_exits_130)
     cr_expect_str_eq(r.err, "ready\njett: interrupted\n");
     jtt_run_free(&r);
     const char *argv2[] = {"run", "main.jett", "--agent", NULL};
-    jtt_run_sigint(dir, argv2, NULL, 400, &r);
+    /* --agent keeps stderr for the envelope, so no line to wait for: a delay long enough for a
+     * slow (sanitized, loaded) start to have installed its handler; the program never ends. */
+    jtt_run_sigint(dir, argv2, NULL, 1500, &r);
     cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
     char *json = tl_toon_decode(r.out, r.out_len, NULL);
     int ok = json != NULL;

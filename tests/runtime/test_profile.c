@@ -406,7 +406,9 @@ Test(lifecycle, sigint_gives_a_partial_interrupted_profile_and_exit_130)
               "fn main() {\n  print(\"start\")\n  while true { spin() }\n}\n");
     const char *argv[] = {"run", "main.jett", "--profile", "--agent", NULL};
     struct jt_run r;
-    jtt_run_sigint(dir, argv, NULL, 500, &r);
+    /* --agent keeps stderr for the envelope, so no line to wait for: a delay long enough for a
+     * slow (sanitized, loaded) start; the program never ends. */
+    jtt_run_sigint(dir, argv, NULL, 1500, &r);
     cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
     char *json = decoded(&r);
     cr_expect(strstr(json, "{\"status\":\"error\",\"termination\":\"interrupted\",\"exit_code\":130,"
@@ -415,13 +417,13 @@ Test(lifecycle, sigint_gives_a_partial_interrupted_profile_and_exit_130)
     cr_expect(strstr(json, "\"termination\":\"interrupted\",\"backend\""), "%s", json);
     cr_expect(strstr(json, "\"error_kind\":\"interrupted\""), "%s", json);
     /* the samples taken before the signal are in it (how many depends on the CPU the loaded
-     * machine gave the program in those 500 ms, so only that there are some) */
+     * machine gave the program in those 1500 ms, so only that there are some) */
     cr_expect_gt(jnum(json, "attributed_samples"), 0, "%s", json);
     free(json);
     jtt_run_free(&r);
     /* human mode: the profile follows on stderr */
     const char *argv2[] = {"run", "main.jett", "--profile", NULL};
-    jtt_run_sigint(dir, argv2, NULL, 400, &r);
+    jtt_run_sigint(dir, argv2, NULL, 1500, &r);
     cr_expect_eq(r.status, 130);
     cr_expect_str_eq(r.out, "start\n");
     cr_expect_eq(strncmp(r.err, "jett: interrupted\nCPU profile", 29), 0, "%s", r.err);
