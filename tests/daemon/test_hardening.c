@@ -534,6 +534,9 @@ Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out)
     cr_assert_eq(waitpid(child, &st, 0), child);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the flood ended with %d", st);
 
+    cr_log_info("another uid: %d runs, %d refused; the flood: %u started, %u refused; the "
+                "daemon grew by %ld KiB", runs, refused, counts[0], counts[1],
+                peak_rss_kib(d) - before_kib);
     cr_expect_eq(refused, 0, "%d of %d runs of another uid refused", refused, runs);
     cr_expect_gt(runs, 5);
     /* The flood's unread runs hold its 4 slots until their sockets close: within the 3 s of
