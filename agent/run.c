@@ -137,13 +137,13 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
     if (c.capabilities & ~0xffu)
         return bad("capabilities has bits this library does not know");
     if (c.mode == JETTPROF_MODE_CPU && (c.rate_hz < JP_RATE_HZ_MIN || c.rate_hz > JP_RATE_HZ_MAX))
-        return bad("rate_hz is outside 1..1000");
+        return bad("rate_hz is outside " JP_RATE_HZ_RANGE);
     if (c.mode == JETTPROF_MODE_MEMORY && c.rate_hz != 0)
         return bad("rate_hz is set in memory mode");
     if (c.threshold_bp > JP_THRESHOLD_BP_MAX)
-        return bad("threshold_bp is above 10000");
+        return bad("threshold_bp is above " JP_STR(JP_THRESHOLD_BP_MAX));
     if (c.limit < JP_LIMIT_MIN || c.limit > JP_LIMIT_MAX)
-        return bad("limit is outside 1..100");
+        return bad("limit is outside " JP_LIMIT_RANGE);
     if (c.outputs & ~(JETTPROF_OUT_HUMAN | JETTPROF_OUT_TOON | JETTPROF_OUT_VERBOSE))
         return bad("outputs has bits this library does not know");
     if (c.exports >> JETTPROF_EXPORT_COUNT)

@@ -178,13 +178,14 @@ int jpd_cmd_replay(int argc, char **argv)
                 uint32_t bp;
                 if (jp_parse_percent_bp(v, &bp) < 0)
                     return usage_error("replay", "--profile-threshold must be a percentage "
-                                                 "0..100 with at most two decimals, not", v);
+                                                 "0.." JP_STR(JP_THRESHOLD_PCT_MAX)
+                                                 " with at most two decimals, not", v);
                 threshold = (int32_t)bp;
             } else {
                 uint64_t n;
-                if (jpd_parse_u64(v, 1, 100, &n) < 0)
-                    return usage_error("replay", "--profile-limit must be an integer 1..100, "
-                                                 "not", v);
+                if (jpd_parse_u64(v, JP_LIMIT_MIN, JP_LIMIT_MAX, &n) < 0)
+                    return usage_error("replay", "--profile-limit must be an integer "
+                                                 JP_LIMIT_RANGE ", not", v);
                 limit = (int32_t)n;
             }
         } else if (a[0] == '-' && a[1] != '\0') {

@@ -221,7 +221,7 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
     }
     if (mode == JP_MODE_CPU &&
         (m->u.hello.rate_hz < JP_RATE_HZ_MIN || m->u.hello.rate_hz > JP_RATE_HZ_MAX)) {
-        *msg = "hello.rate_hz is outside 1..1000";
+        *msg = "hello.rate_hz is outside " JP_RATE_HZ_RANGE;
         return -EINVAL;
     }
     if (mode == JP_MODE_MEMORY && m->u.hello.rate_hz != 0) {
@@ -229,11 +229,11 @@ static int check_hello(const struct jp_ctl_msg *m, uint32_t *code, const char **
         return -EINVAL;
     }
     if (m->u.hello.threshold_bp > JP_THRESHOLD_BP_MAX) {
-        *msg = "hello.threshold_bp is outside 0..10000";
+        *msg = "hello.threshold_bp is outside 0.." JP_STR(JP_THRESHOLD_BP_MAX);
         return -EINVAL;
     }
     if (m->u.hello.limit < JP_LIMIT_MIN || m->u.hello.limit > JP_LIMIT_MAX) {
-        *msg = "hello.limit is outside 1..100";
+        *msg = "hello.limit is outside " JP_LIMIT_RANGE;
         return -EINVAL;
     }
     if (m->u.hello.outputs & ~(uint32_t)JP_OUT_ALL) {

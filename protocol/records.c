@@ -142,9 +142,9 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
                                   : r.rate_hz != 0)
             return fail(why, "run_start rate_hz out of range for its mode");
         if (r.threshold_bp > JP_THRESHOLD_BP_MAX)
-            return fail(why, "run_start threshold_bp above 10000");
+            return fail(why, "run_start threshold_bp above " JP_STR(JP_THRESHOLD_BP_MAX));
         if (r.limit < JP_LIMIT_MIN || r.limit > JP_LIMIT_MAX)
-            return fail(why, "run_start limit outside 1..100");
+            return fail(why, "run_start limit outside " JP_LIMIT_RANGE);
         return 0;
     }
     case JP_REC_SOURCE_DEF: {

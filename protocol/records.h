@@ -135,13 +135,19 @@ enum {
 };
 
 /* The contract's ranges for a run's parameters, one definition each: the runtime's flags, the
- * agent's configuration, HELLO, RUN_START and the report all check against these. */
-#define JP_RATE_HZ_MIN 1u
-#define JP_RATE_HZ_MAX 1000u
-#define JP_RATE_HZ_DEFAULT 1000u
-#define JP_THRESHOLD_BP_MAX 10000u /* basis points: 10000 is 100% */
-#define JP_LIMIT_MIN 1u
-#define JP_LIMIT_MAX 100u
+ * agent's configuration, HELLO, RUN_START, replay and the report all check against these, and
+ * their messages name them through JP_STR (plain decimals, so they read as numbers there). */
+#define JP_RATE_HZ_MIN 1
+#define JP_RATE_HZ_MAX 1000
+#define JP_RATE_HZ_DEFAULT 1000
+#define JP_THRESHOLD_BP_MAX 10000 /* basis points: 10000 is 100% */
+#define JP_THRESHOLD_PCT_MAX 100  /* the same as a percentage, as the flags take it */
+#define JP_LIMIT_MIN 1
+#define JP_LIMIT_MAX 100
+#define JP_STR_(x) #x
+#define JP_STR(x) JP_STR_(x)
+#define JP_RATE_HZ_RANGE JP_STR(JP_RATE_HZ_MIN) ".." JP_STR(JP_RATE_HZ_MAX)
+#define JP_LIMIT_RANGE JP_STR(JP_LIMIT_MIN) ".." JP_STR(JP_LIMIT_MAX)
 /* The contract's metadata budgets: the most a run gets unless an operator of `serve` sets a
  * lower or higher ceiling; a producer may only ask for less. */
 #define JP_DEFAULT_CPU_BUDGET (32ull << 20)

@@ -143,7 +143,8 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             if (r < 0) {
                 jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap,
-                         "--profile-threshold expects a percentage from 0 to 100 with at most two "
+                         "--profile-threshold expects a percentage from 0 to " JP_STR(JP_THRESHOLD_PCT_MAX)
+                         " with at most two "
                          "fractional digits, got '%s'", v);
             }
             break;
@@ -151,14 +152,16 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             r = jt_parse_uint(val, JP_LIMIT_MIN, JP_LIMIT_MAX, &c->limit);
             if (r < 0) {
                 jt_shown(val, 40, v, sizeof v);
-                snprintf(err, errcap, "--profile-limit expects an integer from 1 to 100, got '%s'", v);
+                snprintf(err, errcap, "--profile-limit expects an integer from " JP_STR(JP_LIMIT_MIN) " to "
+                         JP_STR(JP_LIMIT_MAX) ", got '%s'", v);
             }
             break;
         case O_RATE:
             r = jt_parse_uint(val, JP_RATE_HZ_MIN, JP_RATE_HZ_MAX, &c->rate_hz);
             if (r < 0) {
                 jt_shown(val, 40, v, sizeof v);
-                snprintf(err, errcap, "--profile-rate expects an integer from 1 to 1000 (hertz), got '%s'", v);
+                snprintf(err, errcap, "--profile-rate expects an integer from " JP_STR(JP_RATE_HZ_MIN) " to "
+                         JP_STR(JP_RATE_HZ_MAX) " (hertz), got '%s'", v);
             }
             break;
         case O_CAPTURE:
