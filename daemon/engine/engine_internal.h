@@ -52,8 +52,8 @@
  *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
  *                 the overflow array for values that do not pack
- *   window.c      the young window in front of the live tables, and the live_* calls that
- *                 find an allocation wherever it is held
+ *   window.c      the young window in front of the live tables (the live_* calls that find
+ *                 an allocation wherever it is held are inline below)
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
  *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
@@ -412,9 +412,41 @@ int lw_reserve(struct jp_engine *e, struct live_wide *t);
 uint32_t *table_find(struct jp_engine *e, uint64_t id);
 void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
 int table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
-void ovf_release(struct jp_engine *e, uint64_t val);
-int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
-void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain);
+int ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
+
+/* Packs (size, creation chain) into one value, using the overflow array when either does not
+ * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
+static inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
+{
+    if (__builtin_expect(size < SIZE_MASK && chain < CHAIN_OVERFLOW, 1)) {
+        *out = size | ((uint64_t)chain << SIZE_BITS);
+        return 0;
+    }
+    return ovf_pack(e, size, chain, out);
+}
+
+static inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size,
+                               uint32_t *chain)
+{
+    if ((val >> SIZE_BITS) == CHAIN_OVERFLOW) {
+        const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
+        *size = o->size;
+        *chain = o->chain;
+    } else {
+        *size = val & SIZE_MASK;
+        *chain = (uint32_t)(val >> SIZE_BITS);
+    }
+}
+
+/* Gives a value's overflow entry (if it has one) back to the free list. */
+static inline void ovf_release(struct jp_engine *e, uint64_t val)
+{
+    if ((val >> SIZE_BITS) != CHAIN_OVERFLOW)
+        return;
+    uint32_t i = (uint32_t)(val & SIZE_MASK);
+    e->ovf[i].next_free = e->ovf_free;
+    e->ovf_free = i + 1u;
+}
 
 /* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
  * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can
@@ -455,10 +487,6 @@ struct live_ref {
     uint32_t *win;  /* its window slot, or NULL */
     uint32_t *valp; /* else its table value */
 };
-bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r);
-uint64_t live_val(const struct live_ref *r);
-void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r);
-int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val);
 int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
 /* Moves the survivor in window slot s (occupied; win_hi not yet advanced) to the tables. */
 int win_evict_one(struct jp_engine *e, uint32_t s);
@@ -501,6 +529,58 @@ static inline void win_clear(struct jp_engine *e, uint32_t s)
 {
     e->win[s] = 0;
     e->nwin--;
+}
+
+/* The window slot holding id, or NULL (id outside the window, or not held there). */
+static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
+{
+    if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
+        uint32_t *v = &e->win[id & (e->win_w - 1u)];
+        if (*v)
+            return v;
+    }
+    return NULL;
+}
+
+/* The live_* calls find, read, change and drop a live allocation wherever it is held: its
+ * window slot, else the tables (live_table.c). */
+static inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
+{
+    if ((r->win = win_find(e, id)) != NULL)
+        return true;
+    return (r->valp = table_find(e, id)) != NULL;
+}
+
+static inline uint64_t live_val(const struct live_ref *r)
+{
+    return r->win ? win_dec(*r->win) : val_get(r->valp);
+}
+
+static inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
+{
+    if (r->win)
+        win_clear(e, (uint32_t)(r->win - e->win));
+    else
+        table_del(e, id, r->valp);
+}
+
+/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
+static inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r,
+                           uint64_t val)
+{
+    if (!r->win) {
+        val_set(r->valp, val);
+        return 0;
+    }
+    if (win_fits(val)) {
+        *r->win = win_enc(val);
+        return 0;
+    }
+    int rc = table_insert(e, id, val);
+    if (rc < 0)
+        return rc;
+    win_clear(e, (uint32_t)(r->win - e->win));
+    return 0;
 }
 
 /* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a

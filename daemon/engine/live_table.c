@@ -294,7 +294,7 @@ uint32_t *table_find(struct jp_engine *e, uint64_t id)
     return lw_find(&e->lw, id + 1u);
 }
 
-inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     if (id < UINT32_MAX)
         ln_del(ln_shard(e, (uint32_t)(id + 1u)), valp);
@@ -304,23 +304,9 @@ inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
         lw_del(&e->lw, valp);
 }
 
-inline void ovf_release(struct jp_engine *e, uint64_t val)
+/* live_pack's half for a value that does not pack: an overflow entry holds it. */
+int ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
 {
-    if ((val >> SIZE_BITS) != CHAIN_OVERFLOW)
-        return;
-    uint32_t i = (uint32_t)(val & SIZE_MASK);
-    e->ovf[i].next_free = e->ovf_free;
-    e->ovf_free = i + 1u;
-}
-
-/* Packs (size, creation chain) into one value, using the overflow array when either does not
- * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
-inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
-{
-    if (size < SIZE_MASK && chain < CHAIN_OVERFLOW) {
-        *out = size | ((uint64_t)chain << SIZE_BITS);
-        return 0;
-    }
     uint32_t i;
     if (e->ovf_free) {
         i = e->ovf_free - 1u;
@@ -336,19 +322,7 @@ inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_
     return 0;
 }
 
-inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain)
-{
-    if ((val >> SIZE_BITS) == CHAIN_OVERFLOW) {
-        const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
-        *size = o->size;
-        *chain = o->chain;
-    } else {
-        *size = val & SIZE_MASK;
-        *chain = (uint32_t)(val >> SIZE_BITS);
-    }
-}
-
-inline int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id < UINT32_MAX) {

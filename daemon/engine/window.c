@@ -1,6 +1,7 @@
 /* The young window: a direct-mapped window of the newest allocation ids in front of the live
- * tables (live_table.c), and the live_* calls that find, change and drop an allocation
- * wherever it is held.
+ * tables (live_table.c): its growth, and moving its survivors to the tables. The live_* calls
+ * that find, change and drop an allocation wherever it is held are inline in
+ * engine_internal.h.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -118,17 +119,6 @@ static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
     return b;
 }
 
-/* The window slot holding id, or NULL (id outside the window, or not held there). */
-static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
-{
-    if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
-        uint32_t *v = &e->win[id & (e->win_w - 1u)];
-        if (*v)
-            return v;
-    }
-    return NULL;
-}
-
 int win_evict_one(struct jp_engine *e, uint32_t s)
 {
     uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
@@ -186,44 +176,6 @@ static int win_grow(struct jp_engine *e)
     }
     free(old);
     e->used += win_bytes(nw) - win_bytes(w);
-    return 0;
-}
-
-inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
-{
-    if ((r->win = win_find(e, id)) != NULL)
-        return true;
-    return (r->valp = table_find(e, id)) != NULL;
-}
-
-inline uint64_t live_val(const struct live_ref *r)
-{
-    return r->win ? win_dec(*r->win) : val_get(r->valp);
-}
-
-inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
-{
-    if (r->win)
-        win_clear(e, (uint32_t)(r->win - e->win));
-    else
-        table_del(e, id, r->valp);
-}
-
-/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
-inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
-{
-    if (!r->win) {
-        val_set(r->valp, val);
-        return 0;
-    }
-    if (win_fits(val)) {
-        *r->win = win_enc(val);
-        return 0;
-    }
-    int rc = table_insert(e, id, val);
-    if (rc < 0)
-        return rc;
-    win_clear(e, (uint32_t)(r->win - e->win));
     return 0;
 }
 
