@@ -3,7 +3,7 @@
  */
 #include <errno.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 struct hot_key { uint32_t func, line, col; };
 static uint64_t hot_hash_k(const struct jp_engine *e, const struct hot_key *k)
@@ -24,8 +24,8 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* ---- CPU ------------------------------------------------------------------------------- */
 
-/* Every sample (the one-pass path, on_cpu_sample in engine_internal.h, takes the common one
- * when it may). */
+/* Every sample (the one-pass path, on_cpu_sample in account.h, takes the common one when it
+ * may). */
 int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 {
     if (e->mode != JP_MODE_CPU)
@@ -33,15 +33,13 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
     int rc;
     if (r->state != JP_STATE_JETT) {
         /* reading 8: stacks on non-jett samples are ignored */
-        e->state_samples[r->state]++;
-        e->producer_records++;
+        cpu_count(e, r->state);
         return thread_note(e);
     }
     int ref = node_ref(e, r->node);
     if (ref < 0)
         return violation(e);
-    e->state_samples[JP_STATE_JETT]++;
-    e->producer_records++;
+    cpu_count(e, JP_STATE_JETT);
     if ((rc = thread_note(e)) < 0)
         return rc;
     if (ref == 0)
@@ -53,22 +51,14 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
         if ((rc = exec_note(e, leaf->chain)) < 0)
             return rc;
     }
-    if (leaf->trunc)
-        e->truncated_stacks++;
-    e->attributed_stacks++;
-    /* Self, inclusive and chain counts are settled per node when a report is built
-     * (cpu_settle): a sample costs one counter on its leaf node, not a walk to the root. */
-    leaf->samples++;
-    e->cpu_dirty = true;
+    cpu_attribute(e, leaf);
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
         return 0; /* reading 6: self still counted, no hot line */
-    uint32_t *way = &e->funcs[leaf->func].hot_way[hot_way_of(r->stmt_line, r->stmt_col)];
-    if (*way) {
-        struct jp_hot *h = &e->hots[*way - 1u];
-        if (h->line == r->stmt_line && h->col == r->stmt_col) {
-            h->samples++; /* the line this way last took */
-            return 0;
-        }
+    uint32_t *way = hot_way(e, leaf, r->stmt_line, r->stmt_col);
+    struct jp_hot *wh = hot_at(e, *way, r->stmt_line, r->stmt_col);
+    if (wh) {
+        wh->samples++; /* the line this way last took */
+        return 0;
     }
     struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
     uint64_t h = hot_hash_k(e, &k);

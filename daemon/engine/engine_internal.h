@@ -42,6 +42,7 @@
  * is sharded so that transient is one shard's copy, not the whole table's.
  *
  * Files, one job each:
+ *   account.h     the accounting rules, each once, and the one-pass event paths built on them
  *   budget.c      accounting against the run's metadata budget (budget_hold, vec_grow, ...)
  *   hash.c        the seeded name hash (SipHash-2-4); the numeric mixers are inline below
  *   intern.c      the open-addressing index (itab) and the one interning sequence
@@ -358,45 +359,6 @@ static inline int thread_note(struct jp_engine *e)
 int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
 void cpu_settle(struct jp_engine *e);
 
-/* The function's way a statement's hot line is cached at (struct jp_func's hot_way). */
-static inline uint32_t hot_way_of(uint32_t line, uint32_t col)
-{
-    return (line ^ col) & (JP_FUNC_HOT_WAYS - 1u);
-}
-
-/* The common sample in one pass with no call: a jett sample with a statement, its leaf a
- * stored node under the EXEC identity already noted for it, its statement the hot line its
- * function's way holds, detail going on (cpu_fast). Every condition is tested before anything
- * changes, and then the steps are on_cpu_sample_general's for that case, in its order; any
- * other sample goes there whole, after the slot entry's fault test (a faulty sample is
- * declined, 1, for the full validation to name). None of these conditions holds for a faulty
- * sample: its state is jett, its flags are the one flag, its node is not 0.
- * The thread needs no test of its own: in CPU mode a node notes the epoch only in the general
- * path, after thread_note has (thread_epoch == exec_epoch whenever leaf->exec_epoch is). */
-static inline int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
-{
-    uint32_t node = r->node, line = r->stmt_line, col = r->stmt_col;
-    if (__builtin_expect(!(e->cpu_fast && r->state == JP_STATE_JETT &&
-                           r->flags == JP_SAMPLE_HAS_STMT && node - 1u < e->nnode_stored),
-                         0))
-        return jp_rec_sample_fault(r) ? 1 : on_cpu_sample_general(e, r);
-    struct jp_node *leaf = &e->nodes[node - 1u];
-    uint32_t w = e->funcs[leaf->func].hot_way[hot_way_of(line, col)];
-    if (__builtin_expect(leaf->exec_epoch != e->exec_epoch || !w, 0))
-        return on_cpu_sample_general(e, r);
-    struct jp_hot *h = &e->hots[w - 1u];
-    if (__builtin_expect(h->line != line || h->col != col, 0))
-        return on_cpu_sample_general(e, r);
-    e->state_samples[JP_STATE_JETT]++;
-    e->producer_records++;
-    e->truncated_stacks += leaf->trunc; /* 0 or 1 */
-    e->attributed_stacks++;
-    leaf->samples++;
-    e->cpu_dirty = true;
-    h->samples++;
-    return 0;
-}
-
 /* ---- memory.c ----------------------------------------------------------------------------- */
 
 int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
@@ -600,25 +562,47 @@ static inline void win_prefetch_next(struct jp_engine *e, uint64_t id)
         ln_prefetch(e, (uint32_t)(next_occ + 1u));
 }
 
+/* Slot s (empty) takes window value v. */
+static inline void win_put(struct jp_engine *e, uint32_t s, uint32_t v)
+{
+    e->win[s] = v;
+    win_mark(e, s);
+    e->nwin++;
+}
+
+/* id, above every id before it, is the window's newest now (held in its slot or not). */
+static inline void win_advance(struct jp_engine *e, uint64_t id)
+{
+    e->win_hi = id;
+    win_prefetch_next(e, id);
+}
+
+/* The agent's counter: id is win_hi + 1 (no wrap, below UINT64_MAX), the window exists and is
+ * not due to grow, and v is its slot value. A survivor in its slot (the id one window older)
+ * moves to the tables first, through a call; that is the only failure (-ENOBUFS, -ENOMEM). */
+static inline int win_take_next(struct jp_engine *e, uint64_t id, uint32_t v)
+{
+    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
+    if (__builtin_expect(e->win[slot] != 0, 0)) {
+        int rc = win_evict_one(e, slot);
+        if (rc < 0)
+            return rc;
+    }
+    win_put(e, slot, v);
+    win_advance(e, id);
+    return 0;
+}
+
 /* Tracks a new live allocation. Inline for the agent's counter (the next id after the
- * highest, its window slot free, the window not due to grow, a value the slot holds): the
- * same steps live_insert_slow takes in that case, without a call; every other case there. */
+ * highest, the window not due to grow, a value the slot holds): win_take_next, which is what
+ * live_insert_slow does in that case; every other case there. */
 static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
      * win_hi + 1 without wrapping and is not UINT64_MAX (which lives in its own slot). */
     if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
-        win_fits(val)) {
-        uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-        if (!e->win[slot]) {
-            e->win[slot] = win_enc(val);
-            win_mark(e, slot);
-            e->nwin++;
-            e->win_hi = id;
-            win_prefetch_next(e, id);
-            return 0;
-        }
-    }
+        win_fits(val))
+        return win_take_next(e, id, win_enc(val));
     return live_insert_slow(e, id, val);
 }
 
@@ -626,143 +610,6 @@ static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 static inline uint64_t win_bytes(uint32_t w)
 {
     return (uint64_t)w * sizeof(uint32_t) + w / 512u;
-}
-
-/* ---- memory.c: the one-pass event paths ---------------------------------------------------
- * Inline here so the slot entry (feed.c) runs them without a call. */
-
-/* The last interval now ends at hi: the next id after it extends it, unless that is
- * UINT64_MAX, which is never in an interval (seen_max holds it). While seen_next is set, the
- * last interval's end is seen_next - 1 and its stored hi may lag: seen_settle writes it before
- * anything reads the history (memory.c), so the common allocation stores one word. */
-static inline void seen_extend(struct jp_engine *e, uint64_t hi)
-{
-    if (__builtin_expect(hi + 1u < UINT64_MAX, 1)) {
-        e->seen_next = hi + 1u;
-    } else {
-        e->seen[e->nseen - 1u].hi = hi;
-        e->seen_next = 0;
-    }
-}
-
-/* Live bytes (and, by objs, live allocations) of a creation chain change only through here,
- * so the chain takes its peak snapshot first (the site's live figures are its chains' sums). */
-static inline void chain_live(struct jp_engine *e, struct jp_chain *c, uint64_t add,
-                              uint64_t sub, int objs)
-{
-    if (c->stamp != e->peak_epoch) {
-        c->snap = c->live;
-        c->stamp = e->peak_epoch;
-    }
-    c->live = c->live + add - sub;
-    c->live_count += (uint32_t)objs;
-}
-
-/* chain_live for a creation chain given as index + 1, 0: none. */
-static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
-                                  int objs)
-{
-    if (chain)
-        chain_live(e, &e->chains[chain - 1u], add, sub, objs);
-}
-
-/* Freed bytes of the allocation created with chain (index + 1, 0: none) go to its site. */
-static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t bytes)
-{
-    if (chain)
-        e->funcs[e->chains[chain - 1u].func].freed += bytes;
-}
-
-static inline void total_live_add(struct jp_engine *e, uint64_t add)
-{
-    e->live_bytes += add;
-    if (e->live_bytes > e->peak_bytes) {
-        e->peak_bytes = e->live_bytes;
-        e->peak_epoch++;
-    }
-}
-
-/* The common allocation in one pass: the agent's next id (fresh, and the next window slot,
- * the window not due to grow; a survivor still in that slot moves to the tables through a
- * call), a stored node that is not a truncation, under the EXEC identity already noted for it
- * and for the thread, a size and chain the window slot holds, live tracking exact (mem_fast).
- * Every condition is tested before anything changes, and then the steps are
- * on_alloc_general's for that case, in its order; any other allocation goes there whole. */
-static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
-{
-    uint64_t id = r->allocation_id, size = r->size;
-    uint32_t node = r->node;
-    /* seen_next set means id < UINT64_MAX, so id == win_hi + 1 did not wrap and win_hi is
-     * below UINT64_MAX - 1, as the window's inline insert requires */
-    if (__builtin_expect(!(e->mem_fast && e->seen_next &&
-                           id == e->seen_next && node - 1u < e->nnode_stored &&
-                           e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
-                           id == e->win_hi + 1u && size < (UINT64_C(1) << WIN_SIZE_BITS)),
-                         0))
-        return on_alloc_general(e, r);
-    struct jp_node *n = &e->nodes[node - 1u];
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-    if (__builtin_expect(n->trunc || n->exec_epoch != e->exec_epoch ||
-                             n->chain + 1u >= WIN_CHAIN_LIMIT,
-                         0))
-        return on_alloc_general(e, r);
-    uint32_t chain = n->chain + 1u;
-    struct jp_chain *c = &e->chains[n->chain];
-    e->producer_records++;
-    e->allocation_count++;
-    e->allocated_bytes += size;
-    c->count++;
-    c->allocated += size;
-    e->attributed_allocated += size;
-    seen_extend(e, id);
-    /* live_insert's step for the agent's counter: a survivor in the slot (the id one window
-     * older) moves to the tables first, by the call live_insert_slow makes */
-    if (__builtin_expect(e->win[slot] != 0, 0)) {
-        int rc = win_evict_one(e, slot);
-        if (rc < 0)
-            return live_lost(e, rc);
-    }
-    e->win[slot] = win_slot(chain, size);
-    win_mark(e, slot);
-    e->nwin++;
-    e->win_hi = id;
-    win_prefetch_next(e, id);
-    chain_live(e, c, size, 0, 1);
-    total_live_add(e, size);
-    e->live_count++;
-    return 0;
-}
-
-/* The common free in one pass with no call: of an allocation held in the young window (so its
- * value is no overflow entry) with the size the record gives, its stack none or a stored node
- * that is not a truncation, under the thread identity already noted, live tracking exact
- * (mem_fast). Every condition is tested before anything changes, and then the steps are
- * on_free_general's for that case, in its order; any other free goes there whole. */
-static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
-{
-    uint64_t id = r->allocation_id;
-    uint32_t node = r->node;
-    /* win_find's test: win_w is 0 while there is no window */
-    if (__builtin_expect(!(e->mem_fast && id <= e->win_hi &&
-                           e->win_hi - id < e->win_w &&
-                           e->thread_epoch == e->exec_epoch &&
-                           (node == JP_ID_NONE ||
-                            (node - 1u < e->nnode_stored && !e->nodes[node - 1u].trunc))),
-                         0))
-        return on_free_general(e, r);
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u)), v = e->win[slot];
-    uint64_t size = win_slot_size(v);
-    if (__builtin_expect(!v || size != r->old_size, 0))
-        return on_free_general(e, r);
-    uint32_t chain = win_slot_chain(v);
-    e->producer_records++;
-    win_clear(e, slot); /* live_del */
-    e->freed_bytes += size;
-    e->live_bytes -= size;
-    e->live_count--;
-    site_freed(e, chain, size);
-    chain_live_add(e, chain, 0, size, -1);
-    return 0;
 }
 
 /* ---- excerpt.c ---------------------------------------------------------------------------- */

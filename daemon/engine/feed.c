@@ -6,7 +6,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 

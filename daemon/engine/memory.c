@@ -4,7 +4,7 @@
  */
 #include <errno.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 /* Writes the last interval's end that seen_extend leaves implicit in seen_next. */
 static inline void seen_settle(struct jp_engine *e)
@@ -79,8 +79,7 @@ static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int
     if (ref <= 0)
         return NULL;
     struct jp_node *n = &e->nodes[node - 1u];
-    if (n->trunc)
-        e->truncated_stacks++;
+    stack_note(e, n);
     return n;
 }
 
@@ -88,11 +87,11 @@ static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int
  * in truncated_stacks and makes the profile partial, like an alloc or resize (reading 17). */
 static void free_stack_note(struct jp_engine *e, uint32_t node)
 {
-    if (node_ref(e, node) == 1 && e->nodes[node - 1u].trunc)
-        e->truncated_stacks++;
+    if (node_ref(e, node) == 1)
+        stack_note(e, &e->nodes[node - 1u]);
 }
 
-/* Every allocation; on_alloc (engine_internal.h) takes the common one itself. */
+/* Every allocation; on_alloc (account.h) takes the common one itself. */
 __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
@@ -111,16 +110,10 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
             return violation(e); /* reused id, live or retired */
     }
     struct jp_node *n = event_node(e, r->node, nref);
-    uint32_t chain = 0;
+    struct jp_chain *c = n ? node_chain(e, n) : NULL;
     e->producer_records++;
-    e->allocation_count++;
-    e->allocated_bytes += r->size;
+    mem_count_alloc(e, c, r->size);
     if (n) {
-        struct jp_chain *c = &e->chains[n->chain];
-        chain = n->chain + 1u;
-        c->count++;
-        c->allocated += r->size;
-        e->attributed_allocated += r->size;
         /* Creation events carry the identity, noted against the site; once per node and
          * EXEC epoch (another node of the same site notes the same tuple, a no-op). */
         if (n->exec_epoch != e->exec_epoch) {
@@ -138,15 +131,13 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
         seen_extend(e, r->allocation_id);
     else if ((rc = seen_add(e, r->allocation_id)) < 0)
         return live_lost(e, rc);
-    if ((rc = live_pack(e, r->size, chain, &val)) < 0)
+    if ((rc = live_pack(e, r->size, n ? n->chain + 1u : 0, &val)) < 0)
         return live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
         return live_lost(e, rc);
     }
-    chain_live_add(e, chain, r->size, 0, 1);
-    total_live_add(e, r->size);
-    e->live_count++;
+    mem_live_add(e, c, r->size, 1);
     return 0;
 }
 
@@ -175,15 +166,9 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     if (r->new_size >= r->old_size) {
         /* Growth is allocation pressure where the resize happened: the resizing event's
          * chain (and so its leaf), not the creation chain. */
-        uint64_t grow = r->new_size - r->old_size;
-        e->allocated_bytes += grow;
-        if (n) {
-            e->chains[n->chain].allocated += grow;
-            e->attributed_allocated += grow;
-        }
+        mem_charge(e, n ? node_chain(e, n) : NULL, r->new_size - r->old_size);
     } else {
-        e->freed_bytes += r->old_size - r->new_size;
-        site_freed(e, creation, r->old_size - r->new_size);
+        mem_freed(e, chain_at(e, creation), r->old_size - r->new_size);
     }
     int rc = thread_note(e);
     if (rc < 0 || !e->live_exact)
@@ -198,17 +183,14 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         return live_lost(e, rc);
     }
     ovf_release(e, oval);
-    if (r->new_size >= r->old_size) {
-        chain_live_add(e, creation, r->new_size - r->old_size, 0, 0);
-        total_live_add(e, r->new_size - r->old_size);
-    } else {
-        chain_live_add(e, creation, 0, r->old_size - r->new_size, 0);
-        e->live_bytes -= r->old_size - r->new_size;
-    }
+    if (r->new_size >= r->old_size)
+        mem_live_add(e, chain_at(e, creation), r->new_size - r->old_size, 0);
+    else
+        mem_live_sub(e, chain_at(e, creation), r->old_size - r->new_size, 0);
     return 0;
 }
 
-/* Every free; on_free (engine_internal.h) takes the common one itself. */
+/* Every free; on_free (account.h) takes the common one itself. */
 __attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
 {
     if (e->mode != JP_MODE_MEMORY)
@@ -234,11 +216,7 @@ __attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct 
     free_stack_note(e, r->node);
     ovf_release(e, val);
     live_del(e, r->allocation_id, &ref);
-    e->freed_bytes += size;
-    e->live_bytes -= size;
-    e->live_count--;
-    site_freed(e, creation, size);
-    chain_live_add(e, creation, 0, size, -1);
+    mem_free(e, chain_at(e, creation), size);
     return thread_note(e);
 }
 

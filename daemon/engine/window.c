@@ -169,10 +169,7 @@ static int win_grow(struct jp_engine *e)
         if (!old[s])
             continue;
         uint64_t id = e->win_hi - ((e->win_hi - s) & (w - 1u));
-        uint32_t ns = (uint32_t)(id & (nw - 1u));
-        slots[ns] = old[s];
-        win_mark(e, ns);
-        e->nwin++;
+        win_put(e, (uint32_t)(id & (nw - 1u)), old[s]);
     }
     free(old);
     e->used += win_bytes(nw) - win_bytes(w);
@@ -206,14 +203,10 @@ int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
             return rc;
         }
     }
-    if (win_fits(val)) {
-        e->win[slot] = win_enc(val);
-        win_mark(e, slot);
-        e->nwin++;
-    } else if ((rc = table_insert(e, id, val)) < 0) {
+    if (win_fits(val))
+        win_put(e, slot, win_enc(val));
+    else if ((rc = table_insert(e, id, val)) < 0)
         return rc;
-    }
-    e->win_hi = id;
-    win_prefetch_next(e, id);
+    win_advance(e, id);
     return 0;
 }
