@@ -4,8 +4,8 @@
  * A rule is what one event does to the run's counters, tables, live bytes and peak: an
  * allocation counted and made live, bytes charged or given back, a free, a CPU sample counted
  * and attributed. Each is one inline function below, and every path that applies it calls it:
- * the general paths (on_alloc_general, on_resize, on_free_general in memory.c;
- * on_cpu_sample_general in cpu.c) and the one-pass paths here, which the slot entry (feed.c)
+ * the general paths (jpe_on_alloc_general, jpe_on_resize, jpe_on_free_general in memory.c;
+ * jpe_on_cpu_sample_general in cpu.c) and the one-pass paths here, which the slot entry (feed.c)
  * runs without a call. A one-pass path only adds what makes it fast: it tests, before anything
  * changes, that its event is the common case (so the lookups and notes the general path makes
  * are known no-ops) and then applies the same rules in the general path's order; any other
@@ -145,7 +145,7 @@ static inline void cpu_count(struct jp_engine *e, uint32_t state)
 }
 
 /* A jett sample attributed to its stored leaf node. Self, inclusive and chain counts are
- * settled per node when a view is taken (cpu_settle): a sample costs one counter on its leaf
+ * settled per node when a view is taken (jpe_cpu_settle): a sample costs one counter on its leaf
  * node, not a walk to the root. */
 static inline void cpu_attribute(struct jp_engine *e, struct jp_node *leaf)
 {
@@ -192,19 +192,19 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
                            e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
                            id == e->win_hi + 1u && size < (UINT64_C(1) << WIN_SIZE_BITS)),
                          0))
-        return on_alloc_general(e, r);
+        return jpe_on_alloc_general(e, r);
     struct jp_node *n = &e->nodes[node - 1u];
     if (__builtin_expect(n->trunc || n->exec_epoch != e->exec_epoch ||
                              n->chain + 1u >= WIN_CHAIN_LIMIT,
                          0))
-        return on_alloc_general(e, r);
+        return jpe_on_alloc_general(e, r);
     struct jp_chain *c = node_chain(e, n);
     e->producer_records++;
     mem_count_alloc(e, c, size);
     seen_extend(e, id);
     int rc = win_take_next(e, id, win_slot(n->chain + 1u, size));
     if (__builtin_expect(rc < 0, 0))
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     mem_live_add(e, c, size, 1);
     return 0;
 }
@@ -224,11 +224,11 @@ static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
                            (node == JP_ID_NONE ||
                             (node - 1u < e->nnode_stored && !e->nodes[node - 1u].trunc))),
                          0))
-        return on_free_general(e, r);
+        return jpe_on_free_general(e, r);
     uint32_t slot = (uint32_t)(id & (e->win_w - 1u)), v = e->win[slot];
     uint64_t size = win_slot_size(v);
     if (__builtin_expect(!v || size != r->old_size, 0))
-        return on_free_general(e, r);
+        return jpe_on_free_general(e, r);
     e->producer_records++;
     win_clear(e, slot); /* live_del */
     mem_free(e, chain_at(e, win_slot_chain(v)), size);
@@ -249,14 +249,14 @@ static inline int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sam
     if (__builtin_expect(!(e->cpu_fast && r->state == JP_STATE_JETT &&
                            r->flags == JP_SAMPLE_HAS_STMT && node - 1u < e->nnode_stored),
                          0))
-        return jp_rec_sample_fault(r) ? 1 : on_cpu_sample_general(e, r);
+        return jp_rec_sample_fault(r) ? 1 : jpe_on_cpu_sample_general(e, r);
     struct jp_node *leaf = &e->nodes[node - 1u];
     uint32_t w = *hot_way(e, leaf, line, col);
     if (__builtin_expect(leaf->exec_epoch != e->exec_epoch, 0))
-        return on_cpu_sample_general(e, r);
+        return jpe_on_cpu_sample_general(e, r);
     struct jp_hot *h = hot_at(e, w, line, col);
     if (__builtin_expect(!h, 0))
-        return on_cpu_sample_general(e, r);
+        return jpe_on_cpu_sample_general(e, r);
     cpu_count(e, JP_STATE_JETT);
     cpu_attribute(e, leaf);
     h->samples++;

@@ -26,7 +26,7 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* Every sample (the one-pass path, on_cpu_sample in account.h, takes the common one when it
  * may). */
-int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 {
     if (e->mode != JP_MODE_CPU)
         return violation(e);
@@ -48,7 +48,7 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
     /* after thread_note: the one-pass path takes a noted leaf for a noted thread */
     if (leaf->exec_epoch != e->exec_epoch) { /* epoch 0: no EXEC yet, nothing to note */
         leaf->exec_epoch = e->exec_epoch;
-        if ((rc = exec_note(e, leaf->chain)) < 0)
+        if ((rc = jpe_exec_note(e, leaf->chain)) < 0)
             return rc;
     }
     cpu_attribute(e, leaf);
@@ -67,11 +67,11 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
         struct intern in = {&e->hot_tab, hot_hash, hot_eq, (void **)&e->hots, &e->hots_cap,
                             e->nhots, UINT32_MAX, sizeof *e->hots};
         if ((rc = intern_find(e, &in, h, &k, &hi)) < 0)
-            return budget_fail(e, rc);
+            return jpe_budget_fail(e, rc);
         if (rc) {
             e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
             e->nhots++;
-            intern_put(&e->hot_tab, h, hi);
+            jpe_intern_put(&e->hot_tab, h, hi);
         }
     }
     e->hots[hi].samples++;
@@ -84,7 +84,7 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
  * to every function whose root-most occurrence is on its path (reading 4) and to that
  * occurrence's chain. Cost:
  * nodes x depth, once per report, not per sample. */
-void cpu_settle(struct jp_engine *e)
+void jpe_cpu_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_CPU || !e->cpu_dirty)
         return;

@@ -13,7 +13,7 @@
  *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
  *    sample bumps its leaf node's count and its hot line's (found in its function's eight
  *    hot-line ways, or else in the hot-line table); self, inclusive and chain counts are
- *    settled from the node counts when a view is taken (cpu_settle).
+ *    settled from the node counts when a view is taken (jpe_cpu_settle).
  *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
  *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
  *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
@@ -28,7 +28,7 @@
  *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
  *    current stamp. A chain untouched since the latest peak still holds its peak value live.
  *  - memory mode counts allocations, allocated and live bytes per creation chain only; a
- *    site's figures are the sums of its chains, settled when a view is taken (mem_settle), so
+ *    site's figures are the sums of its chains, settled when a view is taken (jpe_mem_settle), so
  *    an event touches one chain, not a chain and a function. Freed bytes and resize counts are
  *    the site's alone (the view has no per-chain figure for them).
  *
@@ -38,17 +38,17 @@
  * detail); totals go on. A refused growth of the live table ends exact live tracking.
  * A growth holds the old and the new array at once (a rehash reads one while filling the
  * other; realloc may copy), so it must fit used + new bytes, not just the steady state after
- * it: the budget is never exceeded even for an instant (budget_hold). The narrow live table
+ * it: the budget is never exceeded even for an instant (jpe_budget_hold). The narrow live table
  * is sharded so that transient is one shard's copy, not the whole table's.
  *
  * Files, one job each:
  *   account.h     the accounting rules, each once, and the one-pass event paths built on them
- *   budget.c      accounting against the run's metadata budget (budget_hold, vec_grow, ...)
+ *   budget.c      accounting against the run's metadata budget (jpe_budget_hold, jpe_vec_grow, ...)
  *   hash.c        the seeded name hash (SipHash-2-4); the numeric mixers are inline below
  *   intern.c      the open-addressing index (itab) and the one interning sequence
  *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
  *   exec.c        execution identity: identity tuples and distinct runtime threads
- *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (cpu_settle)
+ *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (jpe_cpu_settle)
  *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
  *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
@@ -79,7 +79,7 @@ struct jp_node {
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
     uint32_t reserved2;
-    uint32_t exec_epoch; /* the EXEC epoch this node last noted (exec_note): CPU its chain,
+    uint32_t exec_epoch; /* the EXEC epoch this node last noted (jpe_exec_note): CPU its chain,
                           * memory its site */
     uint64_t samples;  /* CPU: jett samples whose leaf is this node */
 };
@@ -166,7 +166,7 @@ struct jp_engine {
      * paths (set at RUN_START unless no_fast_paths, cleared with live_exact) */
     bool mem_fast, no_fast_paths;
     /* CPU mode with detail going on: on_cpu_sample may take its one-pass path (set at
-     * RUN_START unless no_fast_paths, cleared with detail_stopped, stop_detail) */
+     * RUN_START unless no_fast_paths, cleared with detail_stopped, jpe_stop_detail) */
     bool cpu_fast;
     /* The host ran out of memory while a record was being counted: that record may be only
      * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
@@ -179,7 +179,7 @@ struct jp_engine {
     uint64_t violations, producer_records, truncated_stacks;
 
     uint64_t state_samples[JP_STATE_LIMIT], attributed_stacks;
-    bool cpu_dirty; /* leaf counts changed since cpu_settle */
+    bool cpu_dirty; /* leaf counts changed since jpe_cpu_settle */
 
     uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
     uint64_t live_count; /* allocations tracked live (exact while live_exact) */
@@ -217,11 +217,11 @@ struct jp_engine {
 
 /* ---- budget.c ----------------------------------------------------------------------------- */
 
-int budget_hold(struct jp_engine *e, uint64_t extra);
-int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem);
-int budget_dup(struct jp_engine *e, const void *src, size_t len, char **out);
-int stop_detail(struct jp_engine *e);
-int budget_fail(struct jp_engine *e, int r);
+int jpe_budget_hold(struct jp_engine *e, uint64_t extra);
+int jpe_vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem);
+int jpe_budget_dup(struct jp_engine *e, const void *src, size_t len, char **out);
+int jpe_stop_detail(struct jp_engine *e);
+int jpe_budget_fail(struct jp_engine *e, int r);
 
 /* Counts a semantic violation the contract says to count and exclude; 0 so a handler can
  * `return violation(e)`. */
@@ -259,9 +259,9 @@ struct sip {
     uint64_t v0, v1, v2, v3, m;
     uint32_t nb, len;
 };
-void sip_init(struct sip *h, uint64_t seed);
-void sip_bytes(struct sip *h, const void *p, size_t n);
-uint64_t sip_final(struct sip *h);
+void jpe_sip_init(struct sip *h, uint64_t seed);
+void jpe_sip_bytes(struct sip *h, const void *p, size_t n);
+uint64_t jpe_sip_final(struct sip *h);
 
 /* ---- interning (intern.c) ------------------------------------------------------------------ */
 
@@ -269,9 +269,9 @@ typedef bool (*itab_eq)(const struct jp_engine *e, uint32_t idx, const void *key
 typedef uint64_t (*itab_hash)(const struct jp_engine *e, uint32_t idx);
 
 /* Makes room for one more entry (load <= 1/2), rehashing with hf. 0, -ENOBUFS, -ENOMEM. */
-int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
+int jpe_itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
 /* Inserts idx under h: the caller knows the key is absent and room is reserved. */
-void intern_put(struct itab *t, uint64_t h, uint32_t idx);
+void jpe_intern_put(struct itab *t, uint64_t h, uint32_t idx);
 
 /* The index of the entry equal to key under hash h, or UINT32_MAX. Always inlined, so the
  * constant eq of each caller is inlined too (a hot-line lookup per sample is no indirect
@@ -308,7 +308,7 @@ struct intern {
  * entry array to n + 1 and then reserve the index, in that order (so the budget sees the same
  * growths at the same records whatever the table). Returns 0 when found (*idx its index); 1
  * when absent with room made (*idx = n: the caller fills entry n, counts it, and publishes it
- * with intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
+ * with jpe_intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
  * budget (or max) refuses, -ENOMEM when malloc does. */
 __attribute__((always_inline))
 static inline int intern_find(struct jp_engine *e, const struct intern *in, uint64_t h,
@@ -320,8 +320,8 @@ static inline int intern_find(struct jp_engine *e, const struct intern *in, uint
     if (in->n >= in->max)
         return -ENOBUFS;
     int rc;
-    if ((rc = vec_grow(e, in->arr, in->cap, in->n + 1u, in->elem)) < 0 ||
-        (rc = itab_reserve(e, in->t, in->hash)) < 0)
+    if ((rc = jpe_vec_grow(e, in->arr, in->cap, in->n + 1u, in->elem)) < 0 ||
+        (rc = jpe_itab_reserve(e, in->t, in->hash)) < 0)
         return rc;
     *idx = in->n;
     return 1;
@@ -329,10 +329,10 @@ static inline int intern_find(struct jp_engine *e, const struct intern *in, uint
 
 /* ---- defs.c ------------------------------------------------------------------------------- */
 
-int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why);
-int on_source_def(struct jp_engine *e, const uint8_t *rec);
-int on_frame_def(struct jp_engine *e, const uint8_t *rec);
-int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r);
+int jpe_on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why);
+int jpe_on_source_def(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_frame_def(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r);
 
 /* Classifies a node reference: -1 undefined (violation), 0 defined without detail, 1 stored. */
 static inline int node_ref(const struct jp_engine *e, uint32_t node)
@@ -344,37 +344,37 @@ static inline int node_ref(const struct jp_engine *e, uint32_t node)
 
 /* ---- exec.c ------------------------------------------------------------------------------- */
 
-int exec_note(struct jp_engine *e, uint32_t key);
-int thread_note_slow(struct jp_engine *e);
+int jpe_exec_note(struct jp_engine *e, uint32_t key);
+int jpe_thread_note_slow(struct jp_engine *e);
 
 /* Notes the current runtime thread among the run's distinct threads: one compare while the
  * identity holds, the slow half once per EXEC record at most. */
 static inline int thread_note(struct jp_engine *e)
 {
-    return e->thread_epoch == e->exec_epoch ? 0 : thread_note_slow(e);
+    return e->thread_epoch == e->exec_epoch ? 0 : jpe_thread_note_slow(e);
 }
 
 /* ---- cpu.c -------------------------------------------------------------------------------- */
 
-int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
-void cpu_settle(struct jp_engine *e);
+int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
+void jpe_cpu_settle(struct jp_engine *e);
 
 /* ---- memory.c ----------------------------------------------------------------------------- */
 
-int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
-int on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
-int on_free_general(struct jp_engine *e, const struct jp_rec_free *r);
-void mem_settle(struct jp_engine *e);
+int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
+int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r);
+void jpe_mem_settle(struct jp_engine *e);
 
 /* ---- live_table.c ------------------------------------------------------------------------- */
 
-uint32_t *lw_find(struct live_wide *t, uint64_t key);
-void lw_put(struct live_wide *t, uint64_t key, uint64_t val);
-int lw_reserve(struct jp_engine *e, struct live_wide *t);
-uint32_t *table_find(struct jp_engine *e, uint64_t id);
-void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
-int table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
-int ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
+uint32_t *jpe_lw_find(struct live_wide *t, uint64_t key);
+void jpe_lw_put(struct live_wide *t, uint64_t key, uint64_t val);
+int jpe_lw_reserve(struct jp_engine *e, struct live_wide *t);
+uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id);
+void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+int jpe_table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+int jpe_ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
 
 /* Packs (size, creation chain) into one value, using the overflow array when either does not
  * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
@@ -384,7 +384,7 @@ static inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, 
         *out = size | ((uint64_t)chain << SIZE_BITS);
         return 0;
     }
-    return ovf_pack(e, size, chain, out);
+    return jpe_ovf_pack(e, size, chain, out);
 }
 
 static inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size,
@@ -449,12 +449,12 @@ struct live_ref {
     uint32_t *win;  /* its window slot, or NULL */
     uint32_t *valp; /* else its table value */
 };
-int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
+int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
 /* Moves the survivor in window slot s (occupied; win_hi not yet advanced) to the tables. */
-int win_evict_one(struct jp_engine *e, uint32_t s);
+int jpe_win_evict_one(struct jp_engine *e, uint32_t s);
 /* What a failure to track a live allocation returns (memory.c): the budget's refusal
  * (-ENOBUFS) ends exact live tracking for the run and is no error; anything else is. */
-int live_lost(struct jp_engine *e, int rc);
+int jpe_live_lost(struct jp_engine *e, int rc);
 
 /* A window slot's value (window.c): see the slot format there. */
 #define WIN_SIZE_BITS 20u
@@ -510,7 +510,7 @@ static inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *
 {
     if ((r->win = win_find(e, id)) != NULL)
         return true;
-    return (r->valp = table_find(e, id)) != NULL;
+    return (r->valp = jpe_table_find(e, id)) != NULL;
 }
 
 static inline uint64_t live_val(const struct live_ref *r)
@@ -523,7 +523,7 @@ static inline void live_del(struct jp_engine *e, uint64_t id, const struct live_
     if (r->win)
         win_clear(e, (uint32_t)(r->win - e->win));
     else
-        table_del(e, id, r->valp);
+        jpe_table_del(e, id, r->valp);
 }
 
 /* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
@@ -538,7 +538,7 @@ static inline int live_set(struct jp_engine *e, uint64_t id, const struct live_r
         *r->win = win_enc(val);
         return 0;
     }
-    int rc = table_insert(e, id, val);
+    int rc = jpe_table_insert(e, id, val);
     if (rc < 0)
         return rc;
     win_clear(e, (uint32_t)(r->win - e->win));
@@ -584,7 +584,7 @@ static inline int win_take_next(struct jp_engine *e, uint64_t id, uint32_t v)
 {
     uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
     if (__builtin_expect(e->win[slot] != 0, 0)) {
-        int rc = win_evict_one(e, slot);
+        int rc = jpe_win_evict_one(e, slot);
         if (rc < 0)
             return rc;
     }
@@ -595,7 +595,7 @@ static inline int win_take_next(struct jp_engine *e, uint64_t id, uint32_t v)
 
 /* Tracks a new live allocation. Inline for the agent's counter (the next id after the
  * highest, the window not due to grow, a value the slot holds): win_take_next, which is what
- * live_insert_slow does in that case; every other case there. */
+ * jpe_live_insert_slow does in that case; every other case there. */
 static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
@@ -603,7 +603,7 @@ static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
     if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
         win_fits(val))
         return win_take_next(e, id, win_enc(val));
-    return live_insert_slow(e, id, val);
+    return jpe_live_insert_slow(e, id, val);
 }
 
 /* Bytes a window of w slots holds: the slots and a bit per 64 of them. */
@@ -614,6 +614,6 @@ static inline uint64_t win_bytes(uint32_t w)
 
 /* ---- excerpt.c ---------------------------------------------------------------------------- */
 
-int on_excerpt(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_excerpt(struct jp_engine *e, const uint8_t *rec);
 
 #endif

@@ -33,7 +33,7 @@ static bool seen_has(struct jp_engine *e, uint64_t id)
     }
     if (lo < e->nseen && e->seen[lo].lo <= id)
         return true;
-    return lw_find(&e->seen_extra, id + 1u) != NULL;
+    return jpe_lw_find(&e->seen_extra, id + 1u) != NULL;
 }
 
 static int seen_add(struct jp_engine *e, uint64_t id)
@@ -50,12 +50,12 @@ static int seen_add(struct jp_engine *e, uint64_t id)
     struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
     int rc;
     if (last && id <= last->hi) {
-        if ((rc = lw_reserve(e, &e->seen_extra)) < 0)
+        if ((rc = jpe_lw_reserve(e, &e->seen_extra)) < 0)
             return rc;
-        lw_put(&e->seen_extra, id + 1u, 0);
+        jpe_lw_put(&e->seen_extra, id + 1u, 0);
         return 0;
     }
-    if ((rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
+    if ((rc = jpe_vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
         return rc;
     e->seen[e->nseen++] = (struct interval){id, id};
     seen_extend(e, id);
@@ -63,7 +63,7 @@ static int seen_add(struct jp_engine *e, uint64_t id)
 }
 
 /* Ends exact live tracking for the rest of the run (retention budget exhausted). */
-int live_lost(struct jp_engine *e, int rc)
+int jpe_live_lost(struct jp_engine *e, int rc)
 {
     if (rc != -ENOBUFS)
         return rc;
@@ -92,7 +92,7 @@ static void free_stack_note(struct jp_engine *e, uint32_t node)
 }
 
 /* Every allocation; on_alloc (account.h) takes the common one itself. */
-__attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
+int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -118,7 +118,7 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
          * EXEC epoch (another node of the same site notes the same tuple, a no-op). */
         if (n->exec_epoch != e->exec_epoch) {
             n->exec_epoch = e->exec_epoch;
-            if ((rc = exec_note(e, n->func)) < 0)
+            if ((rc = jpe_exec_note(e, n->func)) < 0)
                 return rc;
         }
     }
@@ -130,18 +130,18 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
     if (fresh) /* seen_add's common case; nothing above touched the history */
         seen_extend(e, r->allocation_id);
     else if ((rc = seen_add(e, r->allocation_id)) < 0)
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     if ((rc = live_pack(e, r->size, n ? n->chain + 1u : 0, &val)) < 0)
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     }
     mem_live_add(e, c, r->size, 1);
     return 0;
 }
 
-int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -176,11 +176,11 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     uint64_t nval;
     rc = live_pack(e, r->new_size, creation, &nval);
     if (rc < 0)
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     uint64_t oval = live_val(&ref);
     if ((rc = live_set(e, r->allocation_id, &ref, nval)) < 0) {
         ovf_release(e, nval);
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     }
     ovf_release(e, oval);
     if (r->new_size >= r->old_size)
@@ -191,7 +191,7 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
 }
 
 /* Every free; on_free (account.h) takes the common one itself. */
-__attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
+int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -224,7 +224,7 @@ __attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct 
  * creation chains' (the per-event path counts chains only); done when a view is taken, from
  * scratch, so taking several views is harmless. The site's stamp is the current epoch, so
  * jp_func_live_at_peak reads the summed snapshot. */
-void mem_settle(struct jp_engine *e)
+void jpe_mem_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_MEMORY)
         return;

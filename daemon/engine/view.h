@@ -77,7 +77,7 @@ struct jp_chain {
     uint32_t live_count; /* memory: allocations created with this chain still live (a live set
                           * fits the retention budget, far below 2^32); 0 in CPU mode */
     union {
-        struct {          /* CPU, settled from the node counts (cpu_settle) */
+        struct {          /* CPU, settled from the node counts (jpe_cpu_settle) */
             uint64_t samples; /* jett samples whose stack passes through this chain's function
                                * at its root-most occurrence (reading 4): the subtree's */
             uint64_t leaf;    /* jett samples whose stack is exactly this chain */
@@ -142,7 +142,7 @@ struct jp_engine_view {
 };
 
 /* Fills *v from the engine, after settling the CPU self, inclusive and chain counts from the
- * node counts (cpu_settle) and the memory sites' figures from their chains (mem_settle),
+ * node counts (jpe_cpu_settle) and the memory sites' figures from their chains (jpe_mem_settle),
  * which is why the engine is not const. 0, or -ENODATA without RUN_START
  * (no mode, nothing to report). */
 int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v);

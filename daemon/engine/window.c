@@ -51,7 +51,7 @@ _Static_assert(WIN_MIN_BITS >= 12u, "the summary needs a whole word");
 static int win_alloc(struct jp_engine *e, uint32_t w, uint32_t **slots, uint64_t **grp)
 {
     uint64_t bytes = win_bytes(w);
-    if (budget_hold(e, bytes) < 0)
+    if (jpe_budget_hold(e, bytes) < 0)
         return -ENOBUFS;
     uint32_t *r = calloc(1, (size_t)bytes);
     if (!r)
@@ -119,10 +119,10 @@ static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
     return b;
 }
 
-int win_evict_one(struct jp_engine *e, uint32_t s)
+int jpe_win_evict_one(struct jp_engine *e, uint32_t s)
 {
     uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
-    int rc = table_insert(e, occupant, win_dec(e->win[s]));
+    int rc = jpe_table_insert(e, occupant, win_dec(e->win[s]));
     if (rc < 0)
         return rc;
     win_clear(e, s);
@@ -133,7 +133,7 @@ int win_evict_one(struct jp_engine *e, uint32_t s)
 static int win_evict(struct jp_engine *e, uint32_t a, uint32_t b)
 {
     for (uint32_t s = win_next(e, a, b); s < b; s = win_next(e, s + 1u, b)) {
-        int rc = win_evict_one(e, s);
+        int rc = jpe_win_evict_one(e, s);
         if (rc < 0)
             return rc;
     }
@@ -177,18 +177,18 @@ static int win_grow(struct jp_engine *e)
 }
 
 /* Every case live_insert's inline fast path leaves (engine_internal.h). */
-int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
+int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id <= e->win_hi || id == UINT64_MAX)
-        return table_insert(e, id, val);
+        return jpe_table_insert(e, id, val);
     if ((rc = win_ready(e)) <= 0)
-        return rc < 0 ? rc : table_insert(e, id, val);
+        return rc < 0 ? rc : jpe_table_insert(e, id, val);
     if (e->nwin >= e->win_grow_at && (rc = win_grow(e)) < 0)
         return rc;
     uint32_t m = e->win_w - 1u, slot = (uint32_t)(id & m);
     if (id - e->win_hi == 1u) { /* the agent's counter: one slot to look at */
-        if (e->win[slot] && (rc = win_evict_one(e, slot)) < 0)
+        if (e->win[slot] && (rc = jpe_win_evict_one(e, slot)) < 0)
             return rc;
     } else if (id - e->win_hi >= e->win_w) { /* everything in the window is displaced */
         if (e->nwin && (rc = win_evict(e, 0, e->win_w)) < 0)
@@ -205,7 +205,7 @@ int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
     }
     if (win_fits(val))
         win_put(e, slot, win_enc(val));
-    else if ((rc = table_insert(e, id, val)) < 0)
+    else if ((rc = jpe_table_insert(e, id, val)) < 0)
         return rc;
     win_advance(e, id);
     return 0;
