@@ -32,7 +32,7 @@ int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sampl
         return violation(e);
     int rc;
     if (r->state != JP_STATE_JETT) {
-        /* reading 8: stacks on non-jett samples are ignored */
+        /* docs/READINGS.md, reading 8: stacks on non-jett samples are ignored */
         cpu_count(e, r->state);
         return thread_note(e);
     }
@@ -53,7 +53,7 @@ int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sampl
     }
     cpu_attribute(e, leaf);
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
-        return 0; /* reading 6: self still counted, no hot line */
+        return 0; /* docs/READINGS.md, reading 6: self still counted, no hot line */
     uint32_t *way = hot_way(e, leaf, r->stmt_line, r->stmt_col);
     struct jp_hot *wh = hot_at(e, *way, r->stmt_line, r->stmt_col);
     if (wh) {
@@ -81,9 +81,8 @@ int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sampl
 
 /* Turns per-node leaf counts into self and inclusive samples per function and samples per
  * call chain: each node's count is self for its function and leaf for its own chain, and goes
- * to every function whose root-most occurrence is on its path (reading 4) and to that
- * occurrence's chain. Cost:
- * nodes x depth, once per report, not per sample. */
+ * to every function whose root-most occurrence is on its path (docs/READINGS.md, reading 4)
+ * and to that occurrence's chain. Cost: nodes x depth, once per report, not per sample. */
 void jpe_cpu_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_CPU || !e->cpu_dirty)

@@ -1,5 +1,5 @@
 /* Definitions: RUN_START, SOURCE_DEF, FRAME_DEF and NODE_DEF. Sources, functions
- * (CONTRACT_READINGS 1) and call chains are interned as they are defined; every node
+ * (docs/READINGS.md, reading 1) and call chains are interned as they are defined; every node
  * precomputes what a sample needs (its function, chain, depth, root-most occurrence, truncation).
  */
 #include <errno.h>

@@ -7,26 +7,27 @@
  *
  * Shape of the data:
  *  - definitions are dense ids announced before use: sources, frames, calling-context nodes.
- *    Each frame maps to one function identity (CONTRACT_READINGS 1), interned on definition.
- *    Each node precomputes what a sample needs: its function, its call chain (the function
- *    sequence root..node, interned), whether it is the root-most occurrence of its function on
- *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample bumps its leaf node's count and its hot line's (found in its function's eight
- *    hot-line ways, or else in the hot-line table); self, inclusive and chain counts are
- *    settled from the node counts when a view is taken (jpe_cpu_settle).
- *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
- *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
- *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
- *    chain (24 bits: chain index + 1, 0 for none; the chain's func is the creation site), and
- *    anything that does not fit (a size of 2^40 - 1 or more, a chain index of 2^24 - 2 or
- *    more) goes to an exact overflow array. In front of
- *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
- *    the many allocations that die young are never hashed (window.c, live_table.c).
+ *    Each frame maps to one function identity (docs/READINGS.md, reading 1), interned on
+ *    definition. Each node precomputes what a sample needs: its function, its call chain (the
+ *    function sequence root..node, interned), whether it is the root-most occurrence of its
+ *    function on its path (docs/READINGS.md, reading 4: recursion counts once), and whether it
+ *    ends a truncated stack. A CPU sample bumps its leaf node's count and its hot line's (found
+ *    in its function's eight hot-line ways, or else in the hot-line table); self, inclusive
+ *    and chain counts are settled from the node counts when a view is taken (jpe_cpu_settle).
+ *  - memory mode keeps an exact live table keyed by allocation id: sharded bucketized cuckoo
+ *    tables of 12-byte slots (32-bit key and 64-bit packed value side by side) for ids below
+ *    2^32-1, a Robin Hood table with 64-bit keys for larger ids; the value packs the size (40
+ *    bits) and the creation chain (24 bits: chain index + 1, 0 for none; the chain's func is
+ *    the creation site), and anything that does not fit (a size of 2^40 - 1 or more, a chain
+ *    index of 2^24 - 2 or more) goes to an exact overflow array. In front of both, the newest
+ *    ids sit in a direct-mapped young window of 4-byte slots (id mod W), so the many
+ *    allocations that die young are never hashed (window.c, live_table.c).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
- *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
- *    before a chain's live bytes change, a chain whose stamp is older than the current epoch
- *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
- *    current stamp. A chain untouched since the latest peak still holds its peak value live.
+ *    peak epoch advances when live bytes rise strictly above the previous peak
+ *    (docs/READINGS.md, reading 10); before a chain's live bytes change, a chain whose stamp
+ *    is older than the current epoch saves its live value as its snapshot (that is its value
+ *    at the latest peak) and takes the current stamp (chain_live, account.h). A chain
+ *    untouched since the latest peak still holds its peak value live.
  *  - memory mode counts allocations, allocated and live bytes per creation chain only; a
  *    site's figures are the sums of its chains, settled when a view is taken (jpe_mem_settle), so
  *    an event touches one chain, not a chain and a function. Freed bytes and resize counts are

@@ -83,8 +83,9 @@ static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int
     return n;
 }
 
-/* A free's stack attributes nothing (reading 9), but a free whose stack was cut still counts
- * in truncated_stacks and makes the profile partial, like an alloc or resize (reading 17). */
+/* A free's stack attributes nothing (docs/READINGS.md, reading 9), but a free whose stack was
+ * cut still counts in truncated_stacks and makes the profile partial, like an alloc or resize
+ * (docs/READINGS.md, reading 17). */
 static void free_stack_note(struct jp_engine *e, uint32_t node)
 {
     if (node_ref(e, node) == 1)

@@ -25,20 +25,21 @@
  * The window starts at 2^WIN_MIN_BITS slots and doubles (up to 2^WIN_MAX_BITS) while at
  * least 1/WIN_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
  * allocation it holds when it grows, about what the tables would): a run whose allocations
- * mostly die within a few thousand ids, or whose survivors are few, keeps a small window; one whose allocations live for hundreds of
- * thousands of ids gets one that lets them die there, so they are never hashed, moved by a
- * table growth, or displaced by cuckoo kicks. The growth is counted against the budget
- * (old and new at once) and, refused, just leaves the window as it is: exactness never
- * depends on it. When it grows depends on the ids alone (never on the seed or the budget),
- * so a run replayed with a budget that fits what it held does the very same. */
+ * mostly die within a few thousand ids, or whose survivors are few, keeps a small window; one
+ * whose allocations live for hundreds of thousands of ids gets one that lets them die there,
+ * so they are never hashed, moved by a table growth, or displaced by cuckoo kicks. The growth
+ * is counted against the budget (old and new at once) and, refused, just leaves the window as
+ * it is: exactness never depends on it. When it grows depends on the ids alone (never on the
+ * seed or the budget), so a run replayed with a budget that fits what it held does the very
+ * same. */
 /* 4096 slots (16 KiB) to start: one summary word covers them, and a run that frees young
  * never needs more. */
 #define WIN_MIN_BITS 12u
 /* 2^19 slots, 2 MiB: about a core's L2 cache. A run whose allocations live for a few
- * hundred thousand ids (agg_bench's 65536 mix) lets them die here instead of moving about
- * one in 40 of them to the tables (2.7 % of its frees with 2^18 slots), and the window is
- * still at most 1/4 full when it stops growing: 16 bytes per allocation it holds, what the
- * tables cost. The window slot of a young free is fetched a few records ahead (feed.c), so
+ * hundred thousand ids lets them die here instead of moving a share of them to the tables
+ * (bench/RESULTS.md has the figures for agg_bench's 65536 mix), and the window is still at
+ * most 1/4 full when it stops growing: 16 bytes per allocation it holds, what the tables
+ * cost. The window slot of a young free is fetched a few records ahead (feed.c), so
  * slots that miss the first-level cache do not stall the drain. */
 #define WIN_MAX_BITS 19u
 /* Doubles at 1/4 full: 16 bytes of window per allocation it holds, about a table slot's cost
