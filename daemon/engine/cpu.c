@@ -3,7 +3,7 @@
  */
 #include <errno.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 struct hot_key { uint32_t func, line, col; };
 static uint64_t hot_hash_k(const struct jp_engine *e, const struct hot_key *k)
@@ -24,24 +24,22 @@ static bool hot_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* ---- CPU ------------------------------------------------------------------------------- */
 
-/* Every sample (the one-pass path, on_cpu_sample in engine_internal.h, takes the common one
- * when it may). */
-int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
+/* Every sample (the one-pass path, on_cpu_sample in account.h, takes the common one when it
+ * may). */
+int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
 {
     if (e->mode != JP_MODE_CPU)
         return violation(e);
     int rc;
     if (r->state != JP_STATE_JETT) {
-        /* reading 8: stacks on non-jett samples are ignored */
-        e->state_samples[r->state]++;
-        e->producer_records++;
+        /* READINGS.md #8: stacks on non-jett samples are ignored */
+        cpu_count(e, r->state);
         return thread_note(e);
     }
     int ref = node_ref(e, r->node);
     if (ref < 0)
         return violation(e);
-    e->state_samples[JP_STATE_JETT]++;
-    e->producer_records++;
+    cpu_count(e, JP_STATE_JETT);
     if ((rc = thread_note(e)) < 0)
         return rc;
     if (ref == 0)
@@ -50,25 +48,17 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
     /* after thread_note: the one-pass path takes a noted leaf for a noted thread */
     if (leaf->exec_epoch != e->exec_epoch) { /* epoch 0: no EXEC yet, nothing to note */
         leaf->exec_epoch = e->exec_epoch;
-        if ((rc = exec_note(e, leaf->chain)) < 0)
+        if ((rc = jpe_exec_note(e, leaf->chain)) < 0)
             return rc;
     }
-    if (leaf->trunc)
-        e->truncated_stacks++;
-    e->attributed_stacks++;
-    /* Self, inclusive and chain counts are settled per node when a report is built
-     * (cpu_settle): a sample costs one counter on its leaf node, not a walk to the root. */
-    leaf->samples++;
-    e->cpu_dirty = true;
+    cpu_attribute(e, leaf);
     if (!(r->flags & JP_SAMPLE_HAS_STMT) || e->detail_stopped)
-        return 0; /* reading 6: self still counted, no hot line */
-    uint32_t *way = &e->funcs[leaf->func].hot_way[hot_way_of(r->stmt_line, r->stmt_col)];
-    if (*way) {
-        struct jp_hot *h = &e->hots[*way - 1u];
-        if (h->line == r->stmt_line && h->col == r->stmt_col) {
-            h->samples++; /* the line this way last took */
-            return 0;
-        }
+        return 0; /* READINGS.md #6: self still counted, no hot line */
+    uint32_t *way = hot_way(e, leaf, r->stmt_line, r->stmt_col);
+    struct jp_hot *wh = hot_at(e, *way, r->stmt_line, r->stmt_col);
+    if (wh) {
+        wh->samples++; /* the line this way last took */
+        return 0;
     }
     struct hot_key k = {leaf->func, r->stmt_line, r->stmt_col};
     uint64_t h = hot_hash_k(e, &k);
@@ -77,11 +67,11 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
         struct intern in = {&e->hot_tab, hot_hash, hot_eq, (void **)&e->hots, &e->hots_cap,
                             e->nhots, UINT32_MAX, sizeof *e->hots};
         if ((rc = intern_find(e, &in, h, &k, &hi)) < 0)
-            return budget_fail(e, rc);
+            return jpe_budget_fail(e, rc);
         if (rc) {
             e->hots[hi] = (struct jp_hot){k.func, k.line, k.col, 0, 0};
             e->nhots++;
-            intern_put(&e->hot_tab, h, hi);
+            jpe_intern_put(&e->hot_tab, h, hi);
         }
     }
     e->hots[hi].samples++;
@@ -91,10 +81,9 @@ int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r
 
 /* Turns per-node leaf counts into self and inclusive samples per function and samples per
  * call chain: each node's count is self for its function and leaf for its own chain, and goes
- * to every function whose root-most occurrence is on its path (reading 4) and to that
- * occurrence's chain. Cost:
- * nodes x depth, once per report, not per sample. */
-void cpu_settle(struct jp_engine *e)
+ * to every function whose root-most occurrence is on its path (READINGS.md #4)
+ * and to that occurrence's chain. Cost: nodes x depth, once per report, not per sample. */
+void jpe_cpu_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_CPU || !e->cpu_dirty)
         return;

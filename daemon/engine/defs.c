@@ -1,5 +1,5 @@
 /* Definitions: RUN_START, SOURCE_DEF, FRAME_DEF and NODE_DEF. Sources, functions
- * (CONTRACT_READINGS 1) and call chains are interned as they are defined; every node
+ * (READINGS.md #1) and call chains are interned as they are defined; every node
  * precomputes what a sample needs (its function, chain, depth, root-most occurrence, truncation).
  */
 #include <errno.h>
@@ -15,10 +15,10 @@ struct source_key { uint8_t origin; const char *path; uint16_t len; };
 static uint64_t source_hash_k(const struct jp_engine *e, const struct source_key *k)
 {
     struct sip h;
-    sip_init(&h, e->seed);
-    sip_bytes(&h, &k->origin, 1);
-    sip_bytes(&h, k->path, k->len);
-    return sip_final(&h);
+    jpe_sip_init(&h, e->seed);
+    jpe_sip_bytes(&h, &k->origin, 1);
+    jpe_sip_bytes(&h, k->path, k->len);
+    return jpe_sip_final(&h);
 }
 static uint64_t source_hash(const struct jp_engine *e, uint32_t idx)
 {
@@ -44,12 +44,12 @@ struct func_key {
 static uint64_t func_hash_k(const struct jp_engine *e, const struct func_key *k)
 {
     struct sip h;
-    sip_init(&h, e->seed);
+    jpe_sip_init(&h, e->seed);
     uint32_t nums[6] = {k->ns_len, k->fn_len, k->source, k->decl_start, k->decl_end, k->uniq};
-    sip_bytes(&h, nums, sizeof nums);
-    sip_bytes(&h, k->ns, k->ns_len);
-    sip_bytes(&h, k->fn, k->fn_len);
-    return sip_final(&h);
+    jpe_sip_bytes(&h, nums, sizeof nums);
+    jpe_sip_bytes(&h, k->ns, k->ns_len);
+    jpe_sip_bytes(&h, k->fn, k->fn_len);
+    return jpe_sip_final(&h);
 }
 static uint64_t func_hash(const struct jp_engine *e, uint32_t idx)
 {
@@ -88,7 +88,7 @@ static bool chain_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* ---- definitions ----------------------------------------------------------------------- */
 
-int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why)
+int jpe_on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why)
 {
     if (r->format_version != JP_FORMAT_VERSION) {
         *why = "unsupported record format version";
@@ -130,7 +130,7 @@ static bool path_authorized(const char *p, size_t n)
     return true;
 }
 
-int on_source_def(struct jp_engine *e, const uint8_t *rec)
+int jpe_on_source_def(struct jp_engine *e, const uint8_t *rec)
 {
     struct jp_rec_source_def r;
     memcpy(&r, rec, sizeof r);
@@ -139,10 +139,10 @@ int on_source_def(struct jp_engine *e, const uint8_t *rec)
     e->nsource_defined++;
     if (e->detail_stopped)
         return 0;
-    int rc = vec_grow(e, (void **)&e->source_map, &e->source_map_cap, e->nsource_defined + 1u,
+    int rc = jpe_vec_grow(e, (void **)&e->source_map, &e->source_map_cap, e->nsource_defined + 1u,
                       sizeof *e->source_map);
     if (rc < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     struct source_key k = {r.origin, (const char *)rec + sizeof r, r.path_len};
     if (r.origin < JP_ORIGIN_PROJECT || r.origin > JP_ORIGIN_STDLIB ||
         !path_authorized(k.path, k.len)) {
@@ -159,21 +159,21 @@ int on_source_def(struct jp_engine *e, const uint8_t *rec)
                         &e->sources_cap, e->nsources, UINT32_MAX, sizeof *e->sources};
     uint32_t idx;
     if ((rc = intern_find(e, &in, h, &k, &idx)) < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     if (rc) {
         char *path;
-        if ((rc = budget_dup(e, k.path, k.len, &path)) < 0)
-            return budget_fail(e, rc);
+        if ((rc = jpe_budget_dup(e, k.path, k.len, &path)) < 0)
+            return jpe_budget_fail(e, rc);
         e->sources[idx] = (struct jp_source){path, k.len, r.origin, r.source_id};
         e->nsources++;
-        intern_put(&e->source_tab, h, idx);
+        jpe_intern_put(&e->source_tab, h, idx);
     }
     e->source_map[r.source_id] = idx;
     e->nsource_stored = e->nsource_defined;
     return 0;
 }
 
-int on_frame_def(struct jp_engine *e, const uint8_t *rec)
+int jpe_on_frame_def(struct jp_engine *e, const uint8_t *rec)
 {
     struct jp_rec_frame_def r;
     memcpy(&r, rec, sizeof r);
@@ -183,7 +183,7 @@ int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         return violation(e); /* names an undefined source */
     e->nframe_defined++;
     if (e->detail_stopped || r.source_id > e->nsource_stored)
-        return stop_detail(e);
+        return jpe_stop_detail(e);
     struct func_key k = {
         .ns = (const char *)rec + sizeof r, .ns_len = r.ns_len,
         .fn = (const char *)rec + sizeof r + r.ns_len, .fn_len = r.fn_len,
@@ -197,25 +197,25 @@ int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         k.decl_start = r.decl_start;
         k.decl_end = r.decl_end;
     }
-    int rc = vec_grow(e, (void **)&e->frame_func, &e->frame_cap, e->nframe_defined + 1u,
+    int rc = jpe_vec_grow(e, (void **)&e->frame_func, &e->frame_cap, e->nframe_defined + 1u,
                       sizeof *e->frame_func);
     if (rc < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     uint64_t h = func_hash_k(e, &k);
     struct intern in = {&e->func_tab, func_hash, func_eq, (void **)&e->funcs, &e->funcs_cap,
                         e->nfuncs, UINT32_MAX, sizeof *e->funcs};
     uint32_t idx;
     if ((rc = intern_find(e, &in, h, &k, &idx)) < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     if (rc) {
         char *ns, *fn = NULL;
-        if ((rc = budget_dup(e, k.ns, k.ns_len, &ns)) < 0 ||
-            (rc = budget_dup(e, k.fn, k.fn_len, &fn)) < 0) {
+        if ((rc = jpe_budget_dup(e, k.ns, k.ns_len, &ns)) < 0 ||
+            (rc = jpe_budget_dup(e, k.fn, k.fn_len, &fn)) < 0) {
             if (ns) {
                 free(ns);
                 e->used -= k.ns_len + 1u;
             }
-            return budget_fail(e, rc);
+            return jpe_budget_fail(e, rc);
         }
         struct jp_func *f = &e->funcs[idx];
         memset(f, 0, sizeof *f);
@@ -229,14 +229,14 @@ int on_frame_def(struct jp_engine *e, const uint8_t *rec)
         f->decl_line = k.source ? r.decl_line : 0;
         f->uniq = k.uniq;
         e->nfuncs++;
-        intern_put(&e->func_tab, h, idx);
+        jpe_intern_put(&e->func_tab, h, idx);
     }
     e->frame_func[r.frame_id] = idx;
     e->nframe_stored = e->nframe_defined;
     return 0;
 }
 
-int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
+int jpe_on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
 {
     if (r->node_id != e->nnode_defined + 1u || r->parent > e->nnode_defined ||
         r->frame_id == JP_ID_NONE || r->frame_id > e->nframe_defined)
@@ -251,10 +251,10 @@ int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
     /* Past the budget the parent's depth is unknown; such a node carries no detail anyway. */
     e->nnode_defined++;
     if (!storable)
-        return stop_detail(e);
-    int rc = vec_grow(e, (void **)&e->nodes, &e->node_cap, e->nnode_defined, sizeof *e->nodes);
+        return jpe_stop_detail(e);
+    int rc = jpe_vec_grow(e, (void **)&e->nodes, &e->node_cap, e->nnode_defined, sizeof *e->nodes);
     if (rc < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     uint32_t func = e->frame_func[r->frame_id];
     bool first = true;
     for (uint32_t p = r->parent; p; p = e->nodes[p - 1u].parent)
@@ -268,11 +268,11 @@ int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r)
                         &e->chains_cap, e->nchains, UINT32_MAX, sizeof *e->chains};
     uint32_t ci;
     if ((rc = intern_find(e, &in, h, &k, &ci)) < 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     if (rc) {
         e->chains[ci] = (struct jp_chain){.parent = k.parent, .func = func, .depth = depth};
         e->nchains++;
-        intern_put(&e->chain_tab, h, ci);
+        jpe_intern_put(&e->chain_tab, h, ci);
     }
     e->nodes[r->node_id - 1u] = (struct jp_node){
         r->parent, func, ci, (uint8_t)depth, first,

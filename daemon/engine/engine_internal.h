@@ -7,28 +7,29 @@
  *
  * Shape of the data:
  *  - definitions are dense ids announced before use: sources, frames, calling-context nodes.
- *    Each frame maps to one function identity (CONTRACT_READINGS 1), interned on definition.
- *    Each node precomputes what a sample needs: its function, its call chain (the function
- *    sequence root..node, interned), whether it is the root-most occurrence of its function on
- *    its path (reading 4: recursion counts once), and whether it ends a truncated stack. A CPU
- *    sample bumps its leaf node's count and its hot line's (found in its function's eight
- *    hot-line ways, or else in the hot-line table); self, inclusive and chain counts are
- *    settled from the node counts when a view is taken (cpu_settle).
- *  - memory mode keeps an exact live table: open addressing keyed by allocation id, 12 bytes a
- *    slot (32-bit key array + 64-bit packed value array) for ids below 2^32-1, a second table
- *    with 64-bit keys for larger ids; the value packs the size (40 bits) and the creation
- *    chain (24 bits: chain index + 1, 0 for none; the chain's func is the creation site), and
- *    anything that does not fit (a size of 2^40 - 1 or more, a chain index of 2^24 - 2 or
- *    more) goes to an exact overflow array. In front of
- *    both, the newest ids sit in a direct-mapped young window of 4-byte slots (id mod W), so
- *    the many allocations that die young are never hashed (window.c, live_table.c).
+ *    Each frame maps to one function identity (READINGS.md #1), interned on
+ *    definition. Each node precomputes what a sample needs: its function, its call chain (the
+ *    function sequence root..node, interned), whether it is the root-most occurrence of its
+ *    function on its path (READINGS.md #4: recursion counts once), and whether it
+ *    ends a truncated stack. A CPU sample bumps its leaf node's count and its hot line's (found
+ *    in its function's eight hot-line ways, or else in the hot-line table); self, inclusive
+ *    and chain counts are settled from the node counts when a view is taken (jpe_cpu_settle).
+ *  - memory mode keeps an exact live table keyed by allocation id: sharded bucketized cuckoo
+ *    tables of 12-byte slots (32-bit key and 64-bit packed value side by side) for ids below
+ *    2^32-1, a Robin Hood table with 64-bit keys for larger ids; the value packs the size (40
+ *    bits) and the creation chain (24 bits: chain index + 1, 0 for none; the chain's func is
+ *    the creation site), and anything that does not fit (a size of 2^40 - 1 or more, a chain
+ *    index of 2^24 - 2 or more) goes to an exact overflow array. In front of both, the newest
+ *    ids sit in a direct-mapped young window of 4-byte slots (id mod W), so the many
+ *    allocations that die young are never hashed (window.c, live_table.c).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
- *    peak epoch advances when live bytes rise strictly above the previous peak (reading 10);
- *    before a chain's live bytes change, a chain whose stamp is older than the current epoch
- *    saves its live value as its snapshot (that is its value at the latest peak) and takes the
- *    current stamp. A chain untouched since the latest peak still holds its peak value live.
+ *    peak epoch advances when live bytes rise strictly above the previous peak
+ *    (READINGS.md #10); before a chain's live bytes change, a chain whose stamp
+ *    is older than the current epoch saves its live value as its snapshot (that is its value
+ *    at the latest peak) and takes the current stamp (chain_live, account.h). A chain
+ *    untouched since the latest peak still holds its peak value live.
  *  - memory mode counts allocations, allocated and live bytes per creation chain only; a
- *    site's figures are the sums of its chains, settled when a view is taken (mem_settle), so
+ *    site's figures are the sums of its chains, settled when a view is taken (jpe_mem_settle), so
  *    an event touches one chain, not a chain and a function. Freed bytes and resize counts are
  *    the site's alone (the view has no per-chain figure for them).
  *
@@ -38,22 +39,23 @@
  * detail); totals go on. A refused growth of the live table ends exact live tracking.
  * A growth holds the old and the new array at once (a rehash reads one while filling the
  * other; realloc may copy), so it must fit used + new bytes, not just the steady state after
- * it: the budget is never exceeded even for an instant (budget_hold). The narrow live table
+ * it: the budget is never exceeded even for an instant (jpe_budget_hold). The narrow live table
  * is sharded so that transient is one shard's copy, not the whole table's.
  *
  * Files, one job each:
- *   budget.c      accounting against the run's metadata budget (budget_hold, vec_grow, ...)
+ *   account.h     the accounting rules, each once, and the one-pass event paths built on them
+ *   budget.c      accounting against the run's metadata budget (jpe_budget_hold, jpe_vec_grow, ...)
  *   hash.c        the seeded name hash (SipHash-2-4); the numeric mixers are inline below
  *   intern.c      the open-addressing index (itab) and the one interning sequence
  *   defs.c        RUN_START, source, frame and node definitions; function and chain interning
  *   exec.c        execution identity: identity tuples and distinct runtime threads
- *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (cpu_settle)
+ *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (jpe_cpu_settle)
  *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
  *                 live-at-peak snapshot, settling the sites' figures from their chains
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
  *                 the overflow array for values that do not pack
- *   window.c      the young window in front of the live tables, and the live_* calls that
- *                 find an allocation wherever it is held
+ *   window.c      the young window in front of the live tables (the live_* calls that find
+ *                 an allocation wherever it is held are inline below)
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
  *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
@@ -78,7 +80,7 @@ struct jp_node {
     uint8_t trunc;   /* this node is a <truncated-stack> frame */
     uint8_t reserved;
     uint32_t reserved2;
-    uint32_t exec_epoch; /* the EXEC epoch this node last noted (exec_note): CPU its chain,
+    uint32_t exec_epoch; /* the EXEC epoch this node last noted (jpe_exec_note): CPU its chain,
                           * memory its site */
     uint64_t samples;  /* CPU: jett samples whose leaf is this node */
 };
@@ -165,7 +167,7 @@ struct jp_engine {
      * paths (set at RUN_START unless no_fast_paths, cleared with live_exact) */
     bool mem_fast, no_fast_paths;
     /* CPU mode with detail going on: on_cpu_sample may take its one-pass path (set at
-     * RUN_START unless no_fast_paths, cleared with detail_stopped, stop_detail) */
+     * RUN_START unless no_fast_paths, cleared with detail_stopped, jpe_stop_detail) */
     bool cpu_fast;
     /* The host ran out of memory while a record was being counted: that record may be only
      * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
@@ -178,7 +180,7 @@ struct jp_engine {
     uint64_t violations, producer_records, truncated_stacks;
 
     uint64_t state_samples[JP_STATE_LIMIT], attributed_stacks;
-    bool cpu_dirty; /* leaf counts changed since cpu_settle */
+    bool cpu_dirty; /* leaf counts changed since jpe_cpu_settle */
 
     uint64_t allocation_count, resize_count, allocated_bytes, freed_bytes, live_bytes, peak_bytes;
     uint64_t live_count; /* allocations tracked live (exact while live_exact) */
@@ -216,11 +218,11 @@ struct jp_engine {
 
 /* ---- budget.c ----------------------------------------------------------------------------- */
 
-int budget_hold(struct jp_engine *e, uint64_t extra);
-int vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem);
-int budget_dup(struct jp_engine *e, const void *src, size_t len, char **out);
-int stop_detail(struct jp_engine *e);
-int budget_fail(struct jp_engine *e, int r);
+int jpe_budget_hold(struct jp_engine *e, uint64_t extra);
+int jpe_vec_grow(struct jp_engine *e, void **p, uint32_t *cap, uint32_t need, size_t elem);
+int jpe_budget_dup(struct jp_engine *e, const void *src, size_t len, char **out);
+int jpe_stop_detail(struct jp_engine *e);
+int jpe_budget_fail(struct jp_engine *e, int r);
 
 /* Counts a semantic violation the contract says to count and exclude; 0 so a handler can
  * `return violation(e)`. */
@@ -258,9 +260,9 @@ struct sip {
     uint64_t v0, v1, v2, v3, m;
     uint32_t nb, len;
 };
-void sip_init(struct sip *h, uint64_t seed);
-void sip_bytes(struct sip *h, const void *p, size_t n);
-uint64_t sip_final(struct sip *h);
+void jpe_sip_init(struct sip *h, uint64_t seed);
+void jpe_sip_bytes(struct sip *h, const void *p, size_t n);
+uint64_t jpe_sip_final(struct sip *h);
 
 /* ---- interning (intern.c) ------------------------------------------------------------------ */
 
@@ -268,9 +270,9 @@ typedef bool (*itab_eq)(const struct jp_engine *e, uint32_t idx, const void *key
 typedef uint64_t (*itab_hash)(const struct jp_engine *e, uint32_t idx);
 
 /* Makes room for one more entry (load <= 1/2), rehashing with hf. 0, -ENOBUFS, -ENOMEM. */
-int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
+int jpe_itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf);
 /* Inserts idx under h: the caller knows the key is absent and room is reserved. */
-void intern_put(struct itab *t, uint64_t h, uint32_t idx);
+void jpe_intern_put(struct itab *t, uint64_t h, uint32_t idx);
 
 /* The index of the entry equal to key under hash h, or UINT32_MAX. Always inlined, so the
  * constant eq of each caller is inlined too (a hot-line lookup per sample is no indirect
@@ -307,7 +309,7 @@ struct intern {
  * entry array to n + 1 and then reserve the index, in that order (so the budget sees the same
  * growths at the same records whatever the table). Returns 0 when found (*idx its index); 1
  * when absent with room made (*idx = n: the caller fills entry n, counts it, and publishes it
- * with intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
+ * with jpe_intern_put(in->t, h, n), or leaves it unfilled on a later failure); -ENOBUFS when the
  * budget (or max) refuses, -ENOMEM when malloc does. */
 __attribute__((always_inline))
 static inline int intern_find(struct jp_engine *e, const struct intern *in, uint64_t h,
@@ -319,8 +321,8 @@ static inline int intern_find(struct jp_engine *e, const struct intern *in, uint
     if (in->n >= in->max)
         return -ENOBUFS;
     int rc;
-    if ((rc = vec_grow(e, in->arr, in->cap, in->n + 1u, in->elem)) < 0 ||
-        (rc = itab_reserve(e, in->t, in->hash)) < 0)
+    if ((rc = jpe_vec_grow(e, in->arr, in->cap, in->n + 1u, in->elem)) < 0 ||
+        (rc = jpe_itab_reserve(e, in->t, in->hash)) < 0)
         return rc;
     *idx = in->n;
     return 1;
@@ -328,10 +330,10 @@ static inline int intern_find(struct jp_engine *e, const struct intern *in, uint
 
 /* ---- defs.c ------------------------------------------------------------------------------- */
 
-int on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why);
-int on_source_def(struct jp_engine *e, const uint8_t *rec);
-int on_frame_def(struct jp_engine *e, const uint8_t *rec);
-int on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r);
+int jpe_on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why);
+int jpe_on_source_def(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_frame_def(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_node_def(struct jp_engine *e, const struct jp_rec_node_def *r);
 
 /* Classifies a node reference: -1 undefined (violation), 0 defined without detail, 1 stored. */
 static inline int node_ref(const struct jp_engine *e, uint32_t node)
@@ -343,78 +345,71 @@ static inline int node_ref(const struct jp_engine *e, uint32_t node)
 
 /* ---- exec.c ------------------------------------------------------------------------------- */
 
-int exec_note(struct jp_engine *e, uint32_t key);
-int thread_note_slow(struct jp_engine *e);
+int jpe_exec_note(struct jp_engine *e, uint32_t key);
+int jpe_thread_note_slow(struct jp_engine *e);
 
 /* Notes the current runtime thread among the run's distinct threads: one compare while the
  * identity holds, the slow half once per EXEC record at most. */
 static inline int thread_note(struct jp_engine *e)
 {
-    return e->thread_epoch == e->exec_epoch ? 0 : thread_note_slow(e);
+    return e->thread_epoch == e->exec_epoch ? 0 : jpe_thread_note_slow(e);
 }
 
 /* ---- cpu.c -------------------------------------------------------------------------------- */
 
-int on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
-void cpu_settle(struct jp_engine *e);
-
-/* The function's way a statement's hot line is cached at (struct jp_func's hot_way). */
-static inline uint32_t hot_way_of(uint32_t line, uint32_t col)
-{
-    return (line ^ col) & (JP_FUNC_HOT_WAYS - 1u);
-}
-
-/* The common sample in one pass with no call: a jett sample with a statement, its leaf a
- * stored node under the EXEC identity already noted for it, its statement the hot line its
- * function's way holds, detail going on (cpu_fast). Every condition is tested before anything
- * changes, and then the steps are on_cpu_sample_general's for that case, in its order; any
- * other sample goes there whole, after the slot entry's fault test (a faulty sample is
- * declined, 1, for the full validation to name). None of these conditions holds for a faulty
- * sample: its state is jett, its flags are the one flag, its node is not 0.
- * The thread needs no test of its own: in CPU mode a node notes the epoch only in the general
- * path, after thread_note has (thread_epoch == exec_epoch whenever leaf->exec_epoch is). */
-static inline int on_cpu_sample(struct jp_engine *e, const struct jp_rec_cpu_sample *r)
-{
-    uint32_t node = r->node, line = r->stmt_line, col = r->stmt_col;
-    if (__builtin_expect(!(e->cpu_fast && r->state == JP_STATE_JETT &&
-                           r->flags == JP_SAMPLE_HAS_STMT && node - 1u < e->nnode_stored),
-                         0))
-        return jp_rec_sample_fault(r) ? 1 : on_cpu_sample_general(e, r);
-    struct jp_node *leaf = &e->nodes[node - 1u];
-    uint32_t w = e->funcs[leaf->func].hot_way[hot_way_of(line, col)];
-    if (__builtin_expect(leaf->exec_epoch != e->exec_epoch || !w, 0))
-        return on_cpu_sample_general(e, r);
-    struct jp_hot *h = &e->hots[w - 1u];
-    if (__builtin_expect(h->line != line || h->col != col, 0))
-        return on_cpu_sample_general(e, r);
-    e->state_samples[JP_STATE_JETT]++;
-    e->producer_records++;
-    e->truncated_stacks += leaf->trunc; /* 0 or 1 */
-    e->attributed_stacks++;
-    leaf->samples++;
-    e->cpu_dirty = true;
-    h->samples++;
-    return 0;
-}
+int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sample *r);
+void jpe_cpu_settle(struct jp_engine *e);
 
 /* ---- memory.c ----------------------------------------------------------------------------- */
 
-int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
-int on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
-int on_free_general(struct jp_engine *e, const struct jp_rec_free *r);
-void mem_settle(struct jp_engine *e);
+int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
+int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r);
+void jpe_mem_settle(struct jp_engine *e);
 
 /* ---- live_table.c ------------------------------------------------------------------------- */
 
-uint32_t *lw_find(struct live_wide *t, uint64_t key);
-void lw_put(struct live_wide *t, uint64_t key, uint64_t val);
-int lw_reserve(struct jp_engine *e, struct live_wide *t);
-uint32_t *table_find(struct jp_engine *e, uint64_t id);
-void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
-int table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
-void ovf_release(struct jp_engine *e, uint64_t val);
-int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
-void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain);
+uint32_t *jpe_lw_find(struct live_wide *t, uint64_t key);
+void jpe_lw_put(struct live_wide *t, uint64_t key, uint64_t val);
+int jpe_lw_reserve(struct jp_engine *e, struct live_wide *t);
+uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id);
+void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+int jpe_table_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+int jpe_ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out);
+
+/* Packs (size, creation chain) into one value, using the overflow array when either does not
+ * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
+static inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
+{
+    if (__builtin_expect(size < SIZE_MASK && chain < CHAIN_OVERFLOW, 1)) {
+        *out = size | ((uint64_t)chain << SIZE_BITS);
+        return 0;
+    }
+    return jpe_ovf_pack(e, size, chain, out);
+}
+
+static inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size,
+                               uint32_t *chain)
+{
+    if ((val >> SIZE_BITS) == CHAIN_OVERFLOW) {
+        const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
+        *size = o->size;
+        *chain = o->chain;
+    } else {
+        *size = val & SIZE_MASK;
+        *chain = (uint32_t)(val >> SIZE_BITS);
+    }
+}
+
+/* Gives a value's overflow entry (if it has one) back to the free list. */
+static inline void ovf_release(struct jp_engine *e, uint64_t val)
+{
+    if ((val >> SIZE_BITS) != CHAIN_OVERFLOW)
+        return;
+    uint32_t i = (uint32_t)(val & SIZE_MASK);
+    e->ovf[i].next_free = e->ovf_free;
+    e->ovf_free = i + 1u;
+}
 
 /* Fixed, not seeded: a shard's growth schedule follows from the ids alone, so the bytes the
  * table accounts (and so where a budget runs out) never depend on the seed. Hostile ids can
@@ -455,16 +450,12 @@ struct live_ref {
     uint32_t *win;  /* its window slot, or NULL */
     uint32_t *valp; /* else its table value */
 };
-bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r);
-uint64_t live_val(const struct live_ref *r);
-void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r);
-int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val);
-int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
+int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
 /* Moves the survivor in window slot s (occupied; win_hi not yet advanced) to the tables. */
-int win_evict_one(struct jp_engine *e, uint32_t s);
+int jpe_win_evict_one(struct jp_engine *e, uint32_t s);
 /* What a failure to track a live allocation returns (memory.c): the budget's refusal
  * (-ENOBUFS) ends exact live tracking for the run and is no error; anything else is. */
-int live_lost(struct jp_engine *e, int rc);
+int jpe_live_lost(struct jp_engine *e, int rc);
 
 /* A window slot's value (window.c): see the slot format there. */
 #define WIN_SIZE_BITS 20u
@@ -503,6 +494,58 @@ static inline void win_clear(struct jp_engine *e, uint32_t s)
     e->nwin--;
 }
 
+/* The window slot holding id, or NULL (id outside the window, or not held there). */
+static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
+{
+    if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
+        uint32_t *v = &e->win[id & (e->win_w - 1u)];
+        if (*v)
+            return v;
+    }
+    return NULL;
+}
+
+/* The live_* calls find, read, change and drop a live allocation wherever it is held: its
+ * window slot, else the tables (live_table.c). */
+static inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
+{
+    if ((r->win = win_find(e, id)) != NULL)
+        return true;
+    return (r->valp = jpe_table_find(e, id)) != NULL;
+}
+
+static inline uint64_t live_val(const struct live_ref *r)
+{
+    return r->win ? win_dec(*r->win) : val_get(r->valp);
+}
+
+static inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
+{
+    if (r->win)
+        win_clear(e, (uint32_t)(r->win - e->win));
+    else
+        jpe_table_del(e, id, r->valp);
+}
+
+/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
+static inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r,
+                           uint64_t val)
+{
+    if (!r->win) {
+        val_set(r->valp, val);
+        return 0;
+    }
+    if (win_fits(val)) {
+        *r->win = win_enc(val);
+        return 0;
+    }
+    int rc = jpe_table_insert(e, id, val);
+    if (rc < 0)
+        return rc;
+    win_clear(e, (uint32_t)(r->win - e->win));
+    return 0;
+}
+
 /* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
  * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
  * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
@@ -520,26 +563,48 @@ static inline void win_prefetch_next(struct jp_engine *e, uint64_t id)
         ln_prefetch(e, (uint32_t)(next_occ + 1u));
 }
 
+/* Slot s (empty) takes window value v. */
+static inline void win_put(struct jp_engine *e, uint32_t s, uint32_t v)
+{
+    e->win[s] = v;
+    win_mark(e, s);
+    e->nwin++;
+}
+
+/* id, above every id before it, is the window's newest now (held in its slot or not). */
+static inline void win_advance(struct jp_engine *e, uint64_t id)
+{
+    e->win_hi = id;
+    win_prefetch_next(e, id);
+}
+
+/* The agent's counter: id is win_hi + 1 (no wrap, below UINT64_MAX), the window exists and is
+ * not due to grow, and v is its slot value. A survivor in its slot (the id one window older)
+ * moves to the tables first, through a call; that is the only failure (-ENOBUFS, -ENOMEM). */
+static inline int win_take_next(struct jp_engine *e, uint64_t id, uint32_t v)
+{
+    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
+    if (__builtin_expect(e->win[slot] != 0, 0)) {
+        int rc = jpe_win_evict_one(e, slot);
+        if (rc < 0)
+            return rc;
+    }
+    win_put(e, slot, v);
+    win_advance(e, id);
+    return 0;
+}
+
 /* Tracks a new live allocation. Inline for the agent's counter (the next id after the
- * highest, its window slot free, the window not due to grow, a value the slot holds): the
- * same steps live_insert_slow takes in that case, without a call; every other case there. */
+ * highest, the window not due to grow, a value the slot holds): win_take_next, which is what
+ * jpe_live_insert_slow does in that case; every other case there. */
 static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
      * win_hi + 1 without wrapping and is not UINT64_MAX (which lives in its own slot). */
     if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
-        win_fits(val)) {
-        uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-        if (!e->win[slot]) {
-            e->win[slot] = win_enc(val);
-            win_mark(e, slot);
-            e->nwin++;
-            e->win_hi = id;
-            win_prefetch_next(e, id);
-            return 0;
-        }
-    }
-    return live_insert_slow(e, id, val);
+        win_fits(val))
+        return win_take_next(e, id, win_enc(val));
+    return jpe_live_insert_slow(e, id, val);
 }
 
 /* Bytes a window of w slots holds: the slots and a bit per 64 of them. */
@@ -548,145 +613,8 @@ static inline uint64_t win_bytes(uint32_t w)
     return (uint64_t)w * sizeof(uint32_t) + w / 512u;
 }
 
-/* ---- memory.c: the one-pass event paths ---------------------------------------------------
- * Inline here so the slot entry (feed.c) runs them without a call. */
-
-/* The last interval now ends at hi: the next id after it extends it, unless that is
- * UINT64_MAX, which is never in an interval (seen_max holds it). While seen_next is set, the
- * last interval's end is seen_next - 1 and its stored hi may lag: seen_settle writes it before
- * anything reads the history (memory.c), so the common allocation stores one word. */
-static inline void seen_extend(struct jp_engine *e, uint64_t hi)
-{
-    if (__builtin_expect(hi + 1u < UINT64_MAX, 1)) {
-        e->seen_next = hi + 1u;
-    } else {
-        e->seen[e->nseen - 1u].hi = hi;
-        e->seen_next = 0;
-    }
-}
-
-/* Live bytes (and, by objs, live allocations) of a creation chain change only through here,
- * so the chain takes its peak snapshot first (the site's live figures are its chains' sums). */
-static inline void chain_live(struct jp_engine *e, struct jp_chain *c, uint64_t add,
-                              uint64_t sub, int objs)
-{
-    if (c->stamp != e->peak_epoch) {
-        c->snap = c->live;
-        c->stamp = e->peak_epoch;
-    }
-    c->live = c->live + add - sub;
-    c->live_count += (uint32_t)objs;
-}
-
-/* chain_live for a creation chain given as index + 1, 0: none. */
-static inline void chain_live_add(struct jp_engine *e, uint32_t chain, uint64_t add, uint64_t sub,
-                                  int objs)
-{
-    if (chain)
-        chain_live(e, &e->chains[chain - 1u], add, sub, objs);
-}
-
-/* Freed bytes of the allocation created with chain (index + 1, 0: none) go to its site. */
-static inline void site_freed(struct jp_engine *e, uint32_t chain, uint64_t bytes)
-{
-    if (chain)
-        e->funcs[e->chains[chain - 1u].func].freed += bytes;
-}
-
-static inline void total_live_add(struct jp_engine *e, uint64_t add)
-{
-    e->live_bytes += add;
-    if (e->live_bytes > e->peak_bytes) {
-        e->peak_bytes = e->live_bytes;
-        e->peak_epoch++;
-    }
-}
-
-/* The common allocation in one pass: the agent's next id (fresh, and the next window slot,
- * the window not due to grow; a survivor still in that slot moves to the tables through a
- * call), a stored node that is not a truncation, under the EXEC identity already noted for it
- * and for the thread, a size and chain the window slot holds, live tracking exact (mem_fast).
- * Every condition is tested before anything changes, and then the steps are
- * on_alloc_general's for that case, in its order; any other allocation goes there whole. */
-static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
-{
-    uint64_t id = r->allocation_id, size = r->size;
-    uint32_t node = r->node;
-    /* seen_next set means id < UINT64_MAX, so id == win_hi + 1 did not wrap and win_hi is
-     * below UINT64_MAX - 1, as the window's inline insert requires */
-    if (__builtin_expect(!(e->mem_fast && e->seen_next &&
-                           id == e->seen_next && node - 1u < e->nnode_stored &&
-                           e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
-                           id == e->win_hi + 1u && size < (UINT64_C(1) << WIN_SIZE_BITS)),
-                         0))
-        return on_alloc_general(e, r);
-    struct jp_node *n = &e->nodes[node - 1u];
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-    if (__builtin_expect(n->trunc || n->exec_epoch != e->exec_epoch ||
-                             n->chain + 1u >= WIN_CHAIN_LIMIT,
-                         0))
-        return on_alloc_general(e, r);
-    uint32_t chain = n->chain + 1u;
-    struct jp_chain *c = &e->chains[n->chain];
-    e->producer_records++;
-    e->allocation_count++;
-    e->allocated_bytes += size;
-    c->count++;
-    c->allocated += size;
-    e->attributed_allocated += size;
-    seen_extend(e, id);
-    /* live_insert's step for the agent's counter: a survivor in the slot (the id one window
-     * older) moves to the tables first, by the call live_insert_slow makes */
-    if (__builtin_expect(e->win[slot] != 0, 0)) {
-        int rc = win_evict_one(e, slot);
-        if (rc < 0)
-            return live_lost(e, rc);
-    }
-    e->win[slot] = win_slot(chain, size);
-    win_mark(e, slot);
-    e->nwin++;
-    e->win_hi = id;
-    win_prefetch_next(e, id);
-    chain_live(e, c, size, 0, 1);
-    total_live_add(e, size);
-    e->live_count++;
-    return 0;
-}
-
-/* The common free in one pass with no call: of an allocation held in the young window (so its
- * value is no overflow entry) with the size the record gives, its stack none or a stored node
- * that is not a truncation, under the thread identity already noted, live tracking exact
- * (mem_fast). Every condition is tested before anything changes, and then the steps are
- * on_free_general's for that case, in its order; any other free goes there whole. */
-static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
-{
-    uint64_t id = r->allocation_id;
-    uint32_t node = r->node;
-    /* win_find's test: win_w is 0 while there is no window */
-    if (__builtin_expect(!(e->mem_fast && id <= e->win_hi &&
-                           e->win_hi - id < e->win_w &&
-                           e->thread_epoch == e->exec_epoch &&
-                           (node == JP_ID_NONE ||
-                            (node - 1u < e->nnode_stored && !e->nodes[node - 1u].trunc))),
-                         0))
-        return on_free_general(e, r);
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u)), v = e->win[slot];
-    uint64_t size = win_slot_size(v);
-    if (__builtin_expect(!v || size != r->old_size, 0))
-        return on_free_general(e, r);
-    uint32_t chain = win_slot_chain(v);
-    e->producer_records++;
-    win_clear(e, slot); /* live_del */
-    e->freed_bytes += size;
-    e->live_bytes -= size;
-    e->live_count--;
-    site_freed(e, chain, size);
-    chain_live_add(e, chain, 0, size, -1);
-    return 0;
-}
-
 /* ---- excerpt.c ---------------------------------------------------------------------------- */
 
-int on_excerpt(struct jp_engine *e, const uint8_t *rec);
+int jpe_on_excerpt(struct jp_engine *e, const uint8_t *rec);
 
 #endif

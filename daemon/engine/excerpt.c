@@ -8,7 +8,7 @@
 
 /* ---- excerpts -------------------------------------------------------------------------- */
 
-int on_excerpt(struct jp_engine *e, const uint8_t *rec)
+int jpe_on_excerpt(struct jp_engine *e, const uint8_t *rec)
 {
     struct jp_rec_excerpt r;
     memcpy(&r, rec, sizeof r);
@@ -27,7 +27,7 @@ int on_excerpt(struct jp_engine *e, const uint8_t *rec)
     if (!x) {
         if (e->nexcerpts >= JP_CTL_MAX_EXCERPT_KEYS)
             return 0;
-        int rc = vec_grow(e, (void **)&e->excerpts, &e->excerpts_cap, e->nexcerpts + 1u,
+        int rc = jpe_vec_grow(e, (void **)&e->excerpts, &e->excerpts_cap, e->nexcerpts + 1u,
                           sizeof *e->excerpts);
         if (rc < 0)
             return rc == -ENOBUFS ? 0 : rc; /* code stays unavailable */
@@ -43,7 +43,7 @@ int on_excerpt(struct jp_engine *e, const uint8_t *rec)
     }
     char *text = NULL;
     if (!(r.flags & JP_EXCERPT_UNAVAILABLE)) {
-        int rc = budget_dup(e, rec + sizeof r, r.text_len, &text);
+        int rc = jpe_budget_dup(e, rec + sizeof r, r.text_len, &text);
         if (rc == -ENOMEM)
             return rc; /* the entry stays, its code unavailable: consistent */
         if (rc < 0)

@@ -31,7 +31,7 @@ static bool thread_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 /* Notes the current identity against a detail key (see struct jp_exec_tuple). A refused
  * growth stops detail like any detail table and makes the counts unavailable. */
-int exec_note(struct jp_engine *e, uint32_t key)
+int jpe_exec_note(struct jp_engine *e, uint32_t key)
 {
     if (e->exec_lost || e->detail_stopped)
         return 0;
@@ -46,16 +46,16 @@ int exec_note(struct jp_engine *e, uint32_t key)
     if (rc == -ENOBUFS)
         e->exec_lost = true;
     if (rc <= 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     e->exec_tuples[idx] = k;
     e->nexec++;
-    intern_put(&e->exec_tab, h, idx);
+    jpe_intern_put(&e->exec_tab, h, idx);
     return 0;
 }
 
 /* Notes the current runtime thread among the run's distinct threads (totals); the slow half
  * runs once per EXEC record at most. */
-int thread_note_slow(struct jp_engine *e)
+int jpe_thread_note_slow(struct jp_engine *e)
 {
     e->thread_epoch = e->exec_epoch;
     uint32_t tid = e->exec.runtime_thread_id;
@@ -69,9 +69,9 @@ int thread_note_slow(struct jp_engine *e)
     if (rc == -ENOBUFS)
         e->threads_lost = true;
     if (rc <= 0)
-        return budget_fail(e, rc);
+        return jpe_budget_fail(e, rc);
     e->threads[idx] = tid;
     e->nthreads++;
-    intern_put(&e->thread_tab, h, idx);
+    jpe_intern_put(&e->thread_tab, h, idx);
     return 0;
 }

@@ -6,7 +6,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 /* ---- life cycle ------------------------------------------------------------------------ */
 
@@ -133,14 +133,14 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
         return 0;
     case JP_REC_RUN_START:
         memcpy(&u.start, p, sizeof u.start);
-        return on_run_start(e, &u.start, why);
+        return jpe_on_run_start(e, &u.start, why);
     case JP_REC_SOURCE_DEF:
-        return on_source_def(e, p);
+        return jpe_on_source_def(e, p);
     case JP_REC_FRAME_DEF:
-        return on_frame_def(e, p);
+        return jpe_on_frame_def(e, p);
     case JP_REC_NODE_DEF:
         memcpy(&u.node, p, sizeof u.node);
-        return on_node_def(e, &u.node);
+        return jpe_on_node_def(e, &u.node);
     case JP_REC_EXEC:
         /* Execution identity is run-local: aggregation merges functions across workers;
          * the report only counts the distinct threads and tasks behind each entry. */
@@ -157,7 +157,7 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
         memcpy(&e->counters, p, sizeof e->counters); /* cumulative: the last one wins */
         return 0;
     case JP_REC_EXCERPT:
-        return on_excerpt(e, p);
+        return jpe_on_excerpt(e, p);
     case JP_REC_RUN_STOP:
         memcpy(&u.stop, p, sizeof u.stop);
         e->stopped = e->have_stop = true;
@@ -216,7 +216,7 @@ static inline __attribute__((always_inline)) int slot_event(struct jp_engine *e,
     if (u.h.type == JP_REC_CPU_SAMPLE)
         return on_cpu_sample(e, &u.cpu); /* declines a faulty sample */
     if (u.h.type == JP_REC_RESIZE)
-        return on_resize(e, &u.resize);
+        return jpe_on_resize(e, &u.resize);
     return 1;
 }
 

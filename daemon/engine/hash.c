@@ -25,7 +25,7 @@ static void sip_round(struct sip *h)
     h->v2 += h->v1; h->v1 = rotl64(h->v1, 17); h->v1 ^= h->v2; h->v2 = rotl64(h->v2, 32);
 }
 
-void sip_init(struct sip *h, uint64_t seed)
+void jpe_sip_init(struct sip *h, uint64_t seed)
 {
     uint64_t k0 = seed, k1 = mix64(seed ^ UINT64_C(0x5bd1e9955bd1e995));
     h->v0 = k0 ^ UINT64_C(0x736f6d6570736575);
@@ -44,7 +44,7 @@ static void sip_word(struct sip *h, uint64_t m)
     h->v0 ^= m;
 }
 
-void sip_bytes(struct sip *h, const void *p, size_t n)
+void jpe_sip_bytes(struct sip *h, const void *p, size_t n)
 {
     const unsigned char *s = p;
     for (size_t i = 0; i < n; i++) {
@@ -58,7 +58,7 @@ void sip_bytes(struct sip *h, const void *p, size_t n)
     }
 }
 
-uint64_t sip_final(struct sip *h)
+uint64_t jpe_sip_final(struct sip *h)
 {
     sip_word(h, h->m | (uint64_t)(h->len & 0xffu) << 56);
     h->v2 ^= 0xff;

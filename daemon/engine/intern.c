@@ -9,7 +9,7 @@
 #include "engine_internal.h"
 
 /* Makes room for one more entry (load <= 1/2), rehashing with hf. */
-int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
+int jpe_itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
 {
     if ((uint64_t)(t->n + 1u) * 2u <= t->cap)
         return 0;
@@ -17,7 +17,7 @@ int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
     if (ncap > (UINT32_C(1) << 31))
         return -ENOBUFS;
     uint64_t bytes = ncap * sizeof(uint32_t), old = (uint64_t)t->cap * sizeof(uint32_t);
-    if (budget_hold(e, bytes) < 0) /* the old slots are read while the new fill */
+    if (jpe_budget_hold(e, bytes) < 0) /* the old slots are read while the new fill */
         return -ENOBUFS;
     uint32_t *ns = calloc((size_t)ncap, sizeof(uint32_t));
     if (!ns)
@@ -39,7 +39,7 @@ int itab_reserve(struct jp_engine *e, struct itab *t, itab_hash hf)
     return 0;
 }
 
-void intern_put(struct itab *t, uint64_t h, uint32_t idx)
+void jpe_intern_put(struct itab *t, uint64_t h, uint32_t idx)
 {
     /* The key is absent (intern_find said so and nothing was added since), so its slot is the
      * first empty one on its probe sequence: where a lookup with equality would stop too. */

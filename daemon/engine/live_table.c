@@ -27,7 +27,7 @@ static inline uint32_t lw_dist(const struct live_wide *t, uint64_t key, uint32_t
     return i >= h ? i - h : i + t->cap - h;
 }
 
-uint32_t *lw_find(struct live_wide *t, uint64_t key)
+uint32_t *jpe_lw_find(struct live_wide *t, uint64_t key)
 {
     if (!t->cap)
         return NULL;
@@ -42,7 +42,7 @@ uint32_t *lw_find(struct live_wide *t, uint64_t key)
     }
 }
 
-void lw_put(struct live_wide *t, uint64_t key, uint64_t val)
+void jpe_lw_put(struct live_wide *t, uint64_t key, uint64_t val)
 {
     struct lw_ent cur = {.key = key};
     val_set(&cur.lo, val);
@@ -80,7 +80,7 @@ static void lw_del(struct live_wide *t, uint32_t *lop)
     t->n--;
 }
 
-int lw_reserve(struct jp_engine *e, struct live_wide *t)
+int jpe_lw_reserve(struct jp_engine *e, struct live_wide *t)
 {
     if ((uint64_t)(t->n + 1u) * LIVE_MAX_LOAD_DEN <= (uint64_t)t->cap * LIVE_MAX_LOAD_NUM)
         return 0;
@@ -88,14 +88,14 @@ int lw_reserve(struct jp_engine *e, struct live_wide *t)
     if (ncap > UINT32_MAX / 2u)
         return -ENOBUFS;
     uint64_t old = (uint64_t)t->cap * sizeof(struct lw_ent), bytes = ncap * sizeof(struct lw_ent);
-    if (budget_hold(e, bytes) < 0) /* old and new coexist during the rehash */
+    if (jpe_budget_hold(e, bytes) < 0) /* old and new coexist during the rehash */
         return -ENOBUFS;
     struct live_wide n = {calloc((size_t)ncap, sizeof(struct lw_ent)), (uint32_t)ncap, 0, t->seed};
     if (!n.ent)
         return -ENOMEM;
     for (uint32_t i = 0; i < t->cap; i++)
         if (t->ent[i].key)
-            lw_put(&n, t->ent[i].key, val_get(&t->ent[i].lo));
+            jpe_lw_put(&n, t->ent[i].key, val_get(&t->ent[i].lo));
     free(t->ent);
     *t = n;
     e->used = e->used - old + bytes;
@@ -228,7 +228,7 @@ static int ln_grow(struct jp_engine *e, struct live_narrow *t, bool with_orphan)
             return -ENOBUFS;
         uint64_t old = (uint64_t)t->nb * sizeof(struct ln_bucket);
         uint64_t bytes = nb * sizeof(struct ln_bucket);
-        if (budget_hold(e, bytes) < 0) /* this shard's old and new copies coexist */
+        if (jpe_budget_hold(e, bytes) < 0) /* this shard's old and new copies coexist */
             return -ENOBUFS;
         struct live_narrow n;
         memset(&n, 0, sizeof n);
@@ -285,16 +285,16 @@ static int ln_insert(struct jp_engine *e, struct live_narrow *t, uint32_t key, u
     return 0;
 }
 
-uint32_t *table_find(struct jp_engine *e, uint64_t id)
+uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id)
 {
     if (id < UINT32_MAX)
         return ln_find(ln_shard(e, (uint32_t)(id + 1u)), (uint32_t)(id + 1u));
     if (id == UINT64_MAX)
         return e->max_id_live ? e->max_id_val : NULL;
-    return lw_find(&e->lw, id + 1u);
+    return jpe_lw_find(&e->lw, id + 1u);
 }
 
-inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     if (id < UINT32_MAX)
         ln_del(ln_shard(e, (uint32_t)(id + 1u)), valp);
@@ -304,29 +304,15 @@ inline void table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
         lw_del(&e->lw, valp);
 }
 
-inline void ovf_release(struct jp_engine *e, uint64_t val)
+/* live_pack's half for a value that does not pack: an overflow entry holds it. */
+int jpe_ovf_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
 {
-    if ((val >> SIZE_BITS) != CHAIN_OVERFLOW)
-        return;
-    uint32_t i = (uint32_t)(val & SIZE_MASK);
-    e->ovf[i].next_free = e->ovf_free;
-    e->ovf_free = i + 1u;
-}
-
-/* Packs (size, creation chain) into one value, using the overflow array when either does not
- * fit. chain is the chain index + 1, 0 for "no chain" (an event without detail). */
-inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_t *out)
-{
-    if (size < SIZE_MASK && chain < CHAIN_OVERFLOW) {
-        *out = size | ((uint64_t)chain << SIZE_BITS);
-        return 0;
-    }
     uint32_t i;
     if (e->ovf_free) {
         i = e->ovf_free - 1u;
         e->ovf_free = e->ovf[i].next_free;
     } else {
-        int rc = vec_grow(e, (void **)&e->ovf, &e->ovf_cap, e->novf + 1u, sizeof *e->ovf);
+        int rc = jpe_vec_grow(e, (void **)&e->ovf, &e->ovf_cap, e->novf + 1u, sizeof *e->ovf);
         if (rc < 0)
             return rc;
         i = e->novf++;
@@ -336,19 +322,7 @@ inline int live_pack(struct jp_engine *e, uint64_t size, uint32_t chain, uint64_
     return 0;
 }
 
-inline void live_unpack(const struct jp_engine *e, uint64_t val, uint64_t *size, uint32_t *chain)
-{
-    if ((val >> SIZE_BITS) == CHAIN_OVERFLOW) {
-        const struct overflow_ent *o = &e->ovf[val & SIZE_MASK];
-        *size = o->size;
-        *chain = o->chain;
-    } else {
-        *size = val & SIZE_MASK;
-        *chain = (uint32_t)(val >> SIZE_BITS);
-    }
-}
-
-inline int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
+int jpe_table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id < UINT32_MAX) {
@@ -359,9 +333,9 @@ inline int table_insert(struct jp_engine *e, uint64_t id, uint64_t val)
         e->max_id_live = true;
         val_set(e->max_id_val, val);
     } else {
-        if ((rc = lw_reserve(e, &e->lw)) < 0)
+        if ((rc = jpe_lw_reserve(e, &e->lw)) < 0)
             return rc;
-        lw_put(&e->lw, id + 1u, val);
+        jpe_lw_put(&e->lw, id + 1u, val);
     }
     return 0;
 }

@@ -4,7 +4,7 @@
  */
 #include <errno.h>
 
-#include "engine_internal.h"
+#include "account.h"
 
 /* Writes the last interval's end that seen_extend leaves implicit in seen_next. */
 static inline void seen_settle(struct jp_engine *e)
@@ -33,7 +33,7 @@ static bool seen_has(struct jp_engine *e, uint64_t id)
     }
     if (lo < e->nseen && e->seen[lo].lo <= id)
         return true;
-    return lw_find(&e->seen_extra, id + 1u) != NULL;
+    return jpe_lw_find(&e->seen_extra, id + 1u) != NULL;
 }
 
 static int seen_add(struct jp_engine *e, uint64_t id)
@@ -50,12 +50,12 @@ static int seen_add(struct jp_engine *e, uint64_t id)
     struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
     int rc;
     if (last && id <= last->hi) {
-        if ((rc = lw_reserve(e, &e->seen_extra)) < 0)
+        if ((rc = jpe_lw_reserve(e, &e->seen_extra)) < 0)
             return rc;
-        lw_put(&e->seen_extra, id + 1u, 0);
+        jpe_lw_put(&e->seen_extra, id + 1u, 0);
         return 0;
     }
-    if ((rc = vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
+    if ((rc = jpe_vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u, sizeof *e->seen)) < 0)
         return rc;
     e->seen[e->nseen++] = (struct interval){id, id};
     seen_extend(e, id);
@@ -63,7 +63,7 @@ static int seen_add(struct jp_engine *e, uint64_t id)
 }
 
 /* Ends exact live tracking for the rest of the run (retention budget exhausted). */
-int live_lost(struct jp_engine *e, int rc)
+int jpe_live_lost(struct jp_engine *e, int rc)
 {
     if (rc != -ENOBUFS)
         return rc;
@@ -79,21 +79,21 @@ static inline struct jp_node *event_node(struct jp_engine *e, uint32_t node, int
     if (ref <= 0)
         return NULL;
     struct jp_node *n = &e->nodes[node - 1u];
-    if (n->trunc)
-        e->truncated_stacks++;
+    stack_note(e, n);
     return n;
 }
 
-/* A free's stack attributes nothing (reading 9), but a free whose stack was cut still counts
- * in truncated_stacks and makes the profile partial, like an alloc or resize (reading 17). */
+/* A free's stack attributes nothing (READINGS.md #9), but a free whose stack was
+ * cut still counts in truncated_stacks and makes the profile partial, like an alloc or resize
+ * (READINGS.md #17). */
 static void free_stack_note(struct jp_engine *e, uint32_t node)
 {
-    if (node_ref(e, node) == 1 && e->nodes[node - 1u].trunc)
-        e->truncated_stacks++;
+    if (node_ref(e, node) == 1)
+        stack_note(e, &e->nodes[node - 1u]);
 }
 
-/* Every allocation; on_alloc (engine_internal.h) takes the common one itself. */
-__attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
+/* Every allocation; on_alloc (account.h) takes the common one itself. */
+int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -111,21 +111,15 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
             return violation(e); /* reused id, live or retired */
     }
     struct jp_node *n = event_node(e, r->node, nref);
-    uint32_t chain = 0;
+    struct jp_chain *c = n ? node_chain(e, n) : NULL;
     e->producer_records++;
-    e->allocation_count++;
-    e->allocated_bytes += r->size;
+    mem_count_alloc(e, c, r->size);
     if (n) {
-        struct jp_chain *c = &e->chains[n->chain];
-        chain = n->chain + 1u;
-        c->count++;
-        c->allocated += r->size;
-        e->attributed_allocated += r->size;
         /* Creation events carry the identity, noted against the site; once per node and
          * EXEC epoch (another node of the same site notes the same tuple, a no-op). */
         if (n->exec_epoch != e->exec_epoch) {
             n->exec_epoch = e->exec_epoch;
-            if ((rc = exec_note(e, n->func)) < 0)
+            if ((rc = jpe_exec_note(e, n->func)) < 0)
                 return rc;
         }
     }
@@ -137,20 +131,18 @@ __attribute__((noinline)) int on_alloc_general(struct jp_engine *e, const struct
     if (fresh) /* seen_add's common case; nothing above touched the history */
         seen_extend(e, r->allocation_id);
     else if ((rc = seen_add(e, r->allocation_id)) < 0)
-        return live_lost(e, rc);
-    if ((rc = live_pack(e, r->size, chain, &val)) < 0)
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
+    if ((rc = live_pack(e, r->size, n ? n->chain + 1u : 0, &val)) < 0)
+        return jpe_live_lost(e, rc);
     if ((rc = live_insert(e, r->allocation_id, val)) < 0) {
         ovf_release(e, val);
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     }
-    chain_live_add(e, chain, r->size, 0, 1);
-    total_live_add(e, r->size);
-    e->live_count++;
+    mem_live_add(e, c, r->size, 1);
     return 0;
 }
 
-int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -175,15 +167,9 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     if (r->new_size >= r->old_size) {
         /* Growth is allocation pressure where the resize happened: the resizing event's
          * chain (and so its leaf), not the creation chain. */
-        uint64_t grow = r->new_size - r->old_size;
-        e->allocated_bytes += grow;
-        if (n) {
-            e->chains[n->chain].allocated += grow;
-            e->attributed_allocated += grow;
-        }
+        mem_charge(e, n ? node_chain(e, n) : NULL, r->new_size - r->old_size);
     } else {
-        e->freed_bytes += r->old_size - r->new_size;
-        site_freed(e, creation, r->old_size - r->new_size);
+        mem_freed(e, chain_at(e, creation), r->old_size - r->new_size);
     }
     int rc = thread_note(e);
     if (rc < 0 || !e->live_exact)
@@ -191,25 +177,22 @@ int on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     uint64_t nval;
     rc = live_pack(e, r->new_size, creation, &nval);
     if (rc < 0)
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     uint64_t oval = live_val(&ref);
     if ((rc = live_set(e, r->allocation_id, &ref, nval)) < 0) {
         ovf_release(e, nval);
-        return live_lost(e, rc);
+        return jpe_live_lost(e, rc);
     }
     ovf_release(e, oval);
-    if (r->new_size >= r->old_size) {
-        chain_live_add(e, creation, r->new_size - r->old_size, 0, 0);
-        total_live_add(e, r->new_size - r->old_size);
-    } else {
-        chain_live_add(e, creation, 0, r->old_size - r->new_size, 0);
-        e->live_bytes -= r->old_size - r->new_size;
-    }
+    if (r->new_size >= r->old_size)
+        mem_live_add(e, chain_at(e, creation), r->new_size - r->old_size, 0);
+    else
+        mem_live_sub(e, chain_at(e, creation), r->old_size - r->new_size, 0);
     return 0;
 }
 
-/* Every free; on_free (engine_internal.h) takes the common one itself. */
-__attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
+/* Every free; on_free (account.h) takes the common one itself. */
+int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -234,11 +217,7 @@ __attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct 
     free_stack_note(e, r->node);
     ovf_release(e, val);
     live_del(e, r->allocation_id, &ref);
-    e->freed_bytes += size;
-    e->live_bytes -= size;
-    e->live_count--;
-    site_freed(e, creation, size);
-    chain_live_add(e, creation, 0, size, -1);
+    mem_free(e, chain_at(e, creation), size);
     return thread_note(e);
 }
 
@@ -246,7 +225,7 @@ __attribute__((noinline)) int on_free_general(struct jp_engine *e, const struct 
  * creation chains' (the per-event path counts chains only); done when a view is taken, from
  * scratch, so taking several views is harmless. The site's stamp is the current epoch, so
  * jp_func_live_at_peak reads the summed snapshot. */
-void mem_settle(struct jp_engine *e)
+void jpe_mem_settle(struct jp_engine *e)
 {
     if (e->mode != JP_MODE_MEMORY)
         return;

@@ -52,8 +52,8 @@ int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v)
         memset(v, 0, sizeof *v);
         return -ENODATA;
     }
-    cpu_settle(e);
-    mem_settle(e);
+    jpe_cpu_settle(e);
+    jpe_mem_settle(e);
     fill_view(e, v);
     return 0;
 }

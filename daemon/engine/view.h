@@ -18,7 +18,7 @@
 
 #define JP_FUNC_NONE UINT32_MAX
 
-/* One function identity (CONTRACT_READINGS 1), also the memory "site". */
+/* One function identity (READINGS.md #1), also the memory "site". */
 #define JP_FUNC_HOT_WAYS 8u /* a power of two */
 struct jp_func {
     const char *ns, *fn;
@@ -41,7 +41,7 @@ struct jp_func {
          * resize_count are counted per event. */
         struct {
             uint64_t freed, live; /* bytes of allocations created here */
-            uint64_t snap, stamp; /* live-at-peak snapshot, see memory.c */
+            uint64_t snap, stamp; /* live-at-peak snapshot, see engine_internal.h */
         };
         /* CPU mode, the engine's own: hot-line index + 1 of the line of this function that
          * last took a sample at way (line ^ col) % JP_FUNC_HOT_WAYS, 0 none (cpu.c). A
@@ -77,9 +77,10 @@ struct jp_chain {
     uint32_t live_count; /* memory: allocations created with this chain still live (a live set
                           * fits the retention budget, far below 2^32); 0 in CPU mode */
     union {
-        struct {          /* CPU, settled from the node counts (cpu_settle) */
+        struct {          /* CPU, settled from the node counts (jpe_cpu_settle) */
             uint64_t samples; /* jett samples whose stack passes through this chain's function
-                               * at its root-most occurrence (reading 4): the subtree's */
+                               * at its root-most occurrence (READINGS.md #4):
+                               * the subtree's */
             uint64_t leaf;    /* jett samples whose stack is exactly this chain */
         };
         struct {          /* memory */
@@ -142,7 +143,7 @@ struct jp_engine_view {
 };
 
 /* Fills *v from the engine, after settling the CPU self, inclusive and chain counts from the
- * node counts (cpu_settle) and the memory sites' figures from their chains (mem_settle),
+ * node counts (jpe_cpu_settle) and the memory sites' figures from their chains (jpe_mem_settle),
  * which is why the engine is not const. 0, or -ENODATA without RUN_START
  * (no mode, nothing to report). */
 int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v);
@@ -173,7 +174,7 @@ static inline uint64_t jp_view_record_mismatch(const struct jp_engine_view *v)
 
 /* Memory mode: whether freed, live, peak, retained and live-at-peak bytes are exact: the live
  * table held (no retention-budget refusal) and no event was lost on the way (COUNTERS
- * lost_records, or a RUN_STOP count that differs from what arrived: reading 16). */
+ * lost_records, or a RUN_STOP count that differs from what arrived: READINGS.md #16). */
 static inline bool jp_view_live_exact(const struct jp_engine_view *v)
 {
     return v->mode == JP_MODE_MEMORY && v->live_exact && !v->counters->lost_records &&

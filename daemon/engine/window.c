@@ -1,6 +1,7 @@
 /* The young window: a direct-mapped window of the newest allocation ids in front of the live
- * tables (live_table.c), and the live_* calls that find, change and drop an allocation
- * wherever it is held.
+ * tables (live_table.c): its growth, and moving its survivors to the tables. The live_* calls
+ * that find, change and drop an allocation wherever it is held are inline in
+ * engine_internal.h.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -24,20 +25,21 @@
  * The window starts at 2^WIN_MIN_BITS slots and doubles (up to 2^WIN_MAX_BITS) while at
  * least 1/WIN_GROW_DIV of its slots hold live allocations (so it costs at most 16 bytes per
  * allocation it holds when it grows, about what the tables would): a run whose allocations
- * mostly die within a few thousand ids, or whose survivors are few, keeps a small window; one whose allocations live for hundreds of
- * thousands of ids gets one that lets them die there, so they are never hashed, moved by a
- * table growth, or displaced by cuckoo kicks. The growth is counted against the budget
- * (old and new at once) and, refused, just leaves the window as it is: exactness never
- * depends on it. When it grows depends on the ids alone (never on the seed or the budget),
- * so a run replayed with a budget that fits what it held does the very same. */
+ * mostly die within a few thousand ids, or whose survivors are few, keeps a small window; one
+ * whose allocations live for hundreds of thousands of ids gets one that lets them die there,
+ * so they are never hashed, moved by a table growth, or displaced by cuckoo kicks. The growth
+ * is counted against the budget (old and new at once) and, refused, just leaves the window as
+ * it is: exactness never depends on it. When it grows depends on the ids alone (never on the
+ * seed or the budget), so a run replayed with a budget that fits what it held does the very
+ * same. */
 /* 4096 slots (16 KiB) to start: one summary word covers them, and a run that frees young
  * never needs more. */
 #define WIN_MIN_BITS 12u
 /* 2^19 slots, 2 MiB: about a core's L2 cache. A run whose allocations live for a few
- * hundred thousand ids (agg_bench's 65536 mix) lets them die here instead of moving about
- * one in 40 of them to the tables (2.7 % of its frees with 2^18 slots), and the window is
- * still at most 1/4 full when it stops growing: 16 bytes per allocation it holds, what the
- * tables cost. The window slot of a young free is fetched a few records ahead (feed.c), so
+ * hundred thousand ids lets them die here instead of moving a share of them to the tables
+ * (bench/RESULTS.md has the figures for agg_bench's 65536 mix), and the window is still at
+ * most 1/4 full when it stops growing: 16 bytes per allocation it holds, what the tables
+ * cost. The window slot of a young free is fetched a few records ahead (feed.c), so
  * slots that miss the first-level cache do not stall the drain. */
 #define WIN_MAX_BITS 19u
 /* Doubles at 1/4 full: 16 bytes of window per allocation it holds, about a table slot's cost
@@ -50,7 +52,7 @@ _Static_assert(WIN_MIN_BITS >= 12u, "the summary needs a whole word");
 static int win_alloc(struct jp_engine *e, uint32_t w, uint32_t **slots, uint64_t **grp)
 {
     uint64_t bytes = win_bytes(w);
-    if (budget_hold(e, bytes) < 0)
+    if (jpe_budget_hold(e, bytes) < 0)
         return -ENOBUFS;
     uint32_t *r = calloc(1, (size_t)bytes);
     if (!r)
@@ -118,21 +120,10 @@ static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
     return b;
 }
 
-/* The window slot holding id, or NULL (id outside the window, or not held there). */
-static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
-{
-    if (e->win && id <= e->win_hi && e->win_hi - id < e->win_w) {
-        uint32_t *v = &e->win[id & (e->win_w - 1u)];
-        if (*v)
-            return v;
-    }
-    return NULL;
-}
-
-int win_evict_one(struct jp_engine *e, uint32_t s)
+int jpe_win_evict_one(struct jp_engine *e, uint32_t s)
 {
     uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
-    int rc = table_insert(e, occupant, win_dec(e->win[s]));
+    int rc = jpe_table_insert(e, occupant, win_dec(e->win[s]));
     if (rc < 0)
         return rc;
     win_clear(e, s);
@@ -143,7 +134,7 @@ int win_evict_one(struct jp_engine *e, uint32_t s)
 static int win_evict(struct jp_engine *e, uint32_t a, uint32_t b)
 {
     for (uint32_t s = win_next(e, a, b); s < b; s = win_next(e, s + 1u, b)) {
-        int rc = win_evict_one(e, s);
+        int rc = jpe_win_evict_one(e, s);
         if (rc < 0)
             return rc;
     }
@@ -179,67 +170,26 @@ static int win_grow(struct jp_engine *e)
         if (!old[s])
             continue;
         uint64_t id = e->win_hi - ((e->win_hi - s) & (w - 1u));
-        uint32_t ns = (uint32_t)(id & (nw - 1u));
-        slots[ns] = old[s];
-        win_mark(e, ns);
-        e->nwin++;
+        win_put(e, (uint32_t)(id & (nw - 1u)), old[s]);
     }
     free(old);
     e->used += win_bytes(nw) - win_bytes(w);
     return 0;
 }
 
-inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
-{
-    if ((r->win = win_find(e, id)) != NULL)
-        return true;
-    return (r->valp = table_find(e, id)) != NULL;
-}
-
-inline uint64_t live_val(const struct live_ref *r)
-{
-    return r->win ? win_dec(*r->win) : val_get(r->valp);
-}
-
-inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
-{
-    if (r->win)
-        win_clear(e, (uint32_t)(r->win - e->win));
-    else
-        table_del(e, id, r->valp);
-}
-
-/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
-inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r, uint64_t val)
-{
-    if (!r->win) {
-        val_set(r->valp, val);
-        return 0;
-    }
-    if (win_fits(val)) {
-        *r->win = win_enc(val);
-        return 0;
-    }
-    int rc = table_insert(e, id, val);
-    if (rc < 0)
-        return rc;
-    win_clear(e, (uint32_t)(r->win - e->win));
-    return 0;
-}
-
 /* Every case live_insert's inline fast path leaves (engine_internal.h). */
-int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
+int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
 {
     int rc;
     if (id <= e->win_hi || id == UINT64_MAX)
-        return table_insert(e, id, val);
+        return jpe_table_insert(e, id, val);
     if ((rc = win_ready(e)) <= 0)
-        return rc < 0 ? rc : table_insert(e, id, val);
+        return rc < 0 ? rc : jpe_table_insert(e, id, val);
     if (e->nwin >= e->win_grow_at && (rc = win_grow(e)) < 0)
         return rc;
     uint32_t m = e->win_w - 1u, slot = (uint32_t)(id & m);
     if (id - e->win_hi == 1u) { /* the agent's counter: one slot to look at */
-        if (e->win[slot] && (rc = win_evict_one(e, slot)) < 0)
+        if (e->win[slot] && (rc = jpe_win_evict_one(e, slot)) < 0)
             return rc;
     } else if (id - e->win_hi >= e->win_w) { /* everything in the window is displaced */
         if (e->nwin && (rc = win_evict(e, 0, e->win_w)) < 0)
@@ -254,14 +204,10 @@ int live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
             return rc;
         }
     }
-    if (win_fits(val)) {
-        e->win[slot] = win_enc(val);
-        win_mark(e, slot);
-        e->nwin++;
-    } else if ((rc = table_insert(e, id, val)) < 0) {
+    if (win_fits(val))
+        win_put(e, slot, win_enc(val));
+    else if ((rc = jpe_table_insert(e, id, val)) < 0)
         return rc;
-    }
-    e->win_hi = id;
-    win_prefetch_next(e, id);
+    win_advance(e, id);
     return 0;
 }

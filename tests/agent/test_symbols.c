@@ -316,7 +316,7 @@ Test(symbols, neither_engine_nor_report_builder_inside)
         cr_assert(forbidden[i] && *forbidden[i], "archive paths not set (run through meson)");
         nbad = defined_globals(forbidden[i], &bad, nbad);
     }
-    cr_assert(listed(bad, nbad, "jp_engine_new") && listed(bad, nbad, "cpu_settle") &&
+    cr_assert(listed(bad, nbad, "jp_engine_new") && listed(bad, nbad, "jpe_cpu_settle") &&
                   listed(bad, nbad, "jp_report_build"),
               "the engine and report archives define what they should");
     for (size_t l = 0; l < 2; l++) {
