@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-void stream_open(struct stream *s, jettprof_run *run)
+void ta_stream_open(struct stream *s, jettprof_run *run)
 {
     memset(s, 0, sizeof *s);
     int fd = dup(jp_agent_ring_fd(run));
@@ -65,23 +65,23 @@ static size_t drain_upto(struct stream *s, size_t most)
     return s->n - before;
 }
 
-size_t stream_drain(struct stream *s)
+size_t ta_stream_drain(struct stream *s)
 {
     return drain_upto(s, SIZE_MAX);
 }
 
-size_t stream_drain_one(struct stream *s)
+size_t ta_stream_drain_one(struct stream *s)
 {
     return drain_upto(s, 1);
 }
 
-const void *rec_at(const struct stream *s, size_t i)
+const void *ta_rec_at(const struct stream *s, size_t i)
 {
     cr_assert(i < s->n);
     return s->buf + s->recs[i].off;
 }
 
-void stream_free(struct stream *s)
+void ta_stream_free(struct stream *s)
 {
     jp_ring_unmap(&s->ring);
     free(s->buf);
@@ -89,7 +89,7 @@ void stream_free(struct stream *s)
     memset(s, 0, sizeof *s);
 }
 
-size_t stream_count(const struct stream *s, uint16_t type)
+size_t ta_stream_count(const struct stream *s, uint16_t type)
 {
     size_t c = 0;
     for (size_t i = 0; i < s->n; i++)
@@ -97,16 +97,16 @@ size_t stream_count(const struct stream *s, uint16_t type)
     return c;
 }
 
-const void *stream_nth(const struct stream *s, uint16_t type, size_t i)
+const void *ta_stream_nth(const struct stream *s, uint16_t type, size_t i)
 {
     for (size_t k = 0; k < s->n; k++)
         if (s->recs[k].type == type && i-- == 0)
-            return rec_at(s, k);
+            return ta_rec_at(s, k);
     cr_assert_fail("no %s record #%zu", jp_rec_type_name(type), i);
     return NULL;
 }
 
-struct jettprof_config test_config(uint32_t mode)
+struct jettprof_config ta_config(uint32_t mode)
 {
     struct jettprof_config c = {
         .size = sizeof c,
@@ -122,7 +122,7 @@ struct jettprof_config test_config(uint32_t mode)
     return c;
 }
 
-uint32_t test_frame(jettprof_run *run, const char *ns, const char *fn, uint32_t decl_line)
+uint32_t ta_frame(jettprof_run *run, const char *ns, const char *fn, uint32_t decl_line)
 {
     uint32_t src = 0, id = 0;
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/main.jett", &src), 0);
@@ -134,27 +134,28 @@ uint32_t test_frame(jettprof_run *run, const char *ns, const char *fn, uint32_t 
     return id;
 }
 
-const void *stream_last(const struct stream *s, uint16_t type)
+const void *ta_stream_last(const struct stream *s, uint16_t type)
 {
-    size_t n = stream_count(s, type);
+    size_t n = ta_stream_count(s, type);
     cr_assert(n > 0, "no %s record", jp_rec_type_name(type));
-    return stream_nth(s, type, n - 1);
+    return ta_stream_nth(s, type, n - 1);
 }
 
-jettprof_run *test_local_run(uint32_t mode, struct stream *s)
+jettprof_run *ta_local_run(uint32_t mode, struct stream *s)
 {
-    struct jettprof_config c = test_config(mode);
+    struct jettprof_config c = ta_config(mode);
     jettprof_run *run = NULL;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
-    stream_open(s, run);
+    ta_stream_open(s, run);
     return run;
 }
 
-uint32_t test_node_now(jettprof_thread *t, struct stream *s)
+uint32_t ta_node_now(jettprof_thread *t, struct stream *s)
 {
     uint64_t id;
     cr_assert_eq(jettprof_alloc(t, 1, &id), 0);
-    stream_drain(s);
-    const struct jp_rec_alloc *a = stream_nth(s, JP_REC_ALLOC, stream_count(s, JP_REC_ALLOC) - 1);
+    ta_stream_drain(s);
+    const struct jp_rec_alloc *a =
+        ta_stream_nth(s, JP_REC_ALLOC, ta_stream_count(s, JP_REC_ALLOC) - 1);
     return a->node;
 }

@@ -30,8 +30,8 @@
 /* Only the test's reading of the profile: the official TOON decoder and a JSON getter. */
 #include "tests/lib/spawn.h"
 #include "tests/lib/toon.h"
-char *json_get(const char *json, const char *path);
-int json_len(const char *json, const char *path);
+char *t_json_get(const char *json, const char *path);
+int t_json_len(const char *json, const char *path);
 
 static void need_daemon(void)
 {
@@ -81,7 +81,7 @@ static char *decoded(const struct jettprof_result *r)
 
 static uint64_t jnum(const char *json, const char *path)
 {
-    char *v = json_get(json, path);
+    char *v = t_json_get(json, path);
     cr_assert(v != NULL, "%s missing", path);
     char *end;
     unsigned long long n = strtoull(v, &end, 10);
@@ -92,7 +92,7 @@ static uint64_t jnum(const char *json, const char *path)
 
 static double jdouble(const char *json, const char *path)
 {
-    char *v = json_get(json, path);
+    char *v = t_json_get(json, path);
     cr_assert(v != NULL, "%s missing", path);
     double d = strtod(v, NULL);
     free(v);
@@ -102,11 +102,11 @@ static double jdouble(const char *json, const char *path)
 /* Index of the bottleneck whose function is fn, or -1. */
 static int entry(const char *json, const char *fn)
 {
-    int n = json_len(json, "profile.bottlenecks");
+    int n = t_json_len(json, "profile.bottlenecks");
     for (int i = 0; i < n; i++) {
         char path[64];
         snprintf(path, sizeof path, "profile.bottlenecks.%d.function", i);
-        char *v = json_get(json, path);
+        char *v = t_json_get(json, path);
         int hit = v && strcmp(v, fn) == 0;
         free(v);
         if (hit)
@@ -248,10 +248,10 @@ Test(e2e, memory_totals_and_sites_are_exact)
     cr_assert_eq(efield(j, c, "allocated_bytes"), cache.allocated);
     cr_assert_eq(efield(j, c, "retained_bytes"), cache.live);
     cr_assert_eq(efield(j, c, "freed_bytes"), 0);
-    char *ns = json_get(j, "profile.bottlenecks.0.namespace");
+    char *ns = t_json_get(j, "profile.bottlenecks.0.namespace");
     cr_assert_not_null(ns);
     free(ns);
-    char *path = json_get(j, "profile.bottlenecks.0.path");
+    char *path = t_json_get(j, "profile.bottlenecks.0.path");
     cr_assert_str_eq(path, "src/app.jett");
     free(path);
     free(j);
@@ -345,7 +345,7 @@ Test(e2e, cpu_share_of_a_known_hot_function)
     snprintf(pp, sizeof pp, "profile.bottlenecks.%d.cpu_percent", h);
     double pct = jdouble(j, pp);
     cr_assert(pct > want - 10.0 && pct < want + 10.0);
-    char *fn0 = json_get(j, "profile.bottlenecks.0.function");
+    char *fn0 = t_json_get(j, "profile.bottlenecks.0.function");
     cr_assert_str_eq(fn0, "main", "main is inclusive of everything and ranks first");
     free(fn0);
     free(j);
@@ -448,10 +448,10 @@ Test(e2e, daemon_killed_mid_run_gives_collector_failure)
     cr_assert_eq(res.status, JETTPROF_STATUS_UNAVAILABLE);
     cr_assert_str_eq(res.reason, "collector_failure");
     char *j = decoded(&res);
-    char *st = json_get(j, "profile.status");
+    char *st = t_json_get(j, "profile.status");
     cr_assert_str_eq(st, "unavailable");
     free(st);
-    char *mode = json_get(j, "profile.mode");
+    char *mode = t_json_get(j, "profile.mode");
     cr_assert_str_eq(mode, "memory");
     free(mode);
     free(j);

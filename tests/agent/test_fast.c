@@ -21,8 +21,8 @@ static struct jettprof_fast *fast_of(jettprof_thread *t)
 /* The (parent, frame) of a node, from its definition in the stream. */
 static void node_def(const struct stream *s, uint32_t node, uint32_t *parent, uint32_t *frame)
 {
-    for (size_t i = 0; i < stream_count(s, JP_REC_NODE_DEF); i++) {
-        const struct jp_rec_node_def *n = stream_nth(s, JP_REC_NODE_DEF, i);
+    for (size_t i = 0; i < ta_stream_count(s, JP_REC_NODE_DEF); i++) {
+        const struct jp_rec_node_def *n = ta_stream_nth(s, JP_REC_NODE_DEF, i);
         if (n->node_id == node) {
             *parent = n->parent;
             *frame = n->frame_id;
@@ -35,7 +35,7 @@ static void node_def(const struct stream *s, uint32_t node, uint32_t *parent, ui
 Test(fast, only_this_layout_is_handed_out)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_not_null(jettprof_thread_fast(t, JETTPROF_FAST_VERSION));
@@ -45,14 +45,14 @@ Test(fast, only_this_layout_is_handed_out)
                  "the statement word is the fast path's");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t fa = ta_frame(run, "m", "a", 1), fb = ta_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
@@ -61,29 +61,29 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
      * hit while the per-depth cache of the plain path would thrash. */
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(jettprof_enter_fast(f, &main_a, fa), 0);
-        cr_assert_eq(test_node_now(t, &s), 1);
+        cr_assert_eq(ta_node_now(t, &s), 1);
         cr_assert_eq(jettprof_enter_fast(f, &a_b, fb), 0);
-        cr_assert_eq(test_node_now(t, &s), 2);
+        cr_assert_eq(ta_node_now(t, &s), 2);
         jettprof_leave_fast(f);
         cr_assert_eq(jettprof_enter_fast(f, &a_a, fa), 0);
-        cr_assert_eq(test_node_now(t, &s), 3);
+        cr_assert_eq(ta_node_now(t, &s), 3);
         jettprof_leave_fast(f);
-        cr_assert_eq(test_node_now(t, &s), 1);
+        cr_assert_eq(ta_node_now(t, &s), 1);
         jettprof_leave_fast(f);
-        cr_assert_eq(test_node_now(t, &s), 0);
+        cr_assert_eq(ta_node_now(t, &s), 0);
     }
     /* The plain calls agree with what the sites hold. */
     cr_assert_eq(jettprof_enter(t, fa), 0);
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(test_node_now(t, &s), 2);
+    cr_assert_eq(ta_node_now(t, &s), 2);
     jettprof_leave(t);
     jettprof_leave(t);
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 3, "each (caller, frame) interned once");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), 3, "each (caller, frame) interned once");
     /* A site used from another caller is a miss that resolves the right node. */
     cr_assert_eq(jettprof_enter_fast(f, &main_a, fb), 0); /* b as a root: a new node */
-    cr_assert_eq(test_node_now(t, &s), 4);
+    cr_assert_eq(ta_node_now(t, &s), 4);
     cr_assert_eq(jettprof_enter_fast(f, &main_a, fa), 0); /* then a under b */
-    cr_assert_eq(test_node_now(t, &s), 5);
+    cr_assert_eq(ta_node_now(t, &s), 5);
     uint32_t parent, frame;
     node_def(&s, 5, &parent, &frame);
     cr_assert_eq(parent, 4);
@@ -91,10 +91,10 @@ Test(fast, a_site_resolves_the_same_nodes_as_plain_enter)
     jettprof_leave_fast(f);
     jettprof_leave_fast(f);
     jettprof_leave_fast(f); /* unbalanced: ignored, as by jettprof_leave */
-    cr_assert_eq(test_node_now(t, &s), 0);
+    cr_assert_eq(ta_node_now(t, &s), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* The distinct entries a stamped site holds (no way of a stamped site is empty: the first fill
@@ -119,22 +119,22 @@ static unsigned site_keys(const struct jettprof_site *site)
 Test(fast, callers_sharing_a_way_all_stay_in_the_site)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
     enum { N = JETTPROF_SITE_WAYS };
     const uint32_t roots = 1u + (N - 1u) * JETTPROF_SITE_WAYS;
     uint32_t fr[1u + (N - 1u) * JETTPROF_SITE_WAYS];
     for (uint32_t i = 0; i < roots; i++) {
         char name[16];
         snprintf(name, sizeof name, "r%u", i);
-        fr[i] = test_frame(run, "m", name, i + 1u);
+        fr[i] = ta_frame(run, "m", name, i + 1u);
     }
-    uint32_t callee = test_frame(run, "m", "callee", 999);
+    uint32_t callee = ta_frame(run, "m", "callee", 999);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
     for (uint32_t i = 0; i < roots; i++) { /* (root, r_i) is node i + 1 */
         cr_assert_eq(jettprof_enter(t, fr[i]), 0);
-        cr_assert_eq(test_node_now(t, &s), i + 1u);
+        cr_assert_eq(ta_node_now(t, &s), i + 1u);
         jettprof_leave(t);
     }
     struct jettprof_site site = {0};
@@ -143,9 +143,9 @@ Test(fast, callers_sharing_a_way_all_stay_in_the_site)
         for (uint32_t k = 0; k < N; k++) {
             uint32_t caller = 1u + k * JETTPROF_SITE_WAYS;
             cr_assert_eq(jettprof_enter(t, fr[caller - 1u]), 0);
-            cr_assert_eq(test_node_now(t, &s), caller);
+            cr_assert_eq(ta_node_now(t, &s), caller);
             cr_assert_eq(jettprof_enter_fast(f, &site, callee), 0);
-            got[round][k] = test_node_now(t, &s);
+            got[round][k] = ta_node_now(t, &s);
             cr_assert_eq(site.way_[caller & (JETTPROF_SITE_WAYS - 1u)].key_,
                          (uint64_t)caller << 32 | callee, "round %d: caller %u is in its way",
                          round, caller);
@@ -160,10 +160,10 @@ Test(fast, callers_sharing_a_way_all_stay_in_the_site)
     }
     for (uint32_t k = 0; k < N; k++)
         cr_assert_eq(got[2][k], got[0][k]);
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), roots + N, "each (caller, frame) once");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), roots + N, "each (caller, frame) once");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* One site reached from four callers (as a recursive call site is, its caller another node
@@ -172,8 +172,8 @@ Test(fast, callers_sharing_a_way_all_stay_in_the_site)
 Test(fast, a_site_keeps_one_way_per_caller)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t fr = test_frame(run, "m", "rec", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t fr = ta_frame(run, "m", "rec", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
@@ -182,22 +182,22 @@ Test(fast, a_site_keeps_one_way_per_caller)
     for (int round = 0; round < 2; round++) {
         cr_assert_eq(jettprof_enter_fast(f, &root, fr), 0); /* node 1 */
         for (int d = 0; d < 4; d++) {
-            uint32_t caller = test_node_now(t, &s);
+            uint32_t caller = ta_node_now(t, &s);
             if (round == 1) {
                 unsigned w = caller & (JETTPROF_SITE_WAYS - 1u);
                 cr_assert_eq(self.way_[w].key_, (uint64_t)caller << 32 | fr,
                              "caller %u's way was kept", caller);
             }
             cr_assert_eq(jettprof_enter_fast(f, &self, fr), 0); /* rec under rec: 2, 3, ... */
-            got[round][d] = test_node_now(t, &s);
+            got[round][d] = ta_node_now(t, &s);
         }
         for (int d = 0; d < 5; d++)
             jettprof_leave_fast(f);
-        cr_assert_eq(test_node_now(t, &s), 0);
+        cr_assert_eq(ta_node_now(t, &s), 0);
     }
     for (int d = 0; d < 4; d++)
         cr_assert_eq(got[1][d], got[0][d], "depth %d: %u then %u", d, got[0][d], got[1][d]);
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 5, "each (caller, frame) interned once");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), 5, "each (caller, frame) interned once");
     jettprof_thread_unregister(t);
     /* Another registration's use of the site drops every way the first one left. */
     cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
@@ -207,7 +207,7 @@ Test(fast, a_site_keeps_one_way_per_caller)
     jettprof_leave_fast(f);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* Run 2 interns the same frames but creates its nodes in another order, so the key a site
@@ -215,26 +215,26 @@ Test(fast, a_site_keeps_one_way_per_caller)
 Test(fast, a_site_reused_after_its_run_ended_is_a_miss)
 {
     struct stream s1, s2;
-    jettprof_run *r1 = test_local_run(JETTPROF_MODE_MEMORY, &s1);
-    uint32_t fa = test_frame(r1, "m", "a", 1), fb = test_frame(r1, "m", "b", 2);
+    jettprof_run *r1 = ta_local_run(JETTPROF_MODE_MEMORY, &s1);
+    uint32_t fa = ta_frame(r1, "m", "a", 1), fb = ta_frame(r1, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(r1, 1, &t), 0);
     struct jettprof_site site = {0};
     cr_assert_eq(jettprof_enter_fast(fast_of(t), &site, fa), 0);
-    cr_assert_eq(test_node_now(t, &s1), 1, "(root, a) is node 1 in run 1");
+    cr_assert_eq(ta_node_now(t, &s1), 1, "(root, a) is node 1 in run 1");
     jettprof_leave_fast(fast_of(t));
     jettprof_thread_unregister(t);
     jp_agent_local_end(r1, JETTPROF_TERM_RETURNED);
-    stream_free(&s1);
+    ta_stream_free(&s1);
 
-    jettprof_run *r2 = test_local_run(JETTPROF_MODE_MEMORY, &s2);
-    cr_assert_eq(test_frame(r2, "m", "a", 1), fa);
-    cr_assert_eq(test_frame(r2, "m", "b", 2), fb);
+    jettprof_run *r2 = ta_local_run(JETTPROF_MODE_MEMORY, &s2);
+    cr_assert_eq(ta_frame(r2, "m", "a", 1), fa);
+    cr_assert_eq(ta_frame(r2, "m", "b", 2), fb);
     cr_assert_eq(jettprof_thread_register(r2, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, fb), 0); /* (root, b) takes node 1 in run 2 */
     jettprof_leave(t);
     cr_assert_eq(jettprof_enter_fast(fast_of(t), &site, fa), 0);
-    uint32_t n = test_node_now(t, &s2);
+    uint32_t n = ta_node_now(t, &s2);
     cr_assert_eq(n, 2, "run 1's node for (root, a) is run 2's (root, b): never reused");
     uint32_t parent, frame;
     node_def(&s2, n, &parent, &frame);
@@ -243,7 +243,7 @@ Test(fast, a_site_reused_after_its_run_ended_is_a_miss)
     jettprof_leave_fast(fast_of(t));
     jettprof_thread_unregister(t);
     jp_agent_local_end(r2, JETTPROF_TERM_RETURNED);
-    stream_free(&s2);
+    ta_stream_free(&s2);
 }
 
 struct site_user {
@@ -264,7 +264,7 @@ static void *use_site(void *arg)
         jettprof_leave(t);
     }
     cr_assert_eq(jettprof_enter_fast(fast_of(t), u->site, u->second), 0);
-    u->node = test_node_now(t, u->s);
+    u->node = ta_node_now(t, u->s);
     jettprof_leave_fast(fast_of(t));
     jettprof_thread_unregister(t);
     return NULL;
@@ -275,11 +275,11 @@ static void *use_site(void *arg)
 Test(fast, a_site_filled_by_another_thread_is_a_miss)
 {
     struct stream s1, s2;
-    jettprof_run *r1 = test_local_run(JETTPROF_MODE_MEMORY, &s1);
-    jettprof_run *r2 = test_local_run(JETTPROF_MODE_MEMORY, &s2);
-    uint32_t fa = test_frame(r1, "m", "a", 1);
-    cr_assert_eq(test_frame(r2, "m", "a", 1), fa);
-    uint32_t fb = test_frame(r2, "m", "b", 2);
+    jettprof_run *r1 = ta_local_run(JETTPROF_MODE_MEMORY, &s1);
+    jettprof_run *r2 = ta_local_run(JETTPROF_MODE_MEMORY, &s2);
+    uint32_t fa = ta_frame(r1, "m", "a", 1);
+    cr_assert_eq(ta_frame(r2, "m", "a", 1), fa);
+    uint32_t fb = ta_frame(r2, "m", "b", 2);
     struct jettprof_site site = {0};
     struct site_user u1 = {r1, 1, 0, fa, &site, &s1, 0};
     struct site_user u2 = {r2, 2, fb, fa, &site, &s2, 0};
@@ -295,8 +295,8 @@ Test(fast, a_site_filled_by_another_thread_is_a_miss)
     cr_assert_eq(frame, fa);
     jp_agent_local_end(r1, JETTPROF_TERM_RETURNED);
     jp_agent_local_end(r2, JETTPROF_TERM_RETURNED);
-    stream_free(&s1);
-    stream_free(&s2);
+    ta_stream_free(&s1);
+    ta_stream_free(&s2);
 }
 
 /* Two local memory runs driven side by side from this thread with the same program: one
@@ -311,10 +311,10 @@ struct twins {
 
 static void twins_start(struct twins *w, const char *fn, uint32_t thread_id)
 {
-    w->rp = test_local_run(JETTPROF_MODE_MEMORY, &w->sp);
-    w->rf = test_local_run(JETTPROF_MODE_MEMORY, &w->sf);
-    w->frame = test_frame(w->rp, "m", fn, 1);
-    cr_assert_eq(test_frame(w->rf, "m", fn, 1), w->frame);
+    w->rp = ta_local_run(JETTPROF_MODE_MEMORY, &w->sp);
+    w->rf = ta_local_run(JETTPROF_MODE_MEMORY, &w->sf);
+    w->frame = ta_frame(w->rp, "m", fn, 1);
+    cr_assert_eq(ta_frame(w->rf, "m", fn, 1), w->frame);
     cr_assert_eq(jettprof_thread_register(w->rp, thread_id, &w->tp), 0);
     cr_assert_eq(jettprof_thread_register(w->rf, thread_id, &w->tf), 0);
     w->f = fast_of(w->tf);
@@ -326,8 +326,8 @@ static void twins_end(struct twins *w)
     jettprof_thread_unregister(w->tf);
     jp_agent_local_end(w->rp, JETTPROF_TERM_RETURNED);
     jp_agent_local_end(w->rf, JETTPROF_TERM_RETURNED);
-    stream_free(&w->sp);
-    stream_free(&w->sf);
+    ta_stream_free(&w->sp);
+    ta_stream_free(&w->sf);
 }
 
 /* One site for a recursive call: every level has another caller node, so every level is a
@@ -346,18 +346,18 @@ Test(fast, recursion_through_one_site_matches_plain_calls)
             cr_assert_eq(jettprof_enter_fast(f, &site, fr), 0);
             jettprof_stmt(tp, (uint32_t)d, 2);
             jettprof_stmt_set(jettprof_stmt_pos(tf), (uint32_t)d, 2);
-            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "depth %d", d);
+            cr_assert_eq(ta_node_now(tf, &w.sf), ta_node_now(tp, &w.sp), "depth %d", d);
         }
         for (int d = 200; d >= 1; d--) {
             jettprof_leave(tp);
             jettprof_leave_fast(f);
-            cr_assert_eq(test_node_now(tf, &w.sf), test_node_now(tp, &w.sp), "back to depth %d",
+            cr_assert_eq(ta_node_now(tf, &w.sf), ta_node_now(tp, &w.sp), "back to depth %d",
                          d - 1);
             if (d - 1 >= 1 && d - 1 <= 128)
                 cr_assert_eq(f->pos_.line, (uint32_t)(d - 1), "the caller's statement");
         }
     }
-    cr_assert_eq(stream_count(&w.sf, JP_REC_NODE_DEF), 129);
+    cr_assert_eq(ta_stream_count(&w.sf, JP_REC_NODE_DEF), 129);
     twins_end(&w);
 }
 
@@ -375,7 +375,7 @@ static int same_mem_records(const struct stream *a, const struct stream *b)
         if (i == a->n || j == b->n)
             return i == a->n && j == b->n;
         if (a->recs[i].size != b->recs[j].size ||
-            memcmp(rec_at(a, i), rec_at(b, j), a->recs[i].size) != 0)
+            memcmp(ta_rec_at(a, i), ta_rec_at(b, j), a->recs[i].size) != 0)
             return 0;
         i++;
         j++;
@@ -419,10 +419,10 @@ Test(fast, inline_hooks_record_what_the_plain_hooks_record)
     cr_assert_eq(jettprof_alloc_id_fast(f, 5000, 7), 0);
     cr_assert_eq(jettprof_alloc_fast(f, 1, NULL), 0, "no id wanted");
     cr_assert_eq(jettprof_alloc(tp, 1, NULL), 0);
-    stream_drain(&w.sp);
-    stream_drain(&w.sf);
-    cr_assert_gt(stream_count(&w.sf, JP_REC_ALLOC), 64);
-    cr_assert_eq(stream_count(&w.sf, JP_REC_EXEC), 2, "one identity, then the task's");
+    ta_stream_drain(&w.sp);
+    ta_stream_drain(&w.sf);
+    cr_assert_gt(ta_stream_count(&w.sf, JP_REC_ALLOC), 64);
+    cr_assert_eq(ta_stream_count(&w.sf, JP_REC_EXEC), 2, "one identity, then the task's");
     cr_assert(same_mem_records(&w.sp, &w.sf));
     struct jp_rec_counters cp, cf;
     jp_agent_counters(w.rp, &cp);
@@ -460,7 +460,7 @@ static size_t check_charges(const struct stream *s, uint64_t total)
     uint32_t who = JP_ID_UNAVAILABLE;
     size_t allocs = 0;
     for (size_t i = 0; i < s->n; i++) {
-        const struct jp_rec_hdr *h = rec_at(s, i);
+        const struct jp_rec_hdr *h = ta_rec_at(s, i);
         if (h->type == JP_REC_EXEC)
             who = ((const struct jp_rec_exec *)(const void *)h)->runtime_thread_id;
         if (h->type != JP_REC_ALLOC)
@@ -483,7 +483,7 @@ static size_t check_charges(const struct stream *s, uint64_t total)
 Test(fast, another_producer_never_takes_the_owners_identity)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
@@ -498,11 +498,11 @@ Test(fast, another_producer_never_takes_the_owners_identity)
     }
     for (int i = 0; i < 4; i++)
         cr_assert_eq(jettprof_alloc_fast(f, 100, &id), 0);
-    stream_drain(&s);
+    ta_stream_drain(&s);
     cr_assert_eq(check_charges(&s, 16 + 9), 16 + 9);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* A full ring: the inline hook takes the plain path, which waits its bounded time, drops and
@@ -510,11 +510,11 @@ Test(fast, another_producer_never_takes_the_owners_identity)
 Test(fast, full_ring_drops_and_counts_like_the_plain_hook)
 {
     struct stream s;
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 64;
     jettprof_run *run = NULL;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
-    stream_open(&s, run);
+    ta_stream_open(&s, run);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
@@ -534,7 +534,7 @@ Test(fast, full_ring_drops_and_counts_like_the_plain_hook)
     cr_assert_eq(k.lost_records, (uint64_t)dropped);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 struct churn {
@@ -558,11 +558,11 @@ static void *churn_thread(void *arg)
 Test(fast, owner_and_churning_producer_lose_nothing)
 {
     struct stream s;
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 16;
     jettprof_run *run = NULL;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
-    stream_open(&s, run);
+    ta_stream_open(&s, run);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_fast *f = fast_of(t);
@@ -575,10 +575,10 @@ Test(fast, owner_and_churning_producer_lose_nothing)
         cr_assert_eq(jettprof_alloc_fast(f, 100, &id), 0);
     }
     pthread_join(th, NULL);
-    stream_drain(&s);
+    ta_stream_drain(&s);
     const uint64_t total = OWNER + ROUNDS * 5;
     cr_assert_eq(check_charges(&s, total), total, "every allocation of both threads is there");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }

@@ -19,7 +19,7 @@
 Test(config, cpu_needs_tick_source_and_safe_stacks)
 {
     jettprof_run *run = (jettprof_run *)1;
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.capabilities = 0xffu & ~JETTPROF_CAP_SAFE_STACK_CAPTURE;
     cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
     cr_assert_null(run);
@@ -32,7 +32,7 @@ Test(config, cpu_needs_tick_source_and_safe_stacks)
 Test(config, memory_needs_hooks_and_free_resize_events)
 {
     jettprof_run *run = NULL;
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.capabilities = JETTPROF_CAP_HEAP_ALLOCATION_HOOKS;
     cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
     c.capabilities = JETTPROF_CAP_FREE_AND_RESIZE_EVENTS;
@@ -45,7 +45,7 @@ Test(config, memory_needs_hooks_and_free_resize_events)
 Test(config, capabilities_are_checked_before_fields)
 {
     jettprof_run *run = NULL;
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.capabilities = 0;
     c.rate_hz = 5000;
     cr_assert_eq(jettprof_start(&c, &run), -ENOTSUP);
@@ -54,7 +54,7 @@ Test(config, capabilities_are_checked_before_fields)
 Test(config, rejects_each_bad_field)
 {
     /* Each mutation alone must be rejected with -EINVAL and a reason. */
-    struct jettprof_config base = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config base = ta_config(JETTPROF_MODE_CPU);
     struct jettprof_config v[16];
     const char *names[16];
     int n = 0;
@@ -71,7 +71,7 @@ Test(config, rejects_each_bad_field)
     v[n] = base, v[n].capture_fd = 1000, names[n++] = "capture_fd closed";
     v[n] = base, v[n].ring_slots = 100, names[n++] = "ring_slots not pow2";
     v[n] = base, v[n].ring_slots = 32, names[n++] = "ring_slots too small";
-    v[n] = test_config(JETTPROF_MODE_MEMORY), v[n].rate_hz = 1000, names[n++] = "memory rate";
+    v[n] = ta_config(JETTPROF_MODE_MEMORY), v[n].rate_hz = 1000, names[n++] = "memory rate";
     v[n] = base, v[n].stall_ms = 600001, names[n++] = "stall_ms";
     v[n] = base, v[n].size = JETTPROF_CONFIG_SIZE_V1 - 8, names[n++] = "size below v1";
     for (int i = 0; i < n; i++) {
@@ -88,7 +88,7 @@ Test(config, rejects_each_bad_field)
 Test(config, read_only_capture_fd_is_rejected)
 {
     int fd = open("/dev/null", O_RDONLY);
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.capture_fd = fd;
     jettprof_run *run = NULL;
     cr_assert_eq(jettprof_start(&c, &run), -EINVAL);
@@ -101,7 +101,7 @@ Test(config, a_larger_struct_needs_a_zero_tail)
     struct {
         struct jettprof_config c;
         uint64_t future;
-    } big = {test_config(JETTPROF_MODE_MEMORY), 0};
+    } big = {ta_config(JETTPROF_MODE_MEMORY), 0};
     big.c.size = sizeof big;
     jettprof_run *run = NULL;
     cr_assert_eq(jp_agent_start_local(&big.c, 0, &run), 0);
@@ -114,7 +114,7 @@ Test(config, a_larger_struct_needs_a_zero_tail)
  * the default stall bound; the environment sets it when the struct does not. */
 Test(config, a_first_version_struct_gets_the_default_stall_bound)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.stall_ms = 123; /* past the v1 size: must not be read */
     c.size = JETTPROF_CONFIG_SIZE_V1;
     jettprof_run *run = NULL;
@@ -127,7 +127,7 @@ Test(config, a_first_version_struct_gets_the_default_stall_bound)
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     cr_assert_eq(run->cfg.stall_ms, 250, "the environment's bound");
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    c = test_config(JETTPROF_MODE_MEMORY);
+    c = ta_config(JETTPROF_MODE_MEMORY);
     c.stall_ms = 40;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     cr_assert_eq(run->cfg.stall_ms, 40, "the struct's bound wins over the environment");
@@ -139,7 +139,7 @@ Test(config, a_bad_stall_bound_in_the_environment_is_refused_by_name)
 {
     static const char *const bad_values[] = {"0", "600001", "-5", "1e3", "12ms", " 100",
                                              "99999999999999999999999"};
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     for (size_t i = 0; i < sizeof bad_values / sizeof bad_values[0]; i++) {
         setenv("JETT_PROFILE_STALL_MS", bad_values[i], 1);
         jettprof_run *run = NULL;
@@ -176,7 +176,7 @@ Test(config, setup_messages_are_stable)
 Test(sources, absolute_and_unnormalised_paths_are_rejected)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
     static const struct {
         const char *path, *why;
     } bad[] = {
@@ -211,15 +211,15 @@ Test(sources, absolute_and_unnormalised_paths_are_rejected)
     cr_assert_eq(jettprof_source(run, 0, "src/a.jett", &id), -EINVAL);
     cr_assert_eq(jettprof_source(run, 4, "src/a.jett", &id), -EINVAL);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 0, "a rejected path reached the stream");
-    stream_free(&s);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_SOURCE_DEF), 0, "a rejected path reached the stream");
+    ta_stream_free(&s);
 }
 
 Test(sources, same_origin_and_path_is_one_id)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t a, b, c, d;
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/a.jett", &a), 0);
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_DEPENDENCY, "src/a.jett", &b), 0);
@@ -241,24 +241,24 @@ Test(sources, same_origin_and_path_is_one_id)
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/gen/m500.jett", &again), 0);
     cr_assert_eq(again, 504);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 1003);
-    const struct jp_rec_source_def *sd = stream_nth(&s, JP_REC_SOURCE_DEF, 1);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_SOURCE_DEF), 1003);
+    const struct jp_rec_source_def *sd = ta_stream_nth(&s, JP_REC_SOURCE_DEF, 1);
     cr_assert_eq(sd->source_id, 2);
     cr_assert_eq(sd->origin, JP_ORIGIN_DEPENDENCY);
     cr_assert_eq(sd->path_len, strlen("src/a.jett"));
     cr_assert_eq(memcmp(sd + 1, "src/a.jett", sd->path_len), 0);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(frames, interning_is_by_full_identity)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f1 = test_frame(run, "app.core", "run", 10);
-    uint32_t f2 = test_frame(run, "app.core", "run", 10);
-    uint32_t f3 = test_frame(run, "app.core", "run", 11); /* another declaration */
-    uint32_t f4 = test_frame(run, "app.other", "run", 10);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f1 = ta_frame(run, "app.core", "run", 10);
+    uint32_t f2 = ta_frame(run, "app.core", "run", 10);
+    uint32_t f3 = ta_frame(run, "app.core", "run", 11); /* another declaration */
+    uint32_t f4 = ta_frame(run, "app.other", "run", 10);
     cr_assert_eq(f1, 1);
     cr_assert_eq(f2, 1);
     cr_assert_eq(f3, 2);
@@ -270,9 +270,9 @@ Test(frames, interning_is_by_full_identity)
     cr_assert_eq(jettprof_frame(run, &d, &f5), 0);
     cr_assert_eq(f5, 4);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_FRAME_DEF), 4);
-    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 3);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_FRAME_DEF), 4);
+    const struct jp_rec_frame_def *fd = ta_stream_nth(&s, JP_REC_FRAME_DEF, 3);
     cr_assert_eq(fd->frame_id, 4);
     cr_assert_eq(fd->kind, JP_FRAME_RUNTIME_BUCKET);
     cr_assert_eq(fd->source_id, 0);
@@ -281,17 +281,17 @@ Test(frames, interning_is_by_full_identity)
     cr_assert_eq(fd->decl_end, 0);
     cr_assert_eq(fd->ns_len, 6);
     cr_assert_eq(memcmp(fd + 1, "<root><runtime>", 15), 0);
-    fd = stream_nth(&s, JP_REC_FRAME_DEF, 0);
+    fd = ta_stream_nth(&s, JP_REC_FRAME_DEF, 0);
     cr_assert_eq(fd->decl_line, 10);
     cr_assert_eq(fd->decl_start, 1000);
     cr_assert_eq(fd->source_id, 1);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(frames, rejects_bad_descriptions)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
     uint32_t src;
     cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "a.jett", &src), 0);
     struct jettprof_frame_desc ok = {.size = sizeof ok, .function = "f", .source_id = src};
@@ -317,18 +317,18 @@ Test(frames, rejects_bad_descriptions)
     cr_assert_eq(jettprof_frame(run, &ok, &id), 0);
     cr_assert_eq(id, 1, "rejected frames used ids");
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(frames, without_source_spans_declarations_are_unavailable)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.capabilities &= ~JETTPROF_CAP_SOURCE_SPANS;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
-    uint32_t f = test_frame(run, "m", "f", 3);
+    ta_stream_open(&s, run);
+    uint32_t f = ta_frame(run, "m", "f", 3);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -338,13 +338,13 @@ Test(frames, without_source_spans_declarations_are_unavailable)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 0);
+    ta_stream_drain(&s);
+    const struct jp_rec_frame_def *fd = ta_stream_nth(&s, JP_REC_FRAME_DEF, 0);
     cr_assert_eq(fd->decl_line, 0);
-    const struct jp_rec_cpu_sample *cs = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    const struct jp_rec_cpu_sample *cs = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(cs->flags & JP_SAMPLE_HAS_STMT, 0);
     cr_assert_eq(cs->stmt_line, 0);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* ---- call stacks ---- */
@@ -353,70 +353,70 @@ Test(frames, without_source_spans_declarations_are_unavailable)
 Test(stack, nodes_are_interned_once_per_caller_and_frame)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t fa = ta_frame(run, "m", "a", 1), fb = ta_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 7, &t), 0);
-    cr_assert_eq(test_node_now(t, &s), 0, "no frame: no stack");
+    cr_assert_eq(ta_node_now(t, &s), 0, "no frame: no stack");
     cr_assert_eq(jettprof_enter(t, fa), 0);
-    cr_assert_eq(test_node_now(t, &s), 1);
+    cr_assert_eq(ta_node_now(t, &s), 1);
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(test_node_now(t, &s), 2);
+    cr_assert_eq(ta_node_now(t, &s), 2);
     jettprof_leave(t);
-    cr_assert_eq(test_node_now(t, &s), 1, "leave returns to the caller's node");
+    cr_assert_eq(ta_node_now(t, &s), 1, "leave returns to the caller's node");
     cr_assert_eq(jettprof_enter(t, fb), 0);
-    cr_assert_eq(test_node_now(t, &s), 2, "the same (caller, frame) is the same node");
+    cr_assert_eq(ta_node_now(t, &s), 2, "the same (caller, frame) is the same node");
     jettprof_leave(t);
     jettprof_leave(t);
     cr_assert_eq(jettprof_enter(t, fb), 0); /* b as a root: another node */
-    cr_assert_eq(test_node_now(t, &s), 3);
+    cr_assert_eq(ta_node_now(t, &s), 3);
     jettprof_leave(t);
     jettprof_leave(t); /* unbalanced: ignored */
-    cr_assert_eq(test_node_now(t, &s), 0);
+    cr_assert_eq(ta_node_now(t, &s), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 3);
-    const struct jp_rec_node_def *n = stream_nth(&s, JP_REC_NODE_DEF, 1);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), 3);
+    const struct jp_rec_node_def *n = ta_stream_nth(&s, JP_REC_NODE_DEF, 1);
     cr_assert_eq(n->node_id, 2);
     cr_assert_eq(n->parent, 1);
     cr_assert_eq(n->frame_id, fb);
-    n = stream_nth(&s, JP_REC_NODE_DEF, 2);
+    n = ta_stream_nth(&s, JP_REC_NODE_DEF, 2);
     cr_assert_eq(n->parent, 0);
     cr_assert_eq(n->frame_id, fb);
     /* Every definition comes before the first record that names it. */
     size_t seen_nodes = 0;
     for (size_t i = 0; i < s.n; i++) {
-        const struct jp_rec_hdr *h = rec_at(&s, i);
+        const struct jp_rec_hdr *h = ta_rec_at(&s, i);
         if (h->type == JP_REC_NODE_DEF)
             seen_nodes++;
         if (h->type == JP_REC_ALLOC)
             cr_assert_leq(((const struct jp_rec_alloc *)(const void *)h)->node, seen_nodes);
     }
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t f = test_frame(run, "m", "rec", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = ta_frame(run, "m", "rec", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     for (int i = 0; i < 128; i++)
         cr_assert_eq(jettprof_enter(t, f), 0);
-    uint32_t at128 = test_node_now(t, &s);
+    uint32_t at128 = ta_node_now(t, &s);
     cr_assert_eq(at128, 128, "exactly 128 frames are not truncated");
-    cr_assert_eq(stream_count(&s, JP_REC_FRAME_DEF), 1);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_FRAME_DEF), 1);
     for (int i = 128; i < 200; i++)
         cr_assert_eq(jettprof_enter(t, f), 0);
-    uint32_t deep = test_node_now(t, &s);
+    uint32_t deep = ta_node_now(t, &s);
     cr_assert_eq(deep, 129);
     /* The truncated node hangs under the 127th frame and names the agent's frame. */
-    const struct jp_rec_node_def *n = stream_nth(&s, JP_REC_NODE_DEF, 128);
+    const struct jp_rec_node_def *n = ta_stream_nth(&s, JP_REC_NODE_DEF, 128);
     cr_assert_eq(n->node_id, 129);
     cr_assert_eq(n->parent, 127);
-    const struct jp_rec_frame_def *fd = stream_nth(&s, JP_REC_FRAME_DEF, 1);
+    const struct jp_rec_frame_def *fd = ta_stream_nth(&s, JP_REC_FRAME_DEF, 1);
     cr_assert_eq(fd->frame_id, n->frame_id);
     cr_assert_eq(fd->kind, JP_FRAME_TRUNCATED);
     cr_assert_eq(fd->source_id, 0);
@@ -424,18 +424,18 @@ Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
     /* Deeper enters stay on it; leaving unwinds exactly. */
     for (int i = 200; i > 129; i--)
         jettprof_leave(t);
-    cr_assert_eq(test_node_now(t, &s), 129);
+    cr_assert_eq(ta_node_now(t, &s), 129);
     jettprof_leave(t); /* back to 128 frames: the real 128th node again */
-    cr_assert_eq(test_node_now(t, &s), 128);
+    cr_assert_eq(ta_node_now(t, &s), 128);
     jettprof_leave(t);
-    cr_assert_eq(test_node_now(t, &s), 127);
+    cr_assert_eq(ta_node_now(t, &s), 127);
     cr_assert_eq(jettprof_enter(t, f), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
-    cr_assert_eq(test_node_now(t, &s), 129, "the truncated node is reused");
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 129);
+    cr_assert_eq(ta_node_now(t, &s), 129, "the truncated node is reused");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), 129);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* Frame 0 is no frame at any depth, the root's too, where (root, 0) packs to the key 0 that an
@@ -443,8 +443,8 @@ Test(stack, deeper_than_128_keeps_127_frames_then_truncated)
 Test(stack, frame_zero_at_the_root_is_refused)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, 0), -EINVAL, "plain enter of frame 0 at the root");
@@ -464,14 +464,14 @@ Test(stack, frame_zero_at_the_root_is_refused)
     jettprof_leave_fast(fp);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(stack, unknown_frame_is_an_unavailable_level)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -487,15 +487,15 @@ Test(stack, unknown_frame_is_an_unavailable_level)
     jettprof_safe_point(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_NODE_DEF), 1);
-    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_NODE_DEF), 1);
+    const struct jp_rec_cpu_sample *a = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(a->state, JP_STATE_UNAVAILABLE, "never charged to the caller");
     cr_assert_eq(a->node, 0);
-    const struct jp_rec_cpu_sample *b = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    const struct jp_rec_cpu_sample *b = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
     cr_assert_eq(b->state, JP_STATE_JETT, "the stack is whole again after the leaves");
     cr_assert_eq(b->node, 1);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* ---- CPU samples ---- */
@@ -503,8 +503,8 @@ Test(stack, unknown_frame_is_an_unavailable_level)
 Test(cpu, ticks_coalesce_into_one_pending_request)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
     const uint32_t *pw = jettprof_pending_word(t);
@@ -522,35 +522,35 @@ Test(cpu, ticks_coalesce_into_one_pending_request)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 2);
-    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_CPU_SAMPLE), 2);
+    const struct jp_rec_cpu_sample *a = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(a->requested_tick, 1, "the sample names the tick that raised the request");
     cr_assert_eq(a->state, JP_STATE_JETT);
     cr_assert_eq(a->node, 1);
     cr_assert_eq(a->flags, JP_SAMPLE_HAS_STMT);
     cr_assert_eq(a->stmt_line, 12);
     cr_assert_eq(a->stmt_col, 4);
-    cr_assert_eq(((const struct jp_rec_cpu_sample *)stream_nth(&s, JP_REC_CPU_SAMPLE, 1))
+    cr_assert_eq(((const struct jp_rec_cpu_sample *)ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 1))
                      ->requested_tick,
                  6);
-    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *c = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(c->requested_ticks, 6);
     cr_assert_eq(c->coalesced_ticks, 4);
     cr_assert_eq(c->dropped_ticks, 0);
     /* The thread's identity precedes its first sample. */
-    const struct jp_rec_exec *e = stream_nth(&s, JP_REC_EXEC, 0);
+    const struct jp_rec_exec *e = ta_stream_nth(&s, JP_REC_EXEC, 0);
     cr_assert_eq(e->runtime_thread_id, 3);
     cr_assert_eq(e->task_id, JP_ID_UNAVAILABLE);
-    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 1, "an unchanged identity is not repeated");
-    stream_free(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_EXEC), 1, "an unchanged identity is not repeated");
+    ta_stream_free(&s);
 }
 
 Test(cpu, a_late_timer_counts_every_elapsed_tick)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -562,22 +562,22 @@ Test(cpu, a_late_timer_counts_every_elapsed_tick)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 1);
-    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_CPU_SAMPLE), 1);
+    const struct jp_rec_cpu_sample *a = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(a->requested_tick, 4, "the request names the latest elapsed tick");
-    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *c = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(c->requested_ticks, 7);
     cr_assert_eq(c->coalesced_ticks, 3);
     cr_assert_eq(c->waiting_ticks, 3);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 3, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -597,26 +597,26 @@ Test(cpu, waiting_and_runtime_ticks_are_not_charged_to_the_caller)
     jettprof_safe_point(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 2);
-    const struct jp_rec_cpu_sample *a = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_CPU_SAMPLE), 2);
+    const struct jp_rec_cpu_sample *a = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(a->state, JP_STATE_JETT);
     cr_assert_eq(a->node, 1);
-    const struct jp_rec_cpu_sample *b = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    const struct jp_rec_cpu_sample *b = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
     cr_assert_eq(b->state, JP_STATE_RUNTIME);
     cr_assert_eq(b->node, 0);
-    const struct jp_rec_counters *c = stream_last(&s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *c = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(c->requested_ticks, 7);
     cr_assert_eq(c->waiting_ticks, 3);
     cr_assert_eq(c->runtime_ticks, 2);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, statement_is_the_leafs_and_restored_on_return)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t fa = ta_frame(run, "m", "a", 1), fb = ta_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, fa), 0);
@@ -632,25 +632,25 @@ Test(cpu, statement_is_the_leafs_and_restored_on_return)
     jettprof_safe_point(t); /* back in a: its statement again */
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    const struct jp_rec_cpu_sample *x = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    const struct jp_rec_cpu_sample *x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(x->flags, 0);
     cr_assert_eq(x->node, 2);
-    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
     cr_assert_eq(x->flags, JP_SAMPLE_HAS_STMT);
     cr_assert_eq(x->stmt_line, 20);
-    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
+    x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
     cr_assert_eq(x->node, 1);
     cr_assert_eq(x->stmt_line, 5);
     cr_assert_eq(x->stmt_col, 2);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, task_changes_emit_exec_records)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 2, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -664,32 +664,33 @@ Test(cpu, task_changes_emit_exec_records)
     jettprof_safe_point(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 2);
-    const struct jp_rec_exec *e = stream_nth(&s, JP_REC_EXEC, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_EXEC), 2);
+    const struct jp_rec_exec *e = ta_stream_nth(&s, JP_REC_EXEC, 0);
     cr_assert_eq(e->task_id, 10);
     cr_assert_eq(e->actor_id, 20);
-    e = stream_nth(&s, JP_REC_EXEC, 1);
+    e = ta_stream_nth(&s, JP_REC_EXEC, 1);
     cr_assert_eq(e->task_id, 11);
     cr_assert_eq(e->actor_id, JP_ID_UNAVAILABLE);
     /* The second EXEC sits right before the third sample. */
     for (size_t i = 0; i + 1 < s.n; i++) {
-        const struct jp_rec_hdr *h = rec_at(&s, i);
+        const struct jp_rec_hdr *h = ta_rec_at(&s, i);
         if (h->type == JP_REC_EXEC && ((const struct jp_rec_exec *)(const void *)h)->task_id == 11)
-            cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, i + 1))->type, JP_REC_CPU_SAMPLE);
+            cr_assert_eq(((const struct jp_rec_hdr *)ta_rec_at(&s, i + 1))->type,
+                         JP_REC_CPU_SAMPLE);
     }
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, without_attribution_capabilities_ids_are_unavailable)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.capabilities &= ~(JETTPROF_CAP_TASK_ATTRIBUTION | JETTPROF_CAP_THREAD_REGISTRATION);
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    ta_stream_open(&s, run);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 5, &t), 0);
     jettprof_set_task(t, 1, 2);
@@ -698,21 +699,21 @@ Test(cpu, without_attribution_capabilities_ids_are_unavailable)
     jettprof_safe_point(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_EXEC), 0, "everything unavailable: as before any EXEC");
-    cr_assert_eq(stream_count(&s, JP_REC_CPU_SAMPLE), 1);
-    stream_free(&s);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_EXEC), 0, "everything unavailable: as before any EXEC");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_CPU_SAMPLE), 1);
+    ta_stream_free(&s);
 }
 
 Test(cpu, full_ring_drops_samples_without_waiting)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.ring_slots = 64;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    ta_stream_open(&s, run);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -725,15 +726,15 @@ Test(cpu, full_ring_drops_samples_without_waiting)
     struct jp_rec_counters k;
     jp_agent_counters(run, &k);
     cr_assert_gt(k.dropped_ticks, 0);
-    stream_drain(&s); /* room again: the counters and stop fit */
-    size_t got = stream_count(&s, JP_REC_CPU_SAMPLE);
+    ta_stream_drain(&s); /* room again: the counters and stop fit */
+    size_t got = ta_stream_count(&s, JP_REC_CPU_SAMPLE);
     cr_assert_eq(got + k.dropped_ticks, 100, "every tick is a sample or a counted drop");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    const struct jp_rec_counters *fin = stream_last(&s, JP_REC_COUNTERS);
+    ta_stream_drain(&s);
+    const struct jp_rec_counters *fin = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(fin->dropped_ticks, k.dropped_ticks);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* ---- memory ---- */
@@ -741,8 +742,8 @@ Test(cpu, full_ring_drops_samples_without_waiting)
 Test(memory, hooks_push_events_with_agent_ids)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -760,42 +761,42 @@ Test(memory, hooks_push_events_with_agent_ids)
     cr_assert_eq(jettprof_free(t, 1000, 8), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RUNTIME_ERROR);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 4);
-    const struct jp_rec_alloc *al = stream_nth(&s, JP_REC_ALLOC, 0);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_ALLOC), 4);
+    const struct jp_rec_alloc *al = ta_stream_nth(&s, JP_REC_ALLOC, 0);
     cr_assert_eq(al->allocation_id, 1);
     cr_assert_eq(al->size, 100);
     cr_assert_eq(al->node, 1);
-    const struct jp_rec_resize *rz = stream_nth(&s, JP_REC_RESIZE, 0);
+    const struct jp_rec_resize *rz = ta_stream_nth(&s, JP_REC_RESIZE, 0);
     cr_assert_eq(rz->allocation_id, 1);
     cr_assert_eq(rz->old_size, 100);
     cr_assert_eq(rz->new_size, 300);
-    const struct jp_rec_free *fr = stream_nth(&s, JP_REC_FREE, 0);
+    const struct jp_rec_free *fr = ta_stream_nth(&s, JP_REC_FREE, 0);
     cr_assert_eq(fr->allocation_id, 2);
     cr_assert_eq(fr->old_size, 50);
-    fr = stream_nth(&s, JP_REC_FREE, 1);
+    fr = ta_stream_nth(&s, JP_REC_FREE, 1);
     cr_assert_eq(fr->node, 0, "freed outside any frame");
     /* The stream's framing: RUN_START first, RUN_STOP last and counting all before it. */
-    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, 0))->type, JP_REC_RUN_START);
-    const struct jp_rec_run_start *rs = rec_at(&s, 0);
+    cr_assert_eq(((const struct jp_rec_hdr *)ta_rec_at(&s, 0))->type, JP_REC_RUN_START);
+    const struct jp_rec_run_start *rs = ta_rec_at(&s, 0);
     cr_assert_eq(rs->mode, JP_MODE_MEMORY);
     cr_assert_eq(rs->rate_hz, 0);
     cr_assert_eq(rs->cpu_budget_bytes, 33554432u);
     cr_assert_eq(rs->retention_budget_bytes, 67108864u);
     cr_assert_eq(rs->capabilities, 0xffu);
-    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    const struct jp_rec_run_stop *st = ta_rec_at(&s, s.n - 1);
     cr_assert_eq(st->h.type, JP_REC_RUN_STOP);
     cr_assert_eq(st->record_count, s.n - 1);
     cr_assert_eq(st->termination, JP_TERM_RUNTIME_ERROR);
     cr_assert_neq(st->process_cpu_ns, JP_NS_UNAVAILABLE);
-    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
-    stream_free(&s);
+    cr_assert_eq(((const struct jp_rec_hdr *)ta_rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
+    ta_stream_free(&s);
 }
 
 Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     uint64_t a, b;
@@ -806,25 +807,25 @@ Test(memory, cpu_mode_hooks_record_nothing_but_assign_ids)
     cr_assert_eq(jettprof_resize(t, b, 10, 20), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_ALLOC) + stream_count(&s, JP_REC_FREE) +
-                     stream_count(&s, JP_REC_RESIZE),
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_ALLOC) + ta_stream_count(&s, JP_REC_FREE) +
+                     ta_stream_count(&s, JP_REC_RESIZE),
                  0);
-    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    const struct jp_rec_run_stop *st = ta_rec_at(&s, s.n - 1);
     cr_assert_eq(st->process_cpu_ns != JP_NS_UNAVAILABLE, 1);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* A memory run on the smallest ring with the given stall bound, read back through *s, with the
  * calling thread registered in *t. */
 static jettprof_run *tiny_memory_run(uint32_t stall_ms, struct stream *s, jettprof_thread **t)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 64;
     c.stall_ms = stall_ms;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
-    stream_open(s, run);
+    ta_stream_open(s, run);
     cr_assert_eq(jettprof_thread_register(run, 1, t), 0);
     return run;
 }
@@ -860,17 +861,17 @@ Test(memory, a_stalled_consumer_costs_one_stall_bound_then_events_drop)
     jp_ring_gauges(&s.ring, &g_lost, &g_wait);
     cr_expect_eq(g_lost, (uint64_t)drops, "gauge_lost");
     cr_expect_eq(g_wait, k.producer_wait_ns, "gauge_wait_ns");
-    stream_drain(&s);
-    cr_assert_eq((int)stream_count(&s, JP_REC_ALLOC) + drops, 200);
+    ta_stream_drain(&s);
+    cr_assert_eq((int)ta_stream_count(&s, JP_REC_ALLOC) + drops, 200);
     /* The consumer moved: the stall is over, and the next event goes in. */
     cr_assert_eq(jettprof_alloc(t, 8, NULL), 0);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    const struct jp_rec_counters *fin = stream_last(&s, JP_REC_COUNTERS);
+    ta_stream_drain(&s);
+    const struct jp_rec_counters *fin = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(fin->lost_records, (uint64_t)drops);
     cr_assert_eq(fin->producer_wait_ns, k.producer_wait_ns);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 /* A consumer that keeps making progress, however slowly, loses nothing: here it releases one
@@ -886,7 +887,7 @@ static void *drain_slowly(void *p)
 {
     struct slow_consumer *sc = p;
     while (!__atomic_load_n(&sc->stop, __ATOMIC_ACQUIRE)) {
-        sc->taken += stream_drain_one(sc->s);
+        sc->taken += ta_stream_drain_one(sc->s);
         struct timespec ts = {0, 3000000};
         nanosleep(&ts, NULL);
     }
@@ -914,20 +915,20 @@ Test(memory, a_slow_consumer_that_progresses_loses_nothing)
     cr_assert_gt(k.producer_wait_ns, 1000000000u, "it waited longer than one stall bound");
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 450);
-    stream_free(&s);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_ALLOC), 450);
+    ta_stream_free(&s);
 }
 
 Test(memory, a_lost_definition_fails_the_collector)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 64;
     c.stall_ms = 500;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
+    ta_stream_open(&s, run);
     /* Fill the ring with definitions nobody drains. */
     uint64_t t0 = jp_mono_ns();
     for (int i = 0; i < 40; i++) {
@@ -943,14 +944,14 @@ Test(memory, a_lost_definition_fails_the_collector)
     cr_assert_lt(spent, 10000000000u, "after one failure, no further waits");
     cr_assert_eq(jp_load_relaxed32(&run->failed), 1);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, counters_snapshots_during_the_run)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -958,29 +959,29 @@ Test(cpu, counters_snapshots_during_the_run)
         jp_timer_tick(run);
         jettprof_safe_point(t);
         if (i % 100 == 0)
-            stream_drain(&s);
+            ta_stream_drain(&s);
     }
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
+    ta_stream_drain(&s);
     /* Two snapshots (after 256 and 512 samples) and the final one, which is cumulative. */
-    cr_assert_eq(stream_count(&s, JP_REC_COUNTERS), 3);
-    const struct jp_rec_counters *a = stream_nth(&s, JP_REC_COUNTERS, 0);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_COUNTERS), 3);
+    const struct jp_rec_counters *a = ta_stream_nth(&s, JP_REC_COUNTERS, 0);
     cr_assert_eq(a->requested_ticks, 256);
-    const struct jp_rec_counters *z = stream_last(&s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *z = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_eq(z->requested_ticks, 600);
-    cr_assert_eq(((const struct jp_rec_hdr *)rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
-    const struct jp_rec_run_stop *st = rec_at(&s, s.n - 1);
+    cr_assert_eq(((const struct jp_rec_hdr *)ta_rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
+    const struct jp_rec_run_stop *st = ta_rec_at(&s, s.n - 1);
     cr_assert_eq(st->record_count, s.n - 1, "snapshots are counted records too");
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(cpu, inline_statement_word_and_truncated_frames)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_CPU, &s);
-    uint32_t f = test_frame(run, "m", "deep", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_CPU, &s);
+    uint32_t f = ta_frame(run, "m", "deep", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     struct jettprof_pos *pos = jettprof_stmt_pos(t);
@@ -1007,27 +1008,27 @@ Test(cpu, inline_statement_word_and_truncated_frames)
         jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    const struct jp_rec_cpu_sample *x = stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
+    ta_stream_drain(&s);
+    const struct jp_rec_cpu_sample *x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 0);
     cr_assert_eq(x->stmt_line, 1127);
     cr_assert_eq(x->stmt_col, 7);
-    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
+    x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 1);
     cr_assert_eq(x->node, 129);
     cr_assert_eq(x->flags, 0, "a truncated leaf has no statement of its own");
-    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
+    x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 2);
     cr_assert_eq(x->node, 128);
     cr_assert_eq(x->stmt_line, 1127);
-    x = stream_nth(&s, JP_REC_CPU_SAMPLE, 3);
+    x = ta_stream_nth(&s, JP_REC_CPU_SAMPLE, 3);
     cr_assert_eq(x->node, 127);
     cr_assert_eq(x->stmt_line, 1126);
-    stream_free(&s);
+    ta_stream_free(&s);
 }
 
 Test(fork, a_child_never_writes_into_the_parents_ring)
 {
     struct stream s;
-    jettprof_run *run = test_local_run(JETTPROF_MODE_MEMORY, &s);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    jettprof_run *run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     cr_assert_eq(jettprof_enter(t, f), 0);
@@ -1061,10 +1062,10 @@ Test(fork, a_child_never_writes_into_the_parents_ring)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
-    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 2, "the child's events reached the parent");
-    cr_assert_eq(stream_count(&s, JP_REC_SOURCE_DEF), 1);
-    const struct jp_rec_run_stop *st2 = rec_at(&s, s.n - 1);
+    ta_stream_drain(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_ALLOC), 2, "the child's events reached the parent");
+    cr_assert_eq(ta_stream_count(&s, JP_REC_SOURCE_DEF), 1);
+    const struct jp_rec_run_stop *st2 = ta_rec_at(&s, s.n - 1);
     cr_assert_eq(st2->record_count, s.n - 1);
-    stream_free(&s);
+    ta_stream_free(&s);
 }

@@ -148,13 +148,13 @@ Test(noalloc, the_counter_sees_other_threads_allocations, .init = setup)
 
 Test(noalloc, timer_ticks_allocate_nothing, .init = setup)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.ring_slots = 1u << 16;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 1, &run), 0);
     struct stream s;
-    stream_open(&s, run);
-    uint32_t f = test_frame(run, "m", "f", 1);
+    ta_stream_open(&s, run);
+    uint32_t f = ta_frame(run, "m", "f", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     /* Warm up: the first ticks are behind us before counting starts. */
@@ -175,25 +175,25 @@ Test(noalloc, timer_ticks_allocate_nothing, .init = setup)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
+    ta_stream_drain(&s);
     cr_assert_gt(ticks, 5, "the timer barely ran (%llu ticks)", (unsigned long long)ticks);
     cr_assert_eq(n, 0, "the timer thread allocated %lu times over %llu ticks", n,
                  (unsigned long long)ticks);
-    const struct jp_rec_counters *k = stream_last(&s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *k = ta_stream_last(&s, JP_REC_COUNTERS);
     cr_assert_gt(k->coalesced_ticks, 0, "the coalescing path was not exercised");
-    cr_assert_gt(stream_count(&s, JP_REC_CPU_SAMPLE), 0);
-    stream_free(&s);
+    cr_assert_gt(ta_stream_count(&s, JP_REC_CPU_SAMPLE), 0);
+    ta_stream_free(&s);
 }
 
 Test(noalloc, hot_paths_allocate_nothing_once_nodes_exist, .init = setup)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 16;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct stream s;
-    stream_open(&s, run);
-    uint32_t fa = test_frame(run, "m", "a", 1), fb = test_frame(run, "m", "b", 2);
+    ta_stream_open(&s, run);
+    uint32_t fa = ta_frame(run, "m", "a", 1), fb = ta_frame(run, "m", "b", 2);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     const uint32_t *pw = jettprof_pending_word(t);
@@ -216,8 +216,8 @@ Test(noalloc, hot_paths_allocate_nothing_once_nodes_exist, .init = setup)
     jettprof_leave(t);
     jettprof_thread_unregister(t);
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
-    stream_drain(&s);
+    ta_stream_drain(&s);
     cr_assert_eq(n, 0, "hot-path calls allocated %lu times", n);
-    cr_assert_eq(stream_count(&s, JP_REC_ALLOC), 5000);
-    stream_free(&s);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_ALLOC), 5000);
+    ta_stream_free(&s);
 }

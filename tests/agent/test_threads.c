@@ -23,19 +23,19 @@ static void *consume(void *arg)
 {
     struct consumer *c = arg;
     while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-        if (stream_drain(&c->s) == 0) {
+        if (ta_stream_drain(&c->s) == 0) {
             struct timespec ts = {0, 200000};
             nanosleep(&ts, NULL);
         }
     }
-    stream_drain(&c->s);
+    ta_stream_drain(&c->s);
     return NULL;
 }
 
 static void consumer_start(struct consumer *c, jettprof_run *run)
 {
     memset(c, 0, sizeof *c);
-    stream_open(&c->s, run);
+    ta_stream_open(&c->s, run);
     cr_assert_eq(pthread_create(&c->th, NULL, consume, c), 0);
 }
 
@@ -61,7 +61,7 @@ static void *produce(void *arg)
     struct producer *p = arg;
     char fn[32];
     snprintf(fn, sizeof fn, "worker%u", p->id);
-    p->frame = test_frame(p->run, "pool", fn, p->id); /* a run-level call from each thread */
+    p->frame = ta_frame(p->run, "pool", fn, p->id); /* a run-level call from each thread */
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(p->run, p->id, &t), 0);
     for (int i = 0; i < NALLOC; i++) {
@@ -79,7 +79,7 @@ static void *produce(void *arg)
 
 static void share_one_ring(uint32_t slots)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = slots;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
@@ -96,15 +96,15 @@ static void share_one_ring(uint32_t slots)
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     consumer_stop(&con);
     struct stream *s = &con.s;
-    cr_assert_eq(stream_count(s, JP_REC_ALLOC), NPROD * NALLOC);
-    cr_assert_eq(stream_count(s, JP_REC_FREE), NPROD * NALLOC);
+    cr_assert_eq(ta_stream_count(s, JP_REC_ALLOC), NPROD * NALLOC);
+    cr_assert_eq(ta_stream_count(s, JP_REC_FREE), NPROD * NALLOC);
     /* Ids: one per-run counter across all threads, each exactly once. */
     uint8_t *seen = calloc(NPROD * NALLOC + 1, 1);
     /* Node -> frame from the definitions; frame -> producer from the definitions' names. */
     uint32_t node_frame[64] = {0}, frame_owner[64] = {0};
     uint32_t exec_thread = JP_ID_UNAVAILABLE;
     for (size_t i = 0; i < s->n; i++) {
-        const struct jp_rec_hdr *h = rec_at(s, i);
+        const struct jp_rec_hdr *h = ta_rec_at(s, i);
         if (h->type == JP_REC_FRAME_DEF) {
             const struct jp_rec_frame_def *f = (const void *)h;
             cr_assert_lt(f->frame_id, 64);
@@ -131,12 +131,12 @@ static void share_one_ring(uint32_t slots)
         }
     }
     free(seen);
-    const struct jp_rec_run_stop *st = rec_at(s, s->n - 1);
+    const struct jp_rec_run_stop *st = ta_rec_at(s, s->n - 1);
     cr_assert_eq(st->h.type, JP_REC_RUN_STOP);
     cr_assert_eq(st->record_count, s->n - 1);
-    const struct jp_rec_counters *k = stream_last(s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *k = ta_stream_last(s, JP_REC_COUNTERS);
     cr_assert_eq(k->lost_records, 0, "backpressure: nothing is lost while the consumer moves");
-    stream_free(s);
+    ta_stream_free(s);
 }
 
 Test(producers, several_threads_share_one_ring)
@@ -180,14 +180,14 @@ static void *owner_loop(void *arg)
 
 Test(producers, foreign_interning_while_the_owner_runs)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_MEMORY);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 14;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     struct consumer con;
     consumer_start(&con, run);
     struct owner_ctx o = {.run = run};
-    o.frame = test_frame(run, "m", "hot", 1);
+    o.frame = ta_frame(run, "m", "hot", 1);
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, owner_loop, &o), 0);
     while (!__atomic_load_n(&o.go, __ATOMIC_ACQUIRE))
@@ -195,7 +195,7 @@ Test(producers, foreign_interning_while_the_owner_runs)
     for (int i = 0; i < 2000; i++) {
         char fn[32];
         snprintf(fn, sizeof fn, "late%d", i);
-        uint32_t id = test_frame(run, "m", fn, (uint32_t)i + 2);
+        uint32_t id = ta_frame(run, "m", fn, (uint32_t)i + 2);
         cr_assert_eq(id, (uint32_t)i + 2, "frame ids stay dense under concurrency");
     }
     __atomic_store_n(&o.done, 1, __ATOMIC_RELEASE);
@@ -203,18 +203,18 @@ Test(producers, foreign_interning_while_the_owner_runs)
     jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
     consumer_stop(&con);
     struct stream *s = &con.s;
-    cr_assert_eq(stream_count(s, JP_REC_FRAME_DEF), 2001);
-    cr_assert_eq(stream_count(s, JP_REC_ALLOC), o.allocs);
+    cr_assert_eq(ta_stream_count(s, JP_REC_FRAME_DEF), 2001);
+    cr_assert_eq(ta_stream_count(s, JP_REC_ALLOC), o.allocs);
     uint32_t next = 1;
     for (size_t i = 0; i < s->n; i++) {
-        const struct jp_rec_hdr *h = rec_at(s, i);
+        const struct jp_rec_hdr *h = ta_rec_at(s, i);
         if (h->type == JP_REC_FRAME_DEF) {
             cr_assert_eq(((const struct jp_rec_frame_def *)(const void *)h)->frame_id, next,
                          "frame definitions out of order");
             next++;
         }
     }
-    stream_free(s);
+    ta_stream_free(s);
 }
 
 /* ---- the real timer ---- */
@@ -232,8 +232,8 @@ static void spin_ms(jettprof_thread *t, const uint32_t *pw, uint32_t frame, uint
 
 static void check_ticks_accounted(struct stream *s, uint64_t *samples_out)
 {
-    const struct jp_rec_counters *k = stream_last(s, JP_REC_COUNTERS);
-    uint64_t samples = stream_count(s, JP_REC_CPU_SAMPLE);
+    const struct jp_rec_counters *k = ta_stream_last(s, JP_REC_COUNTERS);
+    uint64_t samples = ta_stream_count(s, JP_REC_CPU_SAMPLE);
     cr_assert_eq(k->requested_ticks,
                  samples + k->coalesced_ticks + k->dropped_ticks + k->waiting_ticks +
                      k->runtime_ticks,
@@ -248,12 +248,12 @@ static void check_ticks_accounted(struct stream *s, uint64_t *samples_out)
 
 Test(timer, every_requested_tick_is_accounted_for)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 1, &run), 0);
     struct consumer con;
     consumer_start(&con, run);
-    uint32_t f = test_frame(run, "m", "busy", 1);
+    uint32_t f = ta_frame(run, "m", "busy", 1);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
     const uint32_t *pw = jettprof_pending_word(t);
@@ -273,12 +273,12 @@ Test(timer, every_requested_tick_is_accounted_for)
     consumer_stop(&con);
     uint64_t samples;
     check_ticks_accounted(&con.s, &samples);
-    const struct jp_rec_counters *k = stream_last(&con.s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *k = ta_stream_last(&con.s, JP_REC_COUNTERS);
     /* Loose sanity only (the machine is shared): the timer ran and the states were seen. */
     cr_assert_gt(samples, 3);
     cr_assert_gt(k->waiting_ticks, 3);
     cr_assert_gt(k->coalesced_ticks, 1);
-    stream_free(&con.s);
+    ta_stream_free(&con.s);
 }
 
 struct churn {
@@ -314,13 +314,13 @@ static void *churn_loop(void *arg)
 
 Test(timer, registration_churn_under_the_timer)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     c.ring_slots = 1u << 14;
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 1, &run), 0);
     struct consumer con;
     consumer_start(&con, run);
-    uint32_t f = test_frame(run, "m", "churn", 1);
+    uint32_t f = ta_frame(run, "m", "churn", 1);
     pthread_t th[3];
     struct churn ch[3];
     for (int i = 0; i < 3; i++) {
@@ -339,16 +339,16 @@ Test(timer, registration_churn_under_the_timer)
     check_ticks_accounted(&con.s, &samples);
     /* every tick taken is a sample, or a drop when the ring was full (an unregistration
      * answers a pending tick too, uncounted above) */
-    const struct jp_rec_counters *k = stream_last(&con.s, JP_REC_COUNTERS);
+    const struct jp_rec_counters *k = ta_stream_last(&con.s, JP_REC_COUNTERS);
     cr_assert_geq(samples + k->dropped_ticks, taken, "%llu samples and %llu drops for %llu "
                   "ticks taken", (unsigned long long)samples,
                   (unsigned long long)k->dropped_ticks, (unsigned long long)taken);
-    stream_free(&con.s);
+    ta_stream_free(&con.s);
 }
 
 Test(threads, registration_limits)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     jettprof_thread *t, *u;
@@ -386,7 +386,7 @@ static void *reg_dup(void *arg)
 
 Test(threads, duplicate_runtime_ids_are_refused)
 {
-    struct jettprof_config c = test_config(JETTPROF_MODE_CPU);
+    struct jettprof_config c = ta_config(JETTPROF_MODE_CPU);
     jettprof_run *run;
     cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0);
     jettprof_thread *t;

@@ -53,7 +53,7 @@ static void tap_put(const void *rec, uint32_t len)
     tap->len += span;
 }
 
-int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
+int t_feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why)
 {
     if (tap)
         tap_put(rec, len);
@@ -71,7 +71,7 @@ int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **wh
 static void feed_ok(struct jp_engine *e, const void *rec, uint32_t len)
 {
     const char *why = NULL;
-    int r = feed_raw(e, rec, len, &why);
+    int r = t_feed_raw(e, rec, len, &why);
     cr_assert_eq(r, 0, "feed failed: %d %s", r, why ? why : "");
 }
 
@@ -297,7 +297,7 @@ static const char *locate(const char *json, const char *path)
     return p ? ws(p) : NULL;
 }
 
-char *json_get(const char *json, const char *path)
+char *t_json_get(const char *json, const char *path)
 {
     const char *p = locate(json, path);
     if (!p || !*p)
@@ -334,7 +334,7 @@ char *json_get(const char *json, const char *path)
     return s;
 }
 
-int json_len(const char *json, const char *path)
+int t_json_len(const char *json, const char *path)
 {
     const char *p = locate(json, path);
     if (!p || *p != '[')
@@ -461,7 +461,7 @@ static void human_value(char kind, const char *toon, char *out, size_t cap)
 void t_human_has_totals(const char *human, const char *json)
 {
     cr_assert_null(strstr(human, "\ntotals:\n"), "the totals block is --profile-verbose's");
-    char *totals = json_get(json, "profile.totals");
+    char *totals = t_json_get(json, "profile.totals");
     cr_assert(totals != NULL && totals[0] == '{', "%s", json);
     int checked = 0;
     for (const char *p = totals + 1; *p == '"';) {

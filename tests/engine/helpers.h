@@ -20,8 +20,8 @@ struct t_tap {
 };
 void t_tap_set(struct t_tap *tap);
 
-/* Every helper asserts that the engine accepted the record (0). feed_raw returns the code. */
-int feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
+/* Every helper asserts that the engine accepted the record (0). t_feed_raw returns the code. */
+int t_feed_raw(struct jp_engine *e, const void *rec, uint32_t len, const char **why);
 void t_start(struct jp_engine *e, uint32_t mode, uint32_t rate, uint32_t thr, uint32_t limit,
              uint64_t cpu_budget, uint64_t retention_budget);
 void t_source(struct jp_engine *e, uint32_t id, uint32_t origin, const char *path);
@@ -66,13 +66,13 @@ void t_human_has_totals(const char *human, const char *json);
 /* Value at a dotted path ("profile.totals.requested_ticks", "profile.bottlenecks.0.rank") in
  * a JSON text: strings unquoted, everything else as its raw JSON text; NULL when absent.
  * malloc'ed. */
-char *json_get(const char *json, const char *path);
+char *t_json_get(const char *json, const char *path);
 /* Number of elements of the array at path, -1 when it is not an array. */
-int json_len(const char *json, const char *path);
+int t_json_len(const char *json, const char *path);
 
 #define J_EQ(json, path, want)                                                                   \
     do {                                                                                          \
-        char *got_ = json_get((json), (path));                                                    \
+        char *got_ = t_json_get((json), (path));                                                  \
         cr_assert(got_ != NULL, "%s missing", (path));                                            \
         cr_assert_str_eq(got_, (want), "%s", (path));                                             \
         free(got_);                                                                               \

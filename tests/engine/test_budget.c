@@ -48,8 +48,8 @@ Test(budget, memory_growth_transient_must_fit)
     struct jp_engine *e = mem_run(64 * MiB, &json);
     uint64_t steady = jp_engine_metadata_bytes(e), peak = jp_engine_metadata_peak_bytes(e);
     J_EQ(json, "profile.status", "complete");
-    char *alloc_count = json_get(json, "profile.totals.allocation_count");
-    char *allocated = json_get(json, "profile.totals.allocated_bytes");
+    char *alloc_count = t_json_get(json, "profile.totals.allocation_count");
+    char *allocated = t_json_get(json, "profile.totals.allocated_bytes");
     free(json);
     jp_engine_free(e);
     cr_assert_gt(peak, steady, "a growth holds old and new at once (peak %llu, steady %llu)",
@@ -123,7 +123,7 @@ Test(budget, cpu_growth_transient_must_fit)
         J_EQ(json, "profile.status", "partial");
         J_EQ(json, "profile.partial_reason", "cpu_metadata_limit");
         J_EQ(json, "profile.totals.attributed_samples", "599"); /* totals stay exact */
-        char *stacks = json_get(json, "profile.totals.attributed_stacks");
+        char *stacks = t_json_get(json, "profile.totals.attributed_stacks");
         cr_assert(stacks != NULL && strtoull(stacks, NULL, 10) < 599, "detail stopped");
         free(stacks);
         free(json);

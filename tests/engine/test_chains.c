@@ -370,11 +370,11 @@ Test(chains, memory_bottlenecks_report_their_top_three_creation_chains)
     J_EQ(json, "profile.bottlenecks.0.allocated_bytes", "255");
     /* by allocated bytes; the two at 100 in the lexical order of READINGS.md #5 (m.a < m.b); the
      * growth-only chain (40) before main>m.s (10) and main>z.z>m.s (5), which are cut */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.chains"), 3);
     J_EQ(json, "profile.bottlenecks.0.chains.0.allocated_bytes", "100");
     J_EQ(json, "profile.bottlenecks.0.chains.0.allocation_count", "1");
     J_EQ(json, "profile.bottlenecks.0.chains.0.retained_bytes", "100");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains.0.frames"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.chains.0.frames"), 3);
     J_EQ(json, "profile.bottlenecks.0.chains.0.frames.0", "main");
     J_EQ(json, "profile.bottlenecks.0.chains.0.frames.1", "m.a");
     J_EQ(json, "profile.bottlenecks.0.chains.0.frames.2", "m.s");
@@ -384,11 +384,11 @@ Test(chains, memory_bottlenecks_report_their_top_three_creation_chains)
     J_EQ(json, "profile.bottlenecks.0.chains.2.allocated_bytes", "40");
     J_EQ(json, "profile.bottlenecks.0.chains.2.allocation_count", "0");
     J_EQ(json, "profile.bottlenecks.0.chains.2.retained_bytes", "0");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.chains.2.frames"), 4);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.chains.2.frames"), 4);
     J_EQ(json, "profile.bottlenecks.0.chains.2.frames.2", "m.b");
     /* the site that only shrank is an entry at threshold 0 (READINGS.md #14) with no chain */
     J_EQ(json, "profile.bottlenecks.1.function", "k");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.chains"), 0);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.chains"), 0);
     cr_assert(strstr(toon, "      chains: []\n") != NULL, "%s", toon);
     /* after the contract's fields and the suggestions, before the identity counts */
     const char *sg = strstr(toon, "suggestions"), *ch = strstr(toon, "chains["),

@@ -78,7 +78,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     J_EQ(json, "profile.totals.emitted_bottlenecks", "3");
     J_EQ(json, "profile.totals.truncated_bottlenecks", "0");
     J_EQ(json, "profile.totals.protocol_violations", "0");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 3);
     /* main 13/13; leaf and work tie at 9 inclusive, leaf has more self (9 vs 3) */
     J_EQ(json, "profile.bottlenecks.0.function", "main");
     J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "13");
@@ -96,7 +96,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     J_EQ(json, "profile.bottlenecks.2.function", "work");
     J_EQ(json, "profile.bottlenecks.2.self_samples", "3");
     /* hot lines of leaf: (21,5) 4 + 2, (22,3) 2, (23,1) 1 */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.hot_lines"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.hot_lines"), 3);
     J_EQ(json, "profile.bottlenecks.1.hot_lines.0.line", "21");
     J_EQ(json, "profile.bottlenecks.1.hot_lines.0.column", "5");
     J_EQ(json, "profile.bottlenecks.1.hot_lines.0.self_samples", "6");
@@ -108,7 +108,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     J_EQ(json, "profile.bottlenecks.1.hot_lines.2.line", "23");
     J_EQ(json, "profile.bottlenecks.1.hot_lines.2.code", "unavailable");
     /* chains of leaf: main>work>leaf 6, main>rec>rec>leaf 2, main>leaf 1 */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.call_chains"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.call_chains"), 3);
     J_EQ(json, "profile.bottlenecks.1.call_chains.0.samples", "6");
     J_EQ(json, "profile.bottlenecks.1.call_chains.0.frames", "[\"main\",\"app.work\",\"app.leaf\"]");
     J_EQ(json, "profile.bottlenecks.1.call_chains.1.samples", "2");
@@ -124,7 +124,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     J_EQ(json, "profile.bottlenecks.2.suggestions.0.text",
          "Inspect the dominant reported call chain through app.work; its callees account for "
          "more than half of its samples.");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.2.suggestions"), 1);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.2.suggestions"), 1);
     cr_assert(strstr(human, "CPU profile\n") == human);
     /* byte for byte, explained line by line in tests/engine/golden/README.md */
     char *toon;
@@ -153,9 +153,9 @@ Test(cpu, recursion_counts_once_and_chain_ends_at_root_most_occurrence)
     J_EQ(json, "profile.bottlenecks.1.function", "main");
     J_EQ(json, "profile.bottlenecks.2.function", "rec");
     J_EQ(json, "profile.bottlenecks.2.inclusive_samples", "1");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.2.call_chains"), 1);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.2.call_chains"), 1);
     J_EQ(json, "profile.bottlenecks.2.call_chains.0.frames", "[\"main\",\"app.rec\"]");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 3);
     free(json);
     jp_engine_free(e);
 }
@@ -202,7 +202,7 @@ Test(cpu, truncated_stack_takes_self_and_makes_partial)
     J_EQ(json, "profile.bottlenecks.0.self_samples", "1");
     J_EQ(json, "profile.bottlenecks.1.function", "f001");
     J_EQ(json, "profile.bottlenecks.0.suggestions", "unavailable"); /* no source */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* partial data */
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.suggestions"), 0); /* partial data */
     free(json);
     jp_engine_free(e);
 }
@@ -221,7 +221,7 @@ Test(cpu, exactly_128_frames_is_not_truncated)
     cr_assert_eq(status, JP_STATUS_COMPLETE);
     J_EQ(json, "profile.totals.truncated_stacks", "0");
     J_EQ(json, "profile.bottlenecks.0.function", "last");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.call_chains.0.frames"), 128);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.call_chains.0.frames"), 128);
     J_EQ(json, "profile.totals.eligible_bottlenecks", "128");
     J_EQ(json, "profile.totals.emitted_bottlenecks", "1");
     J_EQ(json, "profile.totals.truncated_bottlenecks", "127");
@@ -253,7 +253,7 @@ Test(cpu, equal_identities_merge_but_unknown_symbols_never_do)
     t_stop(e, JP_TERM_RETURNED, 1000, 10, 0);
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 3);
     J_EQ(json, "profile.bottlenecks.0.function", "f");
     J_EQ(json, "profile.bottlenecks.0.inclusive_samples", "2");
     J_EQ(json, "profile.bottlenecks.0.hot_lines.0.self_samples", "2");
@@ -289,12 +289,12 @@ Test(cpu, metadata_budget_stops_detail_keeps_totals)
     J_EQ(json, "profile.partial_reason", "cpu_metadata_limit");
     J_EQ(json, "profile.totals.attributed_samples", "200"); /* totals stay exact */
     J_EQ(json, "profile.totals.protocol_violations", "0");  /* ids stayed valid */
-    char *n = json_get(json, "profile.totals.attributed_stacks");
+    char *n = t_json_get(json, "profile.totals.attributed_stacks");
     cr_assert(atoi(n) > 0 && atoi(n) < 200, "detail for some, not all: %s", n);
     free(n);
-    int b = json_len(json, "profile.bottlenecks");
+    int b = t_json_len(json, "profile.bottlenecks");
     cr_assert(b > 0 && b < 200);
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 0);
     free(json);
     jp_engine_free(e);
 }
@@ -407,7 +407,7 @@ static void cpu_edge_stream(struct jp_engine *e, uint64_t cpu_budget, uint64_t s
             struct jp_rec_exec r = {{JP_REC_EXEC, sizeof r}, 1u + (uint32_t)((x >> 10) % 3u),
                                     (x >> 20) % 2u ? 7u : JP_ID_UNAVAILABLE,
                                     JP_ID_UNAVAILABLE};
-            cr_assert_eq(feed_raw(e, &r, sizeof r, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &r, sizeof r, NULL), 0);
         } else {
             uint8_t state = (x >> 10) % 16u ? JP_STATE_JETT : (uint8_t)((x >> 14) % JP_STATE_LIMIT);
             uint32_t node = (x >> 20) % 64u ? 1u + (uint32_t)((x >> 26) % nnodes)
@@ -418,7 +418,7 @@ static void cpu_edge_stream(struct jp_engine *e, uint64_t cpu_budget, uint64_t s
                                           .stmt_line = stmt ? 1u + (uint32_t)((x >> 44) % 24u) : 0,
                                           .stmt_col = stmt ? 1u + (uint32_t)((x >> 50) % 3u) : 0,
                                           .requested_tick = (uint64_t)i};
-            cr_assert_eq(feed_raw(e, &r, sizeof r, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &r, sizeof r, NULL), 0);
         }
     }
     t_stop(e, JP_TERM_RETURNED, 1000000, 1000, 0);

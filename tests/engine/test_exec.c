@@ -12,7 +12,7 @@
 static void t_exec(struct jp_engine *e, uint32_t thread, uint32_t task)
 {
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, thread, task, JP_ID_UNAVAILABLE};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
 }
 
 #define NA JP_ID_UNAVAILABLE
@@ -66,7 +66,7 @@ Test(exec, two_threads_three_tasks_counted_per_bottleneck)
         {"work", "4", "1", "2"},
         {"idle", "2", "unavailable", "unavailable"},
     };
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 4);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 4);
     char path[96];
     for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof path, "profile.bottlenecks.%d.function", i);

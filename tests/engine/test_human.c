@@ -149,7 +149,7 @@ Test(human, a_deep_recursion_chain_collapses_each_run_of_one_frame)
     char *json, *h = human_of(e, JP_OUT_HUMAN, 0, &json);
     /* TOON keeps every frame */
     J_EQ(json, "profile.bottlenecks.2.function", "<truncated-stack>");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.2.call_chains.0.frames"), JP_MAX_DEPTH);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.2.call_chains.0.frames"), JP_MAX_DEPTH);
     const char *line = strstr(h, "\n   chain 1 samples: main > down \xc3\x97" "126 > "
                                  "<truncated-stack>\n");
     cr_assert(line != NULL, "%s", h);
@@ -269,7 +269,7 @@ Test(human, verbose_block_only_with_the_flag_and_the_toon_unchanged)
     cr_assert(strstr(block, "\n  observed_rate_hz: 20.00\n  wall_duration_ns: 1000000000\n"
                             "  process_cpu_duration_ns: 500000000\n") != NULL, "%s", block);
     /* one line per TOON total, nothing after */
-    char *totals = json_get(json, "profile.totals");
+    char *totals = t_json_get(json, "profile.totals");
     int want = 1, lines = 0;
     for (const char *p = totals; *p; p++)
         want += *p == ',';

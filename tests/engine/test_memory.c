@@ -23,7 +23,7 @@ static void define_sites(struct jp_engine *e)
 
 static int feed_bad(struct jp_engine *e, const void *rec, uint32_t len)
 {
-    return feed_raw(e, rec, len, NULL);
+    return t_feed_raw(e, rec, len, NULL);
 }
 
 Test(memory, counters_sites_peak_and_violations)
@@ -73,7 +73,7 @@ Test(memory, counters_sites_peak_and_violations)
     J_EQ(json, "profile.totals.retained_bytes", "170");  /* 407 - 237 */
     J_EQ(json, "profile.totals.attributed_allocated_bytes", "400"); /* minus the 7 unattributed */
     J_EQ(json, "profile.totals.protocol_violations", "7");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 2);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 2);
     /* b: 50 + 200 growth + 10 = 260 (65%); a: 100 + 0 + 40 = 140 (35%) */
     J_EQ(json, "profile.bottlenecks.0.function", "b");
     J_EQ(json, "profile.bottlenecks.0.allocation_count", "2");
@@ -91,12 +91,12 @@ Test(memory, counters_sites_peak_and_violations)
     J_EQ(json, "profile.bottlenecks.1.live_at_peak_bytes", "300"); /* id 1 was 300 at the peak */
     J_EQ(json, "profile.bottlenecks.1.resize_count", "2");
     /* suggestions: both under pressure; only a retains >= 5% (160/400; b 10/400 = 2.5%) */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 1);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 1);
     J_EQ(json, "profile.bottlenecks.0.suggestions.0.rule", "MEM_ALLOCATION_PRESSURE");
     J_EQ(json, "profile.bottlenecks.0.suggestions.0.text",
          "Reduce, reuse, or batch allocations in m.b at src/mem.jett:30; it allocated 260 bytes "
          "in 2 allocations.");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 2);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.suggestions"), 2);
     J_EQ(json, "profile.bottlenecks.1.suggestions.0.rule", "MEM_ALLOCATION_PRESSURE");
     J_EQ(json, "profile.bottlenecks.1.suggestions.1.rule", "MEM_RETAINED");
     J_EQ(json, "profile.bottlenecks.1.suggestions.1.text",
@@ -156,7 +156,7 @@ Test(memory, huge_sizes_and_ids_take_the_exact_overflow_paths)
     t_free(e, 0, UINT32_MAX, 3);
     t_free(e, 0, UINT64_C(1) << 40, 6);
     struct jp_rec_free again = {{JP_REC_FREE, 32}, 0, UINT64_MAX, 2, 0};
-    cr_assert_eq(feed_raw(e, &again, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &again, 32, NULL), 0);
     t_stop(e, JP_TERM_RETURNED, 5000, 0, 0);
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
@@ -185,7 +185,7 @@ Test(memory, the_last_id_reached_in_sequence_is_not_reusable_either)
     t_alloc(e, N_A, UINT64_MAX, 2);
     t_free(e, 0, UINT64_MAX, 2);
     struct jp_rec_alloc again = {{JP_REC_ALLOC, 32}, N_A, UINT64_MAX, 8, 0};
-    cr_assert_eq(feed_raw(e, &again, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &again, 32, NULL), 0);
     t_stop(e, JP_TERM_RETURNED, 5000, 0, 0);
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
@@ -225,7 +225,7 @@ Test(memory, retention_budget_makes_live_fields_unavailable)
     J_EQ(json, "profile.bottlenecks.0.retained_bytes", "unavailable");
     J_EQ(json, "profile.bottlenecks.0.live_at_peak_bytes", "unavailable");
     /* pressure rests on exact counts and stays; retention needs live data and is omitted */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 1);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 1);
     J_EQ(json, "profile.bottlenecks.0.suggestions.0.rule", "MEM_ALLOCATION_PRESSURE");
     struct jp_engine_summary sum;
     cr_assert_eq(jp_engine_summary(e, &sum), 0);
@@ -342,9 +342,9 @@ Test(memory, sequential_ids_survivors_leave_the_ring_exactly)
     struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, 14, 14, 0};
     struct jp_rec_alloc reuse = {{JP_REC_ALLOC, 32}, N_A, 21, 1, 0};
     struct jp_rec_alloc reuse_young = {{JP_REC_ALLOC, 32}, N_A, N - 1, 1, 0};
-    cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
-    cr_assert_eq(feed_raw(e, &reuse, 32, NULL), 0);
-    cr_assert_eq(feed_raw(e, &reuse_young, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &twice, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &reuse, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &reuse_young, 32, NULL), 0);
     struct jp_engine_summary s;
     cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 3);
@@ -374,8 +374,8 @@ Test(memory, out_of_order_ids_are_tracked_exactly)
         t_free(e, 0, id * 2u, 1);
     struct jp_rec_alloc reuse_mid = {{JP_REC_ALLOC, 32}, N_A, N, 1, 0};
     struct jp_rec_alloc reuse_first = {{JP_REC_ALLOC, 32}, N_A, 2u * N, 1, 0};
-    cr_assert_eq(feed_raw(e, &reuse_mid, 32, NULL), 0);
-    cr_assert_eq(feed_raw(e, &reuse_first, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &reuse_mid, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &reuse_first, 32, NULL), 0);
     t_alloc(e, N_A, 3, 5); /* never used: odd */
     struct jp_engine_summary s;
     cr_assert_eq(jp_engine_summary(e, &s), 0);

@@ -110,7 +110,7 @@ struct stream {
 static void exec_rec(struct jp_engine *e, uint32_t thread, uint32_t task)
 {
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, thread, task, JP_ID_UNAVAILABLE};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
 }
 
 static void stream_free(struct stream *s)

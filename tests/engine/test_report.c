@@ -88,7 +88,7 @@ Test(report, limit_ranks_and_counts)
     J_EQ(json, "profile.totals.eligible_bottlenecks", "5");
     J_EQ(json, "profile.totals.emitted_bottlenecks", "2");
     J_EQ(json, "profile.totals.truncated_bottlenecks", "3");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 2);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 2);
     J_EQ(json, "profile.bottlenecks.0.rank", "1");
     J_EQ(json, "profile.bottlenecks.0.function", "s1");
     J_EQ(json, "profile.bottlenecks.1.rank", "2");
@@ -139,7 +139,7 @@ Test(report, ordering_keys_three_and_four)
     const char *want_path[] = {"src/a.jett", "src/a.jett", "src/a.jett", "src/a.jett",
                                "src/a.jett", "src/a.jett", "src/b.jett", "dep/a.jett",
                                "stdlib/a.jett", "unavailable", "src/a.jett"};
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 11);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 11);
     char path[96];
     for (int i = 0; i < 11; i++) {
         snprintf(path, sizeof path, "profile.bottlenecks.%d.namespace", i);
@@ -219,7 +219,7 @@ Test(report, toon_quotes_what_needs_quoting)
     }
     /* values that look like numbers or words stay strings */
     J_EQ(json, "profile.bottlenecks.6.function", "true");
-    char *raw = json_get(json, "profile.bottlenecks.4.function");
+    char *raw = t_json_get(json, "profile.bottlenecks.4.function");
     cr_assert_str_eq(raw, "123");
     free(raw);
     cr_assert(strstr(json, "\"function\":\"123\"") != NULL);
@@ -327,7 +327,7 @@ static void human_matches_toon(struct jp_engine *e, uint32_t ending)
     char path[128];
     for (int i = 0; i < nk; i++) {
         snprintf(path, sizeof path, "profile.totals.%.47s", keys[i]);
-        char *got = json_get(json, path);
+        char *got = t_json_get(json, path);
         cr_assert(got != NULL, "human total %s is missing from TOON", keys[i]);
         /* human prints fixed two decimals; TOON the canonical number of the same value */
         double a = strtod(vals[i], NULL), b = strtod(got, NULL);
@@ -338,18 +338,18 @@ static void human_matches_toon(struct jp_engine *e, uint32_t ending)
         free(got);
     }
     /* every TOON total is in the human text too */
-    char *totals = json_get(json, "profile.totals");
+    char *totals = t_json_get(json, "profile.totals");
     int commas = 1;
     for (const char *p = totals; *p; p++)
         commas += *p == ',';
     cr_assert_eq(commas, nk, "TOON has %d totals, human %d", commas, nk);
     free(totals);
-    cr_assert_eq(nn, json_len(json, "profile.bottlenecks"));
+    cr_assert_eq(nn, t_json_len(json, "profile.bottlenecks"));
     for (int i = 0; i < nn; i++) {
         snprintf(path, sizeof path, "profile.bottlenecks.%d.namespace", i);
-        char *ns = json_get(json, path);
+        char *ns = t_json_get(json, path);
         snprintf(path, sizeof path, "profile.bottlenecks.%d.function", i);
-        char *fn = json_get(json, path);
+        char *fn = t_json_get(json, path);
         char q[200];
         if (!strcmp(ns, "<root>"))
             snprintf(q, sizeof q, "%.90s", fn);
@@ -487,7 +487,7 @@ static char *threads_profile(bool with_exec)
     for (uint32_t th = 1; th <= 3; th++) {
         if (with_exec) {
             struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, th, 100 + th, JP_ID_UNAVAILABLE};
-            cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
         }
         t_sample(e, JP_STATE_JETT, 1, 2, 1);
     }
@@ -526,7 +526,7 @@ Test(report, workers_aggregate_into_one_function_deterministically)
     J_EQ(json, "profile.bottlenecks.0.runtime_threads", "3");
     J_EQ(json, "profile.bottlenecks.0.tasks", "3");
     J_EQ(json, "profile.totals.runtime_threads", "3");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 1);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 1);
     free(json);
     json = tl_toon_decode(b, strlen(b), NULL);
     J_EQ(json, "profile.bottlenecks.0.runtime_threads", "unavailable");
@@ -564,7 +564,7 @@ Test(report, chain_ties_compare_element_by_element)
     char *json;
     t_render(e, JP_END_STOP, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.bottlenecks.0.function", "leaf");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.call_chains"), 3);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.call_chains"), 3);
     J_EQ(json, "profile.bottlenecks.0.call_chains.0.frames", "[\"x.leaf\"]"); /* 2 samples */
     /* then the 1-sample chains: main>x.a>leaf < main>x.b>leaf < main>leaf? element two is
      * x.a, x.b, x.leaf: namespace x equal, then a < b < leaf */

@@ -41,9 +41,9 @@ Test(rules, zero_impact_sites_are_entries_at_threshold_zero)
     J_EQ(json, "profile.bottlenecks.1.allocation_percent", "0");
     J_EQ(json, "profile.bottlenecks.2.function", "shrink");
     J_EQ(json, "profile.bottlenecks.2.resize_count", "1");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 3, "idle was only defined: %s", json);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 3, "idle was only defined: %s", json);
     /* zero bytes allocated: no MEM_ALLOCATION_PRESSURE */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.1.suggestions"), 0);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.1.suggestions"), 0);
     cr_assert(strstr(human, "#2 z.zero (src/z.jett:2)") != NULL, "%s", human);
     free(json);
     free(human);
@@ -91,7 +91,7 @@ Test(rules, dropped_ticks_alone_leave_the_profile_complete)
     J_EQ(json, "profile.status", "complete");
     J_EQ(json, "profile.totals.dropped_ticks", "3");
     J_EQ(json, "profile.totals.coalesced_ticks", "2");
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 1, "%s", json);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 1, "%s", json);
     J_EQ(json, "profile.bottlenecks.0.suggestions.0.rule", "CPU_HIGH_SELF");
     cr_assert(strstr(human, "status: complete\n") != NULL, "%s", human);
     cr_assert(strstr(human, "suggestion CPU_HIGH_SELF") != NULL, "%s", human);
@@ -206,8 +206,8 @@ Test(rules, a_truncated_free_counts_and_makes_partial)
     /* the free still attributes nothing to the truncated frame: the site keeps its freed */
     J_EQ(json, "profile.bottlenecks.0.function", "f");
     J_EQ(json, "profile.bottlenecks.0.freed_bytes", "64");
-    cr_assert_eq(json_len(json, "profile.bottlenecks"), 1, "%s", json);
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks"), 1, "%s", json);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 0);
     cr_assert(strstr(human, "status: partial (stack_capture_limit: a call stack deeper than 128 "
                             "frames was cut)\n") != NULL, "%s", human);
     free(json);

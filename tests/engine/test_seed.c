@@ -14,7 +14,7 @@
 static void t_exec(struct jp_engine *e, uint32_t thread, uint32_t task)
 {
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, thread, task, JP_ID_UNAVAILABLE};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
 }
 
 /* 300 functions in 3 sources, equal sample counts in groups (ties go to keys 3 and 4), a tree

@@ -20,7 +20,7 @@ Test(stream, nothing_before_run_start)
     struct jp_engine *e = fresh();
     struct jp_rec_counters c = {.h = {JP_REC_COUNTERS, sizeof c}};
     const char *why = NULL;
-    cr_assert_eq(feed_raw(e, &c, sizeof c, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &c, sizeof c, &why), -EPROTO);
     cr_assert_str_eq(why, "record before RUN_START");
     struct jp_rendered r;
     struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON, 0};
@@ -35,11 +35,11 @@ Test(stream, second_start_and_anything_after_stop_are_refused)
     struct jp_rec_run_start s = {.h = {JP_REC_RUN_START, sizeof s}, .format_version = 1,
                                  .mode = JP_MODE_CPU, .rate_hz = 1, .limit = 1};
     const char *why = NULL;
-    cr_assert_eq(feed_raw(e, &s, sizeof s, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &s, sizeof s, &why), -EPROTO);
     cr_assert_str_eq(why, "second RUN_START");
     t_stop(e, JP_TERM_RETURNED, 10, 10, 0);
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, 1, 2, 3};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, &why), -EPROTO);
     cr_assert_str_eq(why, "record after RUN_STOP");
     /* the engine can still render what it had */
     char *json;
@@ -55,11 +55,11 @@ Test(stream, structurally_bad_records_end_the_stream_with_a_reason)
     t_simple_cpu(e);
     struct jp_rec_cpu_sample c = {.h = {JP_REC_CPU_SAMPLE, 31}};
     const char *why = NULL;
-    cr_assert_eq(feed_raw(e, &c, sizeof c, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &c, sizeof c, &why), -EPROTO);
     cr_assert(why != NULL && *why);
     struct jp_rec_hdr unknown = {200, 4};
     why = NULL;
-    cr_assert_eq(feed_raw(e, &unknown, sizeof unknown, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &unknown, sizeof unknown, &why), -EPROTO);
     cr_assert(why != NULL && *why);
     jp_engine_free(e);
 }
@@ -79,7 +79,7 @@ Test(stream, definitions_must_be_dense_and_precede_use)
     t_sample(e, JP_STATE_JETT, 1, 0, 0);
     t_sample(e, JP_STATE_JETT, 2, 0, 0); /* undefined node */
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, 1, JP_ID_UNAVAILABLE, JP_ID_UNAVAILABLE};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
     uint8_t pad[64] = {0};
     struct jp_rec_hdr ph = {JP_REC_PAD, sizeof pad};
     memcpy(pad, &ph, sizeof ph);
@@ -129,7 +129,7 @@ Test(stream, counters_are_cumulative_and_drops_make_partial)
     J_EQ(json, "profile.totals.dropped_ticks", "3");
     J_EQ(json, "profile.totals.lost_records", "4");
     /* dropped data: suggestions are withheld */
-    cr_assert_eq(json_len(json, "profile.bottlenecks.0.suggestions"), 0);
+    cr_assert_eq(t_json_len(json, "profile.bottlenecks.0.suggestions"), 0);
     free(json);
     jp_engine_free(e);
 }
@@ -270,7 +270,7 @@ Test(stream, names_that_are_not_utf8_are_protocol_violations)
         buf[36] = 'a';
         memcpy(buf + 37, bad[i], n);
         const char *why = NULL;
-        cr_assert_eq(feed_raw(e, buf, r.h.size, &why), -EPROTO, "name %zu accepted", i);
+        cr_assert_eq(t_feed_raw(e, buf, r.h.size, &why), -EPROTO, "name %zu accepted", i);
         cr_assert_str_eq(why, "frame function name is not valid UTF-8");
         jp_engine_free(e);
     }
@@ -366,7 +366,7 @@ Test(stream, feed_slot_takes_events_and_declines_everything_else_untouched)
                              .size = 40};
     const char *why = NULL;
     cr_assert_eq(slot_feed(e, &a, sizeof a), 1, "before RUN_START");
-    cr_assert_eq(feed_raw(e, &a, sizeof a, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &a, sizeof a, &why), -EPROTO);
     cr_assert_str_eq(why, "record before RUN_START");
     jp_engine_free(e);
 
@@ -383,7 +383,7 @@ Test(stream, feed_slot_takes_events_and_declines_everything_else_untouched)
     struct jp_rec_cpu_sample bad = {.h = {JP_REC_CPU_SAMPLE, sizeof bad},
                                     .state = JP_STATE_LIMIT, .node = 1};
     cr_assert_eq(slot_feed(e, &bad, sizeof bad), 1, "a sample the validator refuses");
-    cr_assert_eq(feed_raw(e, &bad, sizeof bad, &why), -EPROTO, "and the feed names it");
+    cr_assert_eq(t_feed_raw(e, &bad, sizeof bad, &why), -EPROTO, "and the feed names it");
     cr_assert_str_eq(why, "unknown sample state");
     jp_engine_free(e);
 
@@ -399,7 +399,7 @@ Test(stream, feed_slot_takes_events_and_declines_everything_else_untouched)
      * records were lost. */
     t_stop(e, JP_TERM_RETURNED, 10, 10, 3);
     cr_assert_eq(slot_feed(e, &a, sizeof a), 1, "after RUN_STOP");
-    cr_assert_eq(feed_raw(e, &a, sizeof a, &why), -EPROTO);
+    cr_assert_eq(t_feed_raw(e, &a, sizeof a, &why), -EPROTO);
     cr_assert_str_eq(why, "record after RUN_STOP");
     char *json;
     uint32_t status;

@@ -107,8 +107,8 @@ static void m_bad(struct jp_engine *e, struct model *m)
         uint32_t i = (uint32_t)(next_rand() % m->n);
         struct jp_rec_alloc live_again = {{JP_REC_ALLOC, 32}, N_A, m->ids[i], 1, 0};
         struct jp_rec_free wrong = {{JP_REC_FREE, 32}, 0, m->ids[i], m->sizes[i] + 1u, 0};
-        cr_assert_eq(feed_raw(e, &live_again, 32, NULL), 0);
-        cr_assert_eq(feed_raw(e, &wrong, 32, NULL), 0);
+        cr_assert_eq(t_feed_raw(e, &live_again, 32, NULL), 0);
+        cr_assert_eq(t_feed_raw(e, &wrong, 32, NULL), 0);
         m->violations += 2;
     }
     if (m->nretired) {
@@ -116,8 +116,8 @@ static void m_bad(struct jp_engine *e, struct model *m)
         uint64_t id = m->retired[next_rand() % k];
         struct jp_rec_alloc reuse = {{JP_REC_ALLOC, 32}, N_B, id, 1, 0};
         struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, id, 1, 0};
-        cr_assert_eq(feed_raw(e, &reuse, 32, NULL), 0);
-        cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
+        cr_assert_eq(t_feed_raw(e, &reuse, 32, NULL), 0);
+        cr_assert_eq(t_feed_raw(e, &twice, 32, NULL), 0);
         m->violations += 2;
     }
 }
@@ -330,7 +330,7 @@ Test(window, many_sites)
     live -= NF - 7;
     /* freed when id 3 * NF - 1 came: a second free is caught */
     struct jp_rec_free twice = {{JP_REC_FREE, 32}, 0, 3 * NF - 101, NF - 100, 0};
-    cr_assert_eq(feed_raw(e, &twice, 32, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &twice, 32, NULL), 0);
     struct jp_engine_summary s;
     cr_assert_eq(jp_engine_summary(e, &s), 0);
     cr_assert_eq(s.violations, 1);
@@ -445,7 +445,7 @@ static void t_exec_id(struct jp_engine *e, uint32_t thread)
 {
     struct jp_rec_exec x = {{JP_REC_EXEC, sizeof x}, thread, JP_ID_UNAVAILABLE,
                             JP_ID_UNAVAILABLE};
-    cr_assert_eq(feed_raw(e, &x, sizeof x, NULL), 0);
+    cr_assert_eq(t_feed_raw(e, &x, sizeof x, NULL), 0);
 }
 
 /* A memory run that walks the edge of every condition on_alloc's and on_free's one-pass paths
@@ -480,7 +480,7 @@ static void edge_stream(struct jp_engine *e, uint64_t retention_budget, uint64_t
             else if (what == 2 && next > 10)
                 id = next - 2u - (x >> 36) % 8u; /* below the highest: maybe a reuse */
             struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, node, id, size, 0};
-            cr_assert_eq(feed_raw(e, &a, 32, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &a, 32, NULL), 0);
             if (n < CAP && node != N_UNDEFINED && what != 2) {
                 ids[n] = id;
                 szs[n++] = size;
@@ -492,7 +492,7 @@ static void edge_stream(struct jp_engine *e, uint64_t retention_budget, uint64_t
             uint64_t old = (x >> 52) % 50u ? szs[k] : szs[k] + 1u; /* sometimes wrong */
             struct jp_rec_free f = {{JP_REC_FREE, 32}, what < 60 ? node : JP_ID_NONE, ids[k],
                                     old, 0};
-            cr_assert_eq(feed_raw(e, &f, 32, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &f, 32, NULL), 0);
             if ((x >> 56) % 20u) { /* else it is freed again later: a double free */
                 ids[k] = ids[n - 1u];
                 szs[k] = szs[--n];
@@ -500,7 +500,7 @@ static void edge_stream(struct jp_engine *e, uint64_t retention_budget, uint64_t
         } else if (what < 97) {
             uint32_t k = (uint32_t)((x >> 40) % n);
             struct jp_rec_resize r = {{JP_REC_RESIZE, 32}, node, ids[k], szs[k], size};
-            cr_assert_eq(feed_raw(e, &r, 32, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &r, 32, NULL), 0);
             szs[k] = size;
         } else {
             t_exec_id(e, 1u + (uint32_t)((x >> 40) % 3u));
@@ -596,13 +596,13 @@ static void survivor_stream(struct jp_engine *e, uint64_t retention_budget, uint
         uint64_t x = next_rand();
         uint64_t size = 16u + x % 200u;
         struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, nodes[(x >> 8) % 3u], id, size, 0};
-        cr_assert_eq(feed_raw(e, &a, 32, NULL), 0);
+        cr_assert_eq(t_feed_raw(e, &a, 32, NULL), 0);
         if ((x >> 16) % 10u == 0)
             continue; /* kept to the end */
         if (n == YOUNG) {
             uint32_t k = (uint32_t)((x >> 24) % YOUNG);
             struct jp_rec_free f = {{JP_REC_FREE, 32}, JP_ID_NONE, ids[k], szs[k], 0};
-            cr_assert_eq(feed_raw(e, &f, 32, NULL), 0);
+            cr_assert_eq(t_feed_raw(e, &f, 32, NULL), 0);
             ids[k] = id;
             szs[k] = size;
         } else {
