@@ -128,9 +128,7 @@ struct keep_post {
 static void keep_posted(struct jpd_daemon *d, void *payload)
 {
     struct keep_post *k = payload;
-    keep_owned(d, k->run_id, k->uid, &k->r);
-    jp_rendered_free(&k->r);
-    free(k);
+    keep_owned(d, k->run_id, k->uid, &k->r); /* takes the texts */
 }
 
 /* The kept store is the main loop's: a worker's profile is posted there, copied. A profile that
@@ -144,14 +142,9 @@ void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct
         keep_owned(d, run_id, uid, &copy);
         return;
     }
-    struct keep_post *k = malloc(sizeof *k);
-    if (k) {
-        *k = (struct keep_post){.run_id = run_id, .uid = uid, .r = copy};
-        if (jpd_post(d, keep_posted, k) == 0)
-            return;
-        free(k);
-    }
-    jp_rendered_free(&copy); /* as keeping does: a profile that cannot be had is not kept */
+    struct keep_post k = {.run_id = run_id, .uid = uid, .r = copy};
+    if (jpd_post(d, keep_posted, &k, sizeof k) < 0)
+        jp_rendered_free(&copy); /* as keeping does: a profile that cannot be had is not kept */
 }
 
 const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id)
@@ -232,7 +225,6 @@ static void log_row(struct jpd_daemon *d, const struct jpd_run_row *row)
 static void log_posted(struct jpd_daemon *d, void *payload)
 {
     log_row(d, payload);
-    free(payload);
 }
 
 /* The runs log and the recent runs are the main loop's: a worker's row is posted there, in
@@ -245,12 +237,7 @@ void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row)
         log_row(d, row);
         return;
     }
-    struct jpd_run_row *copy = malloc(sizeof *copy);
-    if (copy) {
-        *copy = *row;
-        if (jpd_post(d, log_posted, copy) == 0)
-            return;
-        free(copy);
-    }
-    jpd_log("run %llu: out of memory writing its runs log row", (unsigned long long)row->run_id);
+    if (jpd_post(d, log_posted, row, sizeof *row) < 0)
+        jpd_log("run %llu: out of memory writing its runs log row",
+                (unsigned long long)row->run_id);
 }

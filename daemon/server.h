@@ -67,11 +67,11 @@ void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
 void jpd_workers_absorb(struct jpd_daemon *d);
 /* 1 on the main loop's thread. */
 int jpd_on_main(const struct jpd_daemon *d);
-/* From any thread: fn(d, payload) runs on the main loop after everything posted before it, and
- * the payload is fn's from then on. 0, or -ENOMEM with nothing posted (payload still the
- * caller's). */
+/* From any thread: fn(d, copy) runs on the main loop after everything posted before it, with a
+ * copy of payload[size] that lives until fn returns (whatever the bytes own, fn takes). 0, or
+ * -ENOMEM with nothing posted. */
 typedef void jpd_post_fn(struct jpd_daemon *d, void *payload);
-int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, void *payload);
+int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, const void *payload, size_t size);
 /* From a worker: one of its sessions was freed (counted, never lost to a failed allocation). */
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 

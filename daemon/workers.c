@@ -40,7 +40,7 @@
 struct jpd_post {
     struct jpd_post *next;
     jpd_post_fn *fn;
-    void *payload;
+    max_align_t payload[]; /* the poster's bytes, copied */
 };
 
 int jpd_on_main(const struct jpd_daemon *d)
@@ -264,12 +264,14 @@ void jpd_workers_absorb(struct jpd_daemon *d)
 
 /* ---- posts (any thread) ---- */
 
-int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, void *payload)
+int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, const void *payload, size_t size)
 {
-    struct jpd_post *p = malloc(sizeof *p);
+    struct jpd_post *p = malloc(sizeof *p + size);
     if (!p)
         return -ENOMEM;
-    *p = (struct jpd_post){.fn = fn, .payload = payload};
+    p->next = NULL;
+    p->fn = fn;
+    memcpy(p->payload, payload, size);
     pthread_mutex_lock(&d->post_mu);
     if (d->posts_tail)
         d->posts_tail->next = p;
