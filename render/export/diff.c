@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/toon.h"
+#include "common/text.h"
 #include "export_internal.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -221,17 +222,12 @@ static void human(struct jp_buf *b, const struct diff *d)
         jp_buf_printf(b, " pp  %" PRIu64 ".%02" PRIu64 "%% -> %" PRIu64 ".%02" PRIu64 "%%  %"
                       PRIu64 " -> %" PRIu64 "  ", s0 / 100u, s0 % 100u, s1 / 100u, s1 % 100u,
                       w->impact[0], w->impact[1]);
-        for (size_t c = 0; c < w->name_len; c++) {
-            unsigned char ch = (unsigned char)w->key[c];
-            jp_buf_put(b, ch < 0x20u || ch == 0x7fu ? "?" : &w->key[c], 1);
-        }
+        /* names and paths are a capture's bytes: the one rule for human text */
+        jp_text_safe(b, w->key, w->name_len);
         size_t plen = w->key_len - w->name_len - 1u;
         if (plen) {
             JP_BUF_LIT(b, "  ");
-            for (size_t c = w->name_len + 1u; c < w->key_len; c++) {
-                unsigned char ch = (unsigned char)w->key[c];
-                jp_buf_put(b, ch < 0x20u || ch == 0x7fu ? "?" : &w->key[c], 1);
-            }
+            jp_text_safe(b, w->key + w->name_len + 1u, plen);
         }
         jp_buf_put(b, "\n", 1);
     }

@@ -7,6 +7,7 @@
  *   - one uid's unread results count against its caps until their sockets close, and another
  *     uid's runs all complete meanwhile. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -554,5 +555,58 @@ Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out)
     cr_assert_eq(tl_wait(d, 20000), 0);
     pthread_join(logger, NULL);
     close(errfd);
+    free(dir);
+}
+
+/* `jettprofd diff`'s human text names functions and paths from two captures: the same rule. */
+Test(hardening, control_bytes_of_a_capture_reach_no_diff_text_raw)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600], caps[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(caps, sizeof caps, "%s/caps", dir);
+    cr_assert_eq(mkdir(caps, 0700), 0);
+    const char *extra[] = {"--capture-dir", caps, NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    for (uint32_t seed = 1; seed <= 2; seed++) {
+        struct jpt_client c;
+        cr_assert_eq(jpt_client_connect(&c, sock), 0);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_CPU, seed, 3000);
+        s.program = HOSTILE_PROGRAM;
+        s.threshold_bp = 0;
+        struct jpt_result res;
+        cr_assert_eq(jpt_run(&c, &s, 1024, -1, &res), 0);
+        cr_assert_eq(res.status, JP_STATUS_COMPLETE, "%s", res.reason);
+        jpt_result_free(&res);
+        jpt_client_close(&c);
+    }
+    kill(d, SIGTERM);
+    cr_assert_eq(tl_wait(d, 10000), 0);
+    close(errfd);
+    char *names[2];
+    int n = 0;
+    DIR *dd = opendir(caps);
+    cr_assert(dd);
+    for (struct dirent *e; (e = readdir(dd)) && n < 2;)
+        if (strstr(e->d_name, ".jpcap")) {
+            names[n] = malloc(strlen(caps) + strlen(e->d_name) + 2);
+            sprintf(names[n++], "%s/%s", caps, e->d_name);
+        }
+    closedir(dd);
+    cr_assert_eq(n, 2, "two captures in %s", caps);
+    char *argv[] = {(char *)jpt_daemon_bin(), "diff", names[0], names[1], NULL};
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "diff: %s", err);
+    cr_assert(strstr(out, "owned"), "the hostile path is in the diff: %s", out);
+    expect_no_raw_control("diff", out);
+    cr_expect(strstr(out, "src/\\u009b2J\\u009d0;owned\\u009c\\u0090x\\u0085.jett"), "%s", out);
+    free(out);
+    free(err);
+    free(names[0]);
+    free(names[1]);
     free(dir);
 }
