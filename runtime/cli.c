@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "jett.h"
 #include "protocol/control.h"
 #include "protocol/records.h"
@@ -74,14 +75,25 @@ static int parse_export(const char *val, struct jt_cli *c, char *err, size_t err
 
 void jt_shown(const char *v, size_t max, char *out, size_t cap)
 {
-    size_t n = 0;
-    for (size_t i = 0; v[i] && n + 4 < cap && i < max; i++)
-        out[n++] = ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) ? '?' : v[i];
-    if (strlen(v) > max && n + 4 < cap) {
+    /* The first max bytes by the one rule for human text (common/text.h), cut to fit cap
+     * (never inside a UTF-8 sequence), "..." after a value that was cut. */
+    size_t len = strlen(v);
+    struct jp_buf b = {0};
+    jp_text_safe(&b, v, len < max ? len : max);
+    size_t n = b.failed ? 0 : b.len;
+    if (n + 4 > cap) {
+        n = cap > 4 ? cap - 4 : 0;
+        while (n && ((unsigned char)b.p[n] & 0xc0u) == 0x80u)
+            n--;
+    }
+    if (n)
+        memcpy(out, b.p, n);
+    if ((len > max || n < b.len) && n + 4 <= cap) {
         memcpy(out + n, "...", 3);
         n += 3;
     }
     out[n] = '\0';
+    jp_buf_free(&b);
 }
 
 int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errcap)

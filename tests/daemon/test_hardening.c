@@ -610,3 +610,18 @@ Test(hardening, control_bytes_of_a_capture_reach_no_diff_text_raw)
     free(names[1]);
     free(dir);
 }
+
+/* A flag's value is quoted in the runtime's usage error by the same rule. */
+Test(hardening, a_bad_flag_value_is_escaped_in_the_runtime_error)
+{
+    char *argv[] = {getenv("JETT_BIN"), "run", "main.jett", "--profile-export",
+                    "bad:\xc2\x9b" "1m\x1b[2J\xc3\xa9", NULL};
+    cr_assert(argv[0], "JETT_BIN is not set");
+    char *out = NULL, *err = NULL;
+    int st = jpt_capture_cmd(argv, &out, NULL, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a usage error: %s", err);
+    expect_no_raw_control("jett's usage error", err);
+    cr_expect(strstr(err, "got 'bad:\\u009b1m\\x1b[2J\xc3\xa9'\n"), "%s", err);
+    free(out);
+    free(err);
+}
