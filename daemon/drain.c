@@ -172,6 +172,11 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
 {
     int r = drain_slots(s, budget, why);
     jpd_live_update(s->d, &s->live, s->fed, s->last_found, &s->ring, s->eng);
+    if (s->cap[0] || s->cap[1]) {
+        uint64_t w, ns;
+        jpd_capture_waits(s, &w, &ns);
+        jpd_live_capture(s->d, &s->live, w, ns);
+    }
     return r;
 }
 

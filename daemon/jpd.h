@@ -124,6 +124,7 @@ struct jpd_live {
     uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
     uint64_t waits;     /* times the drain woke the producer sleeping for room */
     uint64_t lost, wait_ns; /* the producer's gauges at the last drain (ring.h: advisory) */
+    uint64_t cap_waits, cap_wait_ns; /* the drain's waits for the capture compressor */
     uint32_t sources_seen;  /* engine sources looked at for the program so far */
     char program[JPD_PROGRAM_MAX]; /* the run's first project source, "" until one is known */
 };
@@ -363,6 +364,8 @@ void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
 /* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
 void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
                      const struct jp_ring *ring, const struct jp_engine *eng);
+/* The drain's waits for its capture compressor (compress.h), shown with the run. */
+void jpd_live_capture(struct jpd_daemon *d, struct jpd_live *l, uint64_t waits, uint64_t wait_ns);
 void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
 /* Main loop: a connection was refused (permission, too many runs). */
 void jpd_live_refused(struct jpd_daemon *d);
