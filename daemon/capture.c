@@ -118,6 +118,41 @@ void jpd_capture_write(struct jpd_session *s, const void *rec, uint32_t len)
     }
 }
 
+int jpd_capture_feed_slots(struct jpd_session *s, const uint8_t *q, uint64_t n, uint64_t *fed)
+{
+    *fed = 0;
+    int i = s->cap[0] ? 0 : 1;
+    uint32_t m = n > JPD_RELEASE_SLOTS ? JPD_RELEASE_SLOTS : (uint32_t)n;
+    int err = 0;
+    uint8_t *dst = jp_capture_slots_begin(s->cap[i], &m, &err);
+    if (!dst) {
+        capture_failed(s, i, err);
+        return 2;
+    }
+    /* The run's one copy of these slots: the engine reads it, the capture keeps it. */
+    memcpy(dst, q, (size_t)m * JP_SLOT_SIZE);
+    int r = jp_engine_feed_slots(s->eng, dst, m, fed);
+    int w = jp_capture_slots_commit(s->cap[i], (uint32_t)*fed);
+    if (w < 0)
+        capture_failed(s, i, w);
+    if (i == 0 && s->cap[1]) {
+        /* the capture directory's copy: the same bytes, appended in runs */
+        const uint8_t *p = dst;
+        for (uint32_t left = (uint32_t)*fed; left && s->cap[1];) {
+            uint32_t k = left;
+            uint8_t *d = jp_capture_slots_begin(s->cap[1], &k, &err);
+            if (!d || (memcpy(d, p, (size_t)k * JP_SLOT_SIZE),
+                       (err = jp_capture_slots_commit(s->cap[1], k)) < 0)) {
+                capture_failed(s, 1, err);
+                break;
+            }
+            p += (size_t)k * JP_SLOT_SIZE;
+            left -= k;
+        }
+    }
+    return r;
+}
+
 void jpd_capture_close(struct jpd_session *s)
 {
     int had_dir_capture = s->cap_fd[1] >= 0;

@@ -188,6 +188,13 @@ void jpd_capture_open(struct jpd_session *s);
 void jpd_capture_write(struct jpd_session *s, const void *rec, uint32_t len);
 /* Flushes and closes the captures (a stream without RUN_STOP reads as missing_stop_event). */
 void jpd_capture_close(struct jpd_session *s);
+/* Feeds up to n event slots of the ring at q (n >= 1) to the engine through the run's capture:
+ * they are copied once into the capture's pending block, the engine is fed from that copy
+ * (jp_engine_feed_slots) and the ones it took are the capture's next records, in each of the
+ * run's captures. *fed: slots fed (it may stop before n at the block's end: call again).
+ * Returns the engine's result (0, 1: it declined slot *fed, -ENOMEM), or 2 when no slot was
+ * fed because the capture failed (capture_failed has run: feed them without it). */
+int jpd_capture_feed_slots(struct jpd_session *s, const uint8_t *q, uint64_t n, uint64_t *fed);
 /* How often and how long in all the drain waited for the compressor (both captures). */
 void jpd_capture_waits(struct jpd_session *s, uint64_t *waits, uint64_t *wait_ns);
 

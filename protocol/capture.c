@@ -325,40 +325,79 @@ int jp_capture_encoder_new(uint32_t version, int level, struct jp_capture_encode
     return 0;
 }
 
+/* One record of a packed kind into its columns. */
+struct cols {
+    uint8_t *kind, *node, *id, *size, *misc, *other;
+};
+
+static inline __attribute__((always_inline)) uint8_t **col_of(struct cols *c, unsigned col)
+{
+    switch (col) {
+    case COL_NODE: return &c->node;
+    case COL_ID: return &c->id;
+    case COL_SIZE: return &c->size;
+    default: return &c->misc;
+    }
+}
+
+static inline __attribute__((always_inline)) void pack_kind(unsigned type, const uint8_t *rec,
+                                                            struct cols *c, uint64_t *prev)
+{
+    const struct col_layout *l = &layouts[type];
+#pragma GCC unroll 6
+    for (unsigned i = 0; i < l->nfields; i++) {
+        const struct col_field *f = &l->f[i];
+        uint64_t v;
+        if (f->width == 4) {
+            uint32_t x;
+            memcpy(&x, rec + f->off, 4);
+            v = x;
+        } else {
+            memcpy(&v, rec + f->off, 8);
+        }
+        if (f->delta) {
+            uint64_t d = v - prev[i];
+            prev[i] = v;
+            v = zigzag(d, f->width);
+        }
+        uint8_t **q = col_of(c, f->col);
+        if (v < 0x80)
+            *(*q)++ = (uint8_t)v;
+        else
+            *q = put_varint(*q, v);
+    }
+}
+
 /* Packs a block's records into e->packed (capture.h's version 3 columns). Returns the packed
  * length. The records passed jp_rec_validate, so each kind in the table has its fixed size. */
 static uint32_t pack_block(struct jp_capture_encoder *e, const uint8_t *raw, uint32_t len)
 {
-    uint8_t *c[JP_CAPTURE_COLUMNS];
-    for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++)
-        c[i] = e->col[i];
+    struct cols c = {e->col[COL_KIND], e->col[COL_NODE], e->col[COL_ID], e->col[COL_SIZE],
+                     e->col[COL_MISC], e->col[COL_OTHER]};
     uint64_t prev[JP_REC_TYPE_LIMIT][6];
     memset(prev, 0, sizeof prev);
     for (uint32_t off = 0; off < len;) {
         struct jp_rec_hdr h;
         memcpy(&h, raw + off, sizeof h);
-        const struct col_layout *l = &layouts[h.type];
-        *c[COL_KIND]++ = (uint8_t)h.type;
-        if (l->nfields) {
-            for (unsigned i = 0; i < l->nfields; i++) {
-                const struct col_field *f = &l->f[i];
-                uint64_t v = get_field(raw + off + f->off, f->width);
-                if (f->delta) {
-                    uint64_t d = v - prev[h.type][i];
-                    prev[h.type][i] = v;
-                    v = zigzag(d, f->width);
-                }
-                c[f->col] = put_varint(c[f->col], v);
-            }
-        } else {
-            memcpy(c[COL_OTHER], raw + off, h.size);
-            c[COL_OTHER] += h.size;
+        *c.kind++ = (uint8_t)h.type;
+        /* one case per packed kind, so each layout is a constant the compiler unrolls */
+        switch (h.type) {
+        case JP_REC_ALLOC: pack_kind(JP_REC_ALLOC, raw + off, &c, prev[JP_REC_ALLOC]); break;
+        case JP_REC_FREE: pack_kind(JP_REC_FREE, raw + off, &c, prev[JP_REC_FREE]); break;
+        case JP_REC_RESIZE: pack_kind(JP_REC_RESIZE, raw + off, &c, prev[JP_REC_RESIZE]); break;
+        case JP_REC_CPU_SAMPLE:
+            pack_kind(JP_REC_CPU_SAMPLE, raw + off, &c, prev[JP_REC_CPU_SAMPLE]);
+            break;
+        default:
+            memcpy(c.other, raw + off, h.size);
+            c.other += h.size;
         }
         off += h.size;
     }
     uint8_t *p = e->packed + 4u * JP_CAPTURE_COLUMNS;
+    uint8_t *const ends[JP_CAPTURE_COLUMNS] = {c.kind, c.node, c.id, c.size, c.misc, c.other};
     for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++) {
-        uint32_t n = (uint32_t)(c[i] - e->col[i]);
+        uint32_t n = (uint32_t)(ends[i] - e->col[i]);
         put32(e->packed + 4 * i, n);
         memcpy(p, e->col[i], n);
         p += n;
@@ -421,6 +460,7 @@ struct jp_capture_writer {
     int stopped; /* RUN_STOP written */
     uint32_t target;
     uint32_t used, count;
+    uint32_t slots_open; /* slots handed out by the last jp_capture_slots_begin */
     uint8_t *buf; /* the pending block's raw records, JP_CAPTURE_BLOCK_RAW_MAX bytes */
     struct jp_capture_encoder *enc; /* without a sink */
     struct jp_capture_sink sink;
@@ -572,6 +612,56 @@ int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len)
         w->stopped = 1;
         return jp_capture_flush(w);
     }
+    return 0;
+}
+
+uint8_t *jp_capture_slots_begin(struct jp_capture_writer *w, uint32_t *n, int *err)
+{
+    if (!w || !n || !err || *n == 0 || w->stopped) {
+        if (err)
+            *err = w && w->err ? w->err : -EINVAL;
+        return NULL;
+    }
+    if (w->err) {
+        *err = w->err;
+        return NULL;
+    }
+    if (w->used + JP_SLOT_SIZE > w->target) {
+        int r = jp_capture_flush(w);
+        if (r < 0) {
+            *err = r;
+            return NULL;
+        }
+    }
+    uint32_t room = (w->target - w->used) / JP_SLOT_SIZE;
+    if (room == 0)
+        room = 1; /* an empty block takes one record whatever its target */
+    if (*n > room)
+        *n = room;
+    w->slots_open = *n;
+    return w->buf + w->used;
+}
+
+int jp_capture_slots_commit(struct jp_capture_writer *w, uint32_t k)
+{
+    if (!w || k > w->slots_open)
+        return -EINVAL;
+    w->slots_open = 0;
+    const uint8_t *p = w->buf + w->used;
+    for (uint32_t i = 0; i < k; i++, p += JP_SLOT_SIZE) {
+        struct jp_rec_hdr h;
+        memcpy(&h, p, sizeof h);
+        /* Allocation events have no rule in jp_rec_validate beyond their header's: a known
+         * type at its fixed size, checked here in one test; anything else takes the whole. */
+        if (h.size == JP_SLOT_SIZE &&
+            (h.type == JP_REC_ALLOC || h.type == JP_REC_FREE || h.type == JP_REC_RESIZE))
+            continue;
+        if (h.size != JP_SLOT_SIZE || h.type == JP_REC_PAD || h.type == JP_REC_RUN_START ||
+            h.type == JP_REC_RUN_STOP || jp_rec_validate(p, JP_SLOT_SIZE, NULL) < 0)
+            return -EINVAL;
+    }
+    w->used += k * JP_SLOT_SIZE;
+    w->count += k;
     return 0;
 }
 
@@ -851,6 +941,43 @@ static inline int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return 1;
 }
 
+/* One record of a packed kind from its columns into o (PACKED_SIZE bytes): NULL, or why the
+ * columns are bad. */
+static inline __attribute__((always_inline)) const char *
+unpack_kind(unsigned type, uint8_t *o, const uint8_t **c, const uint8_t *const *end,
+            uint64_t *prev)
+{
+    const struct col_layout *l = &layouts[type];
+    struct jp_rec_hdr h = {.type = (uint16_t)type, .size = PACKED_SIZE};
+    memcpy(o, &h, sizeof h);
+    for (unsigned i = 0; i < l->nfields; i++) {
+        const struct col_field *f = &l->f[i];
+        uint64_t v;
+        const uint8_t *q = c[f->col];
+        if (__builtin_expect(q < end[f->col] && *q < 0x80, 1)) {
+            v = *q;
+            c[f->col] = q + 1;
+        } else {
+            int g = get_varint(&c[f->col], end[f->col], &v);
+            if (g <= 0)
+                return g ? "bad varint in a column" : "field runs past its column";
+            if (f->width == 4 && v > UINT32_MAX)
+                return "field value wider than its field";
+        }
+        if (f->delta)
+            prev[i] = v = prev[i] + unzigzag(v); /* modulo the width, as written */
+        if (f->width == 4) {
+            uint32_t x = (uint32_t)v;
+            if (f->delta)
+                prev[i] = x;
+            memcpy(o + f->off, &x, 4);
+        } else {
+            memcpy(o + f->off, &v, 8);
+        }
+    }
+    return NULL;
+}
+
 /* Decodes a version 3 block's packed columns (r->pk, plen bytes) into r->blk, which must come
  * out exactly raw bytes of count records. 1, 0 with the verdict set, -ENOMEM. Every column
  * is bounded by its length and every record by raw, so a hostile block costs at most one pass
@@ -883,33 +1010,24 @@ static int unpack_block(struct jp_capture_reader *r, uint32_t plen, uint32_t raw
     uint64_t prev[JP_REC_TYPE_LIMIT][6];
     memset(prev, 0, sizeof prev);
     uint32_t off = 0;
+    const char *why = NULL;
     while (c[COL_KIND] < end[COL_KIND]) {
         uint8_t k = *c[COL_KIND]++;
         uint8_t *o = r->blk + off;
-        const struct col_layout *l = k < JP_REC_TYPE_LIMIT ? &layouts[k] : NULL;
-        if (l && l->nfields) {
+        int packed_kind = k == JP_REC_ALLOC || k == JP_REC_FREE || k == JP_REC_RESIZE ||
+                          k == JP_REC_CPU_SAMPLE;
+        if (packed_kind) {
             if (raw - off < PACKED_SIZE)
                 return finish(r, JP_CAPI_INVALID, "records run past the block's size", at);
-            struct jp_rec_hdr h = {.type = k, .size = PACKED_SIZE};
-            memcpy(o, &h, sizeof h);
-            for (unsigned i = 0; i < l->nfields; i++) {
-                const struct col_field *f = &l->f[i];
-                uint64_t v;
-                int g = get_varint(&c[f->col], end[f->col], &v);
-                if (g <= 0)
-                    return finish(r, JP_CAPI_INVALID,
-                                  g ? "bad varint in a column" : "field runs past its column",
-                                  at);
-                if (f->width == 4 && v > UINT32_MAX)
-                    return finish(r, JP_CAPI_INVALID, "field value wider than its field", at);
-                if (f->delta) {
-                    v = prev[k][i] + unzigzag(v); /* modulo the width, as written */
-                    if (f->width == 4)
-                        v = (uint32_t)v;
-                    prev[k][i] = v;
-                }
-                memcpy(o + f->off, &v, f->width);
+            /* one case per packed kind, as in pack_block */
+            switch (k) {
+            case JP_REC_ALLOC: why = unpack_kind(JP_REC_ALLOC, o, c, end, prev[k]); break;
+            case JP_REC_FREE: why = unpack_kind(JP_REC_FREE, o, c, end, prev[k]); break;
+            case JP_REC_RESIZE: why = unpack_kind(JP_REC_RESIZE, o, c, end, prev[k]); break;
+            default: why = unpack_kind(JP_REC_CPU_SAMPLE, o, c, end, prev[k]); break;
             }
+            if (__builtin_expect(why != NULL, 0))
+                return finish(r, JP_CAPI_INVALID, why, at);
             off += PACKED_SIZE;
         } else {
             struct jp_rec_hdr h;

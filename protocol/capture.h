@@ -166,6 +166,17 @@ int jp_capture_writer_new_opts(int fd, const struct jp_capture_meta *meta,
  * last block, and any later write is -EINVAL. After a write error (-errno) the writer refuses
  * everything with that error. */
 int jp_capture_write(struct jp_capture_writer *w, const void *rec, uint32_t len);
+/* Room for a run of one-slot records (JP_SLOT_SIZE bytes each) written in place: a pointer to
+ * the end of the pending block, with *n lowered to how many fit before the block's target (the
+ * block is ended first when none does; at least 1 then). The caller fills some of them and
+ * takes the first k with jp_capture_slots_commit, before any other call on the writer. NULL
+ * with the writer's sticky error in *err, or -EINVAL for a writer that is stopped or n 0. */
+uint8_t *jp_capture_slots_begin(struct jp_capture_writer *w, uint32_t *n, int *err);
+/* Takes the first k slots of the last begin as k records: each must be a whole one-slot
+ * record that passes jp_rec_validate and is not PAD, RUN_START or RUN_STOP (else -EINVAL and
+ * none is taken). */
+int jp_capture_slots_commit(struct jp_capture_writer *w, uint32_t k);
+
 /* Writes the current block out (if any), or hands it to the sink; a capture ended without a
  * RUN_STOP reads as missing_stop_event. Writes retry on EINTR and partial writes. -ENOMEM when
  * the compressor could not allocate (sticky, like a write error). */

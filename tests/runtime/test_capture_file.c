@@ -241,8 +241,9 @@ Test(capture_file, a_setup_failure_leaves_no_file_behind)
 /* A capture that cannot be written whole never costs the run its profile or its exit status,
  * and is never silent: stderr says the capture failed and why. The daemon writes the capture,
  * so the fault is put there: a long-lived daemon started under `ulimit -f 1` (512 bytes, less
- * than any capture of the runs below: their loops are long enough for a compressed capture to
- * pass it whatever the machine's load, as samples follow CPU time; the daemon ignores SIGXFSZ, so a write past the limit fails
+ * than any capture of the runs below: their loops are long enough for a capture packed by column
+ * to pass it whatever the machine's load, as samples follow CPU time (some 1,300 samples at
+ * about 1.4 bytes each); the daemon ignores SIGXFSZ, so a write past the limit fails
  * with EFBIG as a full disk fails with ENOSPC), the run attached to it through
  * JETTPROFD_SOCKET. The same run without the limit prints no such line. */
 static struct jt_run run_beside_daemon(const char *dir, const char *cap, const char *limit)
@@ -267,7 +268,7 @@ Test(capture_file, a_capture_that_fails_midway_is_reported_and_the_run_goes_on)
     jtt_write(dir, "main.jett",
               "fn main() {\n"
               "  var x = 0\n"
-              "  for i in 0..12000000 { x = (x + i) % 7 }\n"
+              "  for i in 0..40000000 { x = (x + i) % 7 }\n"
               "  print(\"user code ran\")\n"
               "}\n");
     char *cap = path_in(dir, "run.jpcap");
