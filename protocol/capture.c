@@ -181,9 +181,17 @@ static ssize_t read_full(int fd, uint8_t *p, size_t n)
  * field, in this order, so a record decodes to exactly its bytes (reserved fields and padding
  * included). Identifiers and counters that advance by small steps (call-chain nodes,
  * allocation ids, requested ticks) are deltas; sizes and the rest are plain varints. Each
- * column holds one sort of value, so zstd meets long runs of the same few bytes. */
-enum { COL_KIND, COL_NODE, COL_ID, COL_SIZE, COL_MISC, COL_OTHER };
-_Static_assert(COL_OTHER + 1 == JP_CAPTURE_COLUMNS, "one length per column");
+ * column holds one sort of value of one kind, so zstd meets long runs of the same few bytes,
+ * and a free's node and size, which repeat its allocation's some records later, repeat them
+ * in the same order in the free's own columns, where zstd finds them as long matches. */
+enum {
+    COL_KIND, COL_OTHER,
+    COL_A_NODE, COL_A_ID, COL_A_SIZE, COL_A_MISC,
+    COL_F_NODE, COL_F_ID, COL_F_SIZE, COL_F_MISC,
+    COL_R_NODE, COL_R_ID, COL_R_OLD, COL_R_NEW,
+    COL_S_NODE, COL_S_TICK, COL_S_MISC,
+};
+_Static_assert(COL_S_MISC + 1 == JP_CAPTURE_COLUMNS, "one length per column");
 
 struct col_field {
     uint8_t off, width, col, delta;
@@ -194,16 +202,16 @@ struct col_layout {
 };
 #define PACKED_SIZE 32u /* the size of every packed kind (each is fixed-size) */
 static const struct col_layout layouts[JP_REC_TYPE_LIMIT] = {
-    [JP_REC_ALLOC] = {4, {{4, 4, COL_NODE, 1}, {8, 8, COL_ID, 1}, {16, 8, COL_SIZE, 0},
-                          {24, 8, COL_MISC, 0}}},
-    [JP_REC_FREE] = {4, {{4, 4, COL_NODE, 1}, {8, 8, COL_ID, 1}, {16, 8, COL_SIZE, 0},
-                         {24, 8, COL_MISC, 0}}},
-    [JP_REC_RESIZE] = {4, {{4, 4, COL_NODE, 1}, {8, 8, COL_ID, 1}, {16, 8, COL_SIZE, 0},
-                           {24, 8, COL_SIZE, 0}}},
+    [JP_REC_ALLOC] = {4, {{4, 4, COL_A_NODE, 1}, {8, 8, COL_A_ID, 1}, {16, 8, COL_A_SIZE, 0},
+                          {24, 8, COL_A_MISC, 0}}},
+    [JP_REC_FREE] = {4, {{4, 4, COL_F_NODE, 1}, {8, 8, COL_F_ID, 1}, {16, 8, COL_F_SIZE, 0},
+                         {24, 8, COL_F_MISC, 0}}},
+    [JP_REC_RESIZE] = {4, {{4, 4, COL_R_NODE, 1}, {8, 8, COL_R_ID, 1}, {16, 8, COL_R_OLD, 0},
+                           {24, 8, COL_R_NEW, 0}}},
     /* state, flags and reserved0 as one u32; the four bytes before requested_tick are padding */
-    [JP_REC_CPU_SAMPLE] = {6, {{4, 4, COL_MISC, 0}, {8, 4, COL_NODE, 1}, {12, 4, COL_MISC, 0},
-                               {16, 4, COL_MISC, 0}, {20, 4, COL_MISC, 0},
-                               {24, 8, COL_ID, 1}}},
+    [JP_REC_CPU_SAMPLE] = {6, {{4, 4, COL_S_MISC, 0}, {8, 4, COL_S_NODE, 1},
+                               {12, 4, COL_S_MISC, 0}, {16, 4, COL_S_MISC, 0},
+                               {20, 4, COL_S_MISC, 0}, {24, 8, COL_S_TICK, 1}}},
 };
 _Static_assert(sizeof(struct jp_rec_alloc) == PACKED_SIZE &&
                    offsetof(struct jp_rec_alloc, node) == 4 &&
@@ -287,9 +295,7 @@ void jp_capture_encoder_free(struct jp_capture_encoder *e)
     free(e);
 }
 
-/* Everything encoding needs is had here, so a capture that starts can always encode. A column
- * never outgrows the raw bytes it came from: a packed 32-byte record puts at most 20 bytes in
- * one column (two sizes, or four 4-byte fields), any other record its own bytes. */
+/* Everything encoding needs is had here, so a capture that starts can always encode. */
 int jp_capture_encoder_new(uint32_t version, int level, struct jp_capture_encoder **out)
 {
     if (!out || version < JP_CAPTURE_VERSION_1 || version > JP_CAPTURE_VERSION)
@@ -305,8 +311,18 @@ int jp_capture_encoder_new(uint32_t version, int level, struct jp_capture_encode
     size_t in_max = JP_CAPTURE_BLOCK_RAW_MAX;
     int bad = 0;
     if (version == JP_CAPTURE_VERSION) {
-        for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++)
-            bad |= !(e->col[i] = malloc(JP_CAPTURE_BLOCK_RAW_MAX));
+        /* A column holds at most its most bytes a record (a varint per field it takes: 5 for
+         * a 4-byte field, 10 for an 8-byte one) for every record a block can have. */
+        size_t per[JP_CAPTURE_COLUMNS] = {[COL_KIND] = 1, [COL_OTHER] = 0};
+        for (unsigned t = 0; t < JP_REC_TYPE_LIMIT; t++)
+            for (unsigned i = 0; i < layouts[t].nfields; i++)
+                per[layouts[t].f[i].col] += layouts[t].f[i].width == 4 ? 5 : 10;
+        for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++) {
+            size_t cap = i == COL_OTHER ? JP_CAPTURE_BLOCK_RAW_MAX
+                         : i == COL_KIND ? JP_CAPTURE_BLOCK_RAW_MAX / sizeof(struct jp_rec_hdr)
+                                         : JP_CAPTURE_BLOCK_RAW_MAX / PACKED_SIZE * per[i];
+            bad |= !(e->col[i] = malloc(cap));
+        }
         in_max = 4u * JP_CAPTURE_COLUMNS + JP_CAPTURE_BLOCK_RAW_MAX + JP_CAPTURE_BLOCK_RAW_MAX / 4;
         bad |= !(e->packed = malloc(in_max));
     }
@@ -325,23 +341,10 @@ int jp_capture_encoder_new(uint32_t version, int level, struct jp_capture_encode
     return 0;
 }
 
-/* One record of a packed kind into its columns. */
-struct cols {
-    uint8_t *kind, *node, *id, *size, *misc, *other;
-};
-
-static inline __attribute__((always_inline)) uint8_t **col_of(struct cols *c, unsigned col)
-{
-    switch (col) {
-    case COL_NODE: return &c->node;
-    case COL_ID: return &c->id;
-    case COL_SIZE: return &c->size;
-    default: return &c->misc;
-    }
-}
-
+/* One record of a packed kind into its columns (c: each column's next byte; a local array of
+ * the caller's, whose address never escapes, so it lives in registers). */
 static inline __attribute__((always_inline)) void pack_kind(unsigned type, const uint8_t *rec,
-                                                            struct cols *c, uint64_t *prev)
+                                                            uint8_t **c, uint64_t *prev)
 {
     const struct col_layout *l = &layouts[type];
 #pragma GCC unroll 6
@@ -360,7 +363,7 @@ static inline __attribute__((always_inline)) void pack_kind(unsigned type, const
             prev[i] = v;
             v = zigzag(d, f->width);
         }
-        uint8_t **q = col_of(c, f->col);
+        uint8_t **q = &c[f->col];
         if (v < 0x80)
             *(*q)++ = (uint8_t)v;
         else
@@ -372,32 +375,32 @@ static inline __attribute__((always_inline)) void pack_kind(unsigned type, const
  * length. The records passed jp_rec_validate, so each kind in the table has its fixed size. */
 static uint32_t pack_block(struct jp_capture_encoder *e, const uint8_t *raw, uint32_t len)
 {
-    struct cols c = {e->col[COL_KIND], e->col[COL_NODE], e->col[COL_ID], e->col[COL_SIZE],
-                     e->col[COL_MISC], e->col[COL_OTHER]};
+    uint8_t *c[JP_CAPTURE_COLUMNS];
+    for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++)
+        c[i] = e->col[i];
     uint64_t prev[JP_REC_TYPE_LIMIT][6];
     memset(prev, 0, sizeof prev);
     for (uint32_t off = 0; off < len;) {
         struct jp_rec_hdr h;
         memcpy(&h, raw + off, sizeof h);
-        *c.kind++ = (uint8_t)h.type;
+        *c[COL_KIND]++ = (uint8_t)h.type;
         /* one case per packed kind, so each layout is a constant the compiler unrolls */
         switch (h.type) {
-        case JP_REC_ALLOC: pack_kind(JP_REC_ALLOC, raw + off, &c, prev[JP_REC_ALLOC]); break;
-        case JP_REC_FREE: pack_kind(JP_REC_FREE, raw + off, &c, prev[JP_REC_FREE]); break;
-        case JP_REC_RESIZE: pack_kind(JP_REC_RESIZE, raw + off, &c, prev[JP_REC_RESIZE]); break;
+        case JP_REC_ALLOC: pack_kind(JP_REC_ALLOC, raw + off, c, prev[JP_REC_ALLOC]); break;
+        case JP_REC_FREE: pack_kind(JP_REC_FREE, raw + off, c, prev[JP_REC_FREE]); break;
+        case JP_REC_RESIZE: pack_kind(JP_REC_RESIZE, raw + off, c, prev[JP_REC_RESIZE]); break;
         case JP_REC_CPU_SAMPLE:
-            pack_kind(JP_REC_CPU_SAMPLE, raw + off, &c, prev[JP_REC_CPU_SAMPLE]);
+            pack_kind(JP_REC_CPU_SAMPLE, raw + off, c, prev[JP_REC_CPU_SAMPLE]);
             break;
         default:
-            memcpy(c.other, raw + off, h.size);
-            c.other += h.size;
+            memcpy(c[COL_OTHER], raw + off, h.size);
+            c[COL_OTHER] += h.size;
         }
         off += h.size;
     }
     uint8_t *p = e->packed + 4u * JP_CAPTURE_COLUMNS;
-    uint8_t *const ends[JP_CAPTURE_COLUMNS] = {c.kind, c.node, c.id, c.size, c.misc, c.other};
     for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++) {
-        uint32_t n = (uint32_t)(ends[i] - e->col[i]);
+        uint32_t n = (uint32_t)(c[i] - e->col[i]);
         put32(e->packed + 4 * i, n);
         memcpy(p, e->col[i], n);
         p += n;

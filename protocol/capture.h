@@ -16,14 +16,18 @@
  *   packed bytes, version 3: JP_CAPTURE_COLUMNS u32 column lengths, then the columns in that
  *                  order, their lengths summing to packed_len - 4 * JP_CAPTURE_COLUMNS:
  *                    kind   one byte a record: its type;
- *                    node, id, size, misc   LEB128 varints (at most 10 bytes, at most the
- *                           field's width), the fields of the record kinds of the layout table
- *                           in capture.c (allocation events and CPU samples, whose size is
- *                           fixed): every byte after the header is one of their fields, in
- *                           the table's order; a field marked delta is stored as the zigzag of
- *                           its difference, modulo its width, from the same field of the
- *                           previous record of that kind in the block (0 before the first);
- *                    other  every other record, whole and as it was (header included);
+ *                    other  every record of a kind not packed, whole and as it was (header
+ *                           included);
+ *                    then, for each packed kind, its own columns: alloc node, id, size,
+ *                           reserved0; free node, id, old_size, reserved0; resize node, id,
+ *                           old_size, new_size; cpu sample node, requested_tick, and the rest
+ *                           (state/flags/reserved0 as one u32, stmt_line, stmt_col, padding).
+ *                           Each holds LEB128 varints (at most 10 bytes, at most the field's
+ *                           width), one a field of each record of its kind in order (capture.c's
+ *                           layout table says which bytes): every byte after the header is one
+ *                           field. A node, id or tick is stored as the zigzag of its
+ *                           difference, modulo its width, from the same field of the previous
+ *                           record of its kind in the block (0 before the first);
  *                  every column consumed exactly. Values are per block: a block decodes alone;
  *   blocks, version 2 (still read, and written on request): { u32 magic "JPBZ", u32
  *                  stored_len, u32 raw_len (1..JP_CAPTURE_MAX_BLOCK), u32 record_count, u32
@@ -64,8 +68,9 @@
 #define JP_CAPTURE_MAX_BLOCK (1u << 20) /* the most raw bytes of one block */
 /* the most packed bytes of one version 3 block: no record packs to more than 5/4 of its size
  * plus its kind byte (a 32-byte record: 1 + 5 + 3 * 10 = 36 bytes; any other: 1 + its size) */
-#define JP_CAPTURE_MAX_PACKED (JP_CAPTURE_MAX_BLOCK + JP_CAPTURE_MAX_BLOCK / 4u + 64u)
-#define JP_CAPTURE_COLUMNS 6u
+#define JP_CAPTURE_COLUMNS 17u
+#define JP_CAPTURE_MAX_PACKED \
+    (JP_CAPTURE_MAX_BLOCK + JP_CAPTURE_MAX_BLOCK / 4u + 4u * JP_CAPTURE_COLUMNS)
 #define JP_CAPTURE_MAX_META (1u << 16)
 #define JP_CAPTURE_HEADER_SIZE 20u
 #define JP_CAPTURE_BLOCK_HEADER_SIZE_V3 24u /* version 3 */
@@ -76,7 +81,7 @@
 /* the most raw bytes a writer puts in one block (a target and one record) */
 #define JP_CAPTURE_BLOCK_RAW_MAX (JP_CAPTURE_BLOCK_TARGET_V3 + JP_REC_MAX_SIZE)
 #define JP_CAPTURE_ZSTD_LEVEL 1 /* version 2; see the measurement in capture.c */
-#define JP_CAPTURE_ZSTD_LEVEL_V3 3 /* version 3; see the measurement in capture.c */
+#define JP_CAPTURE_ZSTD_LEVEL_V3 1 /* version 3; see the measurement in capture.c */
 
 /* A block's header size in a file of that version (0 for a version the reader does not know). */
 static inline uint32_t jp_capture_block_header_size(uint32_t version)

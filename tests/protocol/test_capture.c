@@ -810,8 +810,9 @@ Test(capture, large_capture_streams)
 
 /* ---- version 3: records by column ------------------------------------------------------- */
 
-/* capture.h's column order */
-enum { COL_KIND_T, COL_NODE_T, COL_ID_T, COL_SIZE_T, COL_MISC_T, COL_OTHER_T };
+/* capture.h's column order: kind, other, then an allocation's node, id, size and reserved0
+ * (the forged blocks below hold allocations only) */
+enum { COL_KIND_T, COL_OTHER_T, COL_NODE_T, COL_ID_T, COL_SIZE_T, COL_MISC_T };
 
 /* A memory stream whose allocation events carry every value a field can hold: ids and nodes
  * that step back, wrap past the top of their width and jump, nonzero reserved fields and CPU
@@ -961,8 +962,8 @@ static uint8_t node1[1] = {2}, id1[1] = {2}, size1[1] = {64}, misc1[1] = {0};
 
 static struct col_forge base_forge(const struct fixture *f)
 {
-    struct col_forge cf = {{kinds2, node1, id1, size1, misc1, f->recs[0]},
-                           {2, 1, 1, 1, 1, f->lens[0]}};
+    struct col_forge cf = {{kinds2, f->recs[0], node1, id1, size1, misc1},
+                           {2, f->lens[0], 1, 1, 1, 1}};
     return cf;
 }
 
@@ -1063,4 +1064,82 @@ Test(capture, version_3_hostile_blocks_fail_with_a_clear_reason)
     struct outcome o = read_bytes(&f, file, f.bounds[0] + 24 + zn);
     cr_assert_str_eq(o.reason, "bad compressed block", "the bomb is refused");
     free(file), free(zeros), free(z);
+}
+
+/* Records written in place (jp_capture_slots_begin/commit, as the daemon's drain writes event
+ * slots): the file is byte for byte the one jp_capture_write makes of the same records; a
+ * block ends at its target as with whole writes; a slot that is not a valid one-slot event is
+ * refused and none of the run taken. */
+Test(capture, slots_written_in_place_make_the_same_file_as_records)
+{
+    uint8_t *files[2];
+    size_t sizes[2];
+    for (int way = 0; way < 2; way++) {
+        int fd = memfd_create("capture", MFD_CLOEXEC);
+        struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2, 0};
+        struct jp_capture_writer *w;
+        cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0);
+        struct jp_rec_run_start rs;
+        memset(&rs, 0, sizeof rs);
+        rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+        rs.format_version = JP_FORMAT_VERSION;
+        rs.mode = JP_MODE_MEMORY;
+        rs.limit = 10;
+        cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
+        uint64_t id = 1;
+        while (id <= 30000) {
+            uint32_t n = 700;
+            uint8_t *d = NULL;
+            int err = 0;
+            if (way == 1) {
+                d = jp_capture_slots_begin(w, &n, &err);
+                cr_assert_not_null(d, "begin: %d", err);
+                cr_assert(n >= 1 && n <= 700, "n %u", n);
+            }
+            for (uint32_t i = 0; i < n && id <= 30000; i++, id++) {
+                struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, (uint32_t)(id % 5 + 1), id,
+                                         id % 333, 0};
+                if (way == 1)
+                    memcpy(d + 32 * i, &a, 32);
+                else
+                    cr_assert_eq(jp_capture_write(w, &a, 32), 0);
+                if (way == 1 && id == 30000)
+                    n = i + 1;
+            }
+            if (way == 1)
+                cr_assert_eq(jp_capture_slots_commit(w, n), 0);
+        }
+        /* refused: a PAD slot and a CPU sample with a bad state, none of the run taken */
+        uint32_t n = 2;
+        int err;
+        uint8_t *d = jp_capture_slots_begin(w, &n, &err);
+        cr_assert_not_null(d);
+        struct jp_rec_alloc ok = {{JP_REC_ALLOC, 32}, 1, 1, 1, 0};
+        struct jp_rec_hdr pad = {JP_REC_PAD, 32};
+        memcpy(d, &ok, 32);
+        memset(d + 32, 0, 32);
+        memcpy(d + 32, &pad, sizeof pad);
+        cr_assert_eq(jp_capture_slots_commit(w, 2), -EINVAL, "a PAD slot");
+        n = 1;
+        d = jp_capture_slots_begin(w, &n, &err);
+        struct jp_rec_cpu_sample s;
+        memset(&s, 0, sizeof s);
+        s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, 32};
+        s.state = 200;
+        memcpy(d, &s, 32);
+        cr_assert_eq(jp_capture_slots_commit(w, 1), -EINVAL, "an invalid sample");
+        cr_assert_eq(jp_capture_slots_commit(w, 1), -EINVAL, "no slots open");
+        jp_capture_writer_free(w);
+        files[way] = NULL;
+        off_t end = lseek(fd, 0, SEEK_END);
+        files[way] = malloc((size_t)end);
+        cr_assert_eq(pread(fd, files[way], (size_t)end, 0), end);
+        sizes[way] = (size_t)end;
+        close(fd);
+    }
+    cr_assert(sizes[0] == sizes[1] && memcmp(files[0], files[1], sizes[0]) == 0,
+              "in place (%zu bytes) and record by record (%zu bytes) differ", sizes[1],
+              sizes[0]);
+    free(files[0]);
+    free(files[1]);
 }
