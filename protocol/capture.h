@@ -205,6 +205,13 @@ const struct jp_capture_meta *jp_capture_meta(const struct jp_capture_reader *r)
  * After a negative return the reader can only be closed. Records come out structurally
  * validated (jp_rec_validate), from verified blocks only. */
 int jp_capture_next(struct jp_capture_reader *r, const void **rec, uint32_t *len);
+/* The next records when they are a run of one-slot events (CPU samples and allocation events,
+ * JP_SLOT_SIZE bytes each) lying one after the other in the current block: 1 with *slots and
+ * *n (>= 1) giving them, valid until the next call, validated like next()'s and counted as
+ * handed out; 0 when the next record is no such event or the block is done: then
+ * jp_capture_next gives it (and loads the next block). For feeding a run at a time
+ * (jp_engine_feed_slots). */
+int jp_capture_next_run(struct jp_capture_reader *r, const void **slots, uint32_t *n);
 /* The verdict once next() returned 0: integrity, a stable reason for INVALID/MISSING_STOP_EVENT
  * ("bad magic", "unsupported version", "block checksum mismatch", "record out of bounds",
  * "truncated block", "stop record count mismatch", "bad compressed block", ...), and the byte
