@@ -193,6 +193,11 @@ enum {
 };
 _Static_assert(COL_S_MISC + 1 == JP_CAPTURE_COLUMNS, "one length per column");
 
+/* delta: 0 a plain value, DELTA_OWN from the same field of the previous record of its kind,
+ * DELTA_EVENT (nodes of allocation events) from the node of the previous allocation event of
+ * any kind: a free or a resize happens where the program is, mostly at the node of the
+ * allocation just before it. */
+enum { DELTA_OWN = 1, DELTA_EVENT = 2 };
 struct col_field {
     uint8_t off, width, col, delta;
 };
@@ -202,16 +207,16 @@ struct col_layout {
 };
 #define PACKED_SIZE 32u /* the size of every packed kind (each is fixed-size) */
 static const struct col_layout layouts[JP_REC_TYPE_LIMIT] = {
-    [JP_REC_ALLOC] = {4, {{4, 4, COL_A_NODE, 1}, {8, 8, COL_A_ID, 1}, {16, 8, COL_A_SIZE, 0},
-                          {24, 8, COL_A_MISC, 0}}},
-    [JP_REC_FREE] = {4, {{4, 4, COL_F_NODE, 1}, {8, 8, COL_F_ID, 1}, {16, 8, COL_F_SIZE, 0},
-                         {24, 8, COL_F_MISC, 0}}},
-    [JP_REC_RESIZE] = {4, {{4, 4, COL_R_NODE, 1}, {8, 8, COL_R_ID, 1}, {16, 8, COL_R_OLD, 0},
-                           {24, 8, COL_R_NEW, 0}}},
+    [JP_REC_ALLOC] = {4, {{4, 4, COL_A_NODE, DELTA_EVENT}, {8, 8, COL_A_ID, DELTA_OWN},
+                          {16, 8, COL_A_SIZE, 0}, {24, 8, COL_A_MISC, 0}}},
+    [JP_REC_FREE] = {4, {{4, 4, COL_F_NODE, DELTA_EVENT}, {8, 8, COL_F_ID, DELTA_OWN},
+                         {16, 8, COL_F_SIZE, 0}, {24, 8, COL_F_MISC, 0}}},
+    [JP_REC_RESIZE] = {4, {{4, 4, COL_R_NODE, DELTA_EVENT}, {8, 8, COL_R_ID, DELTA_OWN},
+                           {16, 8, COL_R_OLD, 0}, {24, 8, COL_R_NEW, 0}}},
     /* state, flags and reserved0 as one u32; the four bytes before requested_tick are padding */
-    [JP_REC_CPU_SAMPLE] = {6, {{4, 4, COL_S_MISC, 0}, {8, 4, COL_S_NODE, 1},
+    [JP_REC_CPU_SAMPLE] = {6, {{4, 4, COL_S_MISC, 0}, {8, 4, COL_S_NODE, DELTA_OWN},
                                {12, 4, COL_S_MISC, 0}, {16, 4, COL_S_MISC, 0},
-                               {20, 4, COL_S_MISC, 0}, {24, 8, COL_S_TICK, 1}}},
+                               {20, 4, COL_S_MISC, 0}, {24, 8, COL_S_TICK, DELTA_OWN}}},
 };
 _Static_assert(sizeof(struct jp_rec_alloc) == PACKED_SIZE &&
                    offsetof(struct jp_rec_alloc, node) == 4 &&
@@ -344,7 +349,8 @@ int jp_capture_encoder_new(uint32_t version, int level, struct jp_capture_encode
 /* One record of a packed kind into its columns (c: each column's next byte; a local array of
  * the caller's, whose address never escapes, so it lives in registers). */
 static inline __attribute__((always_inline)) void pack_kind(unsigned type, const uint8_t *rec,
-                                                            uint8_t **c, uint64_t *prev)
+                                                            uint8_t **c, uint64_t *prev,
+                                                            uint64_t *event_node)
 {
     const struct col_layout *l = &layouts[type];
 #pragma GCC unroll 6
@@ -359,8 +365,9 @@ static inline __attribute__((always_inline)) void pack_kind(unsigned type, const
             memcpy(&v, rec + f->off, 8);
         }
         if (f->delta) {
-            uint64_t d = v - prev[i];
-            prev[i] = v;
+            uint64_t *pv = f->delta == DELTA_EVENT ? event_node : &prev[i];
+            uint64_t d = v - *pv;
+            *pv = v;
             v = zigzag(d, f->width);
         }
         uint8_t **q = &c[f->col];
@@ -378,7 +385,7 @@ static uint32_t pack_block(struct jp_capture_encoder *e, const uint8_t *raw, uin
     uint8_t *c[JP_CAPTURE_COLUMNS];
     for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++)
         c[i] = e->col[i];
-    uint64_t prev[JP_REC_TYPE_LIMIT][6];
+    uint64_t prev[JP_REC_TYPE_LIMIT][6], event_node = 0;
     memset(prev, 0, sizeof prev);
     for (uint32_t off = 0; off < len;) {
         struct jp_rec_hdr h;
@@ -386,11 +393,11 @@ static uint32_t pack_block(struct jp_capture_encoder *e, const uint8_t *raw, uin
         *c[COL_KIND]++ = (uint8_t)h.type;
         /* one case per packed kind, so each layout is a constant the compiler unrolls */
         switch (h.type) {
-        case JP_REC_ALLOC: pack_kind(JP_REC_ALLOC, raw + off, c, prev[JP_REC_ALLOC]); break;
-        case JP_REC_FREE: pack_kind(JP_REC_FREE, raw + off, c, prev[JP_REC_FREE]); break;
-        case JP_REC_RESIZE: pack_kind(JP_REC_RESIZE, raw + off, c, prev[JP_REC_RESIZE]); break;
+        case JP_REC_ALLOC: pack_kind(JP_REC_ALLOC, raw + off, c, prev[JP_REC_ALLOC], &event_node); break;
+        case JP_REC_FREE: pack_kind(JP_REC_FREE, raw + off, c, prev[JP_REC_FREE], &event_node); break;
+        case JP_REC_RESIZE: pack_kind(JP_REC_RESIZE, raw + off, c, prev[JP_REC_RESIZE], &event_node); break;
         case JP_REC_CPU_SAMPLE:
-            pack_kind(JP_REC_CPU_SAMPLE, raw + off, c, prev[JP_REC_CPU_SAMPLE]);
+            pack_kind(JP_REC_CPU_SAMPLE, raw + off, c, prev[JP_REC_CPU_SAMPLE], &event_node);
             break;
         default:
             memcpy(c[COL_OTHER], raw + off, h.size);
@@ -948,7 +955,7 @@ static inline int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
  * columns are bad. */
 static inline __attribute__((always_inline)) const char *
 unpack_kind(unsigned type, uint8_t *o, const uint8_t **c, const uint8_t *const *end,
-            uint64_t *prev)
+            uint64_t *prev, uint64_t *event_node)
 {
     const struct col_layout *l = &layouts[type];
     struct jp_rec_hdr h = {.type = (uint16_t)type, .size = PACKED_SIZE};
@@ -967,12 +974,15 @@ unpack_kind(unsigned type, uint8_t *o, const uint8_t **c, const uint8_t *const *
             if (f->width == 4 && v > UINT32_MAX)
                 return "field value wider than its field";
         }
-        if (f->delta)
-            prev[i] = v = prev[i] + unzigzag(v); /* modulo the width, as written */
+        if (f->delta) {
+            uint64_t *pv = f->delta == DELTA_EVENT ? event_node : &prev[i];
+            v = *pv + unzigzag(v); /* modulo the width, as written */
+            if (f->width == 4)
+                v = (uint32_t)v;
+            *pv = v;
+        }
         if (f->width == 4) {
             uint32_t x = (uint32_t)v;
-            if (f->delta)
-                prev[i] = x;
             memcpy(o + f->off, &x, 4);
         } else {
             memcpy(o + f->off, &v, 8);
@@ -1010,7 +1020,7 @@ static int unpack_block(struct jp_capture_reader *r, uint32_t plen, uint32_t raw
     int e = grow(&r->blk, &r->blk_cap, raw);
     if (e < 0)
         return e;
-    uint64_t prev[JP_REC_TYPE_LIMIT][6];
+    uint64_t prev[JP_REC_TYPE_LIMIT][6], event_node = 0;
     memset(prev, 0, sizeof prev);
     uint32_t off = 0;
     const char *why = NULL;
@@ -1024,10 +1034,10 @@ static int unpack_block(struct jp_capture_reader *r, uint32_t plen, uint32_t raw
                 return finish(r, JP_CAPI_INVALID, "records run past the block's size", at);
             /* one case per packed kind, as in pack_block */
             switch (k) {
-            case JP_REC_ALLOC: why = unpack_kind(JP_REC_ALLOC, o, c, end, prev[k]); break;
-            case JP_REC_FREE: why = unpack_kind(JP_REC_FREE, o, c, end, prev[k]); break;
-            case JP_REC_RESIZE: why = unpack_kind(JP_REC_RESIZE, o, c, end, prev[k]); break;
-            default: why = unpack_kind(JP_REC_CPU_SAMPLE, o, c, end, prev[k]); break;
+            case JP_REC_ALLOC: why = unpack_kind(JP_REC_ALLOC, o, c, end, prev[k], &event_node); break;
+            case JP_REC_FREE: why = unpack_kind(JP_REC_FREE, o, c, end, prev[k], &event_node); break;
+            case JP_REC_RESIZE: why = unpack_kind(JP_REC_RESIZE, o, c, end, prev[k], &event_node); break;
+            default: why = unpack_kind(JP_REC_CPU_SAMPLE, o, c, end, prev[k], &event_node); break;
             }
             if (__builtin_expect(why != NULL, 0))
                 return finish(r, JP_CAPI_INVALID, why, at);

@@ -26,8 +26,11 @@
  *                           width), one a field of each record of its kind in order (capture.c's
  *                           layout table says which bytes): every byte after the header is one
  *                           field. A node, id or tick is stored as the zigzag of its
- *                           difference, modulo its width, from the same field of the previous
- *                           record of its kind in the block (0 before the first);
+ *                           difference, modulo its width, from a previous value in the block
+ *                           (0 before the first): an allocation event's node from the node of
+ *                           the previous allocation event of any kind (alloc, free or resize),
+ *                           a CPU sample's node, and any id or tick, from the same field of the
+ *                           previous record of its kind;
  *                  every column consumed exactly. Values are per block: a block decodes alone;
  *   blocks, version 2 (still read, and written on request): { u32 magic "JPBZ", u32
  *                  stored_len, u32 raw_len (1..JP_CAPTURE_MAX_BLOCK), u32 record_count, u32
