@@ -72,15 +72,13 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
              * from their slots, which the engine copies once and checks, a run of them at a
              * time up to the next release point or the budget's end (a captured run's through
              * its capture's block, the bytes the capture gets); the first slot the engine
-             * declines (1)
-             * takes the checks and the copy below. */
+             * declines (1) takes the checks and the copy below. */
             uint64_t n = avail - used, k = 0;
             if (n > JPD_RELEASE_SLOTS - (used - released))
                 n = JPD_RELEASE_SLOTS - (used - released);
             if (n > budget)
                 n = budget;
             const uint8_t *q = first + used * JP_SLOT_SIZE;
-            r = 0;
             r = 2;
             if (capturing && (s->cap[0] || s->cap[1]))
                 r = jpd_capture_feed_slots(s, q, n, &k);
