@@ -24,14 +24,16 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * The ring stays writable by the client, so nothing is trusted in place. A sample or
  * allocation event (nearly every record) goes to the engine's slot entry, which copies the slot
  * once and reads only its copy: a run of them at a time through jp_engine_feed_slots (no call
- * per slot), or, for a captured run, each copied to s->rec first, fed from there by
- * jp_engine_feed_slot and written to the capture. Any other record: the header is read once,
- * and the record is copied into s->rec before anything else looks at it. s->rec is one small
- * buffer reused for every record, so it stays in L1 next to the engine's tables. Copying
- * whole runs of slots out first and feeding from the copy measured slower (bench/RESULTS.md
- * has the figures): the run streams through L1 and evicts the engine's tables, and the walk's
- * loads wait on the copy's stores. Slots are released every JPD_RELEASE_SLOTS, so a producer
- * waiting for room gets it while we are still draining. */
+ * per slot); for a captured run the run is first copied once into the capture's pending block
+ * and fed from there (jpd_capture_feed_slots), so the capture keeps exactly the bytes the
+ * engine read and the drain adds one copy and a check a record, never compression (the
+ * compressor pool does that, compress.c). Any other record: the header is read once, and the
+ * record is copied into s->rec before anything else looks at it. s->rec is one small buffer
+ * reused for every record, so it stays in L1 next to the engine's tables. Copying whole runs
+ * of slots out first and feeding from the copy when no capture needs it measured slower
+ * (bench/RESULTS.md has the figures): the run streams through L1 and evicts the engine's
+ * tables, and the walk's loads wait on the copy's stores. Slots are released every
+ * JPD_RELEASE_SLOTS, so a producer waiting for room gets it while we are still draining. */
 static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
 {
     s->last_found = 0;
@@ -64,26 +66,19 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
             /* Samples and allocation events (nearly every record) go to the engine straight
              * from their slots, which the engine copies once and checks, a run of them at a
              * time up to the next release point or the budget's end (a captured run's through
-             * s->rec, the bytes the capture gets); the first slot the engine declines (1)
-             * takes the checks and the copy below. */
+             * its capture's block, the bytes the capture gets); the first slot the engine
+             * declines (1) takes the checks and the copy below. */
             uint64_t n = avail - used, k = 0;
             if (n > JPD_RELEASE_SLOTS - (used - released))
                 n = JPD_RELEASE_SLOTS - (used - released);
             if (n > budget)
                 n = budget;
             const uint8_t *q = first + used * JP_SLOT_SIZE;
-            r = 0;
-            if (!capturing)
+            r = 2;
+            if (capturing && (s->cap[0] || s->cap[1]))
+                r = jpd_capture_feed_slots(s, q, n, &k);
+            if (r == 2) /* not captured, or the capture just failed */
                 r = jp_engine_feed_slots(s->eng, q, n, &k);
-            else
-                while (k < n) {
-                    memcpy(s->rec, q, JP_SLOT_SIZE);
-                    if ((r = jp_engine_feed_slot(s->eng, s->rec)) != 0)
-                        break;
-                    jpd_capture_write(s, s->rec, JP_SLOT_SIZE);
-                    k++;
-                    q += JP_SLOT_SIZE;
-                }
             used += k;
             budget -= (uint32_t)k;
             s->fed += k;
@@ -167,6 +162,11 @@ static int drain(struct jpd_session *s, uint32_t budget, const char **why)
 {
     int r = drain_slots(s, budget, why);
     jpd_live_update(s->d, &s->live, s->fed, s->last_found, &s->ring, s->eng);
+    if (s->cap[0] || s->cap[1]) {
+        uint64_t w, ns;
+        jpd_capture_waits(s, &w, &ns);
+        jpd_live_capture(s->d, &s->live, w, ns);
+    }
     return r;
 }
 

@@ -123,6 +123,7 @@ struct jpd_live {
     uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
     uint64_t waits;     /* times the drain woke the producer sleeping for room */
     uint64_t lost, wait_ns; /* the producer's gauges at the last drain (ring.h: advisory) */
+    uint64_t cap_waits, cap_wait_ns; /* the drain's waits for the capture compressor */
     uint32_t sources_seen;  /* engine sources looked at for the program so far */
     char program[JPD_PROGRAM_MAX]; /* the run's first project source, "" until one is known */
 };

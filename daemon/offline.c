@@ -54,6 +54,27 @@ void jpd_loaded_free(struct jpd_loaded *l)
     l->eng = NULL;
 }
 
+/* One record into the loaded engine: 0; 1 when the file is structurally sound but the stream
+ * is not a run (out is then INVALID with the engine's reason); -ENOMEM. */
+static int feed_one(struct jpd_loaded *out, const void *rec, uint32_t len, int *stop_fed)
+{
+    const char *why = NULL;
+    int r = jp_engine_feed(out->eng, rec, len, &why);
+    if (r == -EPROTO) {
+        out->integrity = JP_CAPI_INVALID;
+        out->reason = why ? why : "the record stream is not valid";
+        out->offset = UINT64_MAX;
+        return 1;
+    }
+    if (r < 0)
+        return r;
+    struct jp_rec_hdr h;
+    memcpy(&h, rec, sizeof h);
+    *stop_fed = h.type == JP_REC_RUN_STOP;
+    out->records++;
+    return 0;
+}
+
 /* Verdicts and recovery. The reader hands out the records of verified blocks only, so when it
  * stops at damage (a flipped byte, a bad length, a cut) every record fed so far is exactly the
  * stream the run produced up to the start of the damaged block: the engine then holds the
@@ -87,36 +108,40 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
     }
     int stop_fed = 0;
     for (;;) {
-        const void *rec;
-        uint32_t len;
-        r = jp_capture_next(rd, &rec, &len);
-        if (r == 0)
-            break;
-        if (r < 0) {
+        /* A run of events goes to the engine a run at a time, as the drain feeds them; an
+         * event the engine declines, and every other record, one at a time. */
+        const void *run;
+        uint32_t nrun;
+        if (jp_capture_next_run(rd, &run, &nrun) == 1) {
+            const uint8_t *q = run;
+            while (nrun && r == 0) {
+                uint64_t fed = 0;
+                r = jp_engine_feed_slots(out->eng, q, nrun, &fed);
+                out->records += fed;
+                q += fed * JP_SLOT_SIZE;
+                nrun -= (uint32_t)fed;
+                stop_fed = 0;
+                if (r == 1) {
+                    r = feed_one(out, q, JP_SLOT_SIZE, &stop_fed);
+                    q += JP_SLOT_SIZE;
+                    nrun--;
+                }
+            }
+        } else {
+            const void *rec;
+            uint32_t len;
+            r = jp_capture_next(rd, &rec, &len);
+            if (r == 0)
+                break;
+            if (r > 0)
+                r = feed_one(out, rec, len, &stop_fed);
+        }
+        if (r != 0) {
+            /* out of memory or an I/O error (< 0), or a stream that is not a run (1) */
             jp_capture_close(rd);
             jpd_loaded_free(out);
-            return r;
+            return r < 0 ? r : 0;
         }
-        const char *why = NULL;
-        r = jp_engine_feed(out->eng, rec, len, &why);
-        if (r == -EPROTO) {
-            /* The file is structurally sound but the stream is not a run: invalid. */
-            out->integrity = JP_CAPI_INVALID;
-            out->reason = why ? why : "the record stream is not valid";
-            out->offset = UINT64_MAX;
-            jp_capture_close(rd);
-            jpd_loaded_free(out);
-            return 0;
-        }
-        if (r < 0) {
-            jp_capture_close(rd);
-            jpd_loaded_free(out);
-            return r;
-        }
-        struct jp_rec_hdr h;
-        memcpy(&h, rec, sizeof h);
-        stop_fed = h.type == JP_REC_RUN_STOP;
-        out->records++;
     }
     const char *reason = NULL;
     uint64_t off = 0;

@@ -105,7 +105,9 @@ struct jpd_session {
      * keys), rebound to the engine's fresh view when the run finishes; NULL before that. */
     struct jp_report *report;
     struct jp_capture_writer *cap[2]; /* [0] the client's capture fd, [1] the capture dir's */
+    struct jpd_cstream *cap_out[2];   /* where each writer's blocks go (compress.h) */
     int cap_fd[2];
+    uint64_t cap_waits_done, cap_wait_ns_done; /* of the captures already closed */
     int cap_errno;        /* why the client's capture ended early (0: it did not); reported
                            * in RESULT, the profile itself is unaffected */
     char cap_name[96];    /* the capture dir's file, removed if its capture fails */
@@ -193,6 +195,15 @@ void jpd_capture_open(struct jpd_session *s);
 void jpd_capture_write(struct jpd_session *s, const void *rec, uint32_t len);
 /* Flushes and closes the captures (a stream without RUN_STOP reads as missing_stop_event). */
 void jpd_capture_close(struct jpd_session *s);
+/* Feeds up to n event slots of the ring at q (n >= 1) to the engine through the run's capture:
+ * they are copied once into the capture's pending block, the engine is fed from that copy
+ * (jp_engine_feed_slots) and the ones it took are the capture's next records, in each of the
+ * run's captures. *fed: slots fed (it may stop before n at the block's end: call again).
+ * Returns the engine's result (0, 1: it declined slot *fed, -ENOMEM), or 2 when no slot was
+ * fed because the capture failed (capture_failed has run: feed them without it). */
+int jpd_capture_feed_slots(struct jpd_session *s, const uint8_t *q, uint64_t n, uint64_t *fed);
+/* How often and how long in all the drain waited for the compressor (both captures). */
+void jpd_capture_waits(struct jpd_session *s, uint64_t *waits, uint64_t *wait_ns);
 
 /* result.c */
 /* Ends a run that has an engine: render, account, hand the profile to whoever can still take

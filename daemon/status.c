@@ -47,6 +47,14 @@ void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records,
     pthread_mutex_unlock(&d->live_mu);
 }
 
+void jpd_live_capture(struct jpd_daemon *d, struct jpd_live *l, uint64_t waits, uint64_t wait_ns)
+{
+    pthread_mutex_lock(&d->live_mu);
+    l->cap_waits = waits;
+    l->cap_wait_ns = wait_ns;
+    pthread_mutex_unlock(&d->live_mu);
+}
+
 void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l)
 {
     pthread_mutex_lock(&d->live_mu);
@@ -91,6 +99,7 @@ struct snap {
     uint64_t age_ms, records, fill, slots;
     uint64_t waits, lost, wait_ns;
     char program[JPD_PROGRAM_MAX];
+    uint64_t cap_waits, cap_wait_ns;
 };
 
 /* records per second over the run's age, whole */
@@ -159,9 +168,9 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
     JP_BUF_LIT(b, "\n");
     if (nv)
         JP_BUF_LIT(b, "  RUN_ID UID PID MODE AGE_S RECORDS RECORDS/S RING_FILL WAITS WAIT_MS LOST"
-                      " PROGRAM\n");
+                      " CAPTURE_WAITS CAPTURE_WAIT_MS PROGRAM\n");
     for (uint32_t i = 0; i < nv; i++) {
-        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%% %llu %llu %llu ",
+        jp_buf_printf(b, "  %llu %lu %ld %s %llu %llu %llu %llu.%llu%% %llu %llu %llu %llu %llu ",
                       (unsigned long long)v[i].run_id, (unsigned long)v[i].uid,
                       (long)v[i].pid, jp_mode_name(v[i].mode),
                       (unsigned long long)(v[i].age_ms / 1000u),
@@ -170,7 +179,8 @@ static void render_human(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uin
                       (unsigned long long)(fill_pm(&v[i]) % 10u),
                       (unsigned long long)v[i].waits,
                       (unsigned long long)(v[i].wait_ns / 1000000u),
-                      (unsigned long long)v[i].lost);
+                      (unsigned long long)v[i].lost, (unsigned long long)v[i].cap_waits,
+                      (unsigned long long)(v[i].cap_wait_ns / 1000000u));
         /* the program is a client's bytes: written by the one rule for human text */
         if (v[i].program[0])
             jp_text_quoted(b, v[i].program, strlen(v[i].program));
@@ -197,11 +207,13 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
         jp_json_str(b, jp_mode_name(v[i].mode));
         jp_buf_printf(b, ",\"age_ms\":%llu,\"records\":%llu,\"records_per_s\":%llu,"
                       "\"ring_fill\":%llu,\"ring_slots\":%llu,\"waits\":%llu,"
-                      "\"wait_ns\":%llu,\"lost\":%llu,\"program\":",
+                      "\"wait_ns\":%llu,\"lost\":%llu,\"capture_waits\":%llu,"
+                      "\"capture_wait_ns\":%llu,\"program\":",
                       (unsigned long long)v[i].age_ms, (unsigned long long)v[i].records,
                       (unsigned long long)rate(&v[i]), (unsigned long long)v[i].fill,
                       (unsigned long long)v[i].slots, (unsigned long long)v[i].waits,
-                      (unsigned long long)v[i].wait_ns, (unsigned long long)v[i].lost);
+                      (unsigned long long)v[i].wait_ns, (unsigned long long)v[i].lost,
+                      (unsigned long long)v[i].cap_waits, (unsigned long long)v[i].cap_wait_ns);
         if (v[i].program[0])
             jp_json_str(b, v[i].program);
         else
@@ -288,13 +300,16 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
         {"jettprofd_run_producer_wait_seconds", "Time the run's program waited for ring room.",
          9},
         {"jettprofd_run_lost_records", "Records the run's producer could not push.", 0},
+        {"jettprofd_run_capture_waits",
+         "Times the drain waited for the capture compressor (all its blocks in flight).", 0},
+        {"jettprofd_run_capture_wait_seconds", "Time the drain waited for the compressor.", 9},
     };
     for (size_t f = 0; nv && f < sizeof per_run / sizeof per_run[0]; f++) {
         prom_family(b, per_run[f].name, "gauge", per_run[f].help);
         for (uint32_t i = 0; i < nv; i++) {
             const struct snap *r = &v[i];
             const uint64_t fig[] = {r->age_ms, r->records, rate(r), fill_pm(r), r->waits,
-                                    r->wait_ns, r->lost};
+                                    r->wait_ns, r->lost, r->cap_waits, r->cap_wait_ns};
             jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f].name,
                           (unsigned long long)r->run_id, (unsigned long)r->uid,
                           jp_mode_name(r->mode));
@@ -329,7 +344,7 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
         struct snap *r = &v[nv++];
         *r = (struct snap){l->run_id, l->uid, l->pid, l->mode,
                            (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots,
-                           l->waits, l->lost, l->wait_ns, ""};
+                           l->waits, l->lost, l->wait_ns, "", l->cap_waits, l->cap_wait_ns};
         memcpy(r->program, l->program, sizeof r->program);
     }
     tot[0] = d->runs_started;

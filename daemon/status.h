@@ -10,6 +10,8 @@ void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
 /* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
 void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
                      const struct jp_ring *ring, const struct jp_engine *eng);
+/* The drain's waits for its capture compressor (compress.h), shown with the run. */
+void jpd_live_capture(struct jpd_daemon *d, struct jpd_live *l, uint64_t waits, uint64_t wait_ns);
 void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
 /* Main loop: a connection was refused (permission, too many runs). */
 void jpd_live_refused(struct jpd_daemon *d);

@@ -9,7 +9,10 @@
  * capture starts with RUN_START, ends with a RUN_STOP whose record_count matches, and has its
  * metadata; a capture rewritten from the records read gives the same records and, when the
  * original was complete, is complete too. Each input is also read with its checksums fixed up
- * (fuzz_crc_fix.h). */
+ * (fuzz_crc_fix.h), and once more as the packed columns of one version 3 block (its first
+ * eight bytes the block's raw_len and record_count, the rest its packed bytes, stored as they
+ * are behind a valid header), which takes mutations straight to the column decoder: whatever
+ * the columns say, the block gives at most raw_len bytes of valid records or a verdict. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,8 +63,8 @@ static void keep(struct seen *s, const void *rec, uint32_t len)
 /* Reads the whole capture on fd, checking each record; returns the verdict. */
 static uint32_t read_all(int fd, size_t file_size, struct seen *s)
 {
-    /* what the file's blocks can hold: version 1 stores raw bytes; version 2 blocks are at
-     * least a header and one stored byte, each giving at most JP_CAPTURE_MAX_BLOCK */
+    /* what the file's blocks can hold: version 1 stores raw bytes; version 2 and 3 blocks
+     * are at least a header and one stored byte, each giving at most JP_CAPTURE_MAX_BLOCK */
     uint8_t version = 0;
     FUZZ_CHECK(file_size < 9 || pread(fd, &version, 1, 8) == 1, "pread");
     size_t most = version == JP_CAPTURE_VERSION_1
@@ -156,7 +159,7 @@ static void check_file(const uint8_t *data, size_t size)
         return;
     }
     struct jp_capture_meta meta = {.mode = JP_MODE_CPU, .pid = 7, .run_id = 9,
-                                   .format = version == JP_CAPTURE_VERSION_1 ? version : 0};
+                                   .format = jp_capture_block_header_size(version) ? version : 0};
     fd = memfd_create("fuzz-capture-rewrite", MFD_CLOEXEC);
     FUZZ_CHECK(fd >= 0, "memfd_create");
     struct jp_capture_writer *w = NULL;
@@ -184,6 +187,33 @@ static void check_file(const uint8_t *data, size_t size)
     free(again.bytes);
 }
 
+/* A version 3 file whose one block holds data[8..] as its packed bytes. */
+static void check_packed(const uint8_t *data, size_t size)
+{
+    if (size < 8 || size - 8 > JP_CAPTURE_MAX_PACKED)
+        return;
+    static const uint8_t head[] = {'J', 'P', 'C', 'A', 'P', 'T', '\r', '\n', 3, 0, 20, 0};
+    /* {"format": 3, "mode": 1, "pid": 7, "run_id": 9} */
+    static const uint8_t meta[] = {0x84, 0xa6, 'f', 'o', 'r', 'm', 'a', 't', 3,
+                                   0xa4, 'm', 'o', 'd', 'e', 1, 0xa3, 'p', 'i', 'd', 7,
+                                   0xa6, 'r', 'u', 'n', '_', 'i', 'd', 9};
+    size_t n = sizeof head + 8 + sizeof meta + JP_CAPTURE_BLOCK_HEADER_SIZE_V3 + size - 8;
+    uint8_t *f = malloc(n), *p = f;
+    FUZZ_CHECK(f != NULL, "malloc");
+    memcpy(p, head, sizeof head), p += sizeof head;
+    fuzz_put32(p, sizeof meta), fuzz_put32(p + 4, jp_crc32c(0, meta, sizeof meta)), p += 8;
+    memcpy(p, meta, sizeof meta), p += sizeof meta;
+    uint32_t packed = (uint32_t)(size - 8);
+    memcpy(p, "JPBC", 4);
+    fuzz_put32(p + 4, packed);
+    fuzz_put32(p + 8, packed);
+    memcpy(p + 12, data, 8); /* raw_len, record_count */
+    memcpy(p + JP_CAPTURE_BLOCK_HEADER_SIZE_V3, data + 8, packed);
+    fuzz_put32(p + 20, jp_crc32c(jp_crc32c(0, p, 20), data + 8, packed));
+    check_file(f, n);
+    free(f);
+}
+
 /* Each input is read as given (checksum checks, damage detection) and once more with its
  * checksums made to match, which is how mutated lengths, counts and records reach the block
  * and record checks behind the crc. */
@@ -197,5 +227,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (memcmp(fixed, data, size) != 0)
         check_file(fixed, size);
     free(fixed);
+    check_packed(data, size);
     return 0;
 }

@@ -30,11 +30,12 @@ static inline void fuzz_fix_crcs(uint8_t *b, size_t n)
     if (meta_len > n - JP_CAPTURE_HEADER_SIZE)
         return;
     fuzz_put32(b + 16, jp_crc32c(0, b + JP_CAPTURE_HEADER_SIZE, meta_len));
-    /* version 1 blocks: {magic, payload_len, count, crc}; later ones {magic, stored_len,
-     * raw_len, count, crc}; either way the stored length follows the magic and the crc ends
-     * the header */
-    size_t hs = b[8] == JP_CAPTURE_VERSION_1 ? JP_CAPTURE_BLOCK_HEADER_SIZE_V1
-                                             : JP_CAPTURE_BLOCK_HEADER_SIZE;
+    /* version 1 blocks: {magic, payload_len, count, crc}; version 2 {magic, stored_len,
+     * raw_len, count, crc}; version 3 {magic, stored_len, packed_len, raw_len, count, crc};
+     * in each the stored length follows the magic and the crc ends the header */
+    size_t hs = jp_capture_block_header_size(b[8]);
+    if (!hs)
+        return;
     size_t at = JP_CAPTURE_HEADER_SIZE + meta_len;
     while (n - at >= hs) {
         uint8_t *h = b + at;

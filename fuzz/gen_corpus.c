@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "protocol/capture.h"
 #include "protocol/control.h"
 #include "protocol/records.h"
@@ -288,6 +290,48 @@ static void write_capture(const struct stream *s, uint32_t mode, uint64_t run_id
     }
 }
 
+/* Seeds for the harness's packed-block reading (fuzz_capture.c): raw_len and record_count,
+ * then the packed columns of the memory run's records, as the version 3 encoder makes them
+ * before zstd (the block stored as it is holds exactly those bytes). */
+static void packed_seeds(const struct stream *s)
+{
+    static uint8_t raw[JP_CAPTURE_BLOCK_RAW_MAX];
+    uint32_t len = 0, count = 0;
+    for (unsigned i = 0; i < s->n && len + s->lens[i] <= sizeof raw; i++) {
+        memcpy(raw + len, s->recs[i], s->lens[i]);
+        len += s->lens[i];
+        count++;
+    }
+    struct jp_capture_encoder *e = NULL;
+    const uint8_t *b;
+    size_t n;
+    int r = jp_capture_encoder_new(JP_CAPTURE_VERSION, -1, &e);
+    if (r == 0)
+        r = jp_capture_encode_block(e, raw, len, count, &b, &n);
+    if (r < 0)
+        die("capture encoder", -r);
+    /* level -1 barely compresses; a block zstd did not shrink is stored as it is */
+    uint32_t stored, packed;
+    memcpy(&stored, b + 4, 4), memcpy(&packed, b + 8, 4);
+    if (stored != packed) {
+        /* the packed bytes themselves: decompress the frame */
+        uint8_t *pk = malloc(packed);
+        if (!pk || ZSTD_decompress(pk, packed, b + JP_CAPTURE_BLOCK_HEADER_SIZE_V3, stored) !=
+                       packed)
+            die("zstd", EPROTO);
+        uint8_t *seed = malloc(8 + (size_t)packed);
+        memcpy(seed, b + 12, 8), memcpy(seed + 8, pk, packed);
+        write_file("capture", "memory_run.packed", seed, 8 + (size_t)packed);
+        free(pk), free(seed);
+    } else {
+        uint8_t *seed = malloc(8 + (size_t)packed);
+        memcpy(seed, b + 12, 8), memcpy(seed + 8, b + JP_CAPTURE_BLOCK_HEADER_SIZE_V3, packed);
+        write_file("capture", "memory_run.packed", seed, 8 + (size_t)packed);
+        free(seed);
+    }
+    jp_capture_encoder_free(e);
+}
+
 /* One file per record type: the first record of that type in the runs above. */
 static void write_records(const struct stream *cpu, const struct stream *mem)
 {
@@ -421,9 +465,13 @@ int main(int argc, char **argv)
     memory_run(&mem);
     cpu_run(&cut, 0);
     write_records(&cpu, &mem);
-    write_capture(&cpu, JP_MODE_CPU, 1, 0, "cpu_run.jpcap");
-    write_capture(&mem, JP_MODE_MEMORY, 2, 0, "memory_run.jpcap");
-    write_capture(&cut, JP_MODE_CPU, 3, 0, "cpu_cut.jpcap");
+    write_capture(&cpu, JP_MODE_CPU, 1, JP_CAPTURE_VERSION_2, "cpu_run.jpcap");
+    write_capture(&mem, JP_MODE_MEMORY, 2, JP_CAPTURE_VERSION_2, "memory_run.jpcap");
+    write_capture(&cut, JP_MODE_CPU, 3, JP_CAPTURE_VERSION_2, "cpu_cut.jpcap");
+    write_capture(&cpu, JP_MODE_CPU, 1, 0, "cpu_run_v3.jpcap");
+    write_capture(&mem, JP_MODE_MEMORY, 2, 0, "memory_run_v3.jpcap");
+    write_capture(&cut, JP_MODE_CPU, 3, 0, "cpu_cut_v3.jpcap");
+    packed_seeds(&mem);
     write_capture(&cpu, JP_MODE_CPU, 1, JP_CAPTURE_VERSION_1, "cpu_run_v1.jpcap");
     write_capture(&mem, JP_MODE_MEMORY, 2, JP_CAPTURE_VERSION_1, "memory_run_v1.jpcap");
     write_capture(&cut, JP_MODE_CPU, 3, JP_CAPTURE_VERSION_1, "cpu_cut_v1.jpcap");

@@ -6,10 +6,12 @@
  * performs exactly the same calls.
  *
  *   native_bench plain [N]   the workload alone (what heaptrack runs: bench/run wraps it)
- *   native_bench agent [N]   the same, driven as an interpreter drives the agent: enter/leave
+ *   native_bench agent [N [CAPTURE]]
+ *                            the same, driven as an interpreter drives the agent: enter/leave
  *                            through call-site caches at every call, the inline hooks after
  *                            each malloc and realloc and before each free, in memory mode with
- *                            a private jettprofd ($JETTPROFD)
+ *                            a private jettprofd ($JETTPROFD); with CAPTURE, the run's capture
+ *                            is written to that file
  *
  * Prints one line of figures, `native: mode=... key=value ...`: the workload's own counts and
  * peak (the truth both profilers are checked against), wall and CPU time (CPU: this process
@@ -17,6 +19,7 @@
  * profile's totals (`profile_*`). Asserts nothing about speed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,11 +221,11 @@ static long long toon_field(const char *toon, const char *key)
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-static int start_agent(struct work *w, jettprof_run **run, jettprof_thread **t)
+static int start_agent(struct work *w, int capture_fd, jettprof_run **run, jettprof_thread **t)
 {
     struct jettprof_config c = {
         .size = sizeof c, .mode = JETTPROF_MODE_MEMORY, .threshold_bp = 500, .limit = 10,
-        .outputs = JETTPROF_OUT_TOON, .capture_fd = -1,
+        .outputs = JETTPROF_OUT_TOON, .capture_fd = capture_fd,
         .capabilities = JETTPROF_CAP_HEAP_ALLOCATION_HOOKS | JETTPROF_CAP_FREE_AND_RESIZE_EVENTS |
                         JETTPROF_CAP_SOURCE_SPANS | JETTPROF_CAP_THREAD_REGISTRATION,
     };
@@ -258,8 +261,16 @@ int main(int argc, char **argv)
     uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 3000000u;
     int agent = strcmp(mode, "agent") == 0;
     if ((!agent && strcmp(mode, "plain") != 0) || n == 0) {
-        fprintf(stderr, "usage: native_bench plain|agent [allocations]\n");
+        fprintf(stderr, "usage: native_bench plain|agent [allocations [capture]]\n");
         return 2;
+    }
+    int capture_fd = -1;
+    if (agent && argc > 3) {
+        capture_fd = open(argv[3], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (capture_fd < 0) {
+            fprintf(stderr, "native_bench: cannot create %s: %s\n", argv[3], strerror(errno));
+            return 1;
+        }
     }
     static struct work w;
     /* The retained blocks' list lives outside the malloc heap, so a heap profiler sees exactly
@@ -273,7 +284,7 @@ int main(int argc, char **argv)
     jettprof_run *run = NULL;
     jettprof_thread *t = NULL;
     uint64_t w0 = wall_ns(), c0 = cpu_ns();
-    if (agent && start_agent(&w, &run, &t) < 0)
+    if (agent && start_agent(&w, capture_fd, &run, &t) < 0)
         return 1;
     ENTER(&w, F_MAIN);
     while (w.allocs < n)

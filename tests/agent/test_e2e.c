@@ -642,11 +642,13 @@ static void capture_run(int capture_fd, rlim_t fsize, struct jettprof_result *re
         char fn[16];
         snprintf(fn, sizeof fn, "f%u", f);
         cr_assert_eq(jettprof_enter(t, frame(run, src, "app", fn, 10 + f)), 0);
-        for (uint64_t i = 0; i < 400; i++) {
-            uint64_t id;
-            cr_assert_eq(jettprof_alloc(t, 16 + (f * 7 + i) % 300, &id), 0);
+        /* sizes scattered (a multiplicative hash), so the capture packed by column stays
+         * well over the 40 KiB limit below */
+        for (uint64_t i = 0; i < 1200; i++) {
+            uint64_t id, size = 16 + (i * 2654435761u + f * 40503u) % 3000;
+            cr_assert_eq(jettprof_alloc(t, size, &id), 0);
             if (i % 3 == 0)
-                cr_assert_eq(jettprof_free(t, id, 16 + (f * 7 + i) % 300), 0);
+                cr_assert_eq(jettprof_free(t, id, size), 0);
         }
         jettprof_leave(t);
     }
@@ -679,7 +681,7 @@ Test(e2e, a_failed_capture_keeps_the_live_profile_and_reports_its_errno)
     fd = mkstemp(path);
     cr_assert(fd >= 0);
     unlink(path);
-    capture_run(fd, 40 * 1024, &big); /* the capture of 20000 events: over 40 KiB compressed */
+    capture_run(fd, 40 * 1024, &big); /* the capture of 80000 events: over 40 KiB packed */
     close(fd);
     cr_assert_eq(big.collector_failed, 0, "reason %s", big.reason);
     cr_assert_eq(big.status, JETTPROF_STATUS_COMPLETE, "reason %s", big.reason);

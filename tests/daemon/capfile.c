@@ -78,14 +78,15 @@ uint32_t jpt_capfile_blocks(const uint8_t *file, size_t len, struct jpt_capfile_
 {
     if (len < JP_CAPTURE_HEADER_SIZE)
         return 0;
-    int v1 = file[8] == JP_CAPTURE_VERSION_1;
-    uint32_t hsize = v1 ? JP_CAPTURE_BLOCK_HEADER_SIZE_V1 : JP_CAPTURE_BLOCK_HEADER_SIZE;
+    uint32_t hsize = jp_capture_block_header_size(file[8]);
+    if (!hsize)
+        return 0;
     uint64_t at = JP_CAPTURE_HEADER_SIZE + (uint64_t)le32(file + 12);
     uint32_t n = 0;
     while (at + hsize <= len) {
         uint32_t plen = le32(file + at + 4);
         if (n < max)
-            out[n] = (struct jpt_capfile_block){at, hsize, plen, le32(file + at + (v1 ? 8 : 12))};
+            out[n] = (struct jpt_capfile_block){at, hsize, plen, le32(file + at + hsize - 8)};
         n++;
         at += hsize + (uint64_t)plen;
     }

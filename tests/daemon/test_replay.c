@@ -548,3 +548,33 @@ Test(replay, version_1_captures_still_replay)
         free(dir);
     }
 }
+
+/* A version 2 capture written before version 3 existed (examples/retaining_cache in memory
+ * mode, by the daemon of that time) replays to the bytes that daemon's replay gave, kept
+ * beside it: the reader still reads every version it ever wrote. */
+Test(replay, a_stored_version_2_capture_replays_byte_identical)
+{
+    const char *root = getenv("JETTPROF_SOURCE_ROOT");
+    cr_assert_not_null(root, "JETTPROF_SOURCE_ROOT");
+    char cap[600], want_path[600];
+    snprintf(cap, sizeof cap, "%s/tests/daemon/data/retaining_cache.v2.jpcap", root);
+    size_t n;
+    uint8_t *file = jpt_capfile_read(cap, &n);
+    cr_assert(n > 8 && file[8] == JP_CAPTURE_VERSION_2, "a version 2 file");
+    free(file);
+    static const char *const formats[] = {"human", "toon"};
+    for (int f = 0; f < 2; f++) {
+        snprintf(want_path, sizeof want_path, "%s/tests/daemon/data/retaining_cache.v2.%s",
+                 root, formats[f]);
+        size_t want_len;
+        uint8_t *want = jpt_capfile_read(want_path, &want_len);
+        char *out, *err;
+        size_t len;
+        int st = replay(cap, formats[f], &out, &len, &err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed: %s", err);
+        cr_assert(len == want_len && memcmp(out, want, len) == 0, "%s replay differs:\n%s",
+                  formats[f], out);
+        cr_assert_str_eq(err, "", "a complete replay has no caveat");
+        free(out), free(err), free(want);
+    }
+}

@@ -196,6 +196,7 @@ Test(status, a_live_run_is_listed_in_human_and_json)
         nanosleep(&ts, NULL);
     }
     cr_assert(out && strstr(out, "\"waits\":0,\"wait_ns\":2500000,\"lost\":7,"
+                                 "\"capture_waits\":0,\"capture_wait_ns\":0,"
                                  "\"program\":\"src/mod3_0.jett\"}"), "%s", out);
     free(out);
 
@@ -205,9 +206,10 @@ Test(status, a_live_run_is_listed_in_human_and_json)
     cr_expect(strstr(out, "live runs: 1\n"), "%s", out);
     snprintf(want, sizeof want, "\n  %llu 0 ", (unsigned long long)id);
     cr_expect(strstr(out, want), "%s", out);
-    cr_expect(strstr(out, " RING_FILL WAITS WAIT_MS LOST PROGRAM\n"), "%s", out);
-    cr_expect(strstr(out, " 0 2 7 \"src/mod3_0.jett\"\n"), "waits, wait ms, lost, program: %s",
-              out);
+    cr_expect(strstr(out, " RING_FILL WAITS WAIT_MS LOST CAPTURE_WAITS CAPTURE_WAIT_MS PROGRAM\n"),
+              "%s", out);
+    cr_expect(strstr(out, " 0 2 7 0 0 \"src/mod3_0.jett\"\n"),
+              "waits, wait ms, lost, capture waits, capture wait ms, program: %s", out);
     free(out);
     free(err);
 

@@ -16,13 +16,13 @@
 #include "tests/lib/recbuild.h"
 
 /* Every version the reader reads; the exhaustive tests run on each. */
-static const uint32_t formats[] = {JP_CAPTURE_VERSION_1, JP_CAPTURE_VERSION};
+static const uint32_t formats[] = {JP_CAPTURE_VERSION_1, JP_CAPTURE_VERSION_2,
+                                   JP_CAPTURE_VERSION};
 #define NFORMATS (sizeof formats / sizeof formats[0])
 
 static size_t block_header_size(uint32_t format)
 {
-    return format == JP_CAPTURE_VERSION_1 ? JP_CAPTURE_BLOCK_HEADER_SIZE_V1
-                                          : JP_CAPTURE_BLOCK_HEADER_SIZE;
+    return jp_capture_block_header_size(format);
 }
 
 /* ---- fixture: a small capture with several blocks -------------------------------------- */
@@ -261,8 +261,8 @@ Test(capture, version_2_blocks_are_compressed)
 {
     static struct fixture f1, f2;
     fixture_for(&f1, JP_CAPTURE_VERSION_1, 1, 0, 1000);
-    fixture_for(&f2, 0, 1, 0, 1000);
-    cr_assert_eq(f2.file[8], JP_CAPTURE_VERSION, "the default is version 2");
+    fixture_for(&f2, JP_CAPTURE_VERSION_2, 1, 0, 1000);
+    cr_assert_eq(f2.file[8], JP_CAPTURE_VERSION_2, "version 2 on request");
     struct jpt_blk {
         uint32_t stored, raw;
     } first;
@@ -285,8 +285,10 @@ Test(capture, one_big_block_then_the_stop_record_alone_by_default)
         fixture_for(&f, formats[k], 1, 0, 1000);
         cr_assert_eq(f.nbounds, 3, "header, one block of records, then the stop record's block");
         cr_assert_eq(f.recs_before[1], f.nrecs - 1, "every record but the stop in the first");
+        /* version 3 stores a record's kind and the column lengths beside it */
+        size_t packing = formats[k] == JP_CAPTURE_VERSION ? 4u * JP_CAPTURE_COLUMNS + 1u : 0u;
         cr_assert_leq(f.bounds[2] - f.bounds[1],
-                      block_header_size(formats[k]) + f.lens[f.nrecs - 1],
+                      block_header_size(formats[k]) + packing + f.lens[f.nrecs - 1],
                       "the stop block holds it alone");
         struct outcome o = read_bytes(&f, f.file, f.size);
         cr_assert_eq(o.verdict, JP_CAPI_COMPLETE, "complete");
@@ -390,7 +392,7 @@ Test(capture, bad_magic_and_version)
     cr_assert_str_eq(o.reason, "bad magic", "reason");
     cr_assert_eq(o.offset, 0, "offset");
 
-    static const uint8_t unknown[] = {0, 3, 0xff};
+    static const uint8_t unknown[] = {0, 4, 0xff};
     for (size_t i = 0; i < sizeof unknown; i++) {
         memcpy(copy, f.file, f.size);
         copy[8] = unknown[i];
@@ -403,7 +405,7 @@ Test(capture, bad_magic_and_version)
     memcpy(copy, f.file, f.size);
     copy[8] = JP_CAPTURE_VERSION_1;
     o = read_bytes(&f, copy, f.size);
-    cr_assert_str_eq(o.reason, "unsupported metadata format", "version 2 metadata, 1 header");
+    cr_assert_str_eq(o.reason, "unsupported metadata format", "version 3 metadata, 1 header");
 
     memcpy(copy, f.file, f.size);
     copy[10] = 24;
@@ -486,7 +488,7 @@ Test(capture, structural_rules_inside_checksummed_blocks)
 {
     static struct fixture f;
     for (unsigned way = 0; way < 3; way++) {
-        fixture_for(&f, way == 0 ? JP_CAPTURE_VERSION_1 : JP_CAPTURE_VERSION, 1, 0, 100);
+        fixture_for(&f, way == 0 ? JP_CAPTURE_VERSION_1 : JP_CAPTURE_VERSION_2, 1, 0, 100);
         forge_packed = way == 2;
         uint8_t payload[4096];
         uint32_t v;
@@ -572,15 +574,20 @@ Test(capture, huge_block_lengths_allocate_nothing)
     static struct fixture f;
     for (size_t k = 0; k < NFORMATS; k++) {
         fixture_for(&f, formats[k], 1, 0, 100);
-        int v1 = formats[k] == JP_CAPTURE_VERSION_1;
+        int v1 = formats[k] == JP_CAPTURE_VERSION_1, v3 = formats[k] == JP_CAPTURE_VERSION;
         size_t hs = block_header_size(formats[k]);
         uint8_t file[4096];
         memcpy(file, f.file, f.bounds[0]);
         uint8_t *b = file + f.bounds[0];
-        /* the length the reader bounds: version 1's payload_len, version 2's raw_len */
-        uint8_t *len_at = b + (v1 ? 4 : 8);
+        /* the length the reader bounds: version 1's payload_len, version 2's and 3's raw_len
+         * (version 3's packed_len is made as large as it may be, below) */
+        uint8_t *len_at = b + (v1 ? 4 : v3 ? 12 : 8);
         memset(b, 0xff, hs);
-        memcpy(b, v1 ? "JPBK" : "JPBZ", 4);
+        memcpy(b, v1 ? "JPBK" : v3 ? "JPBC" : "JPBZ", 4);
+        if (v3) {
+            uint32_t most = JP_CAPTURE_MAX_PACKED;
+            memcpy(b + 8, &most, 4);
+        }
         struct outcome o = read_bytes(&f, file, f.bounds[0] + hs);
         cr_assert_str_eq(o.reason, "block larger than the maximum", "4 GiB block");
         uint32_t big = JP_CAPTURE_MAX_BLOCK + 1;
@@ -600,14 +607,14 @@ Test(capture, huge_block_lengths_allocate_nothing)
     }
 }
 
-/* Version 2 only: what the stored length and a zstd frame can claim. A frame is decompressed
+/* Version 2: what the stored length and a zstd frame can claim. A frame is decompressed
  * into a buffer of the block's raw_len (itself bounded), so a small frame that expands to far
  * more (a "bomb"), or to less, is refused as a bad block; stored bytes longer than the raw
  * ones are refused before anything is read. */
 Test(capture, compressed_blocks_are_bounded)
 {
     static struct fixture f;
-    fixture_for(&f, JP_CAPTURE_VERSION, 1, 0, 100);
+    fixture_for(&f, JP_CAPTURE_VERSION_2, 1, 0, 100);
     uint8_t payload[4096];
     size_t n = 0;
     for (unsigned i = 0; i < f.nrecs; i++) {
@@ -799,4 +806,340 @@ Test(capture, large_capture_streams)
     cr_assert_eq(off, (uint64_t)size, "offset = size");
     jp_capture_close(r);
     close(fd);
+}
+
+/* ---- version 3: records by column ------------------------------------------------------- */
+
+/* capture.h's column order: kind, other, then an allocation's node, id, size and reserved0
+ * (the forged blocks below hold allocations only) */
+enum { COL_KIND_T, COL_OTHER_T, COL_NODE_T, COL_ID_T, COL_SIZE_T, COL_MISC_T };
+
+/* A memory stream whose allocation events carry every value a field can hold: ids and nodes
+ * that step back, wrap past the top of their width and jump, nonzero reserved fields and CPU
+ * sample padding, between records stored whole. Written as version 3 it reads back byte for
+ * byte. */
+Test(capture, version_3_round_trips_every_field_byte_for_byte)
+{
+    static struct fixture f;
+    free(f.file);
+    memset(&f, 0, sizeof f);
+    f.format = JP_CAPTURE_VERSION;
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_MEMORY;
+    rs.limit = 10;
+    add(&f, &rs, sizeof rs);
+    struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
+    add(&f, &nd, 16);
+    static const uint64_t ids[] = {1, 2, 0, UINT64_MAX, 0, 1ull << 63, 5, UINT64_MAX - 1};
+    static const uint32_t nodes[] = {1, UINT32_MAX, 0, 7, 1u << 31, 2, UINT32_MAX - 3, 1};
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (unsigned i = 0; i < 48; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint8_t rec[32];
+        memcpy(rec + 4, &nodes[i % 8], 4);
+        memcpy(rec + 8, &ids[(i / 3) % 8], 8);
+        memcpy(rec + 16, &x, 8);
+        uint64_t y = i % 4 ? 0 : x * 3;
+        memcpy(rec + 24, &y, 8);
+        static const uint16_t kinds[] = {JP_REC_ALLOC, JP_REC_RESIZE, JP_REC_FREE,
+                                         JP_REC_CPU_SAMPLE};
+        struct jp_rec_hdr h = {kinds[i % 4], 32};
+        memcpy(rec, &h, sizeof h);
+        if (h.type == JP_REC_CPU_SAMPLE)
+            rec[4] = JP_STATE_JETT, rec[5] = 0; /* a state and flags the validator takes */
+        if (jp_rec_validate(rec, 32, NULL) < 0)
+            continue; /* a value the record's own rules refuse is no test of the packing */
+        add(&f, rec, 32);
+        if (i % 16 == 5)
+            add(&f, &nd, 16);
+    }
+    cr_assert_gt(f.nrecs, 40, "most records are valid");
+    write_fixture(&f, 1000);
+    cr_assert_eq(f.file[8], JP_CAPTURE_VERSION, "version 3");
+    struct outcome o = read_bytes(&f, f.file, f.size);
+    cr_assert_eq(o.verdict, JP_CAPI_MISSING_STOP_EVENT, "no stop record: %s", o.reason);
+    cr_assert_not(o.mismatch, "every record as it was written");
+    cr_assert_eq(o.records, f.nrecs, "every record");
+}
+
+/* A regular allocation stream packs to a fraction of version 2's bytes: the columns turn the
+ * ids' steps and the repeated nodes into runs zstd takes in a few bytes. */
+static size_t memory_stream_file(uint32_t format, uint8_t **file)
+{
+    int fd = memfd_create("capture", MFD_CLOEXEC);
+    struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2, format};
+    struct jp_capture_writer *w;
+    cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = JP_MODE_MEMORY;
+    rs.limit = 10;
+    cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
+    for (uint64_t i = 1; i <= 100000; i++) {
+        struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, (uint32_t)(1 + i % 3), i, 16 + i % 7, 0};
+        cr_assert_eq(jp_capture_write(w, &a, sizeof a), 0);
+        struct jp_rec_free fr = {{JP_REC_FREE, 32}, (uint32_t)(1 + i % 3), i, 16 + i % 7, 0};
+        cr_assert_eq(jp_capture_write(w, &fr, sizeof fr), 0);
+    }
+    jp_capture_writer_free(w);
+    off_t n = lseek(fd, 0, SEEK_END);
+    *file = malloc((size_t)n);
+    cr_assert_eq(pread(fd, *file, (size_t)n, 0), n);
+    close(fd);
+    return (size_t)n;
+}
+
+Test(capture, version_3_is_a_fraction_of_version_2)
+{
+    uint8_t *f2, *f3;
+    size_t n2 = memory_stream_file(JP_CAPTURE_VERSION_2, &f2);
+    size_t n3 = memory_stream_file(0, &f3);
+    cr_assert_eq(f3[8], JP_CAPTURE_VERSION, "the default is version 3");
+    cr_assert_lt(n3 * 10, n2, "version 3 %zu bytes against version 2's %zu", n3, n2);
+    free(f2);
+    free(f3);
+}
+
+/* A forged version 3 block: packed columns given as (length, bytes) pairs, stored raw or as a
+ * zstd frame, with the packed and raw lengths and record count given and a fresh checksum,
+ * after the fixture's header. The verdict's reason. */
+struct col_forge {
+    const uint8_t *bytes[JP_CAPTURE_COLUMNS];
+    uint32_t len[JP_CAPTURE_COLUMNS];
+};
+
+static const char *verdict_of_v3(const struct fixture *f, const struct col_forge *cf,
+                                 int zipped, uint32_t packed_claim, uint32_t raw,
+                                 uint32_t count, uint32_t *verdict)
+{
+    uint8_t packed[8192];
+    size_t n = 4u * JP_CAPTURE_COLUMNS;
+    for (unsigned i = 0; i < JP_CAPTURE_COLUMNS; i++) {
+        memcpy(packed + 4 * i, &cf->len[i], 4);
+        if (cf->len[i] <= sizeof packed - n && cf->bytes[i]) {
+            memcpy(packed + n, cf->bytes[i], cf->len[i]);
+            n += cf->len[i];
+        }
+    }
+    uint32_t plen = packed_claim ? packed_claim : (uint32_t)n;
+    uint8_t stored[9000];
+    uint32_t slen = (uint32_t)n;
+    if (zipped) {
+        size_t z = ZSTD_compress(stored, sizeof stored, packed, n, 3);
+        cr_assert(!ZSTD_isError(z));
+        slen = (uint32_t)z;
+    }
+    if (!zipped || slen >= n) { /* bytes zstd cannot shrink are stored as they are */
+        slen = (uint32_t)n;
+        memcpy(stored, packed, n);
+    }
+    uint8_t *file = malloc(f->bounds[0] + JP_CAPTURE_BLOCK_HEADER_SIZE_V3 + slen);
+    memcpy(file, f->file, f->bounds[0]);
+    uint8_t *b = file + f->bounds[0];
+    memcpy(b, "JPBC", 4);
+    memcpy(b + 4, &slen, 4);
+    memcpy(b + 8, &plen, 4);
+    memcpy(b + 12, &raw, 4);
+    memcpy(b + 16, &count, 4);
+    uint32_t crc = jp_crc32c(jp_crc32c(0, b, 20), stored, slen);
+    memcpy(b + 20, &crc, 4);
+    memcpy(b + 24, stored, slen);
+    struct outcome o = read_bytes(f, file, f->bounds[0] + 24 + slen);
+    free(file);
+    *verdict = o.verdict;
+    return o.reason;
+}
+
+/* The fixture's run_start whole in the other column, then one allocation from the columns:
+ * the baseline every hostile variant below changes in one place. */
+static uint8_t kinds2[2] = {JP_REC_RUN_START, JP_REC_ALLOC};
+static uint8_t node1[1] = {2}, id1[1] = {2}, size1[1] = {64}, misc1[1] = {0};
+
+static struct col_forge base_forge(const struct fixture *f)
+{
+    struct col_forge cf = {{kinds2, f->recs[0], node1, id1, size1, misc1},
+                           {2, f->lens[0], 1, 1, 1, 1}};
+    return cf;
+}
+
+Test(capture, version_3_hostile_blocks_fail_with_a_clear_reason)
+{
+    static struct fixture f;
+    fixture_for(&f, JP_CAPTURE_VERSION, 1, 0, 100);
+    const uint32_t raw = f.lens[0] + 32;
+    uint32_t v;
+    for (int zipped = 0; zipped < 2; zipped++) {
+        struct col_forge cf = base_forge(&f);
+        /* the baseline is a good block: its run ends without a stop record */
+        const char *why = verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v);
+        cr_assert_eq(v, JP_CAPI_MISSING_STOP_EVENT, "baseline: %s", why);
+
+        /* a block claiming a huge decoded size, raw or packed */
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, JP_CAPTURE_MAX_BLOCK + 1, 2, &v),
+                         "block larger than the maximum", "raw_len past the largest");
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, JP_CAPTURE_MAX_PACKED + 1, raw, 2, &v),
+                         "packed block larger than the maximum", "packed_len past the largest");
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, JP_CAPTURE_MAX_BLOCK, 2, &v),
+                         "records fall short of the block's size", "raw_len larger than decoded");
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw - 1, 2, &v),
+                         "records run past the block's size", "raw_len smaller than decoded");
+        cr_assert_eq(v, JP_CAPI_INVALID);
+
+        /* deltas and values that overflow their field */
+        static const uint8_t wide[5] = {0x80, 0x80, 0x80, 0x80, 0x20}; /* 2^33 */
+        cf = base_forge(&f), cf.bytes[COL_NODE_T] = wide, cf.len[COL_NODE_T] = 5;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "field value wider than its field", "a node delta past 32 bits");
+        static const uint8_t longer[11] = {0x81, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                           0x80, 0x80, 0x80, 0x80, 0x00};
+        cf = base_forge(&f), cf.bytes[COL_ID_T] = longer, cf.len[COL_ID_T] = 11;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "bad varint in a column", "an id delta of 11 bytes");
+        static const uint8_t past64[10] = {0x80, 0x80, 0x80, 0x80, 0x80,
+                                           0x80, 0x80, 0x80, 0x80, 0x02};
+        cf = base_forge(&f), cf.bytes[COL_ID_T] = past64, cf.len[COL_ID_T] = 10;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "bad varint in a column", "an id delta past 64 bits");
+
+        /* fields and records that run past their column or the block */
+        static const uint8_t cont[1] = {0x85};
+        cf = base_forge(&f), cf.bytes[COL_SIZE_T] = cont;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "field runs past its column", "a varint cut by its column's end");
+        cf = base_forge(&f), cf.len[COL_MISC_T] = 0;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "field runs past its column", "an empty column");
+        cf = base_forge(&f), cf.len[COL_OTHER_T] = f.lens[0] - 1;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw - 1, 2, &v),
+                         "record runs past its column", "a whole record cut");
+        cf = base_forge(&f), cf.len[COL_OTHER_T] = 3;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "record runs past its column", "a header cut");
+        static const uint8_t two_ids[2] = {2, 2};
+        cf = base_forge(&f), cf.bytes[COL_ID_T] = two_ids, cf.len[COL_ID_T] = 2;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "column has bytes left over", "an id too many");
+        static const uint8_t wrong_kind[2] = {JP_REC_NODE_DEF, JP_REC_ALLOC};
+        cf = base_forge(&f), cf.bytes[COL_KIND_T] = wrong_kind;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "record kind differs from its record", "kind against record");
+        cr_assert_str_eq(verdict_of_v3(&f, &(struct col_forge){0}, zipped, 0, raw, 0, &v),
+                         "records fall short of the block's size", "no records at all");
+        cf = base_forge(&f);
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 3, &v),
+                         "block record count mismatch", "a count the kinds do not have");
+        /* column lengths that do not add up to the packed bytes */
+        cf = base_forge(&f), cf.len[COL_OTHER_T] = UINT32_MAX;
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, zipped, 0, raw, 2, &v),
+                         "column runs past the packed block", "a 4 GiB column");
+        cf = base_forge(&f);
+        uint32_t plen = 4u * JP_CAPTURE_COLUMNS + 6 + f.lens[0];
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, 0, plen - 1, raw, 2, &v),
+                         "bad stored block length", "stored bytes more than packed_len");
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, 0, plen + 1, raw, 2, &v),
+                         "bad compressed block", "fewer bytes than packed_len, no frame");
+        cr_assert_str_eq(verdict_of_v3(&f, &cf, 1, plen + 1, raw, 2, &v),
+                         "bad compressed block", "a frame shorter than packed_len");
+        cr_assert_eq(v, JP_CAPI_INVALID);
+    }
+    /* a zstd frame that expands to 64 MiB behind a small packed_len */
+    size_t bomb = 64u << 20, cap = ZSTD_compressBound(bomb);
+    uint8_t *zeros = calloc(1, bomb), *z = malloc(cap);
+    size_t zn = ZSTD_compress(z, cap, zeros, bomb, 19);
+    cr_assert(!ZSTD_isError(zn) && zn < 8192);
+    uint8_t *file = malloc(f.bounds[0] + 24 + zn);
+    memcpy(file, f.file, f.bounds[0]);
+    uint8_t *b = file + f.bounds[0];
+    uint32_t hdr[5] = {0, (uint32_t)zn, 65536, 65536, 10};
+    memcpy(hdr, "JPBC", 4);
+    memcpy(b, hdr, 20);
+    uint32_t crc = jp_crc32c(jp_crc32c(0, b, 20), z, zn);
+    memcpy(b + 20, &crc, 4);
+    memcpy(b + 24, z, zn);
+    struct outcome o = read_bytes(&f, file, f.bounds[0] + 24 + zn);
+    cr_assert_str_eq(o.reason, "bad compressed block", "the bomb is refused");
+    free(file), free(zeros), free(z);
+}
+
+/* Records written in place (jp_capture_slots_begin/commit, as the daemon's drain writes event
+ * slots): the file is byte for byte the one jp_capture_write makes of the same records; a
+ * block ends at its target as with whole writes; a slot that is not a valid one-slot event is
+ * refused and none of the run taken. */
+Test(capture, slots_written_in_place_make_the_same_file_as_records)
+{
+    uint8_t *files[2];
+    size_t sizes[2];
+    for (int way = 0; way < 2; way++) {
+        int fd = memfd_create("capture", MFD_CLOEXEC);
+        struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2, 0};
+        struct jp_capture_writer *w;
+        cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0);
+        struct jp_rec_run_start rs;
+        memset(&rs, 0, sizeof rs);
+        rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+        rs.format_version = JP_FORMAT_VERSION;
+        rs.mode = JP_MODE_MEMORY;
+        rs.limit = 10;
+        cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
+        uint64_t id = 1;
+        while (id <= 30000) {
+            uint32_t n = 700;
+            uint8_t *d = NULL;
+            int err = 0;
+            if (way == 1) {
+                d = jp_capture_slots_begin(w, &n, &err);
+                cr_assert_not_null(d, "begin: %d", err);
+                cr_assert(n >= 1 && n <= 700, "n %u", n);
+            }
+            for (uint32_t i = 0; i < n && id <= 30000; i++, id++) {
+                struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, (uint32_t)(id % 5 + 1), id,
+                                         id % 333, 0};
+                if (way == 1)
+                    memcpy(d + 32 * i, &a, 32);
+                else
+                    cr_assert_eq(jp_capture_write(w, &a, 32), 0);
+                if (way == 1 && id == 30000)
+                    n = i + 1;
+            }
+            if (way == 1)
+                cr_assert_eq(jp_capture_slots_commit(w, n), 0);
+        }
+        /* refused: a PAD slot and a CPU sample with a bad state, none of the run taken */
+        uint32_t n = 2;
+        int err;
+        uint8_t *d = jp_capture_slots_begin(w, &n, &err);
+        cr_assert_not_null(d);
+        struct jp_rec_alloc ok = {{JP_REC_ALLOC, 32}, 1, 1, 1, 0};
+        struct jp_rec_hdr pad = {JP_REC_PAD, 32};
+        memcpy(d, &ok, 32);
+        memset(d + 32, 0, 32);
+        memcpy(d + 32, &pad, sizeof pad);
+        cr_assert_eq(jp_capture_slots_commit(w, 2), -EINVAL, "a PAD slot");
+        n = 1;
+        d = jp_capture_slots_begin(w, &n, &err);
+        struct jp_rec_cpu_sample s;
+        memset(&s, 0, sizeof s);
+        s.h = (struct jp_rec_hdr){JP_REC_CPU_SAMPLE, 32};
+        s.state = 200;
+        memcpy(d, &s, 32);
+        cr_assert_eq(jp_capture_slots_commit(w, 1), -EINVAL, "an invalid sample");
+        cr_assert_eq(jp_capture_slots_commit(w, 1), -EINVAL, "no slots open");
+        jp_capture_writer_free(w);
+        files[way] = NULL;
+        off_t end = lseek(fd, 0, SEEK_END);
+        files[way] = malloc((size_t)end);
+        cr_assert_eq(pread(fd, files[way], (size_t)end, 0), end);
+        sizes[way] = (size_t)end;
+        close(fd);
+    }
+    cr_assert(sizes[0] == sizes[1] && memcmp(files[0], files[1], sizes[0]) == 0,
+              "in place (%zu bytes) and record by record (%zu bytes) differ", sizes[1],
+              sizes[0]);
+    free(files[0]);
+    free(files[1]);
 }

@@ -241,8 +241,9 @@ Test(capture_file, a_setup_failure_leaves_no_file_behind)
 /* A capture that cannot be written whole never costs the run its profile or its exit status,
  * and is never silent: stderr says the capture failed and why. The daemon writes the capture,
  * so the fault is put there: a long-lived daemon started under `ulimit -f 1` (512 bytes, less
- * than any capture of the runs below: their loops are long enough for a compressed capture to
- * pass it whatever the machine's load, as samples follow CPU time; the daemon ignores SIGXFSZ, so a write past the limit fails
+ * than any capture of the runs below: their loops are long enough for a capture packed by column
+ * to pass it whatever the machine's load, as samples follow CPU time (some 1,300 samples at
+ * about 1.4 bytes each); the daemon ignores SIGXFSZ, so a write past the limit fails
  * with EFBIG as a full disk fails with ENOSPC), the run attached to it through
  * JETTPROFD_SOCKET. The same run without the limit prints no such line. */
 static struct jt_run run_beside_daemon(const char *dir, const char *cap, const char *limit)
@@ -251,7 +252,7 @@ static struct jt_run run_beside_daemon(const char *dir, const char *cap, const c
     snprintf(script, sizeof script,
              "(%s exec \"$JETTPROFD\" serve --socket d.sock) & d=$!\n"
              "i=0; while [ ! -S d.sock ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done\n"
-             "JETTPROFD_SOCKET=\"$PWD/d.sock\" \"%s\" run main.jett --profile "
+             "JETTPROFD_SOCKET=\"$PWD/d.sock\" \"%s\" run main.jett --profile-memory "
              "--profile-capture \"%s\"\n"
              "rc=$?; kill $d; wait $d; exit $rc\n",
              limit, jtt_jett(), cap);
@@ -266,15 +267,15 @@ Test(capture_file, a_capture_that_fails_midway_is_reported_and_the_run_goes_on)
     char *dir = jtt_tmpdir();
     jtt_write(dir, "main.jett",
               "fn main() {\n"
-              "  var x = 0\n"
-              "  for i in 0..12000000 { x = (x + i) % 7 }\n"
+              "  var keep = []\n"
+              "  for i in 0..300000 { push(keep, \"row\" + str(i)) }\n"
               "  print(\"user code ran\")\n"
               "}\n");
     char *cap = path_in(dir, "run.jpcap");
     struct jt_run r = run_beside_daemon(dir, cap, "ulimit -f 1;");
     cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
     cr_expect(strstr(r.out, "user code ran"), "%s", r.out);
-    cr_expect(strstr(r.err, "CPU profile"), "the live profile is printed: %s", r.err);
+    cr_expect(strstr(r.err, "Memory profile"), "the live profile is printed: %s", r.err);
     cr_expect(strstr(r.err, "profiler: capture failed: File too large"), "%s", r.err);
     cr_expect(!strstr(r.err, "collector failure"), "%s", r.err);
     jtt_run_free(&r);
@@ -282,7 +283,7 @@ Test(capture_file, a_capture_that_fails_midway_is_reported_and_the_run_goes_on)
     unlink(cap);
     r = run_beside_daemon(dir, cap, "");
     cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
-    cr_expect(strstr(r.err, "CPU profile"), "%s", r.err);
+    cr_expect(strstr(r.err, "Memory profile"), "%s", r.err);
     cr_expect(!strstr(r.err, "capture failed"), "%s", r.err);
     jtt_run_free(&r);
     free(cap);
