@@ -72,22 +72,6 @@ static uint64_t mono_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-/* Writes all of p (the capture fd is a regular file: no short writes but a full disk's). */
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Under P: a stream with queued blocks and no thread joins the ready list. */
 static void make_ready(struct jpd_cstream *c)
 {
@@ -125,7 +109,7 @@ static void *compress_main(void *arg)
                 size_t n;
                 err = jp_capture_encode_block(c->enc, b.raw, b.len, b.count, &out, &n);
                 if (err == 0)
-                    err = write_all(c->fd, out, n);
+                    err = jp_capture_write_all(c->fd, out, n);
             }
             pthread_mutex_lock(&pool.mu); /* P */
             if (err && !c->err)

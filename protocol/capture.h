@@ -100,6 +100,8 @@ static inline uint32_t jp_capture_block_header_size(uint32_t version)
 uint32_t jp_crc32c(uint32_t crc, const void *p, size_t n);
 /* The same value without the SSE4.2 instruction (used where the processor lacks it). */
 uint32_t jp_crc32c_portable(uint32_t crc, const void *p, size_t n);
+/* Writes all of buf[n] to fd, waiting (poll) while a non-blocking fd is full: 0 or -errno. */
+int jp_capture_write_all(int fd, const void *buf, size_t n);
 
 /* Integrity verdicts, one list: X(NAME, "word") */
 #define JP_CAPTURE_INTEGRITY(X)                                                                   \
