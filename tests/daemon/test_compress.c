@@ -16,16 +16,12 @@
 #include "daemon/compress.h"
 #include "protocol/capture.h"
 #include "protocol/records.h"
+#include "tests/lib/recbuild.h"
 
 /* A memory run of n allocation/free pairs (with a node definition every 1000), fed to w. */
 static void feed(struct jp_capture_writer *w, uint64_t n, uint32_t seed)
 {
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_MEMORY;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
     uint64_t x = seed | 1u;
     for (uint64_t i = 1; i <= n; i++) {

@@ -41,3 +41,15 @@ uint32_t tl_rec_excerpt(uint8_t *buf, const struct jp_rec_excerpt *fixed, const 
         memcpy(buf + sizeof r, text, text_len);
     return r.h.size;
 }
+
+struct jp_rec_run_start tl_rec_run_start(uint32_t mode)
+{
+    struct jp_rec_run_start rs;
+    memset(&rs, 0, sizeof rs);
+    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
+    rs.format_version = JP_FORMAT_VERSION;
+    rs.mode = (uint8_t)mode;
+    rs.rate_hz = mode == JP_MODE_CPU ? 1000u : 0u;
+    rs.limit = 10;
+    return rs;
+}

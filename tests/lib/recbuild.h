@@ -18,6 +18,9 @@ uint32_t tl_rec_source(uint8_t *buf, const struct jp_rec_source_def *fixed, cons
                        size_t path_len);
 uint32_t tl_rec_frame(uint8_t *buf, const struct jp_rec_frame_def *fixed, const char *ns,
                       size_t ns_len, const char *fn, size_t fn_len);
+/* A RUN_START as the suites' streams begin: this format version, the mode, 1000 Hz in CPU mode
+ * (0 in memory mode), limit 10, everything else zero. */
+struct jp_rec_run_start tl_rec_run_start(uint32_t mode);
 uint32_t tl_rec_excerpt(uint8_t *buf, const struct jp_rec_excerpt *fixed, const char *text,
                         size_t text_len);
 

@@ -58,13 +58,7 @@ static void add(struct fixture *f, const void *rec, uint32_t len)
 
 static void make_records(struct fixture *f, int with_stop, uint64_t stop_count_delta)
 {
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_CPU;
-    rs.rate_hz = 1000;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_CPU);
     add(f, &rs, sizeof rs);
 
     uint8_t buf[JP_REC_MAX_SIZE];
@@ -711,12 +705,7 @@ Test(capture, writer_rules)
     cr_assert_eq(jp_capture_write(w, &nd, 12), -EINVAL, "len disagrees with size");
     struct jp_rec_hdr junk = {99, 4};
     cr_assert_eq(jp_capture_write(w, &junk, 4), -EINVAL, "invalid record");
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_MEMORY;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "run start");
     struct jp_rec_run_stop st;
     memset(&st, 0, sizeof st);
@@ -759,13 +748,7 @@ Test(capture, large_capture_streams)
     struct jp_capture_meta meta = {JP_MODE_CPU, 1, 2, 0};
     struct jp_capture_writer *w;
     cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_CPU;
-    rs.rate_hz = 1000;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_CPU);
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0, "start");
     uint64_t n = 100000;
     for (uint64_t i = 0; i < n; i++) {
@@ -824,12 +807,7 @@ Test(capture, version_3_round_trips_every_field_byte_for_byte)
     free(f.file);
     memset(&f, 0, sizeof f);
     f.format = JP_CAPTURE_VERSION;
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_MEMORY;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
     add(&f, &rs, sizeof rs);
     struct jp_rec_node_def nd = {{JP_REC_NODE_DEF, 16}, 1, 0, 1};
     add(&f, &nd, 16);
@@ -873,12 +851,7 @@ static size_t memory_stream_file(uint32_t format, uint8_t **file)
     struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2, format};
     struct jp_capture_writer *w;
     cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0, "writer");
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_MEMORY;
-    rs.limit = 10;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
     cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
     for (uint64_t i = 1; i <= 100000; i++) {
         struct jp_rec_alloc a = {{JP_REC_ALLOC, 32}, (uint32_t)(1 + i % 3), i, 16 + i % 7, 0};
@@ -1079,12 +1052,7 @@ Test(capture, slots_written_in_place_make_the_same_file_as_records)
         struct jp_capture_meta meta = {JP_MODE_MEMORY, 1, 2, 0};
         struct jp_capture_writer *w;
         cr_assert_eq(jp_capture_writer_new(fd, &meta, &w), 0);
-        struct jp_rec_run_start rs;
-        memset(&rs, 0, sizeof rs);
-        rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-        rs.format_version = JP_FORMAT_VERSION;
-        rs.mode = JP_MODE_MEMORY;
-        rs.limit = 10;
+        struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
         cr_assert_eq(jp_capture_write(w, &rs, sizeof rs), 0);
         uint64_t id = 1;
         while (id <= 30000) {
