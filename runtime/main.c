@@ -191,7 +191,8 @@ static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
     "                     [--profile-capture PATH [--profile-capture-overwrite]]\n"
-    "                     [--profile-verbose] [--profile-export FORMAT:PATH]... [--agent]";
+    "                     [--profile-verbose] [--profile-export FORMAT:PATH]...\n"
+    "                     [--workers N] [--agent]";
 
 static const char usage_text[] =
     "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
@@ -208,6 +209,7 @@ static const char usage_text[] =
     "  --profile-verbose              end the report with every total, as the TOON names them\n"
     "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
     "                                 speedscope, svg) to PATH; repeatable\n"
+    "  --workers N                    run the actors on N worker threads, 1..64 (default 1)\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
