@@ -28,7 +28,30 @@
 #endif
 #endif
 #ifdef JT_ASAN
+#include <dlfcn.h>
 #include <sanitizer/common_interface_defs.h>
+
+/* AddressSanitizer's own swapcontext prints a warning on first use (it cannot know where the
+ * stacks are); every switch here tells it through the fiber calls instead, so the C library's
+ * swapcontext is called directly and the program's stderr stays the program's. */
+static int (*real_swapcontext)(ucontext_t *, const ucontext_t *);
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static void real_init(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    void *sym = libc ? dlsym(libc, "swapcontext") : NULL;
+    if (sym) /* POSIX: a symbol's address converts to its function pointer */
+        memcpy(&real_swapcontext, &sym, sizeof sym);
+    if (!real_swapcontext)
+        real_swapcontext = swapcontext;
+}
+static int switch_context(ucontext_t *from, const ucontext_t *to)
+{
+    pthread_once(&real_once, real_init);
+    return real_swapcontext(from, to);
+}
+#else
+#define switch_context swapcontext
 #endif
 
 #define ACTOR_STACK (256u << 20) /* as deep as the jett-runtime thread's (main.c) */
@@ -220,7 +243,7 @@ static void yield(struct jt_actor *a)
                                                                                : &a->asan_fake,
                                    w->asan_bottom, w->asan_size);
 #endif
-    swapcontext(&a->ctx, &w->ctx);
+    switch_context(&a->ctx, &w->ctx);
 #ifdef JT_ASAN
     __sanitizer_finish_switch_fiber(a->asan_fake, &a->worker->asan_bottom,
                                     &a->worker->asan_size);
@@ -395,7 +418,7 @@ static void worker_loop(struct jt_worker *w)
 #ifdef JT_ASAN
         __sanitizer_start_switch_fiber(&w->asan_fake, a->stack, a->stack_len);
 #endif
-        swapcontext(&w->ctx, &a->ctx);
+        switch_context(&w->ctx, &a->ctx);
 #ifdef JT_ASAN
         __sanitizer_finish_switch_fiber(w->asan_fake, NULL, NULL);
 #endif
