@@ -83,6 +83,7 @@ struct jt_actor {
     uint32_t join_target;
     uint64_t wake_ns;
     jv result; /* in its own heap once it ended, for join's copies */
+    bool interrupted; /* it ended unwinding an interrupt: it has no result */
     struct jt_actor *rq_next;
     void *asan_fake;
 };
@@ -287,6 +288,7 @@ static void actor_main(unsigned lo, unsigned hi)
     }
     if (vm->ctl == CTL_ERROR)
         record_error(a);
+    a->interrupted = vm->ctl == CTL_INTERRUPT;
     a->want = W_DONE;
     yield(a);
     abort(); /* an ended actor is never resumed */
@@ -926,7 +928,13 @@ jv jt_actor_join(struct jt_vm *vm, const struct jt_node *n, jv id)
     vm->actor->join_target = t->id;
     if (!wait_for(vm, target_done, W_JOIN))
         return NIL;
+    bool interrupted = t->interrupted;
     pthread_mutex_unlock(&s->mu);
+    if (interrupted) { /* no result to copy: the joiner unwinds the interrupt too */
+        if (vm->ctl != CTL_ERROR)
+            vm->ctl = CTL_INTERRUPT;
+        return NIL;
+    }
     /* Ended under the mutex: its result is no longer written, and copies only read it. */
     jv c;
     if (!copy_value(vm, n, t->result, 0, &c, "join"))

@@ -207,6 +207,32 @@ Test(actors, a_running_actor_gives_way_after_its_slice)
     jtt_run_free(&r);
 }
 
+/* SIGINT reaches every actor: the running one at its next safe point, the waiting ones at
+ * their wait; a join of an actor that was interrupted has no result to print. */
+Test(actors, sigint_ends_every_actor)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett",
+              "fn spin() -> int { var i = 0\n while true { i = i + 1 } }\n"
+              "fn waiter() -> int { return receive() }\n"
+              "fn main() {\n"
+              "  let a = spawn spin()\n"
+              "  let b = spawn waiter()\n"
+              "  eprint(\"ready\")\n"
+              "  print(join(a))\n"
+              "}\n");
+    const char *argv[] = {"run", "main.jett", "--workers", "2", "--profile", NULL};
+    struct jt_run r;
+    jtt_run_sigint(dir, argv, "ready\n", 200, &r);
+    cr_expect_eq(r.status, 130, "exit %d: %s", r.status, r.err);
+    cr_expect_str_eq(r.out, "");
+    cr_expect(strstr(r.err, "ready\njett: interrupted\n"), "%s", r.err);
+    cr_expect(strstr(r.err, "termination: interrupted"), "%s", r.err);
+    jtt_run_free(&r);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
 /* ---- profiles ---- */
 
 /* The profile object of an --agent envelope without the lines that may differ between
