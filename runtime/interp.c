@@ -131,7 +131,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n);
 
 /* The body of a call whose arguments are in stack slots base.. (owned there): enter, run,
  * leave, release the slots. */
-static jv call_body(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f,
+static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f,
                     uint64_t base)
 {
     jv r = NIL;
