@@ -28,10 +28,7 @@
 
 #define JP_CTL_VERSION 1u
 #define JP_CTL_MAX_FRAME (1u << 24) /* 16 MiB: a rendered profile plus slack */
-#define JP_CTL_MAX_EXCERPT_KEYS 4096u
-/* Worker rings a run may have mapped at once (the agent registers at most this many threads at
- * once); the daemon also bounds their bytes (its per-run ring cap). */
-#define JP_CTL_MAX_WORKER_RINGS 64u  /* also the most items of an "excerpts" message */
+#define JP_CTL_MAX_EXCERPT_KEYS 4096u  /* also the most items of an "excerpts" message */
 #define JP_CTL_MAX_ELEMENTS (1u << 16) /* msgpack values in one frame, containers' members */
 
 /* X(NAME, "wire name") */
@@ -48,10 +45,7 @@
     X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */  \
     X(STATUS, "status")             /* client -> long-lived daemon: what it is doing */          \
     X(STATUS_REPLY, "status_reply") /* daemon -> client: the status (or runs) text, then close */ \
-    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */    \
-    X(WORKER_RING, "worker_ring")   /* agent -> daemon: a registered thread's own ring fd */   \
-    X(RING_REPLY, "ring_reply")     /* daemon -> agent: that ring's index, or why refused */   \
-    X(RING_RETIRE, "ring_retire")   /* agent -> daemon: a worker ring's producer is done */
+    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -157,20 +151,6 @@ struct jp_ctl_msg {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
         } ring;
-        /* A registered runtime thread's own ring (one memfd follows, as for RING): thread is
-         * its run-local runtime thread id (JP_ID_UNAVAILABLE allowed). Sent after RING, any
-         * time before FINALIZE; answered by RING_REPLY. What a worker ring may carry and how
-         * the daemon merges the run's rings: protocol/ring.h, "A run's rings". */
-        struct { uint32_t thread, slot_count; } worker_ring;
-        /* index: 1..JP_CTL_MAX_WORKER_RINGS, the ring's number in the run (never reused in
-         * the run); 0 when refused, with reason the daemon's (the run goes on without it). */
-        struct {
-            uint32_t index;
-            const char *reason; size_t reason_len;
-        } ring_reply;
-        /* The producer of worker ring `index` wrote its last record: the daemon drains it to
-         * the head it reads after this message and unmaps it. */
-        struct { uint32_t index; } ring_retire;
         struct {
             uint32_t termination; /* JP_TERM_* */
             uint32_t exports;     /* 1u << JP_EXPORT_*: what to render before RESULT */

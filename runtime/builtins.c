@@ -1,5 +1,6 @@
 /* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep,
- * fail, and debug and log, whose rows runlog.c records. They evaluate their own arguments
+ * fail, debug and log, whose rows runlog.c records, and the actors' send, receive, join and
+ * self (actors.c). They evaluate their own arguments
  * through the interpreter (interp.c) and report errors through it, so a builtin's failure
  * unwinds exactly like any other runtime error. */
 #include <inttypes.h>
@@ -8,16 +9,20 @@
 #include <string.h>
 #include <time.h>
 
+#include "actors.h"
 #include "interp.h"
 #include "jettprof.h"
 
 static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
 {
-    if (vm->capture) {
-        jt_buf_put(to_err ? &vm->err : &vm->out, p, n);
+    struct jt_vm *root = vm->root; /* the run's outputs are main's */
+    if (root->capture) {
+        jt_actor_lock_shared(vm);
+        jt_buf_put(to_err ? &root->err : &root->out, p, n);
+        jt_actor_unlock_shared(vm);
         return;
     }
-    fwrite(p, 1, n, to_err ? stderr : stdout);
+    fwrite(p, 1, n, to_err ? stderr : stdout); /* one locked stdio call: lines never mix */
 }
 
 /* Text of a value as print() shows it. Interpreter-internal buffer, not a Jett event. */
@@ -102,8 +107,13 @@ static jv call_log(struct jt_vm *vm, const struct jt_node *n)
         if (vm->ctl)
             break;
     }
-    if (!vm->ctl && jt_runlog_log(&vm->runlog, vm->fn->src, n->line, n->col, a, got) < 0)
-        jt_rt_error(vm, n, "out of memory: cannot record a log record");
+    if (!vm->ctl) {
+        jt_actor_lock_shared(vm); /* one sequence of log numbers for the run */
+        int lr = jt_runlog_log(&vm->root->runlog, vm->fn->src, n->line, n->col, a, got);
+        jt_actor_unlock_shared(vm);
+        if (lr < 0)
+            jt_rt_error(vm, n, "out of memory: cannot record a log record");
+    }
     for (uint32_t i = 0; i < got; i++)
         jv_release(&vm->heap, a[i]);
     free(a);
@@ -189,12 +199,26 @@ jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
                         a[0].u.i);
             break;
         }
+        if (jt_actor_sleep(vm, n, a[0].u.i)) /* parked: its worker runs another actor */
+            break;
         if (vm->pt)
             jettprof_set_state(vm->pt, JETTPROF_STATE_WAITING);
         sleep_ms(vm, a[0].u.i);
         if (vm->pt)
             jettprof_set_state(vm->pt, JETTPROF_STATE_JETT);
         jt_safe_point(vm);
+        break;
+    case JT_B_SEND:
+        r = jt_actor_send(vm, n, a[0], a[1]);
+        break;
+    case JT_B_RECEIVE:
+        r = jt_actor_receive(vm, n);
+        break;
+    case JT_B_JOIN:
+        r = jt_actor_join(vm, n, a[0]);
+        break;
+    case JT_B_SELF:
+        r = mk_int(jt_actor_id(vm));
         break;
     case JT_B_FAIL: {
         struct jp_buf b = {0};
@@ -203,14 +227,18 @@ jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
         jp_buf_free(&b);
         break;
     }
-    case JT_B_DEBUG:
-        if (jt_runlog_debug(&vm->runlog, vm->fn->src, n->line, n->col, a[0]) < 0) {
+    case JT_B_DEBUG: {
+        jt_actor_lock_shared(vm);
+        int dr = jt_runlog_debug(&vm->root->runlog, vm->fn->src, n->line, n->col, a[0]);
+        jt_actor_unlock_shared(vm);
+        if (dr < 0) {
             jt_rt_error(vm, n, "out of memory: cannot record a debug row");
             break;
         }
         r = a[0];
         a[0] = NIL;
         break;
+    }
     case JT_B_SECRET:
         if (a[0].k != JV_STR && a[0].k != JV_SECRET) {
             jt_rt_error(vm, n, "secret expects str, got %s", jt_kind_name(a[0].k));

@@ -204,6 +204,16 @@ static void resolve(struct checker *c, struct jt_node *n)
     case JT_N_CALL:
         resolve_call(c, n);
         return;
+    case JT_N_SPAWN:
+        if (!n->a || n->a->kind != JT_N_CALL) {
+            fail(c, n, "spawn expects a call of a Jett function: spawn f(args)");
+            return;
+        }
+        resolve_call(c, n->a);
+        if (n->a->kind != JT_N_CALL)
+            fail(c, n, "spawn expects a call of a Jett function, not of the builtin '%s'",
+                 n->a->name);
+        return;
     case JT_N_LIST:
         for (uint32_t i = 0; i < n->nkids; i++)
             resolve(c, n->kids[i]);
@@ -429,6 +439,9 @@ static bool sec_expr(struct sec *s, struct jt_node *n)
     case JT_N_AND: case JT_N_OR:
         sec_expr(s, n->a);
         sec_expr(s, n->b);
+        break;
+    case JT_N_SPAWN: /* the arguments are checked as a call's; the actor's id is an int */
+        sec_expr(s, n->a);
         break;
     default:
         break;

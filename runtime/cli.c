@@ -30,7 +30,7 @@ int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 
 enum opt {
     O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_VERBOSE,
-    O_EXPORT,
+    O_EXPORT, O_WORKERS,
     O_COUNT
 };
 static const struct {
@@ -44,6 +44,7 @@ static const struct {
     [O_OVERWRITE] = {"--profile-capture-overwrite", false},
     [O_VERBOSE] = {"--profile-verbose", false},
     [O_EXPORT] = {"--profile-export", true},
+    [O_WORKERS] = {"--workers", true},
 };
 
 /* `--profile-export FORMAT:PATH`: a known format word, a non-empty path. */
@@ -102,6 +103,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
     c->threshold_bp = 500;
     c->limit = 10;
     c->rate_hz = JP_RATE_HZ_DEFAULT;
+    c->workers = 1;
     bool seen[O_COUNT] = {false};
     char v[64];
     for (int i = 0; i < argc; i++) {
@@ -185,6 +187,14 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
             break;
         case O_EXPORT:
             r = parse_export(val, c, err, errcap);
+            break;
+        case O_WORKERS:
+            r = jt_parse_uint(val, 1, JT_MAX_WORKERS, &c->workers);
+            if (r < 0) {
+                jt_shown(val, 40, v, sizeof v);
+                snprintf(err, errcap, "--workers expects an integer from 1 to %u (runtime worker "
+                         "threads), got '%s'", JT_MAX_WORKERS, v);
+            }
             break;
         default: break;
         }

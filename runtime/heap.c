@@ -162,3 +162,56 @@ void jt_heap_fini(struct jt_heap *h)
     h->work = NULL;
     h->nwork = h->capwork = 0;
 }
+
+/* The Jett size of an object, as allocation and free report it. */
+static uint64_t obj_size(const struct jt_obj *o)
+{
+    return o->kind == JV_LIST ? ((const struct jt_list *)o)->cap * JT_SLOT_BYTES
+                              : ((const struct jt_str *)o)->len;
+}
+
+/* Moves the objects of v's tree between a heap's live list and none. The tree is a copy made
+ * for a transfer (actors.c): every object in it is reachable once, so the walk needs no marks,
+ * and it is at most JT_MAX_COPY_DEPTH deep. */
+static void move_tree(struct jt_heap *h, struct jt_obj *o, bool in)
+{
+    if (o->rc < 0)
+        return; /* an immortal literal belongs to no heap */
+    if (in) {
+        o->prev = NULL;
+        o->next = h->live;
+        if (h->live)
+            h->live->prev = o;
+        h->live = o;
+        h->objects++;
+        h->live_bytes += obj_size(o);
+    } else {
+        if (o->prev)
+            o->prev->next = o->next;
+        else
+            h->live = o->next;
+        if (o->next)
+            o->next->prev = o->prev;
+        o->prev = o->next = NULL;
+        h->objects--;
+        h->live_bytes -= obj_size(o);
+    }
+    if (o->kind == JV_LIST) {
+        const struct jt_list *l = (const struct jt_list *)o;
+        for (uint64_t i = 0; i < l->len; i++)
+            if (l->items[i].k >= JV_STR)
+                move_tree(h, l->items[i].u.o, in);
+    }
+}
+
+void jt_heap_detach(struct jt_heap *h, jv v)
+{
+    if (v.k >= JV_STR)
+        move_tree(h, v.u.o, false);
+}
+
+void jt_heap_adopt(struct jt_heap *h, jv v)
+{
+    if (v.k >= JV_STR)
+        move_tree(h, v.u.o, true);
+}

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "actors.h"
 #include "interp.h"
 #include "jettprof.h"
 
@@ -128,33 +129,16 @@ static bool convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty,
 
 static void exec(struct jt_vm *vm, const struct jt_node *n);
 
-static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
+/* The body of a call whose arguments are in stack slots base.. (owned there): enter, run,
+ * leave, release the slots. */
+static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f,
+                    uint64_t base)
 {
-    const struct jt_fn *f = n->fn;
-    if (vm->depth >= JT_MAX_DEPTH) {
-        jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
-        return NIL;
-    }
-    if (vm->sp + f->nslots > JT_STACK_SLOTS) {
-        jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
-        return NIL;
-    }
-    uint64_t base = vm->sp;
-    for (uint32_t i = 0; i < f->nslots; i++)
-        vm->stack[base + i] = NIL;
-    vm->sp += f->nslots;
     jv r = NIL;
-    for (uint32_t i = 0; i < n->nkids; i++) {
-        jv v = jt_eval(vm, n->kids[i]);
-        if (vm->ctl)
-            goto unwind_args;
-        if (!convert(vm, n->kids[i], f->params[i].ty, &v, "parameter", f->params[i].name))
-            goto unwind_args;
-        vm->stack[base + i] = v;
-    }
     const struct jt_fn *caller = vm->fn;
     uint64_t caller_base = vm->base;
     uint32_t line = vm->line, col = vm->col;
+    vm->frames[vm->depth] = (struct jt_frame_rec){f->prof_frame, line, col};
     vm->fn = f;
     vm->base = base;
     vm->depth++;
@@ -182,7 +166,6 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
         prof_stmt(vm, line, col); /* the caller's statement is current again */
     if (!vm->ctl && f->ret != JT_TY_ANY)
         convert(vm, n, f->ret, &r, "the return value of", f->name);
-unwind_args:
     for (uint32_t i = 0; i < f->nslots; i++)
         jv_release(&vm->heap, vm->stack[base + i]);
     vm->sp = base;
@@ -191,6 +174,72 @@ unwind_args:
         return NIL;
     }
     return r;
+}
+
+/* Room for f's frame: 0, or false after the stack-overflow error. */
+static bool call_room(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f)
+{
+    if (vm->depth >= JT_MAX_DEPTH) {
+        jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
+        return false;
+    }
+    if (vm->sp + f->nslots > JT_STACK_SLOTS) {
+        jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
+        return false;
+    }
+    return true;
+}
+
+static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
+{
+    const struct jt_fn *f = n->fn;
+    if (!call_room(vm, n, f))
+        return NIL;
+    uint64_t base = vm->sp;
+    for (uint32_t i = 0; i < f->nslots; i++)
+        vm->stack[base + i] = NIL;
+    vm->sp += f->nslots;
+    for (uint32_t i = 0; i < n->nkids; i++) {
+        jv v = jt_eval(vm, n->kids[i]);
+        if (vm->ctl)
+            goto unwind_args;
+        if (!convert(vm, n->kids[i], f->params[i].ty, &v, "parameter", f->params[i].name))
+            goto unwind_args;
+        vm->stack[base + i] = v;
+    }
+    return call_body(vm, n, f, base);
+unwind_args:
+    for (uint32_t i = 0; i < f->nslots; i++)
+        jv_release(&vm->heap, vm->stack[base + i]);
+    vm->sp = base;
+    return NIL;
+}
+
+jv jt_call_values(struct jt_vm *vm, const struct jt_node *at, const struct jt_fn *f, jv *args)
+{
+    if (!call_room(vm, at, f)) {
+        for (uint32_t i = 0; i < f->nparams; i++)
+            jv_release(&vm->heap, args[i]);
+        return NIL;
+    }
+    uint64_t base = vm->sp;
+    for (uint32_t i = 0; i < f->nslots; i++)
+        vm->stack[base + i] = NIL;
+    vm->sp += f->nslots;
+    bool ok = true;
+    for (uint32_t i = 0; i < f->nparams; i++) {
+        jv v = args[i];
+        args[i] = NIL;
+        if (ok && !convert(vm, at, f->params[i].ty, &v, "parameter", f->params[i].name))
+            ok = false;
+        vm->stack[base + i] = v;
+    }
+    if (ok)
+        return call_body(vm, at, f, base);
+    for (uint32_t i = 0; i < f->nslots; i++)
+        jv_release(&vm->heap, vm->stack[base + i]);
+    vm->sp = base;
+    return NIL;
 }
 
 static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
@@ -328,10 +377,13 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
         return v;
     }
     case JT_N_GLOBAL: {
-        jv v = vm->globals[n->slot];
+        jv v = vm->root->globals[n->slot];
+        if (vm->root != vm && !jt_actor_may_read_global(vm, n, v))
+            return NIL;
         jv_retain(v);
         return v;
     }
+    case JT_N_SPAWN: return jt_actor_spawn(vm, n);
     case JT_N_LIST: {
         struct jt_list *l;
         if (jt_heap_list(&vm->heap, n->nkids, &l) < 0) {
@@ -449,6 +501,12 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
             return;
         if (n->ival) {
             const struct jt_global *g = &vm->prog->globals[n->slot];
+            if (vm->root != vm) { /* globals are main's: no value is shared between actors */
+                jv_release(&vm->heap, v);
+                jt_rt_error(vm, n, "cannot assign to global '%s' from actor %u: globals "
+                            "belong to main (actor 0)", g->name, jt_actor_id(vm));
+                return;
+            }
             if (!convert(vm, n, g->ty, &v, "variable", g->name))
                 return;
             store(vm, &vm->globals[n->slot], v);
@@ -580,6 +638,8 @@ bool jt_safe_point_slow(struct jt_vm *vm)
 {
     if (vm->pt)
         jettprof_poll(vm->pt, vm->pw);
+    if (__atomic_load_n(vm->poke, __ATOMIC_RELAXED) != 0)
+        jt_actor_poked(vm); /* may switch this actor out; it resumes here, on any worker */
     if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) != 0) {
         if (vm->ctl != CTL_ERROR)
             vm->ctl = CTL_INTERRUPT;
@@ -594,8 +654,11 @@ void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt)
     vm->prog = prog;
     vm->interrupt = interrupt;
     vm->pw = &jt_no_pending;
+    vm->poke = &jt_no_pending;
+    vm->root = vm;
     vm->globals = jt_xcalloc(prog->nglobals ? prog->nglobals : 1, sizeof(jv));
     vm->stack = jt_xmalloc(sizeof(jv) * JT_STACK_SLOTS);
+    vm->frames = jt_xmalloc(sizeof *vm->frames * JT_MAX_DEPTH);
 }
 
 static enum jt_outcome run_program(struct jt_vm *vm)
@@ -606,6 +669,7 @@ static enum jt_outcome run_program(struct jt_vm *vm)
         if (!m->nglobals)
             continue;
         vm->fn = m->init_frame;
+        vm->init_frame = m->init_frame->prof_frame;
         if (vm->pt)
             jettprof_enter(vm->pt, m->init_frame->prof_frame);
         for (uint32_t k = 0; k < m->nglobals && !vm->ctl; k++) {
@@ -622,6 +686,7 @@ static enum jt_outcome run_program(struct jt_vm *vm)
         }
         if (vm->pt)
             jettprof_leave(vm->pt);
+        vm->init_frame = 0;
     }
     if (!vm->ctl) {
         vm->fn = prog->main;
@@ -639,25 +704,23 @@ static enum jt_outcome run_program(struct jt_vm *vm)
 
 enum jt_outcome jt_vm_run(struct jt_vm *vm)
 {
-    /* The agent's inline paths for the thread the driver registered: the cheapest enter, leave
-     * and heap hooks. Valid only while that registration is, so they are dropped on return,
-     * before the driver unregisters. NULL (an agent of another layout): the plain calls. */
-    if (vm->pt)
-        vm->pf = jettprof_thread_fast(vm->pt, JETTPROF_FAST_VERSION);
-    if (vm->heap.pt)
-        vm->heap.pf = jettprof_thread_fast(vm->heap.pt, JETTPROF_FAST_VERSION);
-    enum jt_outcome o = run_program(vm);
-    vm->pf = NULL;
-    vm->heap.pf = NULL;
-    return o;
+    /* The worker's agent handle and inline paths are set by the scheduler at every switch-in
+     * (actors.c), so they are always the running worker's. */
+    return run_program(vm);
 }
 
 void jt_vm_fini(struct jt_vm *vm)
 {
+    if (vm->root == vm) { /* the other actors first: main's mailbox joins its heap */
+        jt_sched_free(vm->sched);
+        vm->sched = NULL;
+    }
     vm->heap.pt = NULL; /* teardown is not a Jett event */
     jt_heap_fini(&vm->heap);
-    free(vm->globals);
+    if (vm->root == vm)
+        free(vm->globals);
     free(vm->stack);
+    free(vm->frames);
     jp_buf_free(&vm->out);
     jp_buf_free(&vm->err);
     jp_buf_free(&vm->errmsg);

@@ -38,11 +38,25 @@ struct jt_vm {
     /* a runtime error's message, "path:line:col: runtime error: ..." */
     struct jp_buf errmsg;
     const int *interrupt;       /* set asynchronously on SIGINT; read relaxed */
+    /* Actors (actors.c). Every actor has its own VM: its heap, stack and call state; the run's
+     * shared state (globals, outputs, runlog) is the root VM's, main's (actor 0). */
+    struct jt_vm *root;         /* main's VM: itself for main */
+    struct jt_sched *sched;     /* the run's scheduler, NULL before it runs */
+    struct jt_actor *actor;     /* the actor this VM runs */
+    const uint32_t *poke;       /* the worker's preemption word (safe points read it) */
+    /* The Jett frames of the calls in progress, frames[d] for depth d + 1, with the caller's
+     * statement at the call: what a worker re-enters with the agent when the actor resumes
+     * there (a migration keeps every function identity and call chain). */
+    struct jt_frame_rec { uint32_t frame, line, col; } *frames;
+    uint32_t init_frame;        /* the <init> frame while globals initialise (depth 0), or 0 */
 };
 
 void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt);
-/* Runs the globals' initialisers then main. */
+/* Runs the globals' initialisers then main, on the calling coroutine (actor 0). */
 enum jt_outcome jt_vm_run(struct jt_vm *vm);
+/* Calls f with the values args[0..f->nparams) (owned: consumed), as a spawned actor's body
+ * does; the result is owned, NIL while vm->ctl unwinds. */
+jv jt_call_values(struct jt_vm *vm, const struct jt_node *at, const struct jt_fn *f, jv *args);
 /* Frees every value (without profiler events: call after the profile is final). */
 void jt_vm_fini(struct jt_vm *vm);
 
@@ -72,8 +86,11 @@ extern const uint32_t jt_no_pending;
 bool jt_safe_point_slow(struct jt_vm *vm);
 static inline bool jt_safe_point(struct jt_vm *vm)
 {
+    /* The worker's preemption word joins the OR: raised by the slice ticker (actors.c) only
+     * once a second actor exists, so a program without actors pays one more load. */
     if (__builtin_expect((__atomic_load_n(vm->pw, __ATOMIC_RELAXED) |
-                          (uint32_t)__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED)) != 0,
+                          (uint32_t)__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED) |
+                          __atomic_load_n(vm->poke, __ATOMIC_RELAXED)) != 0,
                          0))
         return jt_safe_point_slow(vm);
     return true;

@@ -45,7 +45,9 @@ struct jt_cli {
     /* --profile-export FORMAT:PATH, in command-line order (JP_EXPORT_* formats) */
     struct jt_export { uint32_t format; const char *path; } exports[JT_MAX_EXPORTS];
     uint32_t nexports;
+    uint32_t workers; /* --workers N: runtime worker threads, 1..JT_MAX_WORKERS (default 1) */
 };
+#define JT_MAX_WORKERS 64u
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).
  * On error returns -EINVAL and writes one line naming what was wrong to err (no trailing
  * newline). Validation is complete before anything is read or compiled. */
@@ -100,7 +102,7 @@ struct jt_source {
     X(KW_LET, "'let'") X(KW_VAR, "'var'") X(KW_IF, "'if'") X(KW_ELSE, "'else'")                   \
     X(KW_WHILE, "'while'") X(KW_FOR, "'for'") X(KW_IN, "'in'") X(KW_RETURN, "'return'")           \
     X(KW_BREAK, "'break'") X(KW_CONTINUE, "'continue'") X(KW_TRUE, "'true'")                      \
-    X(KW_FALSE, "'false'")
+    X(KW_FALSE, "'false'") X(KW_SPAWN, "'spawn'")
 enum jt_tok_kind {
 #define JT_X(n, s) JT_T_##n,
     JT_TOKENS(JT_X)
@@ -139,7 +141,7 @@ enum jt_type { JT_TY_ANY = 0, JT_TY_INT, JT_TY_BOOL, JT_TY_STR, JT_TY_LIST, JT_T
     X(INT) X(BOOL) X(STR) X(LIST) X(LOCAL) X(GLOBAL) X(CALL) X(BUILTIN) X(INDEX) X(UNARY)         \
     X(BINARY) X(AND) X(OR) X(NAME) /* unresolved dotted name, parser only */                     \
     X(LET) X(ASSIGN) X(SETINDEX) X(IF) X(WHILE) X(FOR_RANGE) X(FOR_EACH) X(RETURN) X(BREAK)       \
-    X(CONTINUE) X(EXPR) X(BLOCK)
+    X(CONTINUE) X(EXPR) X(BLOCK) X(SPAWN) /* SPAWN: a = the call of the actor's function */
 enum jt_node_kind {
 #define JT_X(n) JT_N_##n,
     JT_NODES(JT_X)
@@ -237,7 +239,8 @@ int jt_add_global(struct jt_program *prog, struct jt_global *g);
     X(PUSH, "push", 2, 2) X(POP, "pop", 1, 1) X(SLEEP, "sleep", 1, 1) X(FAIL, "fail", 1, 1)       \
     X(SECRET, "secret", 1, 1) X(SUBSTR, "substr", 3, 3) X(BYTE, "byte", 2, 2)                     \
     X(CHR, "chr", 1, 1) X(LIST, "list", 2, 2) X(DEBUG, "debug", 1, 1)                            \
-    X(LOG, "log", 0, INT32_MAX) /* every shape of log call runs: a bad one is rejected */
+    X(LOG, "log", 0, INT32_MAX) /* every shape of log call runs: a bad one is rejected */     \
+    X(SEND, "send", 2, 2) X(RECEIVE, "receive", 0, 0) X(JOIN, "join", 1, 1) X(SELF, "self", 0, 0)
 enum jt_builtin {
 #define JT_X(id, s, lo, hi) JT_B_##id,
     JT_BUILTINS(JT_X)

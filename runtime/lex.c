@@ -26,7 +26,7 @@ static const struct {
     {"let", JT_T_KW_LET},             {"var", JT_T_KW_VAR},       {"if", JT_T_KW_IF},
     {"else", JT_T_KW_ELSE},           {"while", JT_T_KW_WHILE},   {"for", JT_T_KW_FOR},
     {"in", JT_T_KW_IN},               {"return", JT_T_KW_RETURN}, {"break", JT_T_KW_BREAK},
-    {"continue", JT_T_KW_CONTINUE},   {"true", JT_T_KW_TRUE},     {"false", JT_T_KW_FALSE},
+    {"continue", JT_T_KW_CONTINUE},   {"true", JT_T_KW_TRUE},     {"false", JT_T_KW_FALSE}, {"spawn", JT_T_KW_SPAWN},
 };
 
 void jt_lex_init(struct jt_lexer *lx, const char *p, size_t len, const struct jt_source *src,

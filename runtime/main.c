@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
+#include "actors.h"
 #include "interp.h"
 #include "jett.h"
 #include "jettprof.h"
@@ -190,7 +191,8 @@ static const char usage[] =
     "usage: jett run FILE [--profile [--profile-rate HZ] | --profile-memory]\n"
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
     "                     [--profile-capture PATH [--profile-capture-overwrite]]\n"
-    "                     [--profile-verbose] [--profile-export FORMAT:PATH]... [--agent]";
+    "                     [--profile-verbose] [--profile-export FORMAT:PATH]...\n"
+    "                     [--workers N] [--agent]";
 
 static const char usage_text[] =
     "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
@@ -207,6 +209,7 @@ static const char usage_text[] =
     "  --profile-verbose              end the report with every total, as the TOON names them\n"
     "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
     "                                 speedscope, svg) to PATH; repeatable\n"
+    "  --workers N                    run the actors on N worker threads, 1..64 (default 1)\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
@@ -216,6 +219,7 @@ struct runner {
     enum jt_outcome outcome;
     bool setup_failed;
     bool hook_heap; /* memory mode: the heap reports its events */
+    uint32_t workers; /* --workers */
     int setup_err;
     jettprof_run *run;
 };
@@ -224,28 +228,13 @@ static void *runtime_main(void *arg)
 {
     struct runner *R = arg;
     pthread_setname_np(pthread_self(), "jett-runtime");
-    jettprof_thread *t = NULL;
-    if (R->run) {
-        int r = jettprof_thread_register(R->run, 1, &t);
-        if (r < 0) {
-            R->setup_failed = true;
-            R->setup_err = r;
-            return NULL;
-        }
-        R->vm.pt = (struct jettprof_thread *)t;
-        R->vm.pw = jettprof_pending_word(t);
-        if (R->hook_heap)
-            R->vm.heap.pt = (struct jettprof_thread *)t;
-        else
-            R->vm.stmt_pos = jettprof_stmt_pos(t);
-    }
-    R->outcome = jt_vm_run(&R->vm);
-    if (t) {
-        R->vm.heap.pt = NULL;
-        R->vm.stmt_pos = NULL;
-        R->vm.pt = NULL;
-        R->vm.pw = &jt_no_pending;
-        jettprof_thread_unregister(t);
+    /* This thread is worker 0; the scheduler starts and registers the others (actors.c). */
+    struct jt_sched_config cfg = {.workers = R->workers, .run = R->run, .hook_heap = R->hook_heap};
+    int err = 0;
+    R->outcome = jt_sched_run(&R->vm, &cfg, &err);
+    if (err < 0) {
+        R->setup_failed = true;
+        R->setup_err = err;
     }
     return NULL;
 }
@@ -540,6 +529,7 @@ static int run_command(int argc, char **argv)
     struct runner *R = jt_xcalloc(1, sizeof *R);
     jt_vm_init(&R->vm, prog, &g_interrupt);
     R->vm.capture = agent;
+    R->workers = cli.workers;
     R->vm.runlog.human = agent ? NULL : stderr; /* kept for the envelope, or one line each */
     int code = 0;
     int capture_fd = -1;
@@ -573,6 +563,7 @@ static int run_command(int argc, char **argv)
                              : JETTPROF_OUT_HUMAN | (cli.verbose ? JETTPROF_OUT_VERBOSE : 0u),
             .capabilities = JETTPROF_CAP_CPU_TICK_SOURCE | JETTPROF_CAP_SAFE_STACK_CAPTURE |
                             JETTPROF_CAP_THREAD_REGISTRATION | JETTPROF_CAP_SOURCE_SPANS |
+                            JETTPROF_CAP_TASK_ATTRIBUTION |
                             JETTPROF_CAP_PROCESS_CPU_TIME | JETTPROF_CAP_HEAP_ALLOCATION_HOOKS |
                             JETTPROF_CAP_FREE_AND_RESIZE_EVENTS,
             .capture_fd = capture_fd,

@@ -264,6 +264,16 @@ static struct jt_node *parse_postfix(struct parser *p)
 
 static struct jt_node *parse_unary(struct parser *p)
 {
+    if (at(p, JT_T_KW_SPAWN)) { /* spawn f(args): the call is checked to be a Jett function's */
+        struct jt_token t = p->t;
+        next(p);
+        struct jt_node *n = mk(p, JT_N_SPAWN, &t);
+        n->a = parse_postfix(p);
+        if (n->a)
+            n->end = n->a->end;
+        set_depth(p, n);
+        return n;
+    }
     if (at(p, JT_T_MINUS) || at(p, JT_T_NOT)) {
         if (!enter_nest(p))
             return NULL;

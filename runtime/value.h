@@ -73,6 +73,13 @@ void jt_heap_release(struct jt_heap *h, struct jt_obj *o);
 /* Frees every object still alive without reporting anything: used after the profile is
  * final, when what is alive has been counted as retained. */
 void jt_heap_fini(struct jt_heap *h);
+/* A value copied for another actor changes hands without an event: detach takes its objects
+ * off the sender's heap (they stay allocated, in no heap, while they travel), adopt puts them
+ * on the receiver's, whose frees then report them. Only for trees of fresh objects made by a
+ * copy (each object reachable once), at most JT_MAX_COPY_DEPTH deep. */
+#define JT_MAX_COPY_DEPTH 64
+void jt_heap_detach(struct jt_heap *h, jv v);
+void jt_heap_adopt(struct jt_heap *h, jv v);
 
 static inline void jv_retain(jv v)
 {

@@ -11,8 +11,14 @@
  *   4. CPU mode at 1000 Hz on a call-heavy host loop against the same loop unprofiled, run
  *      alternately in this process. With $JETTPROFD set the run goes to a private jettprofd
  *      (the real consumer); otherwise to a local ring nobody drains (big enough for the run).
+ *   5. `threads`: producer CPU time per allocation event with 1, 2 and 4 registered threads
+ *      allocating and freeing at full rate behind a 3-deep chain, plain hooks and inline
+ *      ones, into a memory run of a private jettprofd ($JETTPROFD, required); each thread's
+ *      CPU time (CLOCK_THREAD_CPUTIME_ID) summed over the events of all, so a 2-core machine
+ *      compares the cost of an event, not the wall time; with the run's lost records.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -399,6 +405,117 @@ static void cpu_bench(void)
     }
 }
 
+/* ---- 5. threads ---- */
+
+struct producer {
+    jettprof_run *run;
+    uint32_t tid, frames[3];
+    int inline_hooks;
+    uint64_t pairs; /* alloc + free pairs to make */
+    uint64_t cpu;   /* this thread's CPU time for them, ns */
+    int err;
+};
+
+static void *producer_main(void *arg)
+{
+    struct producer *p = arg;
+    jettprof_thread *t;
+    if ((p->err = jettprof_thread_register(p->run, p->tid, &t)) < 0)
+        return NULL;
+    for (int d = 0; d < 3; d++)
+        jettprof_enter(t, p->frames[d]);
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    uint64_t t0 = cpu_ns();
+    for (uint64_t i = 0; i < p->pairs; i++) {
+        uint64_t id = 0;
+        if (p->inline_hooks && f) {
+            jettprof_alloc_fast(f, 64u + (i & 63u), &id);
+            jettprof_free_fast(f, id, 64u + (i & 63u));
+        } else {
+            jettprof_alloc(t, 64u + (i & 63u), &id);
+            jettprof_free(t, id, 64u + (i & 63u));
+        }
+    }
+    p->cpu = cpu_ns() - t0;
+    for (int d = 0; d < 3; d++)
+        jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    return NULL;
+}
+
+/* One run with `threads` producers: ns of producer CPU per event; *lost the run's lost
+ * records (from its TOON totals), -1 when the run failed. */
+static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, long long *lost)
+{
+    struct jettprof_config c = config(JETTPROF_MODE_MEMORY, 0);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    if (r < 0) {
+        fprintf(stderr, "agent_bench: cannot start a memory run: %s (%s)\n",
+                jettprof_strerror(r), jettprof_last_reason());
+        exit(1);
+    }
+    struct producer p[4];
+    pthread_t th[4];
+    uint32_t fr[3] = {frame(run, "main", 1), frame(run, "step", 5), frame(run, "leaf", 9)};
+    for (uint32_t i = 0; i < threads; i++) {
+        p[i] = (struct producer){run, i + 1, {fr[0], fr[1], fr[2]}, inline_hooks,
+                                 events / 2 / threads, 0, 0};
+        pthread_create(&th[i], NULL, producer_main, &p[i]);
+    }
+    uint64_t cpu = 0;
+    for (uint32_t i = 0; i < threads; i++) {
+        pthread_join(th[i], NULL);
+        if (p[i].err < 0) {
+            fprintf(stderr, "agent_bench: register: %s\n", jettprof_strerror(p[i].err));
+            exit(1);
+        }
+        cpu += p[i].cpu;
+    }
+    struct jettprof_result res = {.size = sizeof res};
+    jettprof_finish(run, JETTPROF_TERM_RETURNED, &res);
+    const char *l = res.toon ? strstr(res.toon, "lost_records: ") : NULL;
+    *lost = l ? strtoll(l + strlen("lost_records: "), NULL, 10) : -1;
+    jettprof_result_release(&res);
+    return (double)cpu / (double)(events / 2 / threads * threads * 2);
+}
+
+static void threads_bench(void)
+{
+    if (!getenv("JETTPROFD") || !*getenv("JETTPROFD")) {
+        fprintf(stderr, "agent_bench threads: set JETTPROFD to a jettprofd\n");
+        exit(1);
+    }
+    uint64_t events = 8000000u / work_div;
+    enum { N = 5 };
+    printf("producer threads, memory mode, %llu events (alloc + free) in all, private jettprofd\n",
+           (unsigned long long)events);
+    for (int inl = 0; inl < 2; inl++) {
+        double one = 0;
+        for (uint32_t threads = 1; threads <= 4; threads *= 2) {
+            double v[N];
+            long long lost_all = 0;
+            for (int k = 0; k < N; k++) {
+                long long lost;
+                v[k] = threads_case(threads, inl, events, &lost);
+                lost_all += lost < 0 ? 0 : lost;
+            }
+            double lo = v[0], hi = v[0];
+            for (int k = 1; k < N; k++) {
+                lo = v[k] < lo ? v[k] : lo;
+                hi = v[k] > hi ? v[k] : hi;
+            }
+            double m = median(v, N);
+            if (threads == 1)
+                one = m;
+            printf("%s hooks, %u thread%s: %.2f ns/event producer CPU (%.2f - %.2f), "
+                   "%.2fx one thread, lost %lld\n",
+                   inl ? "inline" : "plain", threads, threads > 1 ? "s" : "", m, lo, hi,
+                   m / one, lost_all);
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : "";
@@ -413,5 +530,7 @@ int main(int argc, char **argv)
         alloc_bench();
     if (!*only || !strcmp(only, "cpu"))
         cpu_bench();
+    if (!strcmp(only, "threads"))
+        threads_bench();
     return 0;
 }

@@ -3,6 +3,7 @@
 # program measured in the same script (interleaved, so machine drift hits both alike).
 #   CPU:    examples/cpu_hotspot with --profile (1000 Hz)   target <= 3% wall
 #   memory: examples/alloc_builder with --profile-memory    target <= 30% wall
+#   actors: examples/pipeline on --workers 2, in both modes (the same targets)
 # Prints medians of RUNS runs of each: wall seconds (the target's unit) and, where
 # /usr/bin/time exists, CPU seconds (user + system of jett and its private jettprofd), which a
 # loaded shared machine disturbs less. Never asserts.
@@ -35,20 +36,22 @@ one() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
+# compare LABEL PROGRAM FLAG TARGET [OPTION...]: the OPTIONs go to both runs
 compare() {
     label=$1 prog=$2 flag=$3 target=$4
+    shift 4
     base_f=$(mktemp) prof_f=$(mktemp)
-    one "$prog" >/dev/null # warm the page cache and the daemon binary
-    one "$prog" "$flag" >/dev/null
+    one "$prog" "$@" >/dev/null # warm the page cache and the daemon binary
+    one "$prog" "$flag" "$@" >/dev/null
     i=0
     while [ $i -lt "$RUNS" ]; do
         # alternate which goes first, so neither always meets the same neighbour load
         if [ $((i % 2)) -eq 0 ]; then
-            one "$prog" >>"$base_f"
-            one "$prog" "$flag" >>"$prof_f"
+            one "$prog" "$@" >>"$base_f"
+            one "$prog" "$flag" "$@" >>"$prof_f"
         else
-            one "$prog" "$flag" >>"$prof_f"
-            one "$prog" >>"$base_f"
+            one "$prog" "$flag" "$@" >>"$prof_f"
+            one "$prog" "$@" >>"$base_f"
         fi
         i=$((i + 1))
     done
@@ -69,4 +72,6 @@ compare() {
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), cpus: $(nproc)"
 compare "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 3
 compare "alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30
+compare "pipeline_cpu" "$ROOT/examples/pipeline/main.jett" --profile 3 --workers 2
+compare "pipeline_mem" "$ROOT/examples/pipeline/main.jett" --profile-memory 30 --workers 2
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -97,14 +97,21 @@ struct jrun {
     int status;
 };
 
-static void jrun_start(struct jrun *j, const char *prog, int agent)
+/* `jett run PROG --profile-memory [--agent] [--workers WORKERS]` (workers NULL: none). */
+static void jrun_start(struct jrun *j, const char *prog, int agent, const char *workers)
 {
     memset(j, 0, sizeof *j);
     int op[2], ep[2];
     cr_assert_eq(pipe2(op, O_CLOEXEC), 0);
     cr_assert_eq(pipe2(ep, O_CLOEXEC), 0);
-    char *argv[] = {(char *)jett_bin(), (char *)"run", (char *)prog,
-                    (char *)"--profile-memory", agent ? (char *)"--agent" : NULL, NULL};
+    char *argv[8] = {(char *)jett_bin(), (char *)"run", (char *)prog, (char *)"--profile-memory"};
+    int n = 4;
+    if (agent)
+        argv[n++] = (char *)"--agent";
+    if (workers) {
+        argv[n++] = (char *)"--workers";
+        argv[n++] = (char *)workers;
+    }
     struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
     o.out_fd = op[1];
     o.err_fd = ep[1];
@@ -247,7 +254,7 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
     unsetenv("JETT_PROFILE_STALL_MS");
     setenv("JETTPROFD", jpt_daemon_bin(), 1);
     struct jrun ref;
-    jrun_start(&ref, prog, 1);
+    jrun_start(&ref, prog, 1, NULL);
     jrun_finish(&ref, 1, 300);
     cr_assert(WIFEXITED(ref.status) && WEXITSTATUS(ref.status) == 0, "private run: %s",
               ref.text[1]);
@@ -272,7 +279,7 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
      * is stopped, and the run's 1.2 M events cannot all go into its 512 K slots. It sleeps
      * waiting for room (with a stall bound it cannot reach), and the daemon goes on. */
     setenv("JETT_PROFILE_STALL_MS", "600000", 1);
-    jrun_start(&js[0], prog, 1);
+    jrun_start(&js[0], prog, 1, NULL);
     unsetenv("JETT_PROFILE_STALL_MS");
     jrun_await(&log, "run 1 started", 120);
     cr_assert_eq(kill(d, SIGSTOP), 0);
@@ -285,7 +292,7 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
     }
     cr_assert_eq(kill(d, SIGCONT), 0);
     for (int i = 1; i < RUNS; i++)
-        jrun_start(&js[i], prog, 1);
+        jrun_start(&js[i], prog, 1, NULL);
     jrun_finish(js, RUNS, 500);
     unsetenv("JETTPROFD_SOCKET");
 
@@ -312,6 +319,114 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
     for (int i = 0; i < RUNS; i++)
         jrun_free(&js[i]);
     jrun_free(&log);
+    jrun_free(&ref);
+    free(want);
+    unlink(prog);
+    free(prog);
+    rmdir(dir);
+    free(dir);
+}
+
+/* Actors on two workers each (LANGUAGE.md, "Actors"): four actors build strings and send
+ * them to main, whose result does not depend on scheduling. */
+static const char actors_src[] =
+    "namespace load.actors\n\n"
+    "fn part(n: int) -> int {\n"
+    "    var total = 0\n"
+    "    for i in 0..n {\n"
+    "        let s = \"p\" + str(i)\n"
+    "        total = total + len(s)\n"
+    "        if i % 500 == 0 { send(0, [i, s]) }\n"
+    "    }\n"
+    "    return total\n"
+    "}\n\n"
+    "fn main() {\n"
+    "    var ids = []\n"
+    "    for k in 0..4 { push(ids, spawn part(40000)) }\n"
+    "    var got = 0\n"
+    "    for m in 0..320 { got = got + len(receive()[1]) }\n"
+    "    var total = 0\n"
+    "    for a in ids { total = total + join(a) }\n"
+    "    print(\"total: \" + str(total) + \" got: \" + str(got))\n"
+    "}\n";
+
+/* The profile without the lines a scheduling may change: the peak and what was live at it,
+ * the count of workers that allocated (READINGS.md #20), elapsed time. */
+static char *unscheduled(const char *text)
+{
+    char *t = timeless(text), *o = t;
+    for (const char *p = t; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)(n < 255 ? n : 255), p);
+        if (!strstr(line, "peak") && !strstr(line, "runtime_threads")) {
+            memmove(o, p, n);
+            o += n;
+        }
+        p += n;
+    }
+    *o = '\0';
+    return t;
+}
+
+Test(load, sixteen_actor_runs_on_two_workers_each_stay_exact_on_a_busy_machine, .timeout = 600)
+{
+    char *dir = jpt_tmpdir();
+    cr_assert_not_null(dir);
+    char *prog = write_program(dir, actors_src);
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    unsetenv("JETTPROFD_SOCKET");
+    unsetenv("JETT_PROFILE_STALL_MS");
+    setenv("JETTPROFD", jpt_daemon_bin(), 1);
+    struct jrun ref; /* one worker, a private daemon */
+    jrun_start(&ref, prog, 1, "1");
+    jrun_finish(&ref, 1, 300);
+    cr_assert(WIFEXITED(ref.status) && WEXITSTATUS(ref.status) == 0, "reference: %s",
+              ref.text[1]);
+    cr_assert(strstr(ref.text[0], "  status: complete\n"), "reference: %s", ref.text[0]);
+    cr_assert(strstr(ref.text[0], "total: 915560 got: 1824"), "reference: %s", ref.text[0]);
+    char *want = unscheduled(ref.text[0]);
+
+    /* Two busy loops keep both cores taken while the runs go. */
+    pid_t busy[2];
+    for (int b = 0; b < 2; b++) {
+        busy[b] = fork();
+        cr_assert_geq(busy[b], 0);
+        if (busy[b] == 0)
+            for (;;)
+                __asm__ volatile("" ::: "memory");
+    }
+    int errfd;
+    pid_t d = jpt_serve(sock, NULL, &errfd);
+    cr_assert_gt(d, 0);
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    static struct jrun js[RUNS];
+    for (int i = 0; i < RUNS; i++)
+        jrun_start(&js[i], prog, 1, "2");
+    jrun_finish(js, RUNS, 500);
+    unsetenv("JETTPROFD_SOCKET");
+    for (int b = 0; b < 2; b++) {
+        kill(busy[b], SIGKILL);
+        tl_wait(busy[b], 10000);
+    }
+    for (int i = 0; i < RUNS; i++) {
+        const char *out = js[i].text[0];
+        cr_assert(WIFEXITED(js[i].status) && WEXITSTATUS(js[i].status) == 0,
+                  "run %d: status %d: %s", i, js[i].status, js[i].text[1]);
+        cr_assert(strstr(out, "  status: complete\n"), "run %d is not complete:\n%s", i, out);
+        cr_assert_eq(figure(out, "    lost_records: "), 0, "run %d lost events:\n%s", i, out);
+        char *got = unscheduled(out);
+        cr_assert_str_eq(got, want, "run %d (two workers) differs from one worker", i);
+        free(got);
+    }
+    kill(d, SIGTERM);
+    int st = tl_wait(d, 30000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(errfd);
+    for (int i = 0; i < RUNS; i++)
+        jrun_free(&js[i]);
     jrun_free(&ref);
     free(want);
     unlink(prog);
@@ -382,7 +497,7 @@ static void staged_start(struct staged *st, const char *stall_ms)
     }
     setenv("JETTPROFD_SOCKET", st->sock, 1);
     setenv("JETT_PROFILE_STALL_MS", stall_ms, 1);
-    jrun_start(&st->j, st->prog, 0);
+    jrun_start(&st->j, st->prog, 0, NULL);
     unsetenv("JETTPROFD_SOCKET");
     unsetenv("JETT_PROFILE_STALL_MS");
     jrun_await(&st->j, "started", 120);

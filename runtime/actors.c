@@ -1,0 +1,1012 @@
+/* The actor scheduler (actors.h): workers, the run queue, coroutine switches, mailboxes,
+ * preemption, deadlock and the end of the run.
+ *
+ * Locking: one mutex (s->mu) guards every actor's state, mailbox and join result, the run
+ * queue and the counters; an actor's VM is touched only by the worker running it. A switch is
+ * a coroutine swap, never under the mutex: an actor that must wait records what it wants
+ * (a->want) and swaps to its worker, and the worker applies the wish under the mutex once the
+ * actor's context is saved, so a sender that wakes it can never resume a half-saved context.
+ * The preemption words (w->poke) are the only state read without the mutex: relaxed atomics,
+ * a hint that makes the next safe point take the mutex.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "actors.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define JT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define JT_ASAN 1
+#endif
+#endif
+#ifdef JT_ASAN
+#include <dlfcn.h>
+#include <sanitizer/common_interface_defs.h>
+
+/* AddressSanitizer's own swapcontext prints a warning on first use (it cannot know where the
+ * stacks are); every switch here tells it through the fiber calls instead, so the C library's
+ * swapcontext is called directly and the program's stderr stays the program's. */
+static int (*real_swapcontext)(ucontext_t *, const ucontext_t *);
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+static void real_init(void)
+{
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    void *sym = libc ? dlsym(libc, "swapcontext") : NULL;
+    if (sym) /* POSIX: a symbol's address converts to its function pointer */
+        memcpy(&real_swapcontext, &sym, sizeof sym);
+    if (!real_swapcontext)
+        real_swapcontext = swapcontext;
+}
+static int switch_context(ucontext_t *from, const ucontext_t *to)
+{
+    pthread_once(&real_once, real_init);
+    return real_swapcontext(from, to);
+}
+#else
+#define switch_context swapcontext
+#endif
+
+#define ACTOR_STACK (256u << 20) /* as deep as the jett-runtime thread's (main.c) */
+#define WORKER_STACK (8u << 20)  /* a worker's own loop only: actors run on their stacks */
+#define IDLE_POLL_NS 10000000ull /* an idle worker looks at interrupts this often */
+
+enum astate { A_RUNNABLE, A_RUNNING, A_RECV, A_JOIN, A_SLEEP, A_DONE };
+enum want { W_NONE, W_PREEMPT, W_RECV, W_JOIN, W_SLEEP, W_DONE, W_ABANDON };
+
+struct msg {
+    jv v; /* detached from the sender's heap: in no heap until received */
+    struct msg *next;
+};
+
+struct jt_worker;
+struct jt_actor {
+    uint32_t id;
+    enum astate state;
+    enum want want;
+    struct jt_vm *vm; /* main: the root; else its own */
+    ucontext_t ctx;
+    void *stack;
+    size_t stack_len;
+    struct jt_worker *worker, *last_worker;
+    const struct jt_fn *fn; /* spawned: the function and its detached arguments */
+    jv *args;
+    const struct jt_node *at;
+    struct msg *mb_head, *mb_tail;
+    uint32_t join_target;
+    uint64_t wake_ns;
+    jv result; /* in its own heap once it ended, for join's copies */
+    bool interrupted; /* it ended unwinding an interrupt: it has no result */
+    struct jt_actor *rq_next;
+    void *asan_fake;
+};
+
+struct jt_worker {
+    struct jt_sched *s;
+    uint32_t index;
+    pthread_t th;
+    bool started;
+    jettprof_thread *t;
+    const uint32_t *pw;
+    struct jettprof_fast *pf;
+    struct jettprof_pos *stmt_pos;
+    ucontext_t ctx;
+    uint32_t poke;     /* raised by the ticker (slice over) and at the end of the run */
+    uint64_t switches; /* actors switched in: the ticker's view of a slice (relaxed) */
+    uint64_t seen;     /* ticker-only */
+    struct jt_actor *owner; /* whose call stack the agent handle holds ... */
+    uint32_t held;          /* ... at this depth */
+    const void *asan_bottom;
+    size_t asan_size;
+    void *asan_fake;
+};
+
+struct jt_sched {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_mutex_t shared_mu; /* the root's outputs and runlog */
+    struct jt_actor **actors;  /* by id */
+    uint32_t nactors, cap;
+    struct jt_actor *rq_head, *rq_tail;
+    struct jt_worker *w;
+    uint32_t nw;
+    uint32_t running, sleeping, alive, ready;
+    int setup_err;
+    bool multi; /* a second actor was spawned: switches, locks and the ticker are live */
+    bool stop;  /* the run is over: nothing more is switched in */
+    bool interrupt_woken;
+    bool failed;
+    struct jp_buf first_err;
+    pthread_t ticker;
+    bool ticker_on;
+    uint32_t ticker_stop;
+    struct jt_vm *root;
+    jettprof_run *run;
+    bool hook_heap;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- run queue and wake-ups (under s->mu) ----------------------------------------------- */
+
+static void rq_push(struct jt_sched *s, struct jt_actor *a)
+{
+    a->state = A_RUNNABLE;
+    a->rq_next = NULL;
+    if (s->rq_tail)
+        s->rq_tail->rq_next = a;
+    else
+        s->rq_head = a;
+    s->rq_tail = a;
+    pthread_cond_signal(&s->cv);
+}
+
+static struct jt_actor *rq_pop(struct jt_sched *s)
+{
+    struct jt_actor *a = s->rq_head;
+    if (a) {
+        s->rq_head = a->rq_next;
+        if (!s->rq_head)
+            s->rq_tail = NULL;
+    }
+    return a;
+}
+
+static void poke_all(struct jt_sched *s)
+{
+    for (uint32_t i = 0; i < s->nw; i++)
+        __atomic_store_n(&s->w[i].poke, 1u, __ATOMIC_RELAXED);
+}
+
+static void stop_run(struct jt_sched *s)
+{
+    s->stop = true;
+    poke_all(s);
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* The first runtime error of the run wins; it ends every actor. */
+static void fail_run(struct jt_sched *s, const char *msg, size_t len)
+{
+    if (!s->failed) {
+        s->failed = true;
+        jt_buf_put(&s->first_err, msg, len);
+    }
+    stop_run(s);
+}
+
+/* ---- switching ----------------------------------------------------------------------------- */
+
+static uint32_t agent_depth(const struct jt_vm *vm)
+{
+    return vm->depth + (vm->init_frame ? 1u : 0u);
+}
+
+/* Points the actor's VM at worker w's agent handle, with the actor's call stack on it: the
+ * handle keeps the stack of the last actor that ran on w, so unless that was this actor and it
+ * ran nowhere since, the old stack is left and this one re-entered frame by frame (with each
+ * caller's statement), which gives the same call chains as if it had never moved. */
+static void switch_in(struct jt_worker *w, struct jt_actor *a)
+{
+    struct jt_sched *s = w->s;
+    struct jt_vm *vm = a->vm;
+    __atomic_store_n(&w->poke, s->stop ? 1u : 0u, __ATOMIC_RELAXED);
+    vm->poke = &w->poke;
+    if (w->t) {
+        jettprof_set_task(w->t, a->id, a->id);
+        jettprof_set_state(w->t, JETTPROF_STATE_JETT);
+        if (w->owner != a || a->last_worker != w) {
+            for (uint32_t i = 0; i < w->held; i++)
+                jettprof_leave(w->t);
+            if (vm->init_frame) {
+                jettprof_stmt(w->t, 0, 0);
+                jettprof_enter(w->t, vm->init_frame);
+            }
+            for (uint32_t d = 0; d < vm->depth; d++) {
+                jettprof_stmt(w->t, vm->frames[d].line, vm->frames[d].col);
+                jettprof_enter(w->t, vm->frames[d].frame);
+            }
+            jettprof_stmt(w->t, vm->line, vm->col);
+            w->owner = a;
+        }
+        vm->pt = w->t;
+        vm->pw = w->pw;
+        vm->pf = w->pf;
+        vm->stmt_pos = s->hook_heap ? NULL : w->stmt_pos;
+        if (s->hook_heap) {
+            vm->heap.pt = w->t;
+            vm->heap.pf = w->pf;
+        }
+    }
+    a->worker = a->last_worker = w;
+}
+
+/* The actor's side of a switch: back to its worker, which applies a->want; returns when a
+ * worker (maybe another) resumes it. */
+static void yield(struct jt_actor *a)
+{
+    struct jt_worker *w = a->worker;
+    w->held = agent_depth(a->vm);
+#ifdef JT_ASAN
+    __sanitizer_start_switch_fiber(a->want == W_DONE || a->want == W_ABANDON ? NULL
+                                                                               : &a->asan_fake,
+                                   w->asan_bottom, w->asan_size);
+#endif
+    switch_context(&a->ctx, &w->ctx);
+#ifdef JT_ASAN
+    __sanitizer_finish_switch_fiber(a->asan_fake, &a->worker->asan_bottom,
+                                    &a->worker->asan_size);
+#endif
+}
+
+/* Leaves for good without unwinding: the run is over, and what the actor holds stays alive
+ * (retained), so an actor stopped mid-way reports no frees it would not have made. */
+static void __attribute__((noreturn)) abandon(struct jt_actor *a)
+{
+    a->want = W_ABANDON;
+    yield(a);
+    abort(); /* never resumed */
+}
+
+static void record_error(struct jt_actor *a)
+{
+    struct jt_sched *s = a->vm->sched;
+    struct jt_vm *vm = a->vm;
+    pthread_mutex_lock(&s->mu);
+    fail_run(s, vm->errmsg.p ? vm->errmsg.p : "runtime error", vm->errmsg.len);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void actor_main(unsigned lo, unsigned hi)
+{
+    struct jt_actor *a = (struct jt_actor *)(uintptr_t)((uint64_t)hi << 32 | lo);
+#ifdef JT_ASAN
+    __sanitizer_finish_switch_fiber(NULL, &a->worker->asan_bottom, &a->worker->asan_size);
+#endif
+    struct jt_vm *vm = a->vm;
+    if (a->id == 0) {
+        jt_vm_run(vm);
+    } else {
+        for (uint32_t i = 0; i < a->fn->nparams; i++)
+            jt_heap_adopt(&vm->heap, a->args[i]);
+        jv r = jt_call_values(vm, a->at, a->fn, a->args);
+        free(a->args);
+        a->args = NULL;
+        a->result = r;
+    }
+    if (vm->ctl == CTL_ERROR)
+        record_error(a);
+    a->interrupted = vm->ctl == CTL_INTERRUPT;
+    a->want = W_DONE;
+    yield(a);
+    abort(); /* an ended actor is never resumed */
+}
+
+/* Applies what the actor that just switched out wants (under s->mu). */
+static void apply_want(struct jt_sched *s, struct jt_actor *a)
+{
+    bool interrupted = __atomic_load_n(s->root->interrupt, __ATOMIC_RELAXED) != 0;
+    switch (a->want) {
+    case W_PREEMPT:
+        rq_push(s, a);
+        break;
+    case W_RECV:
+        if (a->mb_head || interrupted)
+            rq_push(s, a);
+        else
+            a->state = A_RECV;
+        break;
+    case W_JOIN:
+        if (s->actors[a->join_target]->state == A_DONE || interrupted)
+            rq_push(s, a);
+        else
+            a->state = A_JOIN;
+        break;
+    case W_SLEEP:
+        if (interrupted) {
+            rq_push(s, a);
+        } else {
+            a->state = A_SLEEP;
+            s->sleeping++;
+            pthread_cond_broadcast(&s->cv); /* idle workers recompute their deadline */
+        }
+        break;
+    case W_DONE:
+        a->state = A_DONE;
+        s->alive--;
+        for (uint32_t i = 0; i < s->nactors; i++) {
+            struct jt_actor *j = s->actors[i];
+            if (j->state == A_JOIN && j->join_target == a->id)
+                rq_push(s, j);
+        }
+        if (a->id == 0)
+            stop_run(s); /* the run ends when main does */
+        break;
+    case W_ABANDON:
+    case W_NONE:
+        break;
+    }
+    a->want = W_NONE;
+}
+
+/* Moves sleepers that are due (or every waiter, once an interrupt came) to the run queue;
+ * returns the earliest wake-up still ahead, or UINT64_MAX. */
+static uint64_t wake_due(struct jt_sched *s, uint64_t now)
+{
+    bool interrupted = __atomic_load_n(s->root->interrupt, __ATOMIC_RELAXED) != 0;
+    if (interrupted && !s->interrupt_woken) {
+        s->interrupt_woken = true; /* every waiter sees the interrupt at its wait */
+        for (uint32_t i = 0; i < s->nactors; i++) {
+            struct jt_actor *a = s->actors[i];
+            if (a->state == A_RECV || a->state == A_JOIN || a->state == A_SLEEP) {
+                if (a->state == A_SLEEP)
+                    s->sleeping--;
+                rq_push(s, a);
+            }
+        }
+    }
+    uint64_t next = UINT64_MAX;
+    if (!s->sleeping)
+        return next;
+    for (uint32_t i = 0; i < s->nactors; i++) {
+        struct jt_actor *a = s->actors[i];
+        if (a->state != A_SLEEP)
+            continue;
+        if (a->wake_ns <= now) {
+            s->sleeping--;
+            rq_push(s, a);
+        } else if (a->wake_ns < next) {
+            next = a->wake_ns;
+        }
+    }
+    return next;
+}
+
+/* Every actor waits in receive or join and none can wake: the run's runtime error, at main's
+ * current statement. */
+static void deadlock(struct jt_sched *s)
+{
+    const struct jt_vm *m = s->root;
+    struct jp_buf b = {0};
+    jt_buf_printf(&b, "%s:%u:%u: runtime error: deadlock: every actor is waiting",
+                  m->fn ? m->fn->src->logical : "?", m->line, m->col);
+    fail_run(s, b.p, b.len);
+    jp_buf_free(&b);
+}
+
+static void worker_loop(struct jt_worker *w)
+{
+    struct jt_sched *s = w->s;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        uint64_t next = wake_due(s, now_ns());
+        struct jt_actor *a = rq_pop(s);
+        if (!a) {
+            if (s->running == 0 && s->sleeping == 0 && s->alive > 0) {
+                deadlock(s);
+                break;
+            }
+            if (w->t)
+                jettprof_set_state(w->t, JETTPROF_STATE_WAITING);
+            uint64_t now = now_ns(), until = now + IDLE_POLL_NS;
+            if (next < until)
+                until = next;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t abs = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                           (until - now);
+            ts.tv_sec = (time_t)(abs / 1000000000ull);
+            ts.tv_nsec = (long)(abs % 1000000000ull);
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            continue;
+        }
+        a->state = A_RUNNING;
+        s->running++;
+        __atomic_store_n(&w->switches, w->switches + 1u, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&s->mu);
+        switch_in(w, a);
+#ifdef JT_ASAN
+        __sanitizer_start_switch_fiber(&w->asan_fake, a->stack, a->stack_len);
+#endif
+        switch_context(&w->ctx, &a->ctx);
+#ifdef JT_ASAN
+        __sanitizer_finish_switch_fiber(w->asan_fake, NULL, NULL);
+#endif
+        pthread_mutex_lock(&s->mu);
+        s->running--;
+        apply_want(s, a);
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- workers and the ticker ------------------------------------------------------------- */
+
+static int worker_register(struct jt_worker *w, jettprof_run *run)
+{
+    if (!run)
+        return 0;
+    int r = jettprof_thread_register(run, w->index, &w->t);
+    if (r < 0)
+        return r;
+    w->pw = jettprof_pending_word(w->t);
+    w->pf = jettprof_thread_fast(w->t, JETTPROF_FAST_VERSION);
+    w->stmt_pos = jettprof_stmt_pos(w->t);
+    return 0;
+}
+
+static void *worker_thread(void *arg)
+{
+    struct jt_worker *w = arg;
+    struct jt_sched *s = w->s;
+    int r = worker_register(w, s->run);
+    pthread_mutex_lock(&s->mu);
+    if (r < 0 && !s->setup_err)
+        s->setup_err = r;
+    s->ready++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (r == 0)
+        worker_loop(w);
+    if (w->t)
+        jettprof_thread_unregister(w->t);
+    w->t = NULL;
+    return NULL;
+}
+
+/* Every JT_ACTOR_SLICE_NS, a worker that has run the same actor since the last tick gets its
+ * preemption word raised; the actor's next safe point then gives way if another is ready. */
+static void *ticker_thread(void *arg)
+{
+    struct jt_sched *s = arg;
+    while (!__atomic_load_n(&s->ticker_stop, __ATOMIC_RELAXED)) {
+        struct timespec ts = {0, (long)JT_ACTOR_SLICE_NS};
+        nanosleep(&ts, NULL);
+        for (uint32_t i = 0; i < s->nw; i++) {
+            struct jt_worker *w = &s->w[i];
+            uint64_t sw = __atomic_load_n(&w->switches, __ATOMIC_RELAXED);
+            if (sw == w->seen)
+                __atomic_store_n(&w->poke, 1u, __ATOMIC_RELAXED);
+            w->seen = sw;
+        }
+    }
+    return NULL;
+}
+
+/* A new actor with its own VM and stack, queued (under s->mu). NULL when out of memory. */
+/* The actor's first context: actor_main on its own stack. getcontext returns twice, so the
+ * pointer is read through a volatile once it has run. */
+static __attribute__((noinline)) void context_init(struct jt_actor *actor)
+{
+    struct jt_actor *volatile a = actor;
+    getcontext(&a->ctx);
+    a->ctx.uc_stack.ss_sp = a->stack;
+    a->ctx.uc_stack.ss_size = a->stack_len;
+    a->ctx.uc_link = NULL;
+    uintptr_t p = (uintptr_t)a;
+    makecontext(&a->ctx, (void (*)(void))actor_main, 2, (unsigned)(p & 0xffffffffu),
+                (unsigned)((uint64_t)p >> 32));
+}
+
+/* Not inlined: getcontext returns twice, which would make the callers' locals suspect. */
+static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, struct jt_vm *vm)
+{
+    if (s->nactors == s->cap) {
+        uint32_t nc = s->cap ? s->cap * 2u : 16u;
+        struct jt_actor **na = realloc(s->actors, nc * sizeof *na);
+        if (!na)
+            return NULL;
+        s->actors = na;
+        s->cap = nc;
+    }
+    struct jt_actor *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    a->stack_len = ACTOR_STACK;
+    a->stack = mmap(NULL, a->stack_len, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+    if (a->stack == MAP_FAILED) {
+        free(a);
+        return NULL;
+    }
+    mprotect(a->stack, 4096, PROT_NONE); /* a guard page below the stack */
+    context_init(a);
+    a->id = s->nactors;
+    a->vm = vm;
+    vm->actor = a;
+    vm->sched = s;
+    s->actors[s->nactors++] = a;
+    s->alive++;
+    return a;
+}
+
+static void actor_free(struct jt_actor *a)
+{
+    struct jt_vm *vm = a->vm;
+    for (struct msg *m = a->mb_head, *nx; m; m = nx) { /* undelivered: retained, now freed */
+        nx = m->next;
+        jt_heap_adopt(&vm->heap, m->v);
+        free(m);
+    }
+    if (a->args)
+        for (uint32_t i = 0; i < a->fn->nparams; i++)
+            jt_heap_adopt(&vm->heap, a->args[i]);
+    free(a->args);
+    if (a->id != 0) {
+        jt_vm_fini(vm);
+        free(vm);
+    }
+    munmap(a->stack, a->stack_len);
+    free(a);
+}
+
+enum jt_outcome jt_sched_run(struct jt_vm *root, const struct jt_sched_config *cfg,
+                             int *setup_err)
+{
+    *setup_err = 0;
+    struct jt_sched *s = jt_xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->shared_mu, NULL);
+    s->root = root;
+    s->hook_heap = cfg->hook_heap;
+    s->nw = cfg->workers ? cfg->workers : 1u;
+    s->w = jt_xcalloc(s->nw, sizeof *s->w);
+    root->sched = s;
+    for (uint32_t i = 0; i < s->nw; i++) {
+        s->w[i].s = s;
+        s->w[i].index = i;
+    }
+    s->run = cfg->run;
+    int r = worker_register(&s->w[0], cfg->run);
+    for (uint32_t i = 1; i < s->nw && r == 0; i++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, WORKER_STACK);
+        int e = pthread_create(&s->w[i].th, &attr, worker_thread, &s->w[i]);
+        pthread_attr_destroy(&attr);
+        if (e != 0)
+            r = -e;
+        else
+            s->w[i].started = true;
+    }
+    pthread_mutex_lock(&s->mu);
+    uint32_t want = 0;
+    for (uint32_t i = 1; i < s->nw; i++)
+        want += s->w[i].started;
+    while (s->ready < want)
+        pthread_cond_wait(&s->cv, &s->mu);
+    if (r == 0)
+        r = s->setup_err;
+    struct jt_actor *main_actor = r == 0 ? actor_new(s, root) : NULL;
+    if (r == 0 && !main_actor)
+        r = -ENOMEM;
+    if (r == 0)
+        rq_push(s, main_actor);
+    else
+        stop_run(s);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+
+    if (r == 0)
+        worker_loop(&s->w[0]);
+
+    for (uint32_t i = 1; i < s->nw; i++)
+        if (s->w[i].started)
+            pthread_join(s->w[i].th, NULL);
+    if (s->ticker_on) {
+        __atomic_store_n(&s->ticker_stop, 1u, __ATOMIC_RELAXED);
+        pthread_join(s->ticker, NULL);
+    }
+    if (s->w[0].t)
+        jettprof_thread_unregister(s->w[0].t);
+    s->w[0].t = NULL;
+    /* No worker runs any more: the VMs must not point at the handles just unregistered. */
+    for (uint32_t i = 0; i < s->nactors; i++) {
+        struct jt_vm *vm = s->actors[i]->vm;
+        vm->pt = NULL;
+        vm->pf = NULL;
+        vm->pw = &jt_no_pending;
+        vm->poke = &jt_no_pending;
+        vm->stmt_pos = NULL;
+        vm->heap.pt = NULL;
+        vm->heap.pf = NULL;
+    }
+    if (r < 0) {
+        *setup_err = r;
+        return JT_OUT_RUNTIME_ERROR;
+    }
+    if (s->failed) {
+        root->errmsg.len = 0;
+        jt_buf_put(&root->errmsg, s->first_err.p, s->first_err.len);
+        return JT_OUT_RUNTIME_ERROR;
+    }
+    if (root->ctl == CTL_INTERRUPT)
+        return JT_OUT_INTERRUPTED;
+    return JT_OUT_RETURNED;
+}
+
+void jt_sched_free(struct jt_sched *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < s->nactors; i++)
+        actor_free(s->actors[i]);
+    free(s->actors);
+    free(s->w);
+    jp_buf_free(&s->first_err);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->shared_mu);
+    free(s);
+}
+
+/* ---- copies ---------------------------------------------------------------------------- */
+
+/* A deep copy of v in vm's heap (Jett allocations at the current call site), or false after
+ * the runtime error. `what` names the operation in messages. */
+static bool copy_value(struct jt_vm *vm, const struct jt_node *at, jv v, int depth, jv *out,
+                       const char *what)
+{
+    *out = NIL;
+    switch (v.k) {
+    case JV_NIL: case JV_INT: case JV_BOOL:
+        *out = v;
+        return true;
+    case JV_SECRET:
+        jt_rt_error(vm, at, "%s: a secret cannot be copied to another actor", what);
+        return false;
+    case JV_STR: {
+        const struct jt_str *x = (const struct jt_str *)v.u.o;
+        return jt_new_str(vm, at, x->data, x->len, out, JV_STR);
+    }
+    case JV_LIST: {
+        if (depth >= JT_MAX_COPY_DEPTH) {
+            jt_rt_error(vm, at, "%s: a list nested more than %d deep cannot be copied", what,
+                        JT_MAX_COPY_DEPTH);
+            return false;
+        }
+        const struct jt_list *x = (const struct jt_list *)v.u.o;
+        struct jt_list *l;
+        if (jt_heap_list(&vm->heap, x->len, &l) < 0) {
+            jt_rt_error(vm, at, "out of memory: cannot allocate a list of %" PRIu64 " slots",
+                        x->len);
+            return false;
+        }
+        *out = (jv){.k = JV_LIST, .u.o = &l->h};
+        for (uint64_t i = 0; i < x->len; i++) {
+            jv c;
+            if (!copy_value(vm, at, x->items[i], depth + 1, &c, what)) {
+                jv_release(&vm->heap, *out);
+                *out = NIL;
+                return false;
+            }
+            l->items[l->len++] = c;
+        }
+        return true;
+    }
+    default:
+        jt_rt_error(vm, at, "%s: a %s cannot be copied", what, jt_kind_name(v.k));
+        return false;
+    }
+}
+
+/* ---- builtins ------------------------------------------------------------------------------ */
+
+uint32_t jt_actor_id(const struct jt_vm *vm)
+{
+    return vm->actor ? vm->actor->id : 0u;
+}
+
+/* An actor id argument: its actor, or NULL after the runtime error. */
+static struct jt_actor *actor_arg(struct jt_vm *vm, const struct jt_node *n, jv id,
+                                  const char *what)
+{
+    struct jt_sched *s = vm->sched;
+    if (id.k != JV_INT) {
+        jt_rt_error(vm, n, "%s expects an actor id (int), got %s", what, jt_kind_name(id.k));
+        return NULL;
+    }
+    pthread_mutex_lock(&s->mu);
+    struct jt_actor *a = id.u.i >= 0 && (uint64_t)id.u.i < s->nactors ? s->actors[id.u.i] : NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (!a)
+        jt_rt_error(vm, n, "%s: no actor %" PRId64, what, id.u.i);
+    return a;
+}
+
+jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n)
+{
+    struct jt_sched *s = vm->sched;
+    const struct jt_node *call = n->a;
+    const struct jt_fn *f = call->fn;
+    if (vm->init_frame) {
+        jt_rt_error(vm, n, "spawn: actors start once main runs, not in a global's initialiser");
+        return NIL;
+    }
+    jv *args = calloc(f->nparams ? f->nparams : 1, sizeof *args);
+    if (!args) {
+        jt_rt_error(vm, n, "out of memory: cannot start an actor");
+        return NIL;
+    }
+    uint32_t got = 0;
+    for (; got < call->nkids; got++) {
+        jv v = jt_eval(vm, call->kids[got]);
+        if (vm->ctl)
+            break;
+        bool ok = copy_value(vm, call->kids[got], v, 0, &args[got], "spawn");
+        jv_release(&vm->heap, v);
+        if (!ok)
+            break;
+    }
+    struct jt_vm *nvm = NULL;
+    if (!vm->ctl) {
+        nvm = calloc(1, sizeof *nvm);
+        if (nvm) {
+            nvm->prog = vm->prog;
+            nvm->interrupt = vm->interrupt;
+            nvm->pw = &jt_no_pending;
+            nvm->poke = &jt_no_pending;
+            nvm->root = vm->root;
+            nvm->fn = vm->fn; /* an error binding the arguments shows the spawn */
+            nvm->line = n->line;
+            nvm->col = n->col;
+            nvm->stack = malloc(sizeof(jv) * JT_STACK_SLOTS);
+            nvm->frames = malloc(sizeof *nvm->frames * JT_MAX_DEPTH);
+        }
+        if (!nvm || !nvm->stack || !nvm->frames) {
+            if (nvm) {
+                free(nvm->stack);
+                free(nvm->frames);
+                free(nvm);
+            }
+            nvm = NULL;
+            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+        }
+    }
+    if (vm->ctl) {
+        for (uint32_t i = 0; i < got; i++)
+            jv_release(&vm->heap, args[i]);
+        free(args);
+        return NIL;
+    }
+    for (uint32_t i = 0; i < f->nparams; i++)
+        jt_heap_detach(&vm->heap, args[i]); /* the new actor's from now on */
+    pthread_mutex_lock(&s->mu);
+    struct jt_actor *a = s->alive < JT_MAX_ACTORS_ALIVE ? actor_new(s, nvm) : NULL;
+    if (a) {
+        a->fn = f;
+        a->args = args;
+        a->at = call;
+        s->multi = true;
+        if (!s->ticker_on && pthread_create(&s->ticker, NULL, ticker_thread, s) == 0)
+            s->ticker_on = true;
+        rq_push(s, a);
+    }
+    uint32_t alive = s->alive;
+    pthread_mutex_unlock(&s->mu);
+    if (!a) {
+        for (uint32_t i = 0; i < f->nparams; i++) {
+            jt_heap_adopt(&vm->heap, args[i]);
+            jv_release(&vm->heap, args[i]);
+        }
+        free(args);
+        free(nvm->stack);
+        free(nvm->frames);
+        free(nvm);
+        if (alive >= JT_MAX_ACTORS_ALIVE)
+            jt_rt_error(vm, n, "spawn: %u actors are alive, the most a run may have",
+                        JT_MAX_ACTORS_ALIVE);
+        else
+            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+        return NIL;
+    }
+    return mk_int(a->id);
+}
+
+jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v)
+{
+    struct jt_sched *s = vm->sched;
+    struct jt_actor *t = actor_arg(vm, n, to, "send");
+    if (!t)
+        return NIL;
+    pthread_mutex_lock(&s->mu);
+    bool ended = t->state == A_DONE;
+    pthread_mutex_unlock(&s->mu);
+    if (ended)
+        return mk_bool(false); /* nothing copied for an actor that has ended */
+    jv c;
+    if (!copy_value(vm, n, v, 0, &c, "send"))
+        return NIL;
+    struct msg *m = malloc(sizeof *m);
+    if (!m) {
+        jv_release(&vm->heap, c);
+        jt_rt_error(vm, n, "out of memory: cannot send a message");
+        return NIL;
+    }
+    jt_heap_detach(&vm->heap, c);
+    m->v = c;
+    m->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    ended = t->state == A_DONE;
+    if (!ended) {
+        if (t->mb_tail)
+            t->mb_tail->next = m;
+        else
+            t->mb_head = m;
+        t->mb_tail = m;
+        if (t->state == A_RECV)
+            rq_push(s, t);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (ended) { /* it ended meanwhile: the copy is dropped where it was made */
+        free(m);
+        jt_heap_adopt(&vm->heap, c);
+        jv_release(&vm->heap, c);
+    }
+    return mk_bool(!ended);
+}
+
+/* Waits (under s->mu, which it may drop and retake) until ready(a) holds. Returns false, with
+ * the interrupt recorded and s->mu released, when the run was interrupted; an ended run
+ * abandons the actor here. */
+static bool wait_for(struct jt_vm *vm, bool (*ready)(const struct jt_actor *), enum want w)
+{
+    struct jt_sched *s = vm->sched;
+    struct jt_actor *a = vm->actor;
+    while (!ready(a)) {
+        if (s->stop) {
+            pthread_mutex_unlock(&s->mu);
+            abandon(a);
+        }
+        if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED)) {
+            pthread_mutex_unlock(&s->mu);
+            if (vm->ctl != CTL_ERROR)
+                vm->ctl = CTL_INTERRUPT;
+            return false;
+        }
+        a->want = w;
+        pthread_mutex_unlock(&s->mu);
+        yield(a);
+        pthread_mutex_lock(&s->mu);
+    }
+    return true;
+}
+
+static bool has_mail(const struct jt_actor *a)
+{
+    return a->mb_head != NULL;
+}
+
+jv jt_actor_receive(struct jt_vm *vm, const struct jt_node *n)
+{
+    (void)n;
+    struct jt_sched *s = vm->sched;
+    struct jt_actor *a = vm->actor;
+    pthread_mutex_lock(&s->mu);
+    if (!wait_for(vm, has_mail, W_RECV))
+        return NIL;
+    struct msg *m = a->mb_head;
+    a->mb_head = m->next;
+    if (!a->mb_head)
+        a->mb_tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    jv v = m->v;
+    free(m);
+    jt_heap_adopt(&vm->heap, v);
+    return v;
+}
+
+static bool target_done(const struct jt_actor *a)
+{
+    return a->vm->sched->actors[a->join_target]->state == A_DONE;
+}
+
+jv jt_actor_join(struct jt_vm *vm, const struct jt_node *n, jv id)
+{
+    struct jt_sched *s = vm->sched;
+    struct jt_actor *t = actor_arg(vm, n, id, "join");
+    if (!t)
+        return NIL;
+    if (t == vm->actor) {
+        jt_rt_error(vm, n, "join: an actor cannot wait for itself");
+        return NIL;
+    }
+    pthread_mutex_lock(&s->mu);
+    vm->actor->join_target = t->id;
+    if (!wait_for(vm, target_done, W_JOIN))
+        return NIL;
+    bool interrupted = t->interrupted;
+    pthread_mutex_unlock(&s->mu);
+    if (interrupted) { /* no result to copy: the joiner unwinds the interrupt too */
+        if (vm->ctl != CTL_ERROR)
+            vm->ctl = CTL_INTERRUPT;
+        return NIL;
+    }
+    /* Ended under the mutex: its result is no longer written, and copies only read it. */
+    jv c;
+    if (!copy_value(vm, n, t->result, 0, &c, "join"))
+        return NIL;
+    return c;
+}
+
+static bool woke(const struct jt_actor *a)
+{
+    return a->wake_ns <= now_ns();
+}
+
+bool jt_actor_sleep(struct jt_vm *vm, const struct jt_node *n, int64_t ms)
+{
+    (void)n;
+    struct jt_sched *s = vm->sched;
+    if (!s || !s->multi)
+        return false;
+    struct jt_actor *a = vm->actor;
+    pthread_mutex_lock(&s->mu);
+    a->wake_ns = now_ns() + (uint64_t)ms * 1000000ull;
+    if (wait_for(vm, woke, W_SLEEP))
+        pthread_mutex_unlock(&s->mu);
+    jt_safe_point(vm);
+    return true;
+}
+
+bool jt_actor_may_read_global(struct jt_vm *vm, const struct jt_node *n, jv v)
+{
+    const struct jt_global *g = &vm->prog->globals[n->slot];
+    if (g->init->ival != 0) {
+        jt_rt_error(vm, n, "cannot read global '%s' from actor %u: a var global belongs to "
+                    "main (actor 0)", g->name, jt_actor_id(vm));
+        return false;
+    }
+    if (v.k >= JV_STR && v.u.o->rc >= 0) {
+        jt_rt_error(vm, n, "cannot read global '%s' from actor %u: its value is in main's heap "
+                    "(pass it with spawn or send)", g->name, jt_actor_id(vm));
+        return false;
+    }
+    return true;
+}
+
+void jt_actor_poked(struct jt_vm *vm)
+{
+    struct jt_sched *s = vm->sched;
+    struct jt_actor *a = vm->actor;
+    if (!s || !a || !a->worker)
+        return;
+    __atomic_store_n(&a->worker->poke, 0u, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&s->mu);
+    if (s->stop) {
+        pthread_mutex_unlock(&s->mu);
+        abandon(a);
+    }
+    if (!s->rq_head) { /* nobody waits for a worker: the slice goes on */
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    a->want = W_PREEMPT;
+    pthread_mutex_unlock(&s->mu);
+    yield(a);
+}
+
+void jt_actor_lock_shared(struct jt_vm *vm)
+{
+    if (vm->sched && vm->sched->multi)
+        pthread_mutex_lock(&vm->sched->shared_mu);
+}
+
+void jt_actor_unlock_shared(struct jt_vm *vm)
+{
+    if (vm->sched && vm->sched->multi)
+        pthread_mutex_unlock(&vm->sched->shared_mu);
+}
