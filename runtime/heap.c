@@ -22,7 +22,9 @@ struct jt_str *jt_literal_new(const char *bytes, size_t len)
     return s;
 }
 
-static void report_alloc(struct jt_heap *h, struct jt_obj *o, uint64_t size)
+/* The heap's list of live objects and its counts: an object joins when it is made (or a copy
+ * sent to this heap's actor arrives) and leaves when it is freed (or sent away). */
+static void live_link(struct jt_heap *h, struct jt_obj *o, uint64_t size)
 {
     o->prev = NULL;
     o->next = h->live;
@@ -31,6 +33,24 @@ static void report_alloc(struct jt_heap *h, struct jt_obj *o, uint64_t size)
     h->live = o;
     h->objects++;
     h->live_bytes += size;
+}
+
+static void live_unlink(struct jt_heap *h, struct jt_obj *o, uint64_t size)
+{
+    if (o->prev)
+        o->prev->next = o->next;
+    else
+        h->live = o->next;
+    if (o->next)
+        o->next->prev = o->prev;
+    o->prev = o->next = NULL;
+    h->objects--;
+    h->live_bytes -= size;
+}
+
+static void report_alloc(struct jt_heap *h, struct jt_obj *o, uint64_t size)
+{
+    live_link(h, o, size);
     if (h->pt) {
         uint64_t id = 0;
         /* A dropped event is counted by the agent; the object lives on untracked (pid 0). */
@@ -125,14 +145,7 @@ static void free_one(struct jt_heap *h, struct jt_obj *o)
         jettprof_free_fast(h->pf, o->pid, size);
     else if (h->pt && o->pid)
         jettprof_free(h->pt, o->pid, size);
-    h->objects--;
-    h->live_bytes -= size;
-    if (o->prev)
-        o->prev->next = o->next;
-    else
-        h->live = o->next;
-    if (o->next)
-        o->next->prev = o->prev;
+    live_unlink(h, o, size);
     free(o);
 }
 
@@ -177,25 +190,10 @@ static void move_tree(struct jt_heap *h, struct jt_obj *o, bool in)
 {
     if (o->rc < 0)
         return; /* an immortal literal belongs to no heap */
-    if (in) {
-        o->prev = NULL;
-        o->next = h->live;
-        if (h->live)
-            h->live->prev = o;
-        h->live = o;
-        h->objects++;
-        h->live_bytes += obj_size(o);
-    } else {
-        if (o->prev)
-            o->prev->next = o->next;
-        else
-            h->live = o->next;
-        if (o->next)
-            o->next->prev = o->prev;
-        o->prev = o->next = NULL;
-        h->objects--;
-        h->live_bytes -= obj_size(o);
-    }
+    if (in)
+        live_link(h, o, obj_size(o));
+    else
+        live_unlink(h, o, obj_size(o));
     if (o->kind == JV_LIST) {
         const struct jt_list *l = (const struct jt_list *)o;
         for (uint64_t i = 0; i < l->len; i++)

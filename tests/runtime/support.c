@@ -230,6 +230,23 @@ void jtt_rmtree(const char *dir)
     cr_assert(system(cmd) == 0);
 }
 
+void jtt_expect_replay_is_live(const char *cap, const char *out)
+{
+    const char *p = strstr(out, "\nprofile:\n");
+    cr_assert(p, "no profile in the envelope:\n%s", out);
+    p++;
+    const char *e = strstr(p, "\nerror_kind:");
+    size_t live_len = e ? (size_t)(e - p) + 1 : strlen(p);
+    const char *argv[] = {"replay", cap, "--format", "toon", NULL};
+    struct jt_run rep;
+    jtt_run_exe(getenv("JETTPROFD"), NULL, argv, &rep);
+    cr_assert_eq(rep.status, 0, "replay: %s", rep.err);
+    cr_expect_eq(rep.out_len, live_len, "replay %zu bytes, live %zu", rep.out_len, live_len);
+    cr_expect_eq(memcmp(rep.out, p, live_len < rep.out_len ? live_len : rep.out_len), 0,
+                 "live:\n%.*s\nreplay:\n%s", (int)live_len, p, rep.out);
+    jtt_run_free(&rep);
+}
+
 size_t jtt_count(const char *hay, const char *needle)
 {
     size_t n = 0, k = strlen(needle);

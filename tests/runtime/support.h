@@ -42,6 +42,10 @@ char *jtt_tmpdir(void);
 void jtt_write(const char *dir, const char *rel, const char *text); /* makes parent dirs */
 void jtt_rmtree(const char *dir);
 
+/* Replays capture `cap` with $JETTPROFD and expects its TOON to be, byte for byte, the profile
+ * object of the --agent envelope `out` (from its `profile:` line up to `error_kind:`). */
+void jtt_expect_replay_is_live(const char *cap, const char *out);
+
 /* Count of non-overlapping occurrences of needle in hay. */
 size_t jtt_count(const char *hay, const char *needle);
 

@@ -350,19 +350,7 @@ Test(actors, a_capture_of_several_workers_replays_to_the_live_profile)
     struct jt_run r;
     jtt_run_file(dir, "main.jett", opts, &r);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    const char *p = strstr(r.out, "\nprofile:\n");
-    cr_assert(p, "%s", r.out);
-    p++;
-    const char *e = strstr(p, "\nerror_kind:");
-    size_t live_len = e ? (size_t)(e - p) + 1 : strlen(p);
-    const char *argv[] = {"replay", cap, "--format", "toon", NULL};
-    struct jt_run rep;
-    jtt_run_exe(getenv("JETTPROFD"), NULL, argv, &rep);
-    cr_assert_eq(rep.status, 0, "replay: %s", rep.err);
-    cr_expect_eq(rep.out_len, live_len, "replay %zu bytes, live %zu", rep.out_len, live_len);
-    cr_expect_eq(memcmp(rep.out, p, live_len < rep.out_len ? live_len : rep.out_len), 0,
-                 "live:\n%.*s\nreplay:\n%s", (int)live_len, p, rep.out);
-    jtt_run_free(&rep);
+    jtt_expect_replay_is_live(cap, r.out);
     jtt_run_free(&r);
     jtt_rmtree(dir);
     free(dir);

@@ -609,20 +609,7 @@ Test(capture, the_replay_of_a_capture_is_the_live_profile_byte_for_byte)
     struct stat st;
     cr_assert_eq(stat(cap, &st), 0, "no capture file");
     cr_expect_eq(st.st_mode & 0777, 0600, "capture mode %o", st.st_mode & 0777);
-    /* the envelope's profile object, as rendered */
-    const char *p = strstr(r.out, "\nprofile:\n");
-    cr_assert(p, "%s", r.out);
-    p++;
-    const char *e = strstr(p, "\nerror_kind:");
-    size_t live_len = e ? (size_t)(e - p) + 1 : strlen(p);
-    const char *argv[] = {"replay", cap, "--format", "toon", NULL};
-    struct jt_run rep;
-    jtt_run_exe(getenv("JETTPROFD"), NULL, argv, &rep);
-    cr_assert_eq(rep.status, 0, "replay: %s", rep.err);
-    cr_expect_eq(rep.out_len, live_len, "replay %zu bytes, live %zu", rep.out_len, live_len);
-    cr_expect_eq(memcmp(rep.out, p, live_len < rep.out_len ? live_len : rep.out_len), 0,
-                 "live:\n%.*s\nreplay:\n%s", (int)live_len, p, rep.out);
-    jtt_run_free(&rep);
+    jtt_expect_replay_is_live(cap, r.out);
     jtt_run_free(&r);
     /* an existing file is refused; with --profile-capture-overwrite it is truncated, not
      * appended to */
