@@ -659,8 +659,10 @@ Test(cpu, recursion_past_128_frames_is_truncated_and_partial)
     cr_expect_gt(attributed, 20, "%s", json);
     /* Every sample taken in the leaf's loop is 201 frames deep, past the limit. A tick may
      * also land during the descent, before depth 128 is reached: the descent is 200 calls,
-     * over in far less than the 1 ms between ticks, so at most two samples are shallow. */
-    cr_expect_geq(truncated, attributed - 2, "%s", json);
+     * well under a millisecond in a plain build, but its first touch of the fresh stack
+     * takes up to 3 ms under AddressSanitizer (0-3 shallow samples in 8 runs, before and
+     * after the runtime's actors), so up to 5 of the ~150-250 samples may be shallow. */
+    cr_expect_geq(truncated, attributed - 5, "%s", json);
     cr_expect_leq(truncated, attributed, "%s", json);
     /* The <truncated-stack> frame takes each truncated sample as its self sample. It ranks
      * first when every sample was truncated (it ties dive and main on inclusive samples and
