@@ -27,6 +27,22 @@
 #define JT_ASAN 1
 #endif
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define JT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define JT_TSAN 1
+#endif
+#endif
+#ifdef JT_TSAN
+/* ThreadSanitizer follows each actor as a fiber: a switch is a hand-off (it synchronises),
+ * and an actor resumed on another worker keeps its own history. */
+#include <sanitizer/tsan_interface.h>
+#define TSAN_FIBER(x) x
+#else
+#define TSAN_FIBER(x)
+#endif
+
 #ifdef JT_ASAN
 #include <dlfcn.h>
 #include <sanitizer/common_interface_defs.h>
@@ -86,6 +102,7 @@ struct jt_actor {
     bool interrupted; /* it ended unwinding an interrupt: it has no result */
     struct jt_actor *rq_next;
     void *asan_fake;
+    void *tsan_fiber;
 };
 
 struct jt_worker {
@@ -106,6 +123,7 @@ struct jt_worker {
     const void *asan_bottom;
     size_t asan_size;
     void *asan_fake;
+    void *tsan_fiber; /* the worker's own thread */
 };
 
 struct jt_sched {
@@ -198,11 +216,11 @@ static uint32_t agent_depth(const struct jt_vm *vm)
  * handle keeps the stack of the last actor that ran on w, so unless that was this actor and it
  * ran nowhere since, the old stack is left and this one re-entered frame by frame (with each
  * caller's statement), which gives the same call chains as if it had never moved. */
-static void switch_in(struct jt_worker *w, struct jt_actor *a)
+static void switch_in(struct jt_worker *w, struct jt_actor *a, bool stopping)
 {
     struct jt_sched *s = w->s;
     struct jt_vm *vm = a->vm;
-    __atomic_store_n(&w->poke, s->stop ? 1u : 0u, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->poke, stopping ? 1u : 0u, __ATOMIC_RELAXED);
     vm->poke = &w->poke;
     if (w->t) {
         jettprof_set_task(w->t, a->id, a->id);
@@ -223,7 +241,10 @@ static void switch_in(struct jt_worker *w, struct jt_actor *a)
         }
         vm->pt = w->t;
         vm->pw = w->pw;
-        vm->pf = w->pf;
+        /* The call-site caches live in the program's call nodes, which every worker runs: a
+         * cache may be used by one thread at a time (jettprof.h), so with several workers
+         * calls take the plain enter and leave (the handle's per-depth cache still hits). */
+        vm->pf = s->nw == 1 ? w->pf : NULL;
         vm->stmt_pos = s->hook_heap ? NULL : w->stmt_pos;
         if (s->hook_heap) {
             vm->heap.pt = w->t;
@@ -244,6 +265,7 @@ static void yield(struct jt_actor *a)
                                                                                : &a->asan_fake,
                                    w->asan_bottom, w->asan_size);
 #endif
+    TSAN_FIBER(__tsan_switch_to_fiber(w->tsan_fiber, 0));
     switch_context(&a->ctx, &w->ctx);
 #ifdef JT_ASAN
     __sanitizer_finish_switch_fiber(a->asan_fake, &a->worker->asan_bottom,
@@ -389,6 +411,7 @@ static void deadlock(struct jt_sched *s)
 static void worker_loop(struct jt_worker *w)
 {
     struct jt_sched *s = w->s;
+    TSAN_FIBER(w->tsan_fiber = __tsan_get_current_fiber());
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         uint64_t next = wake_due(s, now_ns());
@@ -415,11 +438,13 @@ static void worker_loop(struct jt_worker *w)
         a->state = A_RUNNING;
         s->running++;
         __atomic_store_n(&w->switches, w->switches + 1u, __ATOMIC_RELAXED);
+        bool stopping = s->stop;
         pthread_mutex_unlock(&s->mu);
-        switch_in(w, a);
+        switch_in(w, a, stopping);
 #ifdef JT_ASAN
         __sanitizer_start_switch_fiber(&w->asan_fake, a->stack, a->stack_len);
 #endif
+        TSAN_FIBER(__tsan_switch_to_fiber(a->tsan_fiber, 0));
         switch_context(&w->ctx, &a->ctx);
 #ifdef JT_ASAN
         __sanitizer_finish_switch_fiber(w->asan_fake, NULL, NULL);
@@ -523,6 +548,7 @@ static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, 
     }
     mprotect(a->stack, 4096, PROT_NONE); /* a guard page below the stack */
     context_init(a);
+    TSAN_FIBER(a->tsan_fiber = __tsan_create_fiber(0));
     a->id = s->nactors;
     a->vm = vm;
     vm->actor = a;
@@ -548,6 +574,7 @@ static void actor_free(struct jt_actor *a)
         jt_vm_fini(vm);
         free(vm);
     }
+    TSAN_FIBER(__tsan_destroy_fiber(a->tsan_fiber));
     munmap(a->stack, a->stack_len);
     free(a);
 }
