@@ -5,9 +5,11 @@
  * Concurrency model (details at the top of produce.c):
  *  - the timer thread touches only the timer counters in struct jettprof_run and the first
  *    cache line of each thread slot (pending, req_tick, state, active), through atomics;
- *  - everything else a producer changes (the ring's producer side, the intern tables, the run
- *    counters) is touched only inside a "producer section": lock-free for the run's single
- *    exclusive owner thread, under a tiny spin flag for anyone else.
+ *  - a registered thread with a ring of its own (a worker ring) writes its events there with
+ *    no lock and no read-modify-write: its stream is its alone;
+ *  - everything written to the main ring (definitions, COUNTERS, RUN_STOP, and the events of a
+ *    thread without a ring of its own), and the intern tables, are touched only under the
+ *    run's spin flag (a "main section").
  */
 #ifndef JETTPROF_AGENT_INTERNAL_H
 #define JETTPROF_AGENT_INTERNAL_H
@@ -50,9 +52,36 @@
 #define JP_FINISH_TIMEOUT_MS 10000
 #define JP_REAP_TIMEOUT_MS 2000
 
-/* Ring sizes (the budgets the contract fixes are protocol/records.h's). */
+/* Ring sizes (the budgets the contract fixes are protocol/records.h's). A memory-mode worker
+ * ring is as large as the main ring: a quarter of it measured too small for a busy machine
+ * (tests/daemon/test_load.c's sixteen actor runs beside two busy loops lost events to the
+ * stall bound). A CPU-mode worker ring holds 16 s of samples at the highest rate. */
 #define JP_DEFAULT_SLOTS_CPU (1u << 16)
 #define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
+#define JP_DEFAULT_WORKER_SLOTS_CPU (1u << 14)     /* 512 KiB */
+#define JP_DEFAULT_WORKER_SLOTS_MEMORY (1u << 19)  /* 16 MiB */
+/* Allocation ids are drawn in blocks: a stream takes the run's next block when its own runs
+ * out (one atomic add per block), so two threads never share a counter. */
+#define JP_ALLOC_ID_BLOCK (UINT64_C(1) << 20)
+
+/* One record stream: a ring and its producer's state. The run's main stream is written under
+ * the spin flag; a worker stream only by the thread registered in its slot. The three counters
+ * marked "gauge" are stored relaxed by the producer and loaded relaxed by jp_counters_fill on
+ * another thread (COUNTERS sums every stream's). */
+struct jp_stream {
+    struct jp_ring ring;
+    uint64_t record_count;      /* records pushed, PAD excluded */
+    uint64_t lost_records;      /* gauge */
+    uint64_t dropped_ticks;     /* gauge */
+    uint64_t producer_wait_ns;  /* gauge: time spent waiting for ring room */
+    uint64_t next_alloc_id;     /* the last id given out; ids up to alloc_id_end are ours */
+    uint64_t alloc_id_end;
+    uint64_t stalled_tail;      /* ... and its tail is still this: drop without waiting */
+    int stalled;                /* the consumer made no progress for the stall bound ... */
+    uint32_t samples_since_counters;
+    uint32_t exec_thread, exec_task, exec_actor; /* identity of the last EXEC pushed */
+    uint32_t index;             /* the daemon's number for a worker ring; 0: the main ring */
+};
 
 /* A statement position, 0: none. The public struct jettprof_pos is the same thing. */
 #define jp_stmt jettprof_pos
@@ -66,12 +95,18 @@ struct jettprof_thread {
     uint64_t req_tick; /* the tick that raised `pending`; written by the timer before T2 */
     uint8_t pad0[40];
 
+    /* The slot's worker ring, asked for by the slot's first registration with a daemon and
+     * kept for the run's life: later registrations in the slot go on writing it (has_own), or
+     * share the main stream if the daemon refused it (asked). Registration code only, under
+     * reg_mu; its producer state is then the registered thread's. */
+    struct jp_stream own;
+    int has_own, asked;
+
     /* Owner-only from here on (plus the registering/unregistering code under the lock). */
     struct jettprof_run *run;
+    struct jp_stream *st;       /* &own, or the run's main stream (under the spin flag) */
     uint32_t runtime_thread_id; /* as reported: JP_ID_UNAVAILABLE without the capability */
     uint32_t task_id, actor_id;
-    int exclusive;   /* 1: this thread is run->owner and takes the lock-free path */
-    int foreign;     /* 1: registered while another thread owned the run: always locks */
     /* The call stack, shared with the inline fast paths of jettprof.h (the layout is
      * JETTPROF_FAST_VERSION's): depth_ (may exceed JP_MAX_DEPTH), nodes_[d] the node at depth
      * d with nodes_[0] = 0, trunc_node_ the <truncated-stack> node in use below depth 128,
@@ -123,33 +158,25 @@ struct jettprof_run {
     int sock;
     pid_t daemon_pid; /* > 0: our private daemon, to reap */
     uint64_t run_id;  /* a long-lived daemon's id of this run (WELCOME); 0 with a private one */
+    uint64_t ring_cap;   /* WELCOME: the most bytes all the run's rings may have together */
+    uint64_t ring_bytes; /* the bytes of the rings handed over so far (under reg_mu) */
+    uint32_t worker_rings; /* worker rings handed over (under reg_mu) */
     struct jp_ctl_decoder *dec;
 
-    struct jp_ring ring;
+    struct jp_stream main;
     uint64_t start_ns;
     struct jp_rec_run_start rs;  /* as pushed, for a local collector-failure render */
 
-    /* Producer exclusion (produce.c). Each on its own line: the owner writes owner_busy on
-     * every section, foreigners write foreign and lock. */
-    uint32_t owner_busy __attribute__((aligned(64)));
-    uint32_t foreign __attribute__((aligned(64)));
-    uint32_t lock;
-    struct jettprof_thread *owner; /* under lock */
-    int membarrier_ok;
+    /* The main section's spin flag, on its own line; reg_mu orders registrations (they may
+     * wait for the daemon's answer about a worker ring). */
+    uint32_t lock __attribute__((aligned(64)));
     uint32_t registered;           /* under lock */
+    pthread_mutex_t reg_mu;
+    uint64_t next_id_block __attribute__((aligned(64))); /* atomic: allocation-id blocks taken */
 
-    /* Producer state: only inside a producer section. */
-    uint64_t record_count __attribute__((aligned(64)));
-    uint64_t dropped_ticks;
+    /* Main-section state. */
     uint64_t withdrawn_ticks; /* raised for a thread that was unregistering: not requested */
-    uint32_t samples_since_counters;
-    uint64_t lost_records;
-    uint64_t next_alloc_id;
     uint64_t stall_ns;          /* the stall bound */
-    uint64_t producer_wait_ns;  /* time spent waiting for ring room */
-    int stalled;                /* the consumer made no progress for the stall bound ... */
-    uint64_t stalled_tail;      /* ... and its tail is still this: drop without waiting */
-    uint32_t exec_thread, exec_task, exec_actor; /* identity of the last EXEC pushed */
     uint32_t failed;       /* collector failed: atomic, any thread may read (relaxed) */
     uint32_t daemon_gone;  /* the control socket hung up: atomic */
     uint32_t trunc_frame;  /* the agent's <truncated-stack> frame, interned on first use */
@@ -208,9 +235,10 @@ static inline uint32_t jp_node_find(const struct jp_nodetab *t, uint64_t key, ui
     }
 }
 
-/* ---- producer sections and pushes (produce.c) ---- */
-enum jp_sect { JP_SECT_EXCLUSIVE = 1, JP_SECT_LOCKED, JP_SECT_FOREIGN };
-/* Enter/leave a section as the calling thread: t may be NULL (a run-level call). */
+/* ---- sections and pushes (produce.c) ---- */
+enum jp_sect { JP_SECT_OWN = 1, JP_SECT_LOCKED };
+/* Enter/leave a main section (the spin flag): definitions, the intern tables, COUNTERS and
+ * RUN_STOP. t is unused (kept for the callers' symmetry); every caller locks. */
 enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t);
 void jp_sect_leave(struct jettprof_run *run, enum jp_sect s);
 /* The COUNTERS record for what was counted so far (run.c). In-section. */
@@ -219,11 +247,18 @@ void jp_counters_fill(struct jettprof_run *run, struct jp_rec_counters *c);
 void jp_answer_own_tick(struct jettprof_run *run);
 
 enum jp_wait { JP_WAIT_NONE, JP_WAIT_MEM, JP_WAIT_META };
-/* Reserve `bytes` in the ring, waiting per the class. NULL: no room (counted by the caller) or
- * the collector already failed. A META failure marks the run collector-failed. In-section. */
+/* Reserve `bytes` in the main ring, waiting per the class. NULL: no room (counted by the
+ * caller) or the collector already failed. A META failure marks the run collector-failed.
+ * In a main section. */
 void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w);
-/* Commit what was reserved and count `records` records. In-section. */
+/* Commit what was reserved in the main ring and count `records` records. In a main section. */
 void jp_push_commit(struct jettprof_run *run, uint32_t records);
+/* The records of all the run's streams, for RUN_STOP (no producer may be running). */
+uint64_t jp_record_total(struct jettprof_run *run);
+/* Unmaps the slots' worker rings (run_free). */
+void jp_streams_free(struct jettprof_run *run);
+/* The fork child's view of every worker ring: private zero pages (run.c's atfork). */
+void jp_streams_forget(struct jettprof_run *run);
 void jp_mark_failed(struct jettprof_run *run);
 /* Whether the daemon hung up or said something unsolicited (then it is gone for us). */
 int jp_daemon_alive(struct jettprof_run *run);
@@ -254,6 +289,8 @@ void jp_timer_ticks(struct jettprof_run *run, uint64_t elapsed);
 int jp_daemon_connect(struct jettprof_run *run);
 int jp_daemon_handshake(struct jettprof_run *run);
 int jp_daemon_send_ring(struct jettprof_run *run);
+/* Hands the daemon a worker ring (WORKER_RING; never answered). 0 or -errno. */
+int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st, uint32_t thread);
 /* Receive one control message within timeout_ms: 0 and *m, or -ETIMEDOUT, -EPIPE (EOF),
  * -EPROTO (undecodable, *why). */
 int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *m,

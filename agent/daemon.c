@@ -401,6 +401,7 @@ int jp_daemon_handshake(struct jettprof_run *run)
      * the user (`jettprofd show`). */
     if (run->daemon_pid <= 0)
         run->run_id = a.u.welcome.run_id;
+    run->ring_cap = a.u.welcome.ring_bytes;
     return 0;
 }
 
@@ -408,7 +409,7 @@ int jp_daemon_send_ring(struct jettprof_run *run)
 {
     struct jp_ctl_msg m = {.type = JP_CTL_RING};
     m.u.ring.slot_count = run->slot_count;
-    int fds[2] = {run->ring.fd, run->cfg.capture_fd};
+    int fds[2] = {run->main.ring.fd, run->cfg.capture_fd};
     m.u.ring.has_capture = run->cfg.capture_fd >= 0;
     int r = jp_send(run, &m, fds, m.u.ring.has_capture ? 2u : 1u);
     if (r < 0) {
@@ -416,6 +417,15 @@ int jp_daemon_send_ring(struct jettprof_run *run)
         return -EPROTO;
     }
     return 0;
+}
+
+int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st, uint32_t thread)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_WORKER_RING};
+    m.u.worker_ring.thread = thread;
+    m.u.worker_ring.slot_count = st->ring.slot_count;
+    int fd = st->ring.fd;
+    return jp_send(run, &m, &fd, 1u);
 }
 
 void jp_daemon_close(struct jettprof_run *run)

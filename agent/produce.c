@@ -1,92 +1,49 @@
-/* Producing records: producer sections, pushes that wait for room (the backpressure policy of
- * jettprof.h), thread registration and the hot-path API (enter, leave, stmt, state, safe points, allocation hooks).
+/* Producing records: sections, pushes that wait for room (the backpressure policy of
+ * jettprof.h), thread registration and the hot-path API (enter, leave, stmt, state, safe
+ * points, allocation hooks).
  *
- * One ring per run has exactly one producer at a time. With one registered runtime thread (the
- * reference runtime) that thread is the run's *owner* and its sections are lock-free: it only
- * announces itself in owner_busy. Anyone else who must produce — a second registered thread, or
- * a run-level call (jettprof_source, jettprof_frame, jettprof_finish) from a thread that is not
- * the owner — is a *foreigner*: it raises `foreign`, takes the spin flag `lock`, and, while an
- * owner exists, makes sure the owner is outside its section before going on. The owner sees
- * `foreign` raised and takes the spin flag too until it drops back to zero.
- *
- * The owner's announcement is a plain store followed by a compiler barrier, not a full fence
- * (a fence would cost as much as the lock we avoid). The CPU-level ordering the store/load pair
- * needs (Dekker: owner stores busy then loads foreign; foreigner stores foreign then loads busy)
- * comes from membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) on the foreigner's side, which runs a
- * full barrier on every thread of the process: either the owner's busy store is visible to the
- * foreigner after it, or the owner's load of foreign comes after the barrier and sees it raised.
- * Without membarrier no thread becomes owner and every section takes the spin flag.
+ * Streams. A run has a main stream (its ring, the one the run started with) and each thread
+ * slot may have a stream of its own, a worker ring (struct jp_stream). A registered thread with
+ * its own stream is that ring's only producer: its events need no lock, no fence and no atomic
+ * read-modify-write, only the ring's release store of the head (A in protocol/ring.h). The
+ * main stream has many producers: the run-level calls of any thread (definitions, COUNTERS,
+ * RUN_STOP) and the events of threads without a ring of their own (a local run, or a ring the
+ * daemon refused); each of them writes inside a "main section", under the spin flag run->lock.
+ * The intern tables (sources, frames, call-chain nodes) are main-section state too: a node is
+ * announced on the main ring before the thread that interned it names it anywhere, which is the
+ * order the daemon's merge relies on (daemon/drain.c).
  *
  *   label  who        operation                                   pairs with
- *   P1     owner      store-relaxed owner_busy = 1 + compiler     M (the barrier membarrier runs
- *                     barrier                                     on the owner's CPU)
- *   P2     owner      load-acquire foreign                        P5, and P4 through M
- *   P3     owner      store-release owner_busy = 0                P6
- *   P4     foreigner  fetch-add foreign (seq_cst), then M         P2
- *   P6     foreigner  load-acquire owner_busy until 0             P3
- *   P5     foreigner  fetch-sub foreign (release)                 P2
  *   L1/L2  anyone     spin flag: exchange-acquire / store-release each other
  *   S1     owner      load-acquire pending (safe point)           T2 in timer.c
  *   S2     owner      store-release pending = 0                   T1 in timer.c
  *   R1     register   store-release active = 1 / 0                T4 in timer.c
  *   R2     register   store-release nslots                        T3 in timer.c
+ *   G      producer   relaxed stores of a stream's gauges         relaxed loads in
+ *                     (lost_records, dropped_ticks,               jp_counters_fill: a snapshot,
+ *                     producer_wait_ns)                           exact once producers stopped
+ *   I      any        fetch-add next_id_block (relaxed): a        itself (ids need uniqueness,
+ *                     block of allocation ids                     not order)
  *
- * A registered foreigner raises `foreign` once for as long as it stays registered (the handshake
- * runs at registration), so its sections are only the spin flag. Sections never call out to user
- * code, and every wait inside one is bounded, so a section never waits on another forever.
+ * Registrations are serialised by reg_mu (a pthread mutex: a registration makes a memfd and
+ * sends it to the daemon, too long for the spin flag). Sections never call out to user code, and every wait inside one is
+ * bounded, so a section never waits on another forever.
  */
 #include "agent.h"
 
 #include <errno.h>
-#include <linux/membarrier.h>
 #include <sched.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <poll.h>
+#include <sys/mman.h>
 
 /* The calling thread's registration, checked against the run's serial number (never reused
  * in a process) before use, so a registration left over from a finished run whose memory was
  * reused is never dereferenced. */
 static _Thread_local struct jettprof_thread *tls_self;
 static _Thread_local uint64_t tls_serial;
-
-/* ---- membarrier ---- */
-
-static pthread_once_t mb_once = PTHREAD_ONCE_INIT;
-static int mb_ok;
-
-static void mb_init(void)
-{
-    long q = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
-        return;
-    if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) < 0)
-        return;
-    mb_ok = 1;
-}
-
-int jp_membarrier_available(void);
-int jp_membarrier_available(void)
-{
-    pthread_once(&mb_once, mb_init);
-    return mb_ok;
-}
-
-static void mb_all(void)
-{
-    /* M: a full barrier on every running thread of this process. EPERM means this process is
-     * not registered (a child of fork() after the parent registered): register and retry. Any
-     * other failure falls back to the global command, which needs no registration. */
-    if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-        return;
-    if (errno == EPERM &&
-        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
-        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-        return;
-    syscall(__NR_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
-}
 
 static inline void cpu_relax(void)
 {
@@ -117,55 +74,23 @@ static void spin_unlock(uint32_t *l)
 
 /* ---- sections ---- */
 
-static void foreign_begin(struct jettprof_run *run)
+/* A thread's events: its own stream without a lock, else the main one in a main section. */
+static inline struct jp_stream *sect_enter(struct jettprof_run *run, struct jettprof_thread *t,
+                                           enum jp_sect *s)
 {
-    __atomic_fetch_add(&run->foreign, 1u, __ATOMIC_SEQ_CST); /* P4 */
+    if (__builtin_expect(t->st != &run->main, 1)) {
+        *s = JP_SECT_OWN;
+        return t->st;
+    }
     spin_lock(&run->lock);
-    if (run->owner) {
-        mb_all(); /* M */
-        unsigned spins = 0;
-        while (jp_load_acquire32(&run->owner_busy)) { /* P6: pairs with P3 */
-            if (++spins < 128)
-                cpu_relax();
-            else
-                sched_yield();
-        }
-    }
-}
-
-static void foreign_end(struct jettprof_run *run)
-{
-    spin_unlock(&run->lock);
-    __atomic_fetch_sub(&run->foreign, 1u, __ATOMIC_RELEASE); /* P5: pairs with P2 */
-}
-
-static inline enum jp_sect sect_enter(struct jettprof_run *run, struct jettprof_thread *t)
-{
-    if (__builtin_expect(t != NULL && t->exclusive, 1)) {
-        jp_store_relaxed32(&run->owner_busy, 1u); /* P1 */
-        __atomic_signal_fence(__ATOMIC_SEQ_CST);
-        if (__builtin_expect(__atomic_load_n(&run->foreign, __ATOMIC_ACQUIRE) == 0, 1)) /* P2 */
-            return JP_SECT_EXCLUSIVE;
-        jp_store_release32(&run->owner_busy, 0); /* P3: pairs with P6 */
-        spin_lock(&run->lock);
-        return JP_SECT_LOCKED;
-    }
-    if (t != NULL && t->foreign) {
-        spin_lock(&run->lock);
-        return JP_SECT_LOCKED;
-    }
-    foreign_begin(run);
-    return JP_SECT_FOREIGN;
+    *s = JP_SECT_LOCKED;
+    return &run->main;
 }
 
 static inline void sect_leave(struct jettprof_run *run, enum jp_sect s)
 {
-    if (__builtin_expect(s == JP_SECT_EXCLUSIVE, 1))
-        jp_store_release32(&run->owner_busy, 0); /* P3: pairs with P6 */
-    else if (s == JP_SECT_LOCKED)
+    if (s == JP_SECT_LOCKED)
         spin_unlock(&run->lock);
-    else
-        foreign_end(run);
 }
 
 /* Run-level calls find the calling thread's registration, if it belongs to this run. */
@@ -183,12 +108,15 @@ void jp_answer_own_tick(struct jettprof_run *run)
 
 enum jp_sect jp_sect_enter(struct jettprof_run *run, struct jettprof_thread *t)
 {
-    return sect_enter(run, t ? t : self_for(run));
+    (void)t;
+    spin_lock(&run->lock);
+    return JP_SECT_LOCKED;
 }
 
 void jp_sect_leave(struct jettprof_run *run, enum jp_sect s)
 {
-    sect_leave(run, s);
+    (void)s;
+    spin_unlock(&run->lock);
 }
 
 /* ---- pushes ---- */
@@ -221,17 +149,19 @@ int jp_daemon_alive(struct jettprof_run *run)
  * run is then `stalled` at that tail: later waits drop at once until the tail moves again, so a
  * stopped daemon costs the program one stall bound, not one per event) or the daemon is gone
  * (the run is failed: nothing more is waited for). The time spent here is producer_wait_ns.
- * In-section: the section's other producers wait for us, which is the point (one ring). */
+ * In the stream's section: on the main ring the other producers wait for us, which is the
+ * point (one ring). */
 __attribute__((noinline, cold)) static void *reserve_slow(struct jettprof_run *run,
-                                                          uint32_t bytes, enum jp_wait w)
+                                                          struct jp_stream *st, uint32_t bytes,
+                                                          enum jp_wait w)
 {
     if (w == JP_WAIT_NONE || jp_load_relaxed32(&run->failed))
         return NULL;
-    struct jp_ring *ring = &run->ring;
+    struct jp_ring *ring = &st->ring;
     /* The failed reserve reloaded the tail: a stall is over once it moved. */
-    if (run->stalled && ring->p_tail_cache == run->stalled_tail)
+    if (st->stalled && ring->p_tail_cache == st->stalled_tail)
         goto give_up;
-    run->stalled = 0;
+    st->stalled = 0;
     /* Whatever this section already wrote must be visible, or the consumer could not make
      * the room we wait for. */
     jp_ring_commit(ring);
@@ -254,17 +184,18 @@ __attribute__((noinline, cold)) static void *reserve_slow(struct jettprof_run *r
         }
         uint64_t idle = now - progress_at;
         if (idle >= run->stall_ns) {
-            run->stalled = 1;
-            run->stalled_tail = seen;
+            st->stalled = 1;
+            st->stalled_tail = seen;
             break;
         }
         uint64_t slice = run->stall_ns - idle;
         (void)jp_ring_wait(ring, bytes, slice < JP_WAIT_SLICE_NS ? slice : JP_WAIT_SLICE_NS);
         p = jp_ring_reserve(ring, bytes);
     }
-    run->producer_wait_ns += jp_mono_ns() - t0;
+    uint64_t waited = st->producer_wait_ns + (jp_mono_ns() - t0);
+    jp_store_relaxed64(&st->producer_wait_ns, waited); /* G */
     /* relaxed: the gauge is for display (ring.h), the COUNTERS record is the account */
-    __atomic_store_n(&ring->sh->gauge_wait_ns, run->producer_wait_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&ring->sh->gauge_wait_ns, waited, __ATOMIC_RELAXED);
     if (p)
         return p;
 give_up:
@@ -273,34 +204,36 @@ give_up:
     return NULL;
 }
 
-static inline void *push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
+static inline void *push_reserve(struct jettprof_run *run, struct jp_stream *st, uint32_t bytes,
+                                 enum jp_wait w)
 {
-    void *p = jp_ring_reserve(&run->ring, bytes);
+    void *p = jp_ring_reserve(&st->ring, bytes);
     if (__builtin_expect(p != NULL, 1))
         return p;
-    return reserve_slow(run, bytes, w);
+    return reserve_slow(run, st, bytes, w);
 }
 
 void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w)
 {
-    return push_reserve(run, bytes, w);
+    return push_reserve(run, &run->main, bytes, w);
 }
 
 void jp_push_commit(struct jettprof_run *run, uint32_t records)
 {
-    jp_ring_commit(&run->ring);
-    run->record_count += records;
+    jp_ring_commit(&run->main.ring);
+    run->main.record_count += records;
 }
 
 /* Pushes an EXEC record when the thread's identity differs from the last one in the stream.
  * 1 pushed or not needed, 0 no room. */
-static inline int exec_sync(struct jettprof_run *run, struct jettprof_thread *t, enum jp_wait w)
+static inline int exec_sync(struct jettprof_run *run, struct jp_stream *st,
+                            struct jettprof_thread *t, enum jp_wait w)
 {
-    if (__builtin_expect(run->exec_thread == t->runtime_thread_id && run->exec_task == t->task_id &&
-                             run->exec_actor == t->actor_id,
+    if (__builtin_expect(st->exec_thread == t->runtime_thread_id && st->exec_task == t->task_id &&
+                             st->exec_actor == t->actor_id,
                          1))
         return 1;
-    struct jp_rec_exec *e = push_reserve(run, sizeof *e, w);
+    struct jp_rec_exec *e = push_reserve(run, st, sizeof *e, w);
     if (!e)
         return 0;
     *e = (struct jp_rec_exec){
@@ -309,11 +242,64 @@ static inline int exec_sync(struct jettprof_run *run, struct jettprof_thread *t,
         .task_id = t->task_id,
         .actor_id = t->actor_id,
     };
-    run->record_count++;
-    run->exec_thread = t->runtime_thread_id;
-    run->exec_task = t->task_id;
-    run->exec_actor = t->actor_id;
+    st->record_count++;
+    st->exec_thread = t->runtime_thread_id;
+    st->exec_task = t->task_id;
+    st->exec_actor = t->actor_id;
     return 1;
+}
+
+/* A stream's next block of allocation ids (I). */
+static void take_id_block(struct jettprof_run *run, struct jp_stream *st)
+{
+    uint64_t b = __atomic_fetch_add(&run->next_id_block, 1u, __ATOMIC_RELAXED); /* I */
+    st->next_alloc_id = b * JP_ALLOC_ID_BLOCK;
+    st->alloc_id_end = (b + 1u) * JP_ALLOC_ID_BLOCK;
+}
+
+static inline uint64_t next_alloc_id(struct jettprof_run *run, struct jp_stream *st)
+{
+    if (__builtin_expect(st->next_alloc_id >= st->alloc_id_end, 0))
+        take_id_block(run, st);
+    return ++st->next_alloc_id;
+}
+
+static void stream_init(struct jp_stream *st)
+{
+    st->exec_thread = st->exec_task = st->exec_actor = JP_ID_UNAVAILABLE;
+}
+
+void jp_stream_init_main(struct jettprof_run *run);
+void jp_stream_init_main(struct jettprof_run *run)
+{
+    stream_init(&run->main);
+}
+
+uint64_t jp_record_total(struct jettprof_run *run)
+{
+    uint64_t n = run->main.record_count;
+    uint32_t k = jp_load_acquire32(&run->nslots);
+    for (uint32_t i = 0; i < k; i++)
+        if (run->threads[i].has_own)
+            n += run->threads[i].own.record_count;
+    return n;
+}
+
+void jp_streams_free(struct jettprof_run *run)
+{
+    for (uint32_t i = 0; i < JP_AGENT_MAX_THREADS; i++)
+        if (run->threads[i].own.ring.sh)
+            jp_ring_unmap(&run->threads[i].own.ring);
+}
+
+void jp_streams_forget(struct jettprof_run *run)
+{
+    for (uint32_t i = 0; i < JP_AGENT_MAX_THREADS; i++) {
+        struct jp_ring *r = &run->threads[i].own.ring;
+        if (r->sh)
+            mmap(r->sh, r->map_size, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    }
 }
 
 /* ---- threads ---- */
@@ -345,28 +331,63 @@ _Static_assert(sizeof(struct jettprof_site) == 144, "a call site's cache is 144 
  * 64 bits never wrap), so a call site filled for one registration never matches another. */
 static uint64_t fast_stamps;
 
-/* The fast-path state of a freshly zeroed registration. The memory window points at the run's
- * producer state and stays disarmed until a plain hook pushed as the exclusive owner. */
+/* The fast-path state of a freshly zeroed registration. The memory window stays disarmed until
+ * a plain hook pushed into the thread's own stream; a thread on the main stream never arms it,
+ * so its inline hooks always take the plain calls (and their main section). */
 static void fast_init(struct jettprof_thread *t)
 {
     struct jettprof_fast *f = &t->fast;
-    struct jettprof_run *run = t->run;
+    struct jp_stream *st = t->st;
     f->thread_ = t;
     f->stamp_ = __atomic_add_fetch(&fast_stamps, 1u, __ATOMIC_RELAXED);
     f->mem_armed_ = 0;
-    f->ring_data_ = run->ring.data;
-    f->ring_mask_ = run->ring.mask;
-    f->ring_slots_ = run->ring.slot_count;
-    f->ring_head_ = &run->ring.p_head;
-    f->ring_tail_ = &run->ring.p_tail_cache;
-    f->ring_shared_head_ = run->ring.sh ? &run->ring.sh->head : NULL;
-    f->record_count_ = &run->record_count;
-    f->next_alloc_id_ = &run->next_alloc_id;
-    /* Only the owner announces itself in owner_busy; any other thread is foreign for as long
-     * as it is registered, so its inline hooks always see foreign raised and take the plain
-     * path, having announced nothing but in a word of its own. */
-    f->owner_busy_ = &f->busy_scratch_;
-    f->foreign_ = &run->foreign;
+    f->ring_data_ = st->ring.data;
+    f->ring_mask_ = st->ring.mask;
+    f->ring_slots_ = st->ring.slot_count;
+    f->ring_head_ = &st->ring.p_head;
+    f->ring_tail_ = &st->ring.p_tail_cache;
+    f->ring_shared_head_ = st->ring.sh ? &st->ring.sh->head : NULL;
+    f->record_count_ = &st->record_count;
+    f->next_alloc_id_ = &st->next_alloc_id;
+    f->alloc_id_end_ = &st->alloc_id_end;
+}
+
+/* The slot's worker ring, made once per slot when the run has a daemon and the ring keeps
+ * within the caps WELCOME gave (JP_CTL_MAX_WORKER_RINGS rings, ring_cap bytes for all the
+ * run's rings): the daemon never answers WORKER_RING, so a registration never waits for it.
+ * A ring past the caps, or one that cannot be made, leaves the slot on the main stream; a
+ * daemon that is gone fails the run as any lost daemon does. Under reg_mu. */
+static void slot_stream(struct jettprof_run *run, struct jettprof_thread *t, uint32_t thread)
+{
+    if (t->asked || run->sock < 0 || jp_load_relaxed32(&run->failed))
+        return;
+    t->asked = 1;
+    uint32_t slots = run->cfg.ring_slots ? run->cfg.ring_slots
+                     : run->mode == JETTPROF_MODE_CPU ? JP_DEFAULT_WORKER_SLOTS_CPU
+                                                      : JP_DEFAULT_WORKER_SLOTS_MEMORY;
+    uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)slots * JP_SLOT_SIZE;
+    if (run->ring_bytes == 0)
+        run->ring_bytes = run->main.ring.map_size;
+    if (run->worker_rings == JP_CTL_MAX_WORKER_RINGS || bytes > run->ring_cap ||
+        run->ring_bytes > run->ring_cap - bytes)
+        return;
+    struct jp_stream *st = &t->own;
+    memset(st, 0, sizeof *st);
+    stream_init(st);
+    if (jp_ring_create(slots, &st->ring) < 0) {
+        memset(st, 0, sizeof *st);
+        return;
+    }
+    if (jp_daemon_worker_ring(run, st, thread) < 0) {
+        jp_store_relaxed32(&run->daemon_gone, 1u);
+        jp_mark_failed(run);
+        jp_ring_unmap(&st->ring);
+        memset(st, 0, sizeof *st);
+        return;
+    }
+    st->index = ++run->worker_rings;
+    run->ring_bytes += bytes;
+    t->has_own = 1;
 }
 
 int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jettprof_thread **out)
@@ -385,7 +406,7 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
         jp_set_reason("the calling thread is already registered with this run");
         return -EEXIST;
     }
-    foreign_begin(run);
+    pthread_mutex_lock(&run->reg_mu);
     int r = 0;
     struct jettprof_thread *t = NULL;
     uint32_t n = run->nslots, slot = n;
@@ -413,12 +434,15 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
         goto out;
     }
     t = &run->threads[slot];
+    uint32_t tid = has_ids ? runtime_thread_id : JP_ID_UNAVAILABLE;
+    slot_stream(run, t, tid);
     /* Owner-only part; the timer reads only line 0. */
     memset((char *)t + offsetof(struct jettprof_thread, run), 0,
            sizeof *t - offsetof(struct jettprof_thread, run));
     t->run = run;
+    t->st = t->has_own ? &t->own : &run->main;
     fast_init(t);
-    t->runtime_thread_id = has_ids ? runtime_thread_id : JP_ID_UNAVAILABLE;
+    t->runtime_thread_id = tid;
     t->task_id = JP_ID_UNAVAILABLE;
     t->actor_id = JP_ID_UNAVAILABLE;
     jp_store_relaxed32(&t->state, JETTPROF_STATE_JETT);
@@ -426,25 +450,14 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     /* A reused slot may hold a request the timer raised for its previous thread just as that
      * one unregistered: no thread was there to answer it, so it is withdrawn from the
      * requested count rather than reported as a drop. */
-    if (__atomic_exchange_n(&t->pending, 0u, __ATOMIC_ACQ_REL)) /* S1+S2 */
+    if (__atomic_exchange_n(&t->pending, 0u, __ATOMIC_ACQ_REL)) { /* S1+S2 */
+        spin_lock(&run->lock);
         run->withdrawn_ticks++;
-    if (run->owner == NULL && run->registered == 0 && run->membarrier_ok) {
-        t->exclusive = 1;
-        run->owner = t;
-        t->fast.owner_busy_ = &run->owner_busy;
-    } else {
-        /* Stays raised while registered: the handshake in foreign_begin above already waited
-         * for the owner to leave its section, and the owner locks from its next one on. */
-        t->foreign = 1;
-        __atomic_fetch_add(&run->foreign, 1u, __ATOMIC_SEQ_CST); /* P4 */
-        /* Our records will change the stream's execution identity, which the owner's inline
-         * hooks take as announced: they push again only after a plain hook re-announced it.
-         * The owner reads its window only inside a section, after P2 saw foreign at 0, and
-         * foreign_begin above waited for it to leave: this store cannot race with it. */
-        if (run->owner)
-            run->owner->fast.mem_armed_ = 0;
+        spin_unlock(&run->lock);
     }
+    spin_lock(&run->lock);
     run->registered++;
+    spin_unlock(&run->lock);
     jp_store_release32(&t->active, 1u); /* R1: pairs with T4 */
     if (slot == n)
         jp_store_release32(&run->nslots, n + 1u); /* R2: pairs with T3 */
@@ -452,7 +465,7 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
     tls_serial = run->serial;
     *out = t;
 out:
-    foreign_end(run);
+    pthread_mutex_unlock(&run->reg_mu);
     return r;
 }
 
@@ -464,23 +477,17 @@ void jettprof_thread_unregister(jettprof_thread *t)
     /* Unregistering is the thread's last safe point: a tick still pending is answered here,
      * with the stack as it is now. */
     jettprof_safe_point(t);
+    pthread_mutex_lock(&run->reg_mu);
     spin_lock(&run->lock);
     jp_store_release32(&t->active, 0); /* R1 */
     run->registered--;
-    int was_foreign = t->foreign;
-    if (t->exclusive) {
-        run->owner = NULL;
-        t->exclusive = 0;
-    }
-    t->foreign = 0;
     t->run = NULL;
     if (tls_serial == run->serial && tls_self == t) {
         tls_self = NULL;
         tls_serial = 0;
     }
     spin_unlock(&run->lock);
-    if (was_foreign)
-        __atomic_fetch_sub(&run->foreign, 1u, __ATOMIC_RELEASE); /* P5 */
+    pthread_mutex_unlock(&run->reg_mu);
 }
 
 void jettprof_set_task(jettprof_thread *t, uint32_t task_id, uint32_t actor_id)
@@ -510,12 +517,12 @@ static inline uint32_t cur_node(const struct jettprof_thread *t)
 
 static void push_counters_snapshot(struct jettprof_run *run)
 {
-    struct jp_rec_counters *c = push_reserve(run, sizeof *c, JP_WAIT_NONE);
+    struct jp_rec_counters *c = push_reserve(run, &run->main, sizeof *c, JP_WAIT_NONE);
     if (!c)
         return;
     jp_counters_fill(run, c);
-    jp_ring_commit(&run->ring);
-    run->record_count++;
+    jp_ring_commit(&run->main.ring);
+    run->main.record_count++;
 }
 
 static void push_sample(struct jettprof_thread *t, uint64_t tick)
@@ -524,7 +531,7 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
     uint32_t state = jp_load_relaxed32(&t->state);
     uint32_t node = 0, d = t->fast.depth_;
     uint8_t flags = 0;
-    struct jp_stmt st = {0, 0};
+    struct jp_stmt pos = {0, 0};
     if (state == JETTPROF_STATE_JETT) {
         node = cur_node(t);
         if (d == 0) {
@@ -534,37 +541,47 @@ static void push_sample(struct jettprof_thread *t, uint64_t tick)
             state = JP_STATE_UNAVAILABLE; /* the stack could not be interned */
             node = 0;
         } else if (d <= JP_MAX_DEPTH) {
-            st = t->fast.pos_;
-            if (st.line && st.col && (run->caps & JETTPROF_CAP_SOURCE_SPANS))
+            pos = t->fast.pos_;
+            if (pos.line && pos.col && (run->caps & JETTPROF_CAP_SOURCE_SPANS))
                 flags = JP_SAMPLE_HAS_STMT;
             else
-                st = (struct jp_stmt){0, 0};
+                pos = (struct jp_stmt){0, 0};
         }
     }
-    enum jp_sect s = sect_enter(run, t);
+    enum jp_sect s;
+    struct jp_stream *st = sect_enter(run, t, &s);
     struct jp_rec_cpu_sample *p = NULL;
+    int snapshot = 0;
     /* CPU samples never wait: a full ring drops the tick and counts it. */
-    if (exec_sync(run, t, JP_WAIT_NONE))
-        p = push_reserve(run, sizeof *p, JP_WAIT_NONE);
+    if (exec_sync(run, st, t, JP_WAIT_NONE))
+        p = push_reserve(run, st, sizeof *p, JP_WAIT_NONE);
     if (p) {
         *p = (struct jp_rec_cpu_sample){
             .h = {JP_REC_CPU_SAMPLE, sizeof *p},
             .state = (uint8_t)state,
             .flags = flags,
             .node = node,
-            .stmt_line = st.line,
-            .stmt_col = st.col,
+            .stmt_line = pos.line,
+            .stmt_col = pos.col,
             .requested_tick = tick,
         };
-        jp_ring_commit(&run->ring);
-        run->record_count++;
-        if (++run->samples_since_counters == COUNTERS_EVERY_SAMPLES) {
-            run->samples_since_counters = 0;
-            push_counters_snapshot(run);
+        jp_ring_commit(&st->ring);
+        st->record_count++;
+        if (++st->samples_since_counters == COUNTERS_EVERY_SAMPLES) {
+            st->samples_since_counters = 0;
+            snapshot = 1;
         }
     } else {
-        jp_ring_commit(&run->ring); /* an EXEC may have gone in */
-        run->dropped_ticks++;
+        jp_ring_commit(&st->ring); /* an EXEC may have gone in */
+        jp_store_relaxed64(&st->dropped_ticks, st->dropped_ticks + 1u); /* G */
+    }
+    if (snapshot && s == JP_SECT_LOCKED) {
+        push_counters_snapshot(run);
+    } else if (snapshot) {
+        /* COUNTERS belong to the main ring: a main section, once every 256 samples. */
+        spin_lock(&run->lock);
+        push_counters_snapshot(run);
+        spin_unlock(&run->lock);
     }
     sect_leave(run, s);
 }
@@ -608,19 +625,20 @@ static inline uint32_t stack_node(const struct jettprof_thread *t)
     return n == JP_NODE_LOST ? 0u : n;
 }
 
-/* Pushes one memory event in section s. A push in the owner's lock-free section, with the
- * thread's identity announced, arms the thread's inline hooks (jettprof.h) for the next ones. */
-static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, enum jp_sect s,
-                           uint16_t type, uint64_t id, uint64_t a, uint64_t b)
+/* Pushes one memory event into stream st (section s). A push into the thread's own stream,
+ * with its identity announced, arms the thread's inline hooks (jettprof.h) for the next ones. */
+static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t,
+                           struct jp_stream *st, enum jp_sect s, uint16_t type, uint64_t id,
+                           uint64_t a, uint64_t b)
 {
     struct jp_rec_alloc *p = NULL; /* alloc, resize and free share one 32-byte shape */
-    if (exec_sync(run, t, JP_WAIT_MEM))
-        p = push_reserve(run, 32, JP_WAIT_MEM);
+    if (exec_sync(run, st, t, JP_WAIT_MEM))
+        p = push_reserve(run, st, 32, JP_WAIT_MEM);
     if (__builtin_expect(p == NULL, 0)) {
-        jp_ring_commit(&run->ring);
-        run->lost_records++;
-        if (run->ring.sh) /* relaxed: a display gauge (ring.h) */
-            __atomic_store_n(&run->ring.sh->gauge_lost, run->lost_records, __ATOMIC_RELAXED);
+        jp_ring_commit(&st->ring);
+        jp_store_relaxed64(&st->lost_records, st->lost_records + 1u); /* G */
+        if (st->ring.sh) /* relaxed: a display gauge (ring.h) */
+            __atomic_store_n(&st->ring.sh->gauge_lost, st->lost_records, __ATOMIC_RELAXED);
         return -ENOBUFS;
     }
     uint32_t node = stack_node(t);
@@ -639,9 +657,9 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
             .h = {JP_REC_FREE, 32}, .node = node, .allocation_id = id, .old_size = a};
         break;
     }
-    jp_ring_commit(&run->ring);
-    run->record_count++;
-    if (s == JP_SECT_EXCLUSIVE)
+    jp_ring_commit(&st->ring);
+    st->record_count++;
+    if (s == JP_SECT_OWN)
         t->fast.mem_armed_ = 1;
     return 0;
 }
@@ -649,46 +667,42 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t, 
 int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id)
 {
     struct jettprof_run *run = t->run;
-    enum jp_sect s = sect_enter(run, t);
-    uint64_t nid = ++run->next_alloc_id; /* a per-run counter: never reused */
+    enum jp_sect s;
+    struct jp_stream *st = sect_enter(run, t, &s);
+    uint64_t nid = next_alloc_id(run, st); /* unique in the run: never reused */
     int r = 0;
     if (run->mode == JETTPROF_MODE_MEMORY)
-        r = push_mem(run, t, s, JP_REC_ALLOC, nid, size, 0);
+        r = push_mem(run, t, st, s, JP_REC_ALLOC, nid, size, 0);
     sect_leave(run, s);
     if (id)
         *id = nid;
     return r;
 }
 
-int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size)
+static inline int mem_event(jettprof_thread *t, uint16_t type, uint64_t id, uint64_t a,
+                            uint64_t b)
 {
     struct jettprof_run *run = t->run;
     if (run->mode != JETTPROF_MODE_MEMORY)
         return 0;
-    enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, s, JP_REC_ALLOC, id, size, 0);
+    enum jp_sect s;
+    struct jp_stream *st = sect_enter(run, t, &s);
+    int r = push_mem(run, t, st, s, type, id, a, b);
     sect_leave(run, s);
     return r;
+}
+
+int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size)
+{
+    return mem_event(t, JP_REC_ALLOC, id, size, 0);
 }
 
 int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size, uint64_t new_size)
 {
-    struct jettprof_run *run = t->run;
-    if (run->mode != JETTPROF_MODE_MEMORY)
-        return 0;
-    enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, s, JP_REC_RESIZE, id, old_size, new_size);
-    sect_leave(run, s);
-    return r;
+    return mem_event(t, JP_REC_RESIZE, id, old_size, new_size);
 }
 
 int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size)
 {
-    struct jettprof_run *run = t->run;
-    if (run->mode != JETTPROF_MODE_MEMORY)
-        return 0;
-    enum jp_sect s = sect_enter(run, t);
-    int r = push_mem(run, t, s, JP_REC_FREE, id, old_size, 0);
-    sect_leave(run, s);
-    return r;
+    return mem_event(t, JP_REC_FREE, id, old_size, 0);
 }

@@ -19,7 +19,7 @@
 
 #include "render/failure.h"
 
-int jp_membarrier_available(void);
+void jp_stream_init_main(struct jettprof_run *run);
 
 uint64_t jp_mono_ns(void)
 {
@@ -209,9 +209,10 @@ static void atfork_child(void)
         jp_store_relaxed32(&run->daemon_gone, 1u);
         run->timer_running = 0; /* threads do not survive fork */
         run->daemon_pid = 0;
-        if (run->ring.sh)
-            mmap(run->ring.sh, run->ring.map_size, PROT_READ | PROT_WRITE,
+        if (run->main.ring.sh)
+            mmap(run->main.ring.sh, run->main.ring.map_size, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        jp_streams_forget(run);
     }
     pthread_mutex_unlock(&runs_mu);
 }
@@ -258,10 +259,13 @@ static int run_new(const struct jettprof_config *cfg, jettprof_run **out)
     run->caps = c.capabilities;
     run->serial = __atomic_add_fetch(&run_serial, 1u, __ATOMIC_RELAXED);
     run->sock = -1;
-    run->ring.fd = -1;
-    run->membarrier_ok = jp_membarrier_available();
+    run->main.ring.fd = -1;
+    if (pthread_mutex_init(&run->reg_mu, NULL) != 0) {
+        free(run);
+        return -ENOMEM;
+    }
     run->stall_ns = (uint64_t)c.stall_ms * 1000000u;
-    run->exec_thread = run->exec_task = run->exec_actor = JP_ID_UNAVAILABLE;
+    jp_stream_init_main(run);
     run->slot_count = c.ring_slots ? c.ring_slots
                       : c.mode == JETTPROF_MODE_CPU ? JP_DEFAULT_SLOTS_CPU
                                                     : JP_DEFAULT_SLOTS_MEMORY;
@@ -279,9 +283,11 @@ static void run_free(struct jettprof_run *run)
     runs_remove(run);
     jp_timer_stop(run);
     jp_daemon_close(run);
-    if (run->ring.sh)
-        jp_ring_unmap(&run->ring);
+    if (run->main.ring.sh)
+        jp_ring_unmap(&run->main.ring);
+    jp_streams_free(run);
     jp_intern_free(run);
+    pthread_mutex_destroy(&run->reg_mu);
     free(run);
 }
 
@@ -302,7 +308,7 @@ static int push_run_start(struct jettprof_run *run)
         .start_mono_ns = run->start_ns,
     };
     /* The ring is fresh and at least JP_RING_MIN_SLOTS long: this cannot find it full. */
-    void *p = jp_ring_reserve(&run->ring, sizeof run->rs);
+    void *p = jp_ring_reserve(&run->main.ring, sizeof run->rs);
     if (!p)
         return -ENOBUFS;
     memcpy(p, &run->rs, sizeof run->rs);
@@ -326,7 +332,7 @@ static int start(const struct jettprof_config *cfg, int connect, int with_timer,
             r = jp_daemon_handshake(run);
     }
     if (r == 0) {
-        r = jp_ring_create(run->slot_count, &run->ring);
+        r = jp_ring_create(run->slot_count, &run->main.ring);
         if (r < 0)
             jp_set_reason("cannot create the record ring");
     }
@@ -361,24 +367,35 @@ int jp_agent_start_local(const struct jettprof_config *cfg, int with_timer, jett
 
 int jp_agent_ring_fd(jettprof_run *run)
 {
-    return run->ring.fd;
+    return run->main.ring.fd;
 }
 
 /* ---- finish ---- */
 
 /* Builds the COUNTERS record from what the timer and producers counted. In-section; while the
  * timer runs its counters are a relaxed snapshot (they only grow). */
+/* Sums every stream's gauges (G in produce.c: relaxed, a snapshot while producers run, exact
+ * once they stopped). In a main section. */
 void jp_counters_fill(struct jettprof_run *run, struct jp_rec_counters *c)
 {
+    uint64_t dropped = jp_load_relaxed64(&run->main.dropped_ticks);
+    uint64_t lost = jp_load_relaxed64(&run->main.lost_records);
+    uint64_t wait = jp_load_relaxed64(&run->main.producer_wait_ns);
+    for (uint32_t i = 0; i < JP_AGENT_MAX_THREADS; i++) {
+        const struct jp_stream *st = &run->threads[i].own;
+        dropped += jp_load_relaxed64(&st->dropped_ticks);
+        lost += jp_load_relaxed64(&st->lost_records);
+        wait += jp_load_relaxed64(&st->producer_wait_ns);
+    }
     *c = (struct jp_rec_counters){
         .h = {JP_REC_COUNTERS, sizeof *c},
         .requested_ticks = jp_load_relaxed64(&run->requested_ticks) - run->withdrawn_ticks,
         .coalesced_ticks = jp_load_relaxed64(&run->coalesced_ticks),
-        .dropped_ticks = run->dropped_ticks,
+        .dropped_ticks = dropped,
         .waiting_ticks = jp_load_relaxed64(&run->waiting_ticks),
         .runtime_ticks = jp_load_relaxed64(&run->runtime_ticks),
-        .lost_records = run->lost_records,
-        .producer_wait_ns = run->producer_wait_ns,
+        .lost_records = lost,
+        .producer_wait_ns = wait,
     };
 }
 
@@ -406,7 +423,7 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
         /* Another thread still registered never reached a safe point: a dropped tick. An
          * unregistered slot holds one raised just as its thread left: withdrawn. */
         if (jp_load_acquire32(&t->active))
-            run->dropped_ticks++;
+            jp_store_relaxed64(&run->main.dropped_ticks, run->main.dropped_ticks + 1u);
         else
             run->withdrawn_ticks++;
     }
@@ -421,7 +438,8 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
         .termination = (uint8_t)termination,
         .wall_ns = jp_mono_ns() - run->start_ns,
         .process_cpu_ns = JP_NS_UNAVAILABLE,
-        .record_count = run->record_count, /* every record before this one, PAD excluded */
+        .record_count = jp_record_total(run), /* every record of every stream before this
+                                                * one, PAD excluded */
     };
     if (run->caps & JETTPROF_CAP_PROCESS_CPU_TIME) {
         struct timespec ts;
@@ -433,7 +451,7 @@ static void end_stream(struct jettprof_run *run, uint32_t termination,
         memcpy(p, &st, sizeof st);
         jp_push_commit(run, 1);
     }
-    jp_ring_close(&run->ring);
+    jp_ring_close(&run->main.ring);
     jp_sect_leave(run, s);
 }
 

@@ -295,11 +295,12 @@ void jpd_conn_read(struct jpd_session *s)
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "too many file descriptors in one message");
             return;
         }
-        /* fds are only ever expected next to the RING frame; a client cannot park more than
-         * JPD_MAX_PENDING_FDS of them with us. */
+        /* fds are only ever expected next to the RING and WORKER_RING frames; a client cannot
+         * park more than JPD_MAX_PENDING_FDS of them with us. */
         int unexpected = 0;
         for (unsigned i = 0; i < k; i++) {
-            if (s->nfds < JPD_MAX_PENDING_FDS && s->state <= JPD_S_RING)
+            if (s->nfds < JPD_MAX_PENDING_FDS &&
+                (s->state <= JPD_S_RING || (s->state == JPD_S_LIVE && !s->finalize_seen)))
                 s->fds[s->nfds++] = got[i];
             else {
                 close(got[i]);

@@ -1,25 +1,99 @@
-/* Ring -> engine for one session: the drain (records copied out of the client's ring, bounded,
- * fed), the budget of each drain, the drain timer's adaptive period, and the idle handle that
- * brings a busy ring back on the next loop turn.
+/* Ring -> engine for one session: the drain (records copied out of the client's rings,
+ * bounded, fed), the merge of a run's rings into one stream, the budget of each drain, the drain
+ * timer's adaptive period, and the idle handle that brings a busy ring back on the next loop
+ * turn.
+ *
+ * The merge. A run has its main ring and one worker ring per registered runtime thread
+ * (protocol/ring.h, "A run's rings"), each with one producer. The engine reads one stream, and
+ * a capture keeps exactly that stream, so `jettprofd replay` gives the live profile's bytes.
+ * One pass of the merge:
+ *   1. reads every worker ring's fill (an acquire load of its head, ring.h C): the pass takes at
+ *      most that many slots of it;
+ *   2. drains the main ring: every definition a worker record in those slots names was
+ *      committed there before the worker committed the record, so it is fed first;
+ *   3. drains each worker ring up to its limit, starting after the one the last drain's
+ *      budget ran out in (so a busy ring cannot starve the others). Before the first record it takes
+ *      from a ring, the merge feeds an EXEC with that ring's identity if the engine's differs
+ *      (an injected EXEC: counted in the records, so the held RUN_STOP's record_count is raised
+ *      by as many before it is fed).
+ * While the run has worker rings the engine is in hold mode (engine.h): an event that names an
+ * id not live (or live with another size) or a node not defined is handed back, and its ring
+ * stops there for this pass while the others go on. The producer committed whatever that event
+ * depends on (an allocation made on another worker before the object moved, a definition)
+ * before it committed the event, so a later pass, whose fills are read after the event was
+ * seen, finds it. A held record is fed without hold, and so counted as the violation it then
+ * is, once two complete passes in a row took nothing from any ring, or once it was held through
+ * JPD_HOLD_PASSES complete passes whatever the others did: a ring that names ids that never
+ * existed, or that stops, holds only itself, and never for longer than that.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "session.h"
+
+/* Complete passes a record may stay held while other rings make progress: a legitimate
+ * dependency chain has at most one link per ring and each pass resolves its oldest link. */
+#define JPD_HOLD_PASSES (2u * JP_CTL_MAX_WORKER_RINGS + 4u)
+
+static const struct jp_rec_exec no_identity = {
+    .h = {JP_REC_EXEC, sizeof(struct jp_rec_exec)},
+    .runtime_thread_id = JP_ID_UNAVAILABLE,
+    .task_id = JP_ID_UNAVAILABLE,
+    .actor_id = JP_ID_UNAVAILABLE,
+};
+
+static int same_identity(const struct jp_rec_exec *a, const struct jp_rec_exec *b)
+{
+    return a->runtime_thread_id == b->runtime_thread_id && a->task_id == b->task_id &&
+           a->actor_id == b->actor_id;
+}
 
 int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const char **why)
 {
     int r = jp_engine_feed(s->eng, rec, len, why);
-    if (r < 0)
-        return r;
+    if (r != 0)
+        return r; /* an error, or JP_ENGINE_HELD: nothing taken */
     s->fed++;
     jpd_capture_write(s, rec, len); /* a full disk loses the capture, not the profile */
     return 0;
 }
 
-/* Consumes up to `budget` records (PAD included). Returns 1 when the budget ran out (more may
- * be there), 0 when the ring is empty or RUN_STOP is held, -EPROTO with *why on a record that
- * ends the session.
+void jpd_drain_init(struct jpd_session *s)
+{
+    s->main_st = (struct jpd_stream){.ring = &s->ring, .exec = no_identity,
+                                     .thread = JP_ID_UNAVAILABLE};
+    s->eng_exec = no_identity;
+    s->ring_bytes = s->ring.map_size;
+    s->last_slots = s->ring.slot_count;
+}
+
+/* Record types a worker ring may carry: a thread's own events and identity. */
+#define WORKER_TYPES                                                                             \
+    ((UINT32_C(1) << JP_REC_PAD) | (UINT32_C(1) << JP_REC_EXEC) |                                 \
+     (UINT32_C(1) << JP_REC_CPU_SAMPLE) | (UINT32_C(1) << JP_REC_ALLOC) |                          \
+     (UINT32_C(1) << JP_REC_RESIZE) | (UINT32_C(1) << JP_REC_FREE))
+_Static_assert(JP_REC_TYPE_LIMIT <= 32, "a type is a bit of WORKER_TYPES");
+
+/* The engine's identity becomes st's before st's records are fed. */
+static int enter_stream(struct jpd_session *s, struct jpd_stream *st, const char **why)
+{
+    if (same_identity(&s->eng_exec, &st->exec))
+        return 0;
+    int r = jpd_drain_feed(s, &st->exec, sizeof st->exec, why);
+    if (r < 0)
+        return r;
+    s->eng_exec = st->exec;
+    s->injected++;
+    return 0;
+}
+
+/* Consumes up to *budget records (PAD included) of one stream, and at most st->limit slots.
+ * Returns 1 when the budget ran out (more may be there), 0 when the stream is empty up to its
+ * limit or RUN_STOP is held, JP_ENGINE_HELD when its next record was handed back, -EPROTO with
+ * *why on a record that ends the session, -ENOMEM.
  *
  * The ring stays writable by the client, so nothing is trusted in place. A sample or
  * allocation event (nearly every record) goes to the engine's slot entry, which copies the slot
@@ -34,33 +108,39 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
  * (bench/RESULTS.md has the figures): the run streams through L1 and evicts the engine's
  * tables, and the walk's loads wait on the copy's stores. Slots are released every
  * JPD_RELEASE_SLOTS, so a producer waiting for room gets it while we are still draining. */
-static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
+static int drain_stream(struct jpd_session *s, struct jpd_stream *st, uint32_t *budgetp,
+                        const char **why)
 {
-    s->last_found = 0;
-    int first_step = 1;
+    struct jp_ring *ring = st->ring;
+    uint32_t budget = *budgetp;
+    int entered = 0;
     const int capturing = s->cap[0] || s->cap[1];
-    while (!s->stop_held) {
+    int r = 0;
+    while (!(st == &s->main_st && s->stop_held)) {
         const uint8_t *first;
-        uint64_t avail = jp_ring_peek(&s->ring, &first);
+        uint64_t avail = jp_ring_peek(ring, &first);
+        if (avail > st->limit)
+            avail = st->limit;
         if (avail == 0) {
-            if (jp_ring_check(&s->ring) < 0) {
+            if (jp_ring_check(ring) < 0) {
                 *why = "the producer's ring head is out of bounds";
-                return -EPROTO;
+                r = -EPROTO;
             }
-            return 0;
+            break;
         }
-        if (first_step) {
-            /* peek's count stops at the ring's end; the timer policy wants the fill level. */
-            s->last_found = jp_ring_fill(&s->ring);
-            first_step = 0;
+        if (budget == 0) {
+            r = 1;
+            break;
         }
-        if (budget == 0)
-            return 1;
+        if (!entered) {
+            if ((r = enter_stream(s, st, why)) < 0)
+                break;
+            entered = 1;
+        }
         uint64_t used = 0, released = 0;
-        int r = 0;
         while (used < avail && budget > 0) {
             if (used - released >= JPD_RELEASE_SLOTS) {
-                jp_ring_release(&s->ring, used - released);
+                jp_ring_release(ring, used - released);
                 released = used;
             }
             /* Samples and allocation events (nearly every record) go to the engine straight
@@ -82,7 +162,7 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
             used += k;
             budget -= (uint32_t)k;
             s->fed += k;
-            if (r < 0)
+            if (r < 0 || r == JP_ENGINE_HELD)
                 break;
             if (r == 0)
                 continue; /* all n fed */
@@ -101,12 +181,18 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                 r = -EPROTO;
                 break;
             }
-            used += slots;
-            budget--; /* PAD too: a producer committing nothing but PADs must not keep us */
-            if (h.type == JP_REC_PAD)
+            if (h.type == JP_REC_PAD) {
+                used += slots;
+                budget--; /* PAD too: a producer committing nothing but PADs must not keep us */
                 continue;
+            }
             if (h.size > JP_REC_MAX_SIZE) {
                 *why = "record larger than the largest record type";
+                r = -EPROTO;
+                break;
+            }
+            if (st->worker && (h.type >= JP_REC_TYPE_LIMIT || !((WORKER_TYPES >> h.type) & 1u))) {
+                *why = "a worker ring carries a record only the main ring may carry";
                 r = -EPROTO;
                 break;
             }
@@ -122,6 +208,8 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                 memcpy(s->stop_rec, s->rec, h.size);
                 s->stop_len = h.size;
                 s->stop_held = 1;
+                used += slots;
+                budget--;
                 break;
             }
             if (h.type == JP_REC_RUN_START && h.size == sizeof(struct jp_rec_run_start)) {
@@ -142,18 +230,120 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                     rs.retention_budget_bytes = cfg->max_retention_budget;
                 memcpy(s->rec, &rs, sizeof rs);
             }
-            r = capturing ? jpd_drain_feed(s, s->rec, h.size, why)
-                          : jp_engine_feed(s->eng, s->rec, h.size, why);
-            if (r < 0)
+            if (capturing) {
+                r = jpd_drain_feed(s, s->rec, h.size, why);
+            } else {
+                r = jp_engine_feed(s->eng, s->rec, h.size, why);
+                s->fed += r == 0;
+            }
+            if (r < 0 || r == JP_ENGINE_HELD)
                 break;
-            if (!capturing)
-                s->fed++;
+            if (h.type == JP_REC_EXEC && h.size == sizeof(struct jp_rec_exec)) {
+                memcpy(&st->exec, s->rec, sizeof st->exec);
+                s->eng_exec = st->exec;
+            }
+            used += slots;
+            budget--;
         }
-        jp_ring_release(&s->ring, used - released);
+        jp_ring_release(ring, used - released);
+        if (st->limit != UINT64_MAX)
+            st->limit -= used;
         if (r != 0)
-            return r;
+            break;
     }
-    return 0;
+    *budgetp = budget;
+    return r;
+}
+
+/* Feeds the next record of a held stream without hold: the violation it is now. */
+static int release_held(struct jpd_session *s, struct jpd_stream *st, const char **why)
+{
+    uint32_t one = 1; /* the held record is within the stream's limit: it was seen there */
+    jp_engine_set_hold(s->eng, 0);
+    int r = drain_stream(s, st, &one, why);
+    jp_engine_set_hold(s->eng, 1);
+    st->held = 0;
+    return r < 0 ? r : 0;
+}
+
+/* Notes a ring's fill for the drain timer and `status`: the fullest ring, as a share of its
+ * own slots, is the one the period follows. */
+static void note_fill(struct jpd_session *s, const struct jp_ring *ring, uint64_t fill)
+{
+    if (fill * s->last_slots > s->last_found * ring->slot_count) {
+        s->last_found = fill;
+        s->last_slots = ring->slot_count;
+    }
+}
+
+static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
+{
+    s->last_found = 0;
+    s->last_slots = s->ring.slot_count;
+    note_fill(s, &s->ring, jp_ring_fill(&s->ring));
+    if (s->nwr == 0) {
+        s->main_st.limit = UINT64_MAX;
+        return drain_stream(s, &s->main_st, &budget, why);
+    }
+    for (;;) {
+        /* 1: the worker rings' fills first (acquire), 2: the main ring, 3: the workers. */
+        int any = 0;
+        for (uint32_t i = 0; i < s->nwr; i++) {
+            struct jpd_stream *w = s->wr[i];
+            w->limit = jp_ring_fill(w->ring);
+            note_fill(s, w->ring, w->limit);
+            any |= w->limit != 0;
+        }
+        uint64_t fed_before = s->fed, injected_before = s->injected;
+        s->main_st.limit = UINT64_MAX;
+        int r = drain_stream(s, &s->main_st, &budget, why);
+        if (r < 0 || r == 1)
+            return r;
+        s->main_st.held = r == JP_ENGINE_HELD ? s->main_st.held + 1u : 0;
+        int held = s->main_st.held != 0;
+        /* From the ring after the one the last slice ran out in: a busy ring cannot starve
+         * those after it. */
+        for (uint32_t j = 0; j < s->nwr; j++) {
+            uint32_t i = (s->wr_next + j) % s->nwr;
+            struct jpd_stream *w = s->wr[i];
+            r = drain_stream(s, w, &budget, why);
+            if (r < 0)
+                return r;
+            if (r == 1) {
+                s->wr_next = (i + 1u) % s->nwr; /* the cut ring goes last next time */
+                return 1;
+            }
+            w->held = r == JP_ENGINE_HELD ? w->held + 1u : 0;
+            held |= w->held != 0;
+        }
+        int progress = s->fed - (s->injected - injected_before) != fed_before;
+        if (!held) {
+            s->idle_passes = 0;
+            if (!s->stop_held)
+                return 0;
+            /* RUN_STOP is the producer's last record: every worker record was committed
+             * before it, so fills read now are final. Done when they are all empty. */
+            if (!any && !progress)
+                return 0;
+            continue;
+        }
+        s->idle_passes = progress ? 0 : s->idle_passes + 1u;
+        struct jpd_stream *oldest = NULL;
+        struct jpd_stream *all[JP_CTL_MAX_WORKER_RINGS + 1];
+        all[0] = &s->main_st;
+        for (uint32_t i = 0; i < s->nwr; i++)
+            all[i + 1] = s->wr[i];
+        for (uint32_t i = 0; i <= s->nwr; i++)
+            if (all[i]->held && (!oldest || all[i]->held > oldest->held))
+                oldest = all[i];
+        if (s->idle_passes >= 2 || oldest->held > JPD_HOLD_PASSES) {
+            s->idle_passes = 0;
+            if ((r = release_held(s, oldest, why)) < 0)
+                return r;
+        }
+        if (budget == 0)
+            return 1;
+    }
 }
 
 /* One drain, and what `status` shows of the run after it (an empty ring included: its fill
@@ -206,18 +396,19 @@ void jpd_drain_pump(struct jpd_session *s)
          * that fills the ring makes the producer wait (bounded), never lose events; FINALIZE
          * and EOF restart the timer at once. */
         uint32_t p = s->period_ms;
-        if (s->last_found > s->ring.slot_count / 8)
+        if (s->last_found > s->last_slots / 8)
             p = JPD_DRAIN_PERIOD_MS;
-        else if (s->last_found < s->ring.slot_count / 64 && p < JPD_DRAIN_PERIOD_MAX_MS)
+        else if (s->last_found < s->last_slots / 64 && p < JPD_DRAIN_PERIOD_MAX_MS)
             p *= 2;
         if (p != s->period_ms) {
             s->period_ms = p;
             uv_timer_set_repeat(&s->timer, p);
         }
     }
-    if (!s->stop_held &&
-        (r == 1 || (!s->eof && !s->finalize_seen && s->last_found > s->ring.slot_count / 2))) {
-        /* More is waiting, or the producer filled more than half the ring within one period
+    if (r == 1 ||
+        (!s->stop_held && !s->eof && !s->finalize_seen && s->last_found > s->last_slots / 2)) {
+        /* More is waiting (with RUN_STOP held: in the worker rings, which are drained before
+         * it), or the producer filled more than half the ring within one period
          * (it may be waiting for room now, and the timer cannot tick faster than 1 ms): come
          * back on the next loop turn, after the other sessions and the sockets had theirs.
          * Not with a 0 ms timer: re-armed from a timer callback, libuv before 1.48 runs it
@@ -235,7 +426,9 @@ int jpd_drain_now(struct jpd_session *s)
 {
     const char *why = NULL;
     uint64_t budget = s->ring.slot_count;
-    while (s->ring_mapped && !s->stop_held && budget > 0) {
+    for (uint32_t i = 0; i < s->nwr; i++)
+        budget += s->wr[i]->ring->slot_count;
+    while (s->ring_mapped && budget > 0) {
         uint32_t slice = budget > JPD_DRAIN_SLICE ? JPD_DRAIN_SLICE : (uint32_t)budget;
         int r = drain(s, slice, &why);
         if (r < 0) {
@@ -247,4 +440,68 @@ int jpd_drain_now(struct jpd_session *s)
         budget -= slice;
     }
     return 0;
+}
+
+void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd)
+{
+    uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)slot_count * JP_SLOT_SIZE;
+    const struct jpd_config *cfg = s->d->cfg;
+    /* The caps WELCOME gave: a client that passes them fails its own run. */
+    const char *bad = NULL;
+    if (s->nwr == JP_CTL_MAX_WORKER_RINGS)
+        bad = "the run handed over more than 64 worker rings";
+    else if (!s->d->private_mode && bytes > cfg->max_ring_bytes)
+        bad = "a worker ring is larger than this daemon allows (--max-ring-bytes)";
+    else if (!s->d->private_mode && s->ring_bytes + bytes > cfg->max_run_ring_bytes)
+        bad = "the run's rings exceed this daemon's cap (--max-run-ring-bytes)";
+    if (bad) {
+        close(ring_fd);
+        jpd_session_fail(s, JP_CTLE_BAD_RING, bad);
+        return;
+    }
+    struct jpd_stream *w = calloc(1, sizeof *w);
+    if (!w) {
+        close(ring_fd);
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
+        return;
+    }
+    struct stat st;
+    if (fstat(ring_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
+        close(ring_fd);
+        free(w);
+        jpd_session_fail(s, JP_CTLE_BAD_RING,
+                         "the worker ring fd's size does not match worker_ring.slot_count");
+        return;
+    }
+    int r = jp_ring_map(ring_fd, &w->own);
+    if (r < 0) {
+        close(ring_fd);
+        free(w);
+        jpd_session_fail(s, JP_CTLE_BAD_RING, r == -EPROTO ? "the worker ring header is invalid"
+                                                           : "the worker ring cannot be mapped");
+        return;
+    }
+    w->ring = &w->own;
+    w->exec = no_identity;
+    w->thread = thread;
+    w->worker = 1;
+    s->wr[s->nwr++] = w;
+    s->ring_bytes += bytes;
+    if (w->own.slot_count != slot_count) {
+        jpd_session_fail(s, JP_CTLE_BAD_RING,
+                         "the worker ring header's slot_count differs from worker_ring.slot_count");
+        return;
+    }
+    /* From the first worker ring on, events may arrive before what they name (hold mode). */
+    jp_engine_set_hold(s->eng, 1);
+}
+
+void jpd_drain_unmap_workers(struct jpd_session *s)
+{
+    for (uint32_t i = 0; i < s->nwr; i++) {
+        jp_ring_unmap(&s->wr[i]->own);
+        free(s->wr[i]);
+        s->wr[i] = NULL;
+    }
+    s->nwr = 0;
 }

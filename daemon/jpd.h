@@ -74,7 +74,8 @@ struct jpd_config {
     const char *runs_log;     /* NULL: no runs log */
     int allow_group;          /* -1: none */
     uint32_t max_runs_per_uid;
-    uint64_t max_ring_bytes;
+    uint64_t max_ring_bytes;      /* the largest one ring (main or worker) may be */
+    uint64_t max_run_ring_bytes;  /* all of one run's rings together (serve; private: none) */
     uint64_t max_cpu_budget;       /* ceiling on a run's cpu_budget_bytes */
     uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
     uint64_t max_export_bytes;     /* all of one run's exports together, > 0 (result.c) */

@@ -3,7 +3,7 @@
  *   jettprofd --session-fd N                  private mode: one run on an inherited socket
  *   jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]
  *                   [--capture-max-age DURATION] [--runs-log FILE] [--allow-group G]
- *                   [--max-runs-per-uid N] [--max-ring-bytes B]
+ *                   [--max-runs-per-uid N] [--max-ring-bytes B] [--max-run-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--max-export-bytes N]
  *                   [--workers N]
  *                   [--push URL [--label K=V]...]
@@ -46,6 +46,10 @@
 
 #define DEFAULT_MAX_RUNS 16u
 #define DEFAULT_MAX_RING_BYTES ((uint64_t)JP_RING_HEADER_SIZE + (64ull << 20))
+/* All of a run's rings: its main ring and up to 64 worker rings (a memory run's main ring and
+ * 63 worker rings at the agent's default 16 MiB each fit). */
+#define DEFAULT_MAX_RUN_RING_BYTES ((uint64_t)JP_CTL_MAX_WORKER_RINGS * JP_RING_HEADER_SIZE + \
+                                    (1024ull << 20))
 
 #ifndef JETTPROF_VERSION
 #define JETTPROF_VERSION "unknown"
@@ -63,6 +67,7 @@ static const struct command {
      "jettprofd serve [--socket PATH] [--capture-dir DIR] [--capture-max-bytes N[K|M|G]]\n"
      "                [--capture-max-age DURATION] [--runs-log FILE]\n"
      "                [--allow-group G] [--max-runs-per-uid N] [--max-ring-bytes B]\n"
+     "                [--max-run-ring-bytes B]\n"
      "                [--max-cpu-budget B] [--max-retention-budget B]\n"
      "                [--max-export-bytes N] [--workers N]\n"
      "                [--push URL [--label K=V]...]\n",
@@ -82,7 +87,10 @@ static const struct command {
      "                            run id) in DIR, so they survive a restart\n"
      "  --allow-group G           also admit members of group G (name or gid)\n"
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
-     "  --max-ring-bytes B        largest ring a run may hand over\n"
+     "  --max-ring-bytes B        largest ring a run may hand over (default 67109120)\n"
+     "  --max-run-ring-bytes B    most bytes of all of one run's rings, its main ring and\n"
+     "                            its runtime threads' own rings (default 1073758208); a\n"
+     "                            thread whose ring would pass it shares the main ring\n"
      "  --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
      "                            33554432); a client may ask for less, never more\n"
      "  --max-retention-budget B  most retention metadata bytes a run may use\n"
@@ -232,6 +240,7 @@ static int cmd_serve(int argc, char **argv)
     struct jpd_push_opts push = {0};
     struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = DEFAULT_MAX_RUNS,
                              .max_ring_bytes = DEFAULT_MAX_RING_BYTES,
+                             .max_run_ring_bytes = DEFAULT_MAX_RUN_RING_BYTES,
                              .max_cpu_budget = JP_DEFAULT_CPU_BUDGET,
                              .max_retention_budget = JP_DEFAULT_RETENTION_BUDGET,
                              .max_export_bytes = JPD_DEFAULT_MAX_EXPORT_BYTES};
@@ -242,6 +251,7 @@ static int cmd_serve(int argc, char **argv)
                                                  "--runs-log", "--state-dir",
                                                  "--allow-group", "--max-runs-per-uid",
                                                  "--max-ring-bytes", "--max-cpu-budget",
+                                                 "--max-run-ring-bytes",
                                                  "--max-retention-budget", "--max-export-bytes",
                                                  "--workers",
                                                  "--push", "--label"};
@@ -318,6 +328,12 @@ static int cmd_serve(int argc, char **argv)
                 cfg.max_cpu_budget = n;
             else
                 cfg.max_retention_budget = n;
+        } else if (!strcmp(a, "--max-run-ring-bytes")) {
+            uint64_t lo = JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MIN_SLOTS * JP_SLOT_SIZE;
+            if (jpd_parse_u64(v, lo, UINT64_MAX, &n) < 0)
+                return bad("serve", "--max-run-ring-bytes must be an integer of at least the "
+                                    "smallest ring (2304), not", v);
+            cfg.max_run_ring_bytes = n;
         } else {
             uint64_t lo = JP_RING_HEADER_SIZE + (uint64_t)JP_RING_MIN_SLOTS * JP_SLOT_SIZE;
             if (jpd_parse_u64(v, lo, UINT64_MAX, &n) < 0)

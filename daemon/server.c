@@ -231,6 +231,7 @@ int jpd_run_private(int fd)
 {
     static const struct jpd_config cfg = {.allow_group = -1, .max_runs_per_uid = 1,
                                           .max_ring_bytes = UINT64_MAX,
+                                          .max_run_ring_bytes = UINT64_MAX,
                                           .max_cpu_budget = JP_DEFAULT_CPU_BUDGET,
                                           .max_retention_budget = JP_DEFAULT_RETENTION_BUDGET,
                                           .max_export_bytes = JP_CTL_MAX_EXPORT};

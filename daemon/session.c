@@ -52,6 +52,7 @@ void jpd_session_done(struct jpd_session *s)
 
 void jpd_session_unmap_ring(struct jpd_session *s)
 {
+    jpd_drain_unmap_workers(s);
     if (s->ring_mapped) {
         jp_ring_unmap(&s->ring);
         s->ring_mapped = 0;
@@ -163,6 +164,14 @@ void jpd_session_begin_excerpts(struct jpd_session *s)
 void jpd_session_feed_stop(struct jpd_session *s)
 {
     const char *why = NULL;
+    if (s->injected && s->stop_len == sizeof(struct jp_rec_run_stop)) {
+        /* The EXEC records the merge injected are in the stream the engine and the capture
+         * read: RUN_STOP counts them too. */
+        struct jp_rec_run_stop stop;
+        memcpy(&stop, s->stop_rec, sizeof stop);
+        stop.record_count += s->injected;
+        memcpy(s->stop_rec, &stop, sizeof stop);
+    }
     if (jpd_drain_feed(s, s->stop_rec, s->stop_len, &why) < 0) {
         jpd_session_fail(s, JP_CTLE_PROTOCOL_VIOLATION, why ? why : "bad run_stop record");
         return;
@@ -363,6 +372,7 @@ static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
     s->run_id = jpd_state_take_run_id(s->d);
     struct jp_ctl_msg w = {.type = JP_CTL_WELCOME};
     w.u.welcome.run_id = s->run_id;
+    w.u.welcome.ring_bytes = s->d->private_mode ? UINT64_MAX : s->d->cfg->max_run_ring_bytes;
     if (jpd_conn_send(s, &w) < 0) {
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
         return;
@@ -414,6 +424,7 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
         return;
     }
     s->ring_mapped = 1;
+    jpd_drain_init(s);
     if (s->ring.slot_count != m->u.ring.slot_count) {
         jpd_session_fail(s, JP_CTLE_BAD_RING,
                          "the ring header's slot_count differs from ring.slot_count");
@@ -524,6 +535,11 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected ring");
         return;
     case JPD_S_LIVE:
+        if (s->nfds && m->type != JP_CTL_WORKER_RING) {
+            jpd_session_fail(s, JP_CTLE_BAD_MESSAGE,
+                             "file descriptors sent where none are expected");
+            return;
+        }
         if (m->type == JP_CTL_FINALIZE && !s->finalize_seen) {
             uint32_t t = m->u.finalize.termination;
             if (t < JP_TERM_RETURNED || t > JP_TERM_INTERRUPTED) {
@@ -534,6 +550,15 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
             s->finalize_seen = 1;
             s->exports = m->u.finalize.exports;
             uv_timer_start(&s->timer, on_timer, 0, JPD_DRAIN_PERIOD_MS);
+        } else if (m->type == JP_CTL_WORKER_RING && !s->finalize_seen) {
+            if (s->nfds != 1) {
+                jpd_session_fail(s, JP_CTLE_BAD_RING,
+                                 s->nfds == 0 ? "the worker_ring message lacks its file descriptor"
+                                              : "more file descriptors than worker_ring announces");
+                return;
+            }
+            jpd_drain_add_ring(s, m->u.worker_ring.thread, m->u.worker_ring.slot_count,
+                               jpd_conn_take_fd(s));
         } else {
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected finalize");
         }

@@ -65,6 +65,21 @@ struct jpd_out {
     uint32_t x_format, x_error;
 };
 
+/* One of a run's record streams as the merge sees it (drain.c): the main ring (RING), or a
+ * registered thread's worker ring (WORKER_RING). */
+struct jpd_stream {
+    struct jp_ring *ring;    /* &s->ring for the main stream, &own for a worker ring */
+    struct jp_ring own;
+    struct jp_rec_exec exec; /* the identity this stream's next records run under: its last
+                              * EXEC, unavailable before any */
+    uint64_t limit;          /* slots this pass may take (worker rings: the fill read before
+                              * the main ring was drained) */
+    uint32_t held;           /* 0, or 1 + the complete passes its next record was handed back
+                              * through (JP_ENGINE_HELD) */
+    uint32_t thread;         /* the runtime thread id the ring was announced with */
+    int worker;
+};
+
 struct jpd_session {
     struct jpd_daemon *d;
     struct jpd_loop *lp;      /* the loop it lives on; NULL while handed over */
@@ -117,6 +132,18 @@ struct jpd_session {
     uint64_t last_found;  /* slots the last drain found waiting in the ring */
     uint32_t period_ms;   /* the drain timer's current repeat, JPD_DRAIN_PERIOD_MS.._MAX_MS */
     uint32_t stop_len;
+    /* The merge (drain.c): the main stream, the worker rings (index i + 1 is wr[i]), the
+     * identity the engine has now, the EXEC records the merge injected (they count in the
+     * records, so RUN_STOP's record_count is raised by as many), complete passes in a row that
+     * took nothing while a record was held, and the bytes of all the run's rings. */
+    struct jpd_stream main_st;
+    struct jpd_stream *wr[JP_CTL_MAX_WORKER_RINGS];
+    uint32_t nwr, wr_next;
+    struct jp_rec_exec eng_exec;
+    uint64_t injected;
+    uint32_t idle_passes;
+    uint64_t ring_bytes;
+    uint64_t last_slots;  /* slot_count of the ring last_found was found in */
     uint8_t stop_rec[JP_REC_MAX_SIZE];
     uint8_t rec[JP_REC_MAX_SIZE];
 };
@@ -182,6 +209,13 @@ void jpd_drain_pump(struct jpd_session *s);
 /* Drains what is in the ring now, bounded by its size (a live producer cannot keep us here).
  * 0, or -errno after the session was failed for it. */
 int jpd_drain_now(struct jpd_session *s);
+/* The main stream's merge state, once its ring is mapped. */
+void jpd_drain_init(struct jpd_session *s);
+/* WORKER_RING: maps a registered thread's own ring into the run (ring_fd is taken); a ring
+ * past the caps WELCOME gave, or a bad one, fails the run. */
+void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd);
+/* Unmaps and frees the worker rings (jpd_session_unmap_ring calls it). */
+void jpd_drain_unmap_workers(struct jpd_session *s);
 /* One record (a copy the daemon owns) into the engine and the captures. 0 or the engine's
  * -errno with *why. */
 int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const char **why);

@@ -38,7 +38,8 @@ static int same_msg(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
                a->u.hello.limit == b->u.hello.limit && a->u.hello.outputs == b->u.hello.outputs &&
                a->u.hello.capabilities == b->u.hello.capabilities;
     case JP_CTL_WELCOME:
-        return a->u.welcome.run_id == b->u.welcome.run_id;
+        return a->u.welcome.run_id == b->u.welcome.run_id &&
+               a->u.welcome.ring_bytes == b->u.welcome.ring_bytes;
     case JP_CTL_SHOW:
         return a->u.show.run_id == b->u.show.run_id && a->u.show.outputs == b->u.show.outputs;
     case JP_CTL_STATUS:

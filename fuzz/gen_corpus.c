@@ -399,6 +399,7 @@ static void control_seeds(void)
     m[0].u.hello.capabilities = JP_CAPS_CPU_REQUIRED;
     m[1].type = JP_CTL_WELCOME;
     m[1].u.welcome.run_id = 17;
+    m[1].u.welcome.ring_bytes = UINT64_MAX;
     m[2].type = JP_CTL_RING;
     m[2].u.ring.slot_count = 4096;
     m[2].u.ring.has_capture = 1;

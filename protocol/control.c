@@ -99,7 +99,7 @@ static const struct field hello_fields[] = {
     U32(hello, outputs, 0, JP_OUT_ALL),
     U32(hello, capabilities, 0, ANY),
 };
-static const struct field welcome_fields[] = {U64(welcome, run_id)};
+static const struct field welcome_fields[] = {U64(welcome, run_id), U64(welcome, ring_bytes)};
 static const struct field ring_fields[] = {
     U32(ring, slot_count, JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS),
     U32(ring, has_capture, 0, 1),
@@ -142,6 +142,10 @@ static const struct field runs_fields[] = {
     U32(runs, format, 0, JP_RUNS_FORMAT_LAST),
     U32(runs, limit, 1, JP_CTL_MAX_RUNS_LIMIT),
 };
+static const struct field worker_ring_fields[] = {
+    U32(worker_ring, thread, 0, ANY),
+    U32(worker_ring, slot_count, JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS),
+};
 static const struct field error_fields[] = {
     {"code", F_ERRCODE, OFF(error.code), 0, 1, JP_CTLE_LIMIT - 1, REASONS(error, code)},
     STR(error, message),
@@ -167,6 +171,7 @@ static const struct schema schemas[JP_CTL_TYPE_LIMIT] = {
     [JP_CTL_STATUS] = SCHEMA(status_fields, "status"),
     [JP_CTL_STATUS_REPLY] = SCHEMA(status_reply_fields, "status_reply"),
     [JP_CTL_RUNS] = SCHEMA(runs_fields, "runs"),
+    [JP_CTL_WORKER_RING] = SCHEMA(worker_ring_fields, "worker_ring"),
 };
 #define MAX_FIELDS 8u
 _Static_assert(sizeof hello_fields / sizeof hello_fields[0] <= MAX_FIELDS, "seen-mask width");

@@ -29,6 +29,9 @@
 #define JP_CTL_VERSION 1u
 #define JP_CTL_MAX_FRAME (1u << 24) /* 16 MiB: a rendered profile plus slack */
 #define JP_CTL_MAX_EXCERPT_KEYS 4096u  /* also the most items of an "excerpts" message */
+/* Worker rings a run may hand over in all (the agent keeps one per thread slot for the run's
+ * life, and has 64 slots); WELCOME also bounds their bytes (serve --max-run-ring-bytes). */
+#define JP_CTL_MAX_WORKER_RINGS 64u
 #define JP_CTL_MAX_ELEMENTS (1u << 16) /* msgpack values in one frame, containers' members */
 
 /* X(NAME, "wire name") */
@@ -45,7 +48,8 @@
     X(EXPORT, "export")             /* daemon -> agent: one piece of an export, before RESULT */  \
     X(STATUS, "status")             /* client -> long-lived daemon: what it is doing */          \
     X(STATUS_REPLY, "status_reply") /* daemon -> client: the status (or runs) text, then close */ \
-    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */
+    X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */    \
+    X(WORKER_RING, "worker_ring")   /* agent -> daemon: a registered thread's own ring fd */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -139,7 +143,9 @@ struct jp_ctl_msg {
             uint32_t outputs; /* JP_OUT_* */
             uint32_t capabilities;
         } hello;
-        struct { uint64_t run_id; } welcome;
+        /* ring_bytes: the most bytes (headers included) all of the run's rings may have
+         * together, its main ring and its worker rings; UINT64_MAX: no cap. */
+        struct { uint64_t run_id, ring_bytes; } welcome;
         struct { uint64_t run_id; uint32_t outputs; } show; /* answered by RESULT or ERROR */
         /* format: JP_STATUS_FMT_*; answered by STATUS_REPLY or ERROR */
         struct { uint32_t format; } status;
@@ -151,6 +157,14 @@ struct jp_ctl_msg {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
         } ring;
+        /* A registered runtime thread's own ring (one memfd follows, as for RING): thread is
+         * its run-local runtime thread id (JP_ID_UNAVAILABLE allowed). Sent after RING, any
+         * time before FINALIZE, never answered: the agent keeps within the caps WELCOME gave
+         * (at most JP_CTL_MAX_WORKER_RINGS, all the run's rings within welcome.ring_bytes),
+         * and a run that passes them is ended as a protocol violation. The n-th worker ring is
+         * ring n of the run. What a worker ring may carry and how the daemon merges the run's
+         * rings: protocol/ring.h, "A run's rings". */
+        struct { uint32_t thread, slot_count; } worker_ring;
         struct {
             uint32_t termination; /* JP_TERM_* */
             uint32_t exports;     /* 1u << JP_EXPORT_*: what to render before RESULT */

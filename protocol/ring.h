@@ -17,6 +17,22 @@
  *
  * The consumer side never trusts the mapping: jp_ring_map() validates the whole header against
  * the real mapping size, and consumers copy each record out before looking at it.
+ *
+ * A run's rings. A run has one main ring (the control message RING) and one worker ring per
+ * registered runtime thread (WORKER_RING, answered by RING_REPLY with the ring's index), each
+ * single-producer, so no two runtime threads share a ring, a lock or a read-modify-write on
+ * their hot paths. The main ring carries RUN_START first, every definition (SOURCE_DEF,
+ * FRAME_DEF, NODE_DEF), COUNTERS and RUN_STOP; a worker ring carries only PAD, EXEC,
+ * CPU_SAMPLE, ALLOC, RESIZE and FREE (anything else there is a protocol violation that fails
+ * the run). Each ring's identity starts unavailable and its EXEC records apply to its own later
+ * records. A definition is published on the main ring before any ring publishes a record
+ * naming it, and an allocation event is published before any event of another thread that
+ * comes after it in the program (a send and a receive order them), so the daemon can build one
+ * consistent order: it reads the worker rings' heads, then drains the main ring, and it accounts
+ * an allocation before any resize or free of it, holding back a ring whose next record names an
+ * id it has not seen until the other rings have nothing older to give. RUN_STOP.record_count
+ * counts the records of all the run's rings. The merged order is what the engine reads and what
+ * a capture stores, so a replay (one stream) gives the same bytes.
  */
 #ifndef JETTPROF_PROTOCOL_RING_H
 #define JETTPROF_PROTOCOL_RING_H

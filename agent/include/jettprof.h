@@ -21,11 +21,22 @@
  *    daemon keeps up;
  *  - after a failure, jettprof_last_reason() names what was wrong on the calling thread.
  *
- * Threads. One ring per run has one producer at a time. While a single runtime thread is
- * registered it produces lock-free. With several registered threads, and for run-level calls
- * (jettprof_source, jettprof_frame, jettprof_finish) made from a thread that is not the only
- * registered one, producers are serialised by a small spin flag; the single thread then takes it
- * too until the others unregister. Any thread may call the run-level functions.
+ * Threads. Every registered runtime thread writes its events (samples, allocation events and
+ * its execution identity) into a ring of its own, a worker ring, with no lock and no atomic
+ * read-modify-write shared with another thread, the inline fast paths included; the run's main
+ * ring carries the definitions, the counters and the stop. The daemon merges the rings into one
+ * stream (an allocation always before any resize or free of it, whichever threads made them).
+ * Registering costs one ring: a memfd and its mapping (16 MiB in memory mode, 512 KiB in CPU
+ * mode, or ring_slots below; its pages are the kernel's only as the thread fills them), and one round trip to the daemon, some tens of microseconds, the
+ * first time a thread slot is used; a slot keeps its ring for the run's life, so a thread that
+ * registers in a slot freed by another costs nothing more. A run has at most 64 slots, so at
+ * most 64 worker rings, and the daemon caps the bytes of all of a run's rings together
+ * (jettprofd serve --max-run-ring-bytes, 1 GiB by default: 64 memory-mode rings; a private
+ * daemon has no byte cap).
+ * A thread whose ring the daemon refuses, and every thread of a run without a daemon, writes to
+ * the main ring instead, serialised with the run-level calls by a small spin flag. The run-level
+ * calls (jettprof_source, jettprof_frame, jettprof_finish, and the first entry into a new
+ * (caller, frame) pair) take that flag too; any thread may make them.
  *
  * Backpressure. When the ring is full, an allocation event or a definition (source, frame,
  * call-chain node, the final counters and stop) waits for the daemon: a short spin, then a
@@ -307,7 +318,7 @@ static inline void jettprof_poll(jettprof_thread *t, const uint32_t *pending_wor
  * node of another registration; like the thread handle, it is used by one thread at a time (a
  * runtime whose threads run the same code keeps its sites per thread).
  */
-#define JETTPROF_FAST_VERSION 3u
+#define JETTPROF_FAST_VERSION 4u
 #if defined(__GNUC__)
 #define JETTPROF_LIKELY_(x) __builtin_expect(!!(x), 1)
 #else
@@ -352,18 +363,17 @@ struct jettprof_fast {
     uint32_t trunc_node_;     /* the node in use while depth_ > JETTPROF_FAST_DEPTH */
     struct jettprof_pos pos_; /* the leaf's statement (what jettprof_stmt_pos() points to) */
     /* Memory-event window: mem_armed_ is nonzero while this thread may push allocation events
-     * directly (memory mode, the run's only producer, its execution identity announced). */
+     * directly (memory mode, a ring of its own, its execution identity announced). */
     uint32_t mem_armed_;
-    uint32_t busy_scratch_;      /* owner_busy_ of a thread that is not the run's owner */
+    uint32_t reserved0_;
     uint8_t *ring_data_;
     uint64_t ring_mask_, ring_slots_;
     uint64_t *ring_head_;        /* the producer's unpublished head */
     const uint64_t *ring_tail_;  /* the producer's last-seen tail */
     uint64_t *ring_shared_head_; /* the head the consumer reads */
     uint64_t *record_count_;
-    uint64_t *next_alloc_id_;
-    uint32_t *owner_busy_;
-    const uint32_t *foreign_;
+    uint64_t *next_alloc_id_;    /* the stream's last allocation id ... */
+    const uint64_t *alloc_id_end_; /* ... and the last of its current block */
     /* nodes_[0] is 0 (the root); nodes_[d] is the node at depth d (1..128); saved_[d] is the
      * statement of depth d while it calls. */
     uint32_t nodes_[JETTPROF_FAST_DEPTH + 1u];
@@ -417,7 +427,8 @@ static inline void jettprof_leave_fast(struct jettprof_fast *f)
 }
 
 /* Jett-heap allocation hooks, after the operation succeeded (never for failed ones).
- * jettprof_alloc assigns the id (a per-run counter from 1, never reused in the run) and
+ * jettprof_alloc assigns the id (unique in the run, never reused: each thread draws from
+ * blocks of 2^20 consecutive ids it takes in turn, so one thread's ids count 1, 2, 3, ...) and
  * returns it in *id; jettprof_alloc_id takes one the runtime assigned (a run uses one scheme
  * or the other). Sizes are bytes; zero is allowed. No clock is read while the ring has room.
  * With the ring full an event waits for the daemon as the backpressure policy at the top says;
@@ -453,38 +464,29 @@ struct jettprof_mem_rec_ { /* the ring's allocation, resize and free records (on
 #define JETTPROF_PREFETCHW_(p) __builtin_prefetch((p), 1)
 #endif
 
-/* 1: pushed; 0: the caller takes the plain call. `alloc` draws the id from the run's counter
- * into *id. Ordering: the same producer section as the library's (owner_busy store then a
- * compiler barrier, P1; acquire load of foreign, P2; release store of owner_busy = 0, P3; the
- * ring's head published by a release store, A), so a foreign producer and the consumer see
- * exactly what the plain call would have shown them. */
+/* 1: pushed; 0: the caller takes the plain call. `alloc` draws the id from the stream's block
+ * of ids into *id. The window is armed only for a thread whose ring is its own, so this hook is
+ * that ring's one producer: no lock, no read-modify-write; the record becomes visible by the
+ * release store of the ring's head (A in protocol/ring.h), as the plain call's does. */
 static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int alloc,
                                      uint64_t *id, uint64_t a, uint64_t b)
 {
     /* The pointers are the registration's, fixed for its life: loaded once, as the stores
      * through them would otherwise make the compiler load them again. */
-    uint32_t *busy = f->owner_busy_;
-    uint64_t *headp = f->ring_head_;
-    __atomic_store_n(busy, 1u, __ATOMIC_RELAXED); /* P1 */
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    /* Everything the section reads (the window, the ring's producer state, which a foreign
-     * producer also writes in its own sections) is read only after P2 saw no foreign producer,
-     * so it is what the last foreign section left (its P5 release pairs with this acquire). */
+    uint64_t *headp = f->ring_head_, *next = f->next_alloc_id_;
     uint64_t head = 0;
-    if (__builtin_expect(__atomic_load_n(f->foreign_, __ATOMIC_ACQUIRE) != 0 || /* P2 */
-                             !f->mem_armed_ ||
-                             (head = *headp) + 1u - *f->ring_tail_ > f->ring_slots_,
-                         0)) {
-        __atomic_store_n(busy, 0u, __ATOMIC_RELEASE); /* P3 */
+    if (__builtin_expect(!f->mem_armed_ ||
+                             (head = *headp) + 1u - *f->ring_tail_ > f->ring_slots_ ||
+                             (alloc && *next >= *f->alloc_id_end_),
+                         0))
         return 0;
-    }
     uint64_t *shared_head = f->ring_shared_head_, *count = f->record_count_;
     uint32_t d = f->depth_;
     uint32_t node = d <= JETTPROF_FAST_DEPTH ? f->nodes_[d] : f->trunc_node_;
     struct jettprof_mem_rec_ *r =
         (struct jettprof_mem_rec_ *)(void *)(f->ring_data_ + (head & f->ring_mask_) * 32u);
     JETTPROF_PREFETCHW_(f->ring_data_ + ((head + JETTPROF_RING_AHEAD_) & f->ring_mask_) * 32u);
-    uint64_t v = alloc ? ++*f->next_alloc_id_ : *id;
+    uint64_t v = alloc ? ++*next : *id;
     if (alloc)
         *id = v;
     node = node == 0xffffffffu ? 0u : node; /* an unavailable stack: no node */
@@ -502,7 +504,6 @@ static inline int jettprof_mem_push_(struct jettprof_fast *f, uint16_t type, int
     *headp = head + 1u;
     __atomic_store_n(shared_head, head + 1u, __ATOMIC_RELEASE); /* A */
     ++*count;
-    __atomic_store_n(busy, 0u, __ATOMIC_RELEASE); /* P3 */
     return 1;
 }
 #define JETTPROF_MEM_PUSH_(f, type, alloc, id, a, b) jettprof_mem_push_(f, type, alloc, id, a, b)

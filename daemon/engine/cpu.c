@@ -38,7 +38,7 @@ int jpe_on_cpu_sample_general(struct jp_engine *e, const struct jp_rec_cpu_sampl
     }
     int ref = node_ref(e, r->node);
     if (ref < 0)
-        return violation(e);
+        return held_or_violation(e);
     cpu_count(e, JP_STATE_JETT);
     if ((rc = thread_note(e)) < 0)
         return rc;

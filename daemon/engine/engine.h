@@ -66,9 +66,20 @@ int jp_engine_feed(struct jp_engine *e, const void *rec, uint32_t len, const cha
  * through jp_engine_feed, which decides it and gives the reason. */
 int jp_engine_feed_slot(struct jp_engine *e, const void *slot);
 /* jp_engine_feed_slot over n consecutive slots, in order, stopping at the first that does not
- * return 0: returns that result (1 or -ENOMEM; 0 when all n were fed) with *fed the slots fed
+ * return 0: returns that result (1, JP_ENGINE_HELD or -ENOMEM; 0 when all n were fed) with *fed the slots fed
  * before it. The same as calling jp_engine_feed_slot n times, without a call per slot. */
 int jp_engine_feed_slots(struct jp_engine *e, const void *slots, uint64_t n, uint64_t *fed);
+
+/* Hold mode, for a caller that merges a run's records from several rings (the daemon with
+ * worker rings). While it is on, an event that names what the stream has not given yet - a
+ * sample or event whose node is not defined, a resize or free of an id that is not live or is
+ * live with another size - is not taken: the feeds above return JP_ENGINE_HELD having changed
+ * nothing (not even the record count), and the caller offers it again after the other rings
+ * gave what they had. Off (the default, and always for one stream), the same event is the
+ * counted violation the contract says. A held record fed again with hold off is exactly that
+ * violation, so a stream merged under hold replays the same without it. */
+#define JP_ENGINE_HELD 3
+void jp_engine_set_hold(struct jp_engine *e, int on);
 
 /* Totals for the runs log and capture summaries. Fields a mode does not have are 0; fields that
  * became unavailable have the matching *_exact flag cleared. The run's status is the report's

@@ -173,6 +173,9 @@ struct jp_engine {
      * partly counted, so the engine takes no more (every later feed is -ENOMEM) and what it
      * renders is what it had. */
     bool oom;
+    /* Hold mode (jp_engine_set_hold): an event that names what the stream has not given yet
+     * is handed back (JP_ENGINE_HELD) instead of counted as a violation. */
+    bool hold;
 
     bool have_stop;
     uint32_t termination;
@@ -230,6 +233,14 @@ static inline int violation(struct jp_engine *e)
 {
     e->violations++;
     return 0;
+}
+
+/* An event that names what another ring may still give (a node not yet defined, an id not yet
+ * live or live with another size): handed back in hold mode, else a violation. Called before
+ * the handler changed anything. */
+static inline int held_or_violation(struct jp_engine *e)
+{
+    return e->hold ? JP_ENGINE_HELD : violation(e);
 }
 
 /* ---- hashing (hash.c) --------------------------------------------------------------------- */

@@ -268,6 +268,11 @@ static inline int feed_slots(struct jp_engine *e, const void *slots, uint64_t n,
     return rc;
 }
 
+void jp_engine_set_hold(struct jp_engine *e, int on)
+{
+    e->hold = on != 0;
+}
+
 int jp_engine_feed_slot(struct jp_engine *e, const void *slot)
 {
     uint64_t fed;

@@ -99,7 +99,7 @@ int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
         return violation(e);
     int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
     if (nref < 0 && r->node != JP_ID_NONE)
-        return violation(e);
+        return held_or_violation(e);
     int rc;
     bool fresh = false;
     if (e->live_exact) {
@@ -148,16 +148,16 @@ int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         return violation(e);
     int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
     if (nref < 0 && r->node != JP_ID_NONE)
-        return violation(e);
+        return held_or_violation(e);
     struct live_ref ref = {NULL, NULL};
     uint64_t size = r->old_size;
     uint32_t creation = 0; /* the creation chain, index + 1 */
     if (e->live_exact) {
         if (!live_find(e, r->allocation_id, &ref))
-            return violation(e); /* unknown or retired id */
+            return held_or_violation(e); /* unknown or retired id */
         live_unpack(e, live_val(&ref), &size, &creation);
         if (size != r->old_size)
-            return violation(e); /* the producer's old size disagrees with ours */
+            return held_or_violation(e); /* the producer's old size disagrees with ours */
     }
     struct jp_node *n = event_node(e, r->node, nref);
     e->producer_records++;
@@ -197,7 +197,7 @@ int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
     if (r->node != JP_ID_NONE && node_ref(e, r->node) < 0)
-        return violation(e);
+        return held_or_violation(e);
     if (!e->live_exact) {
         /* frees can no longer be matched: freed/live are reported unavailable */
         e->producer_records++;
@@ -208,11 +208,11 @@ int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
     uint32_t creation;
     uint64_t size;
     if (!live_find(e, r->allocation_id, &ref))
-        return violation(e); /* unknown id, or a double free */
+        return held_or_violation(e); /* unknown id, or a double free */
     uint64_t val = live_val(&ref);
     live_unpack(e, val, &size, &creation);
     if (size != r->old_size)
-        return violation(e);
+        return held_or_violation(e);
     e->producer_records++;
     free_stack_note(e, r->node);
     ovf_release(e, val);

@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include "protocol/control.h"
+#include "protocol/ring.h"
 #include "protocol/records.h"
 
 static const struct jp_ctl_excerpt_key keys[3] = {{1, 2, 3}, {UINT32_MAX, 0, 7}, {4, 5, 6}};
 static struct jp_ctl_excerpt items[2];
 static char long_text[JP_EXCERPT_MAX];
 
+#define SAMPLE_MAX 24u
 /* One message of every type, with edge values. */
 static unsigned sample_messages(struct jp_ctl_msg *out)
 {
@@ -28,7 +30,7 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     items[0] = (struct jp_ctl_excerpt){1, 10, 2, JP_EXCERPT_REDACTED, long_text, JP_EXCERPT_MAX};
     items[1] = (struct jp_ctl_excerpt){2, 1, 1, JP_EXCERPT_UNAVAILABLE, "", 0};
     unsigned n = 0;
-    memset(out, 0, sizeof(struct jp_ctl_msg) * 16);
+    memset(out, 0, sizeof(struct jp_ctl_msg) * SAMPLE_MAX);
     out[n].type = JP_CTL_HELLO;
     out[n].u.hello.version = JP_CTL_VERSION;
     out[n].u.hello.pid = 4242;
@@ -39,7 +41,8 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].u.hello.outputs = JP_OUT_HUMAN | JP_OUT_TOON;
     out[n++].u.hello.capabilities = JP_CAPS_CPU_REQUIRED | JP_CAP_SOURCE_SPANS;
     out[n].type = JP_CTL_WELCOME;
-    out[n++].u.welcome.run_id = UINT64_MAX;
+    out[n].u.welcome.run_id = UINT64_MAX;
+    out[n++].u.welcome.ring_bytes = 1u << 28;
     out[n].type = JP_CTL_RING;
     out[n].u.ring.slot_count = 1u << 16;
     out[n++].u.ring.has_capture = 1;
@@ -79,6 +82,9 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].type = JP_CTL_RUNS;
     out[n].u.runs.format = 1;
     out[n++].u.runs.limit = 20;
+    out[n].type = JP_CTL_WORKER_RING;
+    out[n].u.worker_ring.thread = JP_ID_UNAVAILABLE;
+    out[n++].u.worker_ring.slot_count = JP_RING_MAX_SLOTS;
     out[n].type = JP_CTL_ERROR;
     out[n].u.error.code = JP_CTLE_INTERNAL;
     out[n].u.error.message = "boom";
@@ -87,7 +93,7 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].u.error.code = JP_CTLE_BAD_MESSAGE;
     out[n].u.error.message = NULL;
     out[n++].u.error.message_len = 0;
-    cr_assert_leq(n, 16u, "callers hold 16 messages");
+    cr_assert_leq(n, SAMPLE_MAX, "callers hold SAMPLE_MAX messages");
     return n;
 }
 
@@ -107,10 +113,15 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         break;
     case JP_CTL_WELCOME:
         cr_assert_eq(a->u.welcome.run_id, b->u.welcome.run_id, "run id");
+        cr_assert_eq(a->u.welcome.ring_bytes, b->u.welcome.ring_bytes, "ring bytes");
         break;
     case JP_CTL_RING:
         cr_assert_eq(a->u.ring.slot_count, b->u.ring.slot_count, "slots");
         cr_assert_eq(a->u.ring.has_capture, b->u.ring.has_capture, "capture");
+        break;
+    case JP_CTL_WORKER_RING:
+        cr_assert_eq(a->u.worker_ring.thread, b->u.worker_ring.thread, "thread");
+        cr_assert_eq(a->u.worker_ring.slot_count, b->u.worker_ring.slot_count, "slots");
         break;
     case JP_CTL_FINALIZE:
         cr_assert_eq(a->u.finalize.termination, b->u.finalize.termination, "termination");
@@ -184,7 +195,7 @@ Test(control, names_come_from_the_lists)
 
 Test(control, round_trips_every_message_type)
 {
-    struct jp_ctl_msg msgs[16];
+    struct jp_ctl_msg msgs[SAMPLE_MAX];
     unsigned n = sample_messages(msgs);
     int seen[JP_CTL_TYPE_LIMIT] = {0};
     for (unsigned i = 0; i < n; i++) {
@@ -234,7 +245,7 @@ static uint8_t *sample_stream(size_t *len, unsigned *count, struct jp_ctl_msg *m
 
 Test(control, decodes_a_stream_fed_one_byte_at_a_time)
 {
-    struct jp_ctl_msg msgs[16], got;
+    struct jp_ctl_msg msgs[SAMPLE_MAX], got;
     unsigned count;
     size_t len;
     uint8_t *all = sample_stream(&len, &count, msgs);
@@ -259,7 +270,7 @@ Test(control, decodes_a_stream_fed_one_byte_at_a_time)
 
 Test(control, decodes_a_stream_split_at_every_byte)
 {
-    struct jp_ctl_msg msgs[16], got;
+    struct jp_ctl_msg msgs[SAMPLE_MAX], got;
     unsigned count;
     size_t len;
     uint8_t *all = sample_stream(&len, &count, msgs);
@@ -427,6 +438,25 @@ Test(control_strict, rejects_each_schema_violation_with_its_reason)
     raw_str(&r, "termination");
     msgpack_pack_uint32(&r.pk, 9);
     expect_reason(&r, "field finalize.termination out of range");
+
+    /* No worker ring outside the ring geometry, none without its size. */
+    raw_init(&r);
+    msgpack_pack_map(&r.pk, 3);
+    raw_str(&r, "t");
+    raw_str(&r, "worker_ring");
+    raw_str(&r, "thread");
+    msgpack_pack_uint32(&r.pk, 2);
+    raw_str(&r, "slot_count");
+    msgpack_pack_uint32(&r.pk, JP_RING_MAX_SLOTS * 2u);
+    expect_reason(&r, "field worker_ring.slot_count out of range");
+
+    raw_init(&r);
+    msgpack_pack_map(&r.pk, 2);
+    raw_str(&r, "t");
+    raw_str(&r, "worker_ring");
+    raw_str(&r, "thread");
+    msgpack_pack_uint32(&r.pk, 2);
+    expect_reason(&r, "missing field worker_ring.slot_count");
 
     raw_init(&r); /* negative numbers are a wrong type, not a huge value */
     msgpack_pack_map(&r.pk, 2);
@@ -615,7 +645,7 @@ Test(control_strict, oversize_frame_is_refused_before_buffering)
  * never a success (a msgpack map cut short is not a map). */
 Test(control_fuzz, truncated_bodies_at_every_byte)
 {
-    struct jp_ctl_msg msgs[16];
+    struct jp_ctl_msg msgs[SAMPLE_MAX];
     unsigned n = sample_messages(msgs);
     for (unsigned i = 0; i < n; i++) {
         uint8_t *buf;
@@ -635,7 +665,7 @@ Test(control_fuzz, truncated_bodies_at_every_byte)
  * crashes, and a failure always has a reason. */
 Test(control_fuzz, flipped_bytes_never_crash)
 {
-    struct jp_ctl_msg msgs[16];
+    struct jp_ctl_msg msgs[SAMPLE_MAX];
     unsigned n = sample_messages(msgs);
     static const uint8_t pats[] = {0x01, 0x80, 0xff};
     unsigned failures = 0;
