@@ -455,3 +455,48 @@ Test(stream, feed_slots_stops_at_the_first_declined_slot)
     free(json);
     jp_engine_free(e);
 }
+
+/* Hold mode (a daemon merging several rings): an event naming what the stream has not given
+ * yet - a node not defined, an id not live, an id live with another size - is handed back with
+ * nothing changed, not even the record count; once what it names came, the same record is
+ * taken. With hold off the same record is the counted violation. */
+Test(stream, hold_mode_hands_back_what_names_the_future_and_changes_nothing)
+{
+    struct jp_engine *e = fresh();
+    memory_run_with_main(e);
+    jp_engine_set_hold(e, 1);
+    struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}, .node = 1, .allocation_id = 5,
+                             .size = 40};
+    struct jp_rec_resize rz = {.h = {JP_REC_RESIZE, sizeof rz}, .node = 1, .allocation_id = 5,
+                               .old_size = 40, .new_size = 64};
+    struct jp_rec_free fr = {.h = {JP_REC_FREE, sizeof fr}, .node = 1, .allocation_id = 5,
+                             .old_size = 64};
+    struct jp_engine_summary before, after;
+    cr_assert_eq(jp_engine_summary(e, &before), 0);
+    const char *why = NULL;
+    cr_assert_eq(t_feed_raw(e, &a, sizeof a, &why), JP_ENGINE_HELD, "node 1 is not defined");
+    cr_assert_eq(slot_feed(e, &fr, sizeof fr), JP_ENGINE_HELD, "id 5 is not live");
+    cr_assert_eq(jp_engine_summary(e, &after), 0);
+    cr_assert_eq(memcmp(&before, &after, sizeof before), 0, "a held record changes nothing");
+    t_node(e, 1, 0, 1);
+    cr_assert_eq(t_feed_raw(e, &a, sizeof a, &why), 0);
+    cr_assert_eq(slot_feed(e, &fr, sizeof fr), JP_ENGINE_HELD, "live with 40 bytes, not 64");
+    uint8_t run[2 * JP_SLOT_SIZE];
+    memcpy(run, &rz, sizeof rz);
+    memcpy(run + JP_SLOT_SIZE, &fr, sizeof fr);
+    uint64_t fed = 0;
+    cr_assert_eq(jp_engine_feed_slots(e, run, 2, &fed), 0);
+    cr_assert_eq(fed, 2);
+    cr_assert_eq(slot_feed(e, &fr, sizeof fr), JP_ENGINE_HELD, "a double free is held too");
+    jp_engine_set_hold(e, 0);
+    cr_assert_eq(slot_feed(e, &fr, sizeof fr), 0);
+    cr_assert_eq(jp_engine_summary(e, &after), 0);
+    cr_assert_eq(after.violations, 1, "without hold it is the violation");
+    cr_assert_eq(after.allocation_count, 1);
+    cr_assert_eq(after.resize_count, 1);
+    cr_assert_eq(after.freed_bytes, 64);
+    /* the node, the allocation, the resize, the free and the second free: each held attempt
+     * before them counted nothing */
+    cr_assert_eq(after.records, before.records + 5, "held records were never counted");
+    jp_engine_free(e);
+}
