@@ -287,14 +287,13 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
     }
     for (;;) {
         /* 1: the worker rings' fills first (acquire), 2: the main ring, 3: the workers. */
-        int any = 0;
         for (uint32_t i = 0; i < s->nwr; i++) {
             struct jpd_stream *w = s->wr[i];
             w->limit = jp_ring_fill(w->ring);
             note_fill(s, w->ring, w->limit);
-            any |= w->limit != 0;
         }
         uint64_t fed_before = s->fed, injected_before = s->injected;
+        int stop_before = s->stop_held;
         s->main_st.limit = UINT64_MAX;
         int r = drain_stream(s, &s->main_st, &budget, why);
         if (r < 0 || r == 1)
@@ -318,12 +317,12 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
         }
         int progress = s->fed - (s->injected - injected_before) != fed_before;
         if (!held) {
+            /* Another pass while the rings keep giving and the budget lasts, as one ring's
+             * drain goes on while its producer keeps up. Done when a pass took nothing - but
+             * not the pass that found RUN_STOP: its fills were read before, and RUN_STOP is
+             * the producer's last record, so only fills read after it are final. */
             s->idle_passes = 0;
-            if (!s->stop_held)
-                return 0;
-            /* RUN_STOP is the producer's last record: every worker record was committed
-             * before it, so fills read now are final. Done when they are all empty. */
-            if (!any && !progress)
+            if (!progress && (stop_before || !s->stop_held))
                 return 0;
             continue;
         }

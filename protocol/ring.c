@@ -201,6 +201,18 @@ int jp_ring_map(int fd, struct jp_ring *out)
     return 0;
 }
 
+int jp_ring_populate(struct jp_ring *r)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(r->sh, r->map_size, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    return -errno;
+#else
+    (void)r;
+    return -ENOSYS;
+#endif
+}
+
 void jp_ring_unmap(struct jp_ring *r)
 {
     if (!r)

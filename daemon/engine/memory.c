@@ -3,6 +3,7 @@
  * ids are caught exactly), and the live-at-peak snapshot.
  */
 #include <errno.h>
+#include <string.h>
 
 #include "account.h"
 
@@ -15,9 +16,13 @@ static inline void seen_settle(struct jp_engine *e)
 
 /* The set of every id allocated in the run, so a retired id that comes back is caught
  * exactly. Ids that arrive above every earlier one (the agent's own counter) extend or append
- * sorted disjoint intervals in O(1): one interval for a gapless counter. An id at or below the
- * highest seen goes to a hash set instead (16 bytes each, within the budget), so no order of
- * ids can make insertion cost more than constant time. */
+ * sorted disjoint intervals in O(1): one interval for a gapless counter. A run with several
+ * worker rings has one counter per ring (each drawing blocks of ids, agent/agent.h), merged:
+ * an id below the highest seen extends the interval just below it (a binary search), or opens
+ * one in its gap while there are fewer than SEEN_INSERT_MAX intervals (a bounded move). Any
+ * other id goes to a hash set (16 bytes each, within the budget), so no order of ids can make
+ * insertion cost more than that bound. */
+#define SEEN_INSERT_MAX 1024u
 static bool seen_has(struct jp_engine *e, uint64_t id)
 {
     seen_settle(e);
@@ -50,6 +55,29 @@ static int seen_add(struct jp_engine *e, uint64_t id)
     struct interval *last = e->nseen ? &e->seen[e->nseen - 1u] : NULL;
     int rc;
     if (last && id <= last->hi) {
+        /* the first interval starting above id; the one before it ends below id (id is new) */
+        uint32_t lo = 0, hi = e->nseen;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2u;
+            if (e->seen[mid].lo <= id)
+                lo = mid + 1u;
+            else
+                hi = mid;
+        }
+        if (lo > 0 && e->seen[lo - 1u].hi + 1u == id) {
+            e->seen[lo - 1u].hi = id; /* never the last interval: its hi is above id */
+            return 0;
+        }
+        if (e->nseen < SEEN_INSERT_MAX) {
+            rc = jpe_vec_grow(e, (void **)&e->seen, &e->seen_cap, e->nseen + 1u,
+                              sizeof *e->seen);
+            if (rc < 0)
+                return rc;
+            memmove(&e->seen[lo + 1u], &e->seen[lo], (e->nseen - lo) * sizeof *e->seen);
+            e->seen[lo] = (struct interval){id, id};
+            e->nseen++;
+            return 0;
+        }
         if ((rc = jpe_lw_reserve(e, &e->seen_extra)) < 0)
             return rc;
         jpe_lw_put(&e->seen_extra, id + 1u, 0);
