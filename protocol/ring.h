@@ -18,21 +18,25 @@
  * The consumer side never trusts the mapping: jp_ring_map() validates the whole header against
  * the real mapping size, and consumers copy each record out before looking at it.
  *
- * A run's rings. A run has one main ring (the control message RING) and one worker ring per
- * registered runtime thread (WORKER_RING, answered by RING_REPLY with the ring's index), each
- * single-producer, so no two runtime threads share a ring, a lock or a read-modify-write on
- * their hot paths. The main ring carries RUN_START first, every definition (SOURCE_DEF,
- * FRAME_DEF, NODE_DEF), COUNTERS and RUN_STOP; a worker ring carries only PAD, EXEC,
- * CPU_SAMPLE, ALLOC, RESIZE and FREE (anything else there is a protocol violation that fails
- * the run). Each ring's identity starts unavailable and its EXEC records apply to its own later
- * records. A definition is published on the main ring before any ring publishes a record
- * naming it, and an allocation event is published before any event of another thread that
- * comes after it in the program (a send and a receive order them), so the daemon can build one
- * consistent order: it reads the worker rings' heads, then drains the main ring, and it accounts
- * an allocation before any resize or free of it, holding back a ring whose next record names an
- * id it has not seen until the other rings have nothing older to give. RUN_STOP.record_count
- * counts the records of all the run's rings. The merged order is what the engine reads and what
- * a capture stores, so a replay (one stream) gives the same bytes.
+ * A run's rings. A run has one main ring (the control message RING) and up to
+ * JP_CTL_MAX_WORKER_RINGS worker rings (WORKER_RING, not answered: the agent keeps within the
+ * caps WELCOME states, and a run past them fails), one per runtime thread slot. Each ring has
+ * one producer, so no two runtime threads share a ring, a lock or a read-modify-write on their
+ * hot paths. The main ring carries RUN_START first, every definition (SOURCE_DEF, FRAME_DEF,
+ * NODE_DEF), COUNTERS and RUN_STOP, and the events of any thread without a worker ring; a
+ * worker ring carries only PAD, EXEC, CPU_SAMPLE, ALLOC, RESIZE and FREE (anything else there
+ * is a protocol violation that fails the run). Each ring's identity starts unavailable and its
+ * EXEC records apply to its own later records. A producer publishes whatever an event names
+ * before it publishes the event: a definition on the main ring before any ring names it, an
+ * allocation (or resize) on its ring before the program moves the object to another thread
+ * (a send and a receive, a migration, order them). So the daemon builds one consistent order
+ * (daemon/drain.c): it reads the worker rings' heads, drains the main ring, then the worker
+ * rings up to those heads, and holds back a ring whose next event names an id or node it has
+ * not been given yet, until a later pass finds it; a held event that two passes in a row cannot
+ * place, or that stays held through 2 * JP_CTL_MAX_WORKER_RINGS + 4 passes, is taken as the
+ * violation it is. RUN_STOP.record_count counts the records of all the run's rings; the EXEC
+ * records the daemon injects where it switches rings are added to it. The merged order is what
+ * the engine reads and what a capture stores, so a replay (one stream) gives the same bytes.
  */
 #ifndef JETTPROF_PROTOCOL_RING_H
 #define JETTPROF_PROTOCOL_RING_H
