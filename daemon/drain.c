@@ -255,6 +255,23 @@ static int drain_stream(struct jpd_session *s, struct jpd_stream *st, uint32_t *
     return r;
 }
 
+/* A complete pass left the stream held (r == JP_ENGINE_HELD) or not: a record's count of passes
+ * held is its own, so a ring that is held at a new record each pass (a chain of frees across
+ * rings that each pass advances) starts again at 1. */
+static void note_held(struct jpd_stream *st, int r)
+{
+    if (r != JP_ENGINE_HELD) {
+        st->held = 0;
+        return;
+    }
+    if (st->held == 0 || st->held_at != st->ring->c_tail) {
+        st->held = 1;
+        st->held_at = st->ring->c_tail;
+        return;
+    }
+    st->held++;
+}
+
 /* Feeds the next record of a held stream without hold: the violation it is now. */
 static int release_held(struct jpd_session *s, struct jpd_stream *st, const char **why)
 {
@@ -298,7 +315,7 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
         int r = drain_stream(s, &s->main_st, &budget, why);
         if (r < 0 || r == 1)
             return r;
-        s->main_st.held = r == JP_ENGINE_HELD ? s->main_st.held + 1u : 0;
+        note_held(&s->main_st, r);
         int held = s->main_st.held != 0;
         /* From the ring after the one the last slice ran out in: a busy ring cannot starve
          * those after it. */
@@ -312,7 +329,7 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
                 s->wr_next = (i + 1u) % s->nwr; /* the cut ring goes last next time */
                 return 1;
             }
-            w->held = r == JP_ENGINE_HELD ? w->held + 1u : 0;
+            note_held(w, r);
             held |= w->held != 0;
         }
         int progress = s->fed - (s->injected - injected_before) != fed_before;

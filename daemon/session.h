@@ -76,6 +76,7 @@ struct jpd_stream {
                               * the main ring was drained) */
     uint32_t held;           /* 0, or 1 + the complete passes its next record was handed back
                               * through (JP_ENGINE_HELD) */
+    uint64_t held_at;        /* the ring index of that record: held elsewhere starts again */
     uint32_t thread;         /* the runtime thread id the ring was announced with */
     int worker;
 };

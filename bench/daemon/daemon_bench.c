@@ -13,9 +13,15 @@
  *              does, without process start
  *     replay:  `jettprofd replay FILE --format toon`, process start and output included
  *   idle RSS:  a long-lived daemon with no run, before and after serving runs (target <= 4 MiB)
+ *   merge:     one memory run whose allocation events come over 4 worker rings (as from 4
+ *              runtime threads), each allocation freed right away on its own ring, then the
+ *              same with every free on the next ring (an object that moved to another
+ *              thread); events per second of the daemon's CPU time (the issue's target:
+ *              >= 40 M) and per second of wall time, against the same events on one worker ring
  *
  * Usage: daemon_bench [runs] [records-per-run] [replay|aggregate]   (defaults 4, 4000000;
  * "replay" skips the aggregate and RSS parts, "aggregate" the replay part)
+ *        daemon_bench merge [events]   (default 8000000)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +38,7 @@
 
 #include "protocol/capture.h"
 #include "tests/daemon/support.h"
+#include "tests/lib/recbuild.h"
 
 #define REPS 3
 #define REPLAY_REPS 5
@@ -341,8 +348,156 @@ static void *produce(void *arg)
     return NULL;
 }
 
+/* ---- merge ---- */
+
+#define MERGE_SLOTS (1u << 16)
+#define MERGE_CHUNK 256u /* events pushed to one ring before the next ring's turn */
+
+static void merge_push(struct jp_ring *r, const void *rec, uint32_t len)
+{
+    if (jpt_push(r, rec, len) < 0) {
+        fprintf(stderr, "daemon_bench merge: the daemon stopped taking records\n");
+        exit(1);
+    }
+}
+
+/* One private run: `events` allocation events (alloc + free pairs) over `rings` worker rings,
+ * frees on the next ring when `cross`. Returns the daemon's CPU seconds; *wall the run's. */
+static double merge_run(uint32_t rings, int cross, uint64_t events, double *wall)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        exit(1);
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[1]);
+    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
+    pid_t pid = jpt_spawn(argv, sv[1], NULL);
+    close(sv[1]);
+    struct jpt_client c;
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 1, 0);
+    uint64_t run_id;
+    if (pid < 0 || jpt_client_open_fd(&c, sv[0]) < 0 || jpt_client_hello(&c, &s, JP_OUT_TOON,
+                                                                           &run_id, NULL) < 0) {
+        fprintf(stderr, "daemon_bench merge: no private daemon\n");
+        exit(1);
+    }
+    static struct jp_ring ring[5];
+    for (uint32_t i = 0; i <= rings; i++) {
+        struct jp_ctl_msg m = {.type = i ? JP_CTL_WORKER_RING : JP_CTL_RING};
+        uint32_t slots = i ? MERGE_SLOTS : 1024u;
+        if (jp_ring_create(slots, &ring[i]) < 0)
+            exit(1);
+        if (i)
+            m.u.worker_ring.slot_count = slots;
+        else
+            m.u.ring.slot_count = slots;
+        if (jp_ctl_send(c.fd, &m, &ring[i].fd, 1) < 0)
+            exit(1);
+    }
+    double t0 = now_s(), cpu0 = proc_cpu_s(pid);
+    uint8_t buf[JP_REC_MAX_SIZE];
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
+    rs.threshold_bp = 500;
+    rs.cpu_budget_bytes = JP_DEFAULT_CPU_BUDGET;
+    rs.retention_budget_bytes = JP_DEFAULT_RETENTION_BUDGET;
+    merge_push(&ring[0], &rs, sizeof rs);
+    struct jp_rec_source_def sd = {.source_id = 1, .origin = JP_ORIGIN_PROJECT};
+    merge_push(&ring[0], buf, tl_rec_source(buf, &sd, "src/m.jett", 10));
+    struct jp_rec_frame_def fd = {.frame_id = 1, .source_id = 1, .decl_end = 5, .decl_line = 1,
+                                  .decl_col = 1};
+    merge_push(&ring[0], buf, tl_rec_frame(buf, &fd, "m", 1, "f", 1));
+    struct jp_rec_node_def nd = {.h = {JP_REC_NODE_DEF, sizeof nd}, .node_id = 1, .frame_id = 1};
+    merge_push(&ring[0], &nd, sizeof nd);
+    uint64_t count = 4;
+    for (uint32_t i = 1; i <= rings; i++) {
+        struct jp_rec_exec e = {.h = {JP_REC_EXEC, sizeof e}, .runtime_thread_id = i,
+                                .task_id = i, .actor_id = i};
+        merge_push(&ring[i], &e, sizeof e);
+        count++;
+    }
+    /* ring k's ids: a block of its own, as the agent gives each thread */
+    uint64_t next[5] = {0};
+    for (uint32_t i = 1; i <= rings; i++)
+        next[i] = (uint64_t)i << 32;
+    uint64_t pairs = events / 2 / rings;
+    for (uint64_t done = 0; done < pairs; done += MERGE_CHUNK)
+        for (uint32_t i = 1; i <= rings; i++) {
+            uint32_t to = cross ? i % rings + 1u : i;
+            for (uint64_t k = 0; k < MERGE_CHUNK && done + k < pairs; k++) {
+                uint64_t id = ++next[i], size = 16u + (id & 63u);
+                struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, 32}, .node = 1,
+                                         .allocation_id = id, .size = size};
+                struct jp_rec_free f = {.h = {JP_REC_FREE, 32}, .node = 1,
+                                        .allocation_id = id, .old_size = size};
+                merge_push(&ring[i], &a, sizeof a);
+                merge_push(&ring[to], &f, sizeof f);
+                count += 2;
+            }
+        }
+    struct jp_rec_run_stop st = {.h = {JP_REC_RUN_STOP, sizeof st},
+                                 .termination = JP_TERM_RETURNED, .wall_ns = 1,
+                                 .process_cpu_ns = JP_NS_UNAVAILABLE, .record_count = count};
+    merge_push(&ring[0], &st, sizeof st);
+    struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
+    m.u.finalize.termination = JP_TERM_RETURNED;
+    struct jpt_result res;
+    memset(&res, 0, sizeof res);
+    if (jp_ctl_send(c.fd, &m, NULL, 0) < 0 || jpt_finish(&c, &res, 60000) < 0 ||
+        res.status != JP_STATUS_COMPLETE || !strstr(res.toon, "protocol_violations: 0\n")) {
+        fprintf(stderr, "daemon_bench merge: the run is not complete and exact:\n%s\n%s\n",
+                res.toon ? res.toon : "", res.error);
+        exit(1);
+    }
+    double cpu = proc_cpu_s(pid) - cpu0;
+    *wall = now_s() - t0;
+    jpt_result_free(&res);
+    jpt_client_close(&c);
+    tl_wait(pid, 10000);
+    for (uint32_t i = 0; i <= rings; i++)
+        jp_ring_unmap(&ring[i]);
+    return cpu;
+}
+
+static int merge_bench(uint64_t events)
+{
+    enum { N = 5 };
+    printf("daemon_bench merge: one memory run, %llu allocation events (alloc + free), "
+           "%u-slot worker rings, private daemon; load average %.2f\n",
+           (unsigned long long)events, MERGE_SLOTS, loadavg1());
+    double base = 0;
+    for (int v = 0; v < 3; v++) {
+        uint32_t rings = v ? 4 : 1;
+        int cross = v == 2;
+        double cpu_rate[N], wall_rate[N];
+        for (int k = 0; k < N; k++) {
+            double wall;
+            double cpu = merge_run(rings, cross, events, &wall);
+            cpu_rate[k] = (double)events / (cpu > 0 ? cpu : 1e-9) / 1e6;
+            wall_rate[k] = (double)events / wall / 1e6;
+        }
+        double lo = cpu_rate[0], hi = cpu_rate[0];
+        for (int k = 1; k < N; k++) {
+            lo = cpu_rate[k] < lo ? cpu_rate[k] : lo;
+            hi = cpu_rate[k] > hi ? cpu_rate[k] : hi;
+        }
+        double m = median(cpu_rate, N);
+        if (v == 0)
+            base = m;
+        printf("%s: %.1f M events per daemon CPU second (%.1f - %.1f), %.2fx one ring; "
+               "%.1f M events/s wall%s\n",
+               v == 0 ? "1 worker ring" : v == 1 ? "4 worker rings, frees on their own ring"
+                                                 : "4 worker rings, frees on the next ring",
+               m, lo, hi, m / base, median(wall_rate, N),
+               v ? "; target >= 40 M per CPU second" : "");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "merge"))
+        return merge_bench(argc > 2 ? strtoull(argv[2], NULL, 10) : 8000000u);
     int runs = argc > 1 ? atoi(argv[1]) : 4;
     uint64_t per_run = argc > 2 ? strtoull(argv[2], NULL, 10) : 4000000u;
     int replay_only = argc > 3 && !strcmp(argv[3], "replay");
