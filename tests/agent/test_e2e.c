@@ -259,6 +259,104 @@ Test(e2e, memory_totals_and_sites_are_exact)
     cr_assert_null(res.toon);
 }
 
+/* ---- two runtime threads, each on its own worker ring ---- */
+
+/* Thread 1 allocates through the inline hooks and hands every block to thread 2, which frees
+ * it through the plain ones (an object that moved to another worker): the frees arrive on
+ * another ring than their allocations, and the profile must still be exact. */
+#define HANDOFF_BLOCKS 20000u
+struct handoff {
+    jettprof_run *run;
+    uint32_t f_make, f_drop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t ids[HANDOFF_BLOCKS];
+    uint32_t made, dropped; /* under mu */
+};
+
+static void *handoff_maker(void *arg)
+{
+    struct handoff *h = arg;
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(h->run, 1, &t), 0);
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    cr_assert_not_null(f);
+    jettprof_set_task(t, 7, 7);
+    cr_assert_eq(jettprof_enter(t, h->f_make), 0);
+    for (uint32_t i = 0; i < HANDOFF_BLOCKS; i++) {
+        uint64_t id;
+        cr_assert_eq(jettprof_alloc_fast(f, 32u + i % 7u, &id), 0);
+        pthread_mutex_lock(&h->mu);
+        h->ids[i] = id;
+        h->made = i + 1u;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    return NULL;
+}
+
+static void *handoff_dropper(void *arg)
+{
+    struct handoff *h = arg;
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(h->run, 2, &t), 0);
+    jettprof_set_task(t, 8, 8);
+    cr_assert_eq(jettprof_enter(t, h->f_drop), 0);
+    for (uint32_t i = 0; i < HANDOFF_BLOCKS; i++) {
+        pthread_mutex_lock(&h->mu);
+        while (h->made <= i)
+            pthread_cond_wait(&h->cv, &h->mu);
+        uint64_t id = h->ids[i];
+        pthread_mutex_unlock(&h->mu);
+        cr_assert_eq(jettprof_free(t, id, 32u + i % 7u), 0);
+    }
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    return NULL;
+}
+
+Test(e2e, frees_on_another_threads_ring_than_their_allocations_are_exact)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    static struct handoff h;
+    memset(&h, 0, sizeof h);
+    pthread_mutex_init(&h.mu, NULL);
+    pthread_cond_init(&h.cv, NULL);
+    int r = jettprof_start(&c, &h.run);
+    cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
+    uint32_t src;
+    cr_assert_eq(jettprof_source(h.run, JETTPROF_ORIGIN_PROJECT, "src/app.jett", &src), 0);
+    h.f_make = frame(h.run, src, "app", "make", 1);
+    h.f_drop = frame(h.run, src, "app", "drop", 9);
+    pthread_t a, b;
+    cr_assert_eq(pthread_create(&a, NULL, handoff_maker, &h), 0);
+    cr_assert_eq(pthread_create(&b, NULL, handoff_dropper, &h), 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(h.run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "%s", res.toon);
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < HANDOFF_BLOCKS; i++)
+        bytes += 32u + i % 7u;
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), HANDOFF_BLOCKS);
+    cr_assert_eq(jnum(j, "profile.totals.allocated_bytes"), bytes);
+    cr_assert_eq(jnum(j, "profile.totals.freed_bytes"), bytes);
+    cr_assert_eq(jnum(j, "profile.totals.retained_bytes"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.protocol_violations"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.lost_records"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.record_count_mismatch"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.runtime_threads"), 2);
+    free(j);
+    jettprof_result_release(&res);
+    pthread_mutex_destroy(&h.mu);
+    pthread_cond_destroy(&h.cv);
+}
+
 /* ---- CPU: a known share of time in one function ---- */
 
 static uint64_t now_ns(void)
