@@ -458,6 +458,37 @@ int jpd_drain_now(struct jpd_session *s)
     return 0;
 }
 
+int jpd_ring_adopt(int fd, uint32_t slot_count, int worker, struct jp_ring *out, const char **why)
+{
+    static const char *const msgs[2][4] = {
+        {"the ring fd's size does not match ring.slot_count", "the ring header is invalid",
+         "the ring cannot be mapped", "the ring header's slot_count differs from ring.slot_count"},
+        {"the worker ring fd's size does not match worker_ring.slot_count",
+         "the worker ring header is invalid", "the worker ring cannot be mapped",
+         "the worker ring header's slot_count differs from worker_ring.slot_count"},
+    };
+    const char *const *m = msgs[worker != 0];
+    uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)slot_count * JP_SLOT_SIZE;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
+        close(fd);
+        *why = m[0];
+        return -EPROTO;
+    }
+    int r = jp_ring_map(fd, out);
+    if (r < 0) {
+        close(fd);
+        *why = m[r == -EPROTO ? 1 : 2];
+        return -EPROTO;
+    }
+    if (out->slot_count != slot_count) {
+        jp_ring_unmap(out);
+        *why = m[3];
+        return -EPROTO;
+    }
+    return 0;
+}
+
 void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd)
 {
     uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)slot_count * JP_SLOT_SIZE;
@@ -481,20 +512,10 @@ void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_co
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
         return;
     }
-    struct stat st;
-    if (fstat(ring_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
-        close(ring_fd);
+    const char *why;
+    if (jpd_ring_adopt(ring_fd, slot_count, 1, &w->own, &why) < 0) {
         free(w);
-        jpd_session_fail(s, JP_CTLE_BAD_RING,
-                         "the worker ring fd's size does not match worker_ring.slot_count");
-        return;
-    }
-    int r = jp_ring_map(ring_fd, &w->own);
-    if (r < 0) {
-        close(ring_fd);
-        free(w);
-        jpd_session_fail(s, JP_CTLE_BAD_RING, r == -EPROTO ? "the worker ring header is invalid"
-                                                           : "the worker ring cannot be mapped");
+        jpd_session_fail(s, JP_CTLE_BAD_RING, why);
         return;
     }
     w->ring = &w->own;
@@ -503,11 +524,6 @@ void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_co
     w->worker = 1;
     s->wr[s->nwr++] = w;
     s->ring_bytes += bytes;
-    if (w->own.slot_count != slot_count) {
-        jpd_session_fail(s, JP_CTLE_BAD_RING,
-                         "the worker ring header's slot_count differs from worker_ring.slot_count");
-        return;
-    }
     /* From the first worker ring on, events may arrive before what they name (hold mode). */
     jp_engine_set_hold(s->eng, 1);
 }

@@ -404,34 +404,20 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     s->cap_fd[0] = cap_fd;
 
     uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)m->u.ring.slot_count * JP_SLOT_SIZE;
-    struct stat st;
     if (!s->d->private_mode && bytes > s->d->cfg->max_ring_bytes) {
         close(ring_fd);
         jpd_session_fail(s, JP_CTLE_BAD_RING, "the ring is larger than this daemon allows");
         return;
     }
-    if (fstat(ring_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes) {
-        close(ring_fd);
-        jpd_session_fail(s, JP_CTLE_BAD_RING,
-                         "the ring fd's size does not match ring.slot_count");
-        return;
-    }
-    int r = jp_ring_map(ring_fd, &s->ring);
-    if (r < 0) {
-        close(ring_fd);
-        jpd_session_fail(s, JP_CTLE_BAD_RING, r == -EPROTO ? "the ring header is invalid"
-                                                           : "the ring cannot be mapped");
+    const char *why;
+    if (jpd_ring_adopt(ring_fd, m->u.ring.slot_count, 0, &s->ring, &why) < 0) {
+        jpd_session_fail(s, JP_CTLE_BAD_RING, why);
         return;
     }
     s->ring_mapped = 1;
     jpd_drain_init(s);
-    if (s->ring.slot_count != m->u.ring.slot_count) {
-        jpd_session_fail(s, JP_CTLE_BAD_RING,
-                         "the ring header's slot_count differs from ring.slot_count");
-        return;
-    }
     jpd_capture_open(s);
-    r = jp_engine_new(&s->eng);
+    int r = jp_engine_new(&s->eng);
     if (r < 0) {
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not start an engine");
         return;

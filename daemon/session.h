@@ -215,6 +215,10 @@ void jpd_drain_init(struct jpd_session *s);
 /* WORKER_RING: maps a registered thread's own ring into the run (ring_fd is taken); a ring
  * past the caps WELCOME gave, or a bad one, fails the run. */
 void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd);
+/* Maps a ring fd a client handed over (taken: closed on failure) after checking it against
+ * the slot count its message announced (worker: a WORKER_RING's, else RING's). 0, or -EPROTO
+ * with *why the reason the run ends with. */
+int jpd_ring_adopt(int fd, uint32_t slot_count, int worker, struct jp_ring *out, const char **why);
 /* Unmaps and frees the worker rings (jpd_session_unmap_ring calls it). */
 void jpd_drain_unmap_workers(struct jpd_session *s);
 /* One record (a copy the daemon owns) into the engine and the captures. 0 or the engine's
