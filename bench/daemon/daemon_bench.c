@@ -416,10 +416,11 @@ static double merge_run(uint32_t rings, int cross, uint64_t events, double *wall
         merge_push(&ring[i], &e, sizeof e);
         count++;
     }
-    /* ring k's ids: a block of its own, as the agent gives each thread */
+    /* ring k's ids: a block of its own below 2^32, as the agent gives each thread (blocks of
+     * 2^20 drawn in turn; here one block of 2^26 each, the most 64 M events need) */
     uint64_t next[5] = {0};
     for (uint32_t i = 1; i <= rings; i++)
-        next[i] = (uint64_t)i << 32;
+        next[i] = (uint64_t)(i - 1u) << 26;
     uint64_t pairs = events / 2 / rings;
     for (uint64_t done = 0; done < pairs; done += MERGE_CHUNK)
         for (uint32_t i = 1; i <= rings; i++) {
