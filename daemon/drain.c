@@ -367,7 +367,12 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
 static int drain(struct jpd_session *s, uint32_t budget, const char **why)
 {
     int r = drain_slots(s, budget, why);
-    jpd_live_update(s->d, &s->live, s->fed, s->last_found, &s->ring, s->eng);
+    const struct jp_ring *rings[JP_CTL_MAX_WORKER_RINGS + 1];
+    rings[0] = &s->ring;
+    for (uint32_t i = 0; i < s->nwr; i++)
+        rings[i + 1] = s->wr[i]->ring;
+    jpd_live_update(s->d, &s->live, s->fed, s->last_found, s->last_slots, rings, s->nwr + 1u,
+                    s->eng);
     if (s->cap[0] || s->cap[1]) {
         uint64_t w, ns;
         jpd_capture_waits(s, &w, &ns);

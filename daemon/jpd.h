@@ -121,7 +121,7 @@ struct jpd_live {
     uint32_t mode;
     uint64_t start_ns;  /* uv_hrtime() */
     uint64_t records;   /* fed to the engine so far */
-    uint64_t fill, slots; /* the ring's fill level at the last drain, of slot_count */
+    uint64_t fill, slots; /* the fullest ring's fill at the last drain, of its slot_count */
     uint64_t waits;     /* times the drain woke the producer sleeping for room */
     uint64_t lost, wait_ns; /* the producer's gauges at the last drain (ring.h: advisory) */
     uint64_t cap_waits, cap_wait_ns; /* the drain's waits for the capture compressor */

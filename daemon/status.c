@@ -29,17 +29,25 @@ void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l)
 }
 
 void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
-                     const struct jp_ring *ring, const struct jp_engine *eng)
+                     uint64_t slots, const struct jp_ring *const *rings, uint32_t nrings,
+                     const struct jp_engine *eng)
 {
-    uint64_t lost, wait_ns;
-    jp_ring_gauges(ring, &lost, &wait_ns);
+    uint64_t lost = 0, wait_ns = 0, wakes = 0;
+    for (uint32_t i = 0; i < nrings; i++) {
+        uint64_t a, b;
+        jp_ring_gauges(rings[i], &a, &b);
+        lost += a;
+        wait_ns += b;
+        wakes += rings[i]->c_wakes;
+    }
     char program[JPD_PROGRAM_MAX];
     /* outside the lock: the engine is this loop's; only the copy below is shared */
     int named = !l->program[0] && eng && jpd_program_of(eng, &l->sources_seen, program) == 0;
     pthread_mutex_lock(&d->live_mu);
     l->records = records;
     l->fill = fill;
-    l->waits = ring->c_wakes;
+    l->slots = slots;
+    l->waits = wakes;
     l->lost = lost;
     l->wait_ns = wait_ns;
     if (named)

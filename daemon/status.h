@@ -7,9 +7,11 @@
 /* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
  * counts it finished with its records). _end on a run never begun does nothing. */
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
-/* _update reads the ring's fill, wakes and gauges and, until it is known, the program. */
+/* _update takes the fill of the run's fullest ring (of its slots), sums the wakes and gauges of
+ * all its rings and, until it is known, names the program. */
 void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
-                     const struct jp_ring *ring, const struct jp_engine *eng);
+                     uint64_t slots, const struct jp_ring *const *rings, uint32_t nrings,
+                     const struct jp_engine *eng);
 /* The drain's waits for its capture compressor (compress.h), shown with the run. */
 void jpd_live_capture(struct jpd_daemon *d, struct jpd_live *l, uint64_t waits, uint64_t wait_ns);
 void jpd_live_end(struct jpd_daemon *d, struct jpd_live *l);
