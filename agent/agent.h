@@ -80,7 +80,6 @@ struct jp_stream {
     int stalled;                /* the consumer made no progress for the stall bound ... */
     uint32_t samples_since_counters;
     uint32_t exec_thread, exec_task, exec_actor; /* identity of the last EXEC pushed */
-    uint32_t index;             /* the daemon's number for a worker ring; 0: the main ring */
 };
 
 /* A statement position, 0: none. The public struct jettprof_pos is the same thing. */
@@ -255,6 +254,8 @@ void *jp_push_reserve(struct jettprof_run *run, uint32_t bytes, enum jp_wait w);
 void jp_push_commit(struct jettprof_run *run, uint32_t records);
 /* The records of all the run's streams, for RUN_STOP (no producer may be running). */
 uint64_t jp_record_total(struct jettprof_run *run);
+/* The main stream's initial state (run_new). */
+void jp_stream_init_main(struct jettprof_run *run);
 /* Unmaps the slots' worker rings (run_free). */
 void jp_streams_free(struct jettprof_run *run);
 /* The fork child's view of every worker ring: private zero pages (run.c's atfork). */
@@ -290,7 +291,7 @@ int jp_daemon_connect(struct jettprof_run *run);
 int jp_daemon_handshake(struct jettprof_run *run);
 int jp_daemon_send_ring(struct jettprof_run *run);
 /* Hands the daemon a worker ring (WORKER_RING; never answered). 0 or -errno. */
-int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st, uint32_t thread);
+int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st);
 /* Receive one control message within timeout_ms: 0 and *m, or -ETIMEDOUT, -EPIPE (EOF),
  * -EPROTO (undecodable, *why). */
 int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *m,

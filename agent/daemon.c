@@ -419,10 +419,9 @@ int jp_daemon_send_ring(struct jettprof_run *run)
     return 0;
 }
 
-int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st, uint32_t thread)
+int jp_daemon_worker_ring(struct jettprof_run *run, struct jp_stream *st)
 {
     struct jp_ctl_msg m = {.type = JP_CTL_WORKER_RING};
-    m.u.worker_ring.thread = thread;
     m.u.worker_ring.slot_count = st->ring.slot_count;
     int fd = st->ring.fd;
     return jp_send(run, &m, &fd, 1u);

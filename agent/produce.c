@@ -269,7 +269,6 @@ static void stream_init(struct jp_stream *st)
     st->exec_thread = st->exec_task = st->exec_actor = JP_ID_UNAVAILABLE;
 }
 
-void jp_stream_init_main(struct jettprof_run *run);
 void jp_stream_init_main(struct jettprof_run *run)
 {
     stream_init(&run->main);
@@ -357,7 +356,7 @@ static void fast_init(struct jettprof_thread *t)
  * run's rings): the daemon never answers WORKER_RING, so a registration never waits for it.
  * A ring past the caps, or one that cannot be made, leaves the slot on the main stream; a
  * daemon that is gone fails the run as any lost daemon does. Under reg_mu. */
-static void slot_stream(struct jettprof_run *run, struct jettprof_thread *t, uint32_t thread)
+static void slot_stream(struct jettprof_run *run, struct jettprof_thread *t)
 {
     if (t->asked || run->sock < 0 || jp_load_relaxed32(&run->failed))
         return;
@@ -379,14 +378,14 @@ static void slot_stream(struct jettprof_run *run, struct jettprof_thread *t, uin
         return;
     }
     (void)jp_ring_populate(&st->ring); /* the faults here, not on the thread's hot path */
-    if (jp_daemon_worker_ring(run, st, thread) < 0) {
+    if (jp_daemon_worker_ring(run, st) < 0) {
         jp_store_relaxed32(&run->daemon_gone, 1u);
         jp_mark_failed(run);
         jp_ring_unmap(&st->ring);
         memset(st, 0, sizeof *st);
         return;
     }
-    st->index = ++run->worker_rings;
+    run->worker_rings++;
     run->ring_bytes += bytes;
     t->has_own = 1;
 }
@@ -435,15 +434,14 @@ int jettprof_thread_register(jettprof_run *run, uint32_t runtime_thread_id, jett
         goto out;
     }
     t = &run->threads[slot];
-    uint32_t tid = has_ids ? runtime_thread_id : JP_ID_UNAVAILABLE;
-    slot_stream(run, t, tid);
+    slot_stream(run, t);
     /* Owner-only part; the timer reads only line 0. */
     memset((char *)t + offsetof(struct jettprof_thread, run), 0,
            sizeof *t - offsetof(struct jettprof_thread, run));
     t->run = run;
     t->st = t->has_own ? &t->own : &run->main;
     fast_init(t);
-    t->runtime_thread_id = tid;
+    t->runtime_thread_id = has_ids ? runtime_thread_id : JP_ID_UNAVAILABLE;
     t->task_id = JP_ID_UNAVAILABLE;
     t->actor_id = JP_ID_UNAVAILABLE;
     jp_store_relaxed32(&t->state, JETTPROF_STATE_JETT);

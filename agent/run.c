@@ -19,8 +19,6 @@
 
 #include "render/failure.h"
 
-void jp_stream_init_main(struct jettprof_run *run);
-
 uint64_t jp_mono_ns(void)
 {
     struct timespec ts;

@@ -63,8 +63,7 @@ int jpd_drain_feed(struct jpd_session *s, const void *rec, uint32_t len, const c
 
 void jpd_drain_init(struct jpd_session *s)
 {
-    s->main_st = (struct jpd_stream){.ring = &s->ring, .exec = no_identity,
-                                     .thread = JP_ID_UNAVAILABLE};
+    s->main_st = (struct jpd_stream){.ring = &s->ring, .exec = no_identity};
     s->eng_exec = no_identity;
     s->ring_bytes = s->ring.map_size;
     s->last_slots = s->ring.slot_count;
@@ -494,7 +493,7 @@ int jpd_ring_adopt(int fd, uint32_t slot_count, int worker, struct jp_ring *out,
     return 0;
 }
 
-void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd)
+void jpd_drain_add_ring(struct jpd_session *s, uint32_t slot_count, int ring_fd)
 {
     uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)slot_count * JP_SLOT_SIZE;
     const struct jpd_config *cfg = s->d->cfg;
@@ -525,7 +524,6 @@ void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_co
     }
     w->ring = &w->own;
     w->exec = no_identity;
-    w->thread = thread;
     w->worker = 1;
     s->wr[s->nwr++] = w;
     s->ring_bytes += bytes;

@@ -543,8 +543,7 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
                                               : "more file descriptors than worker_ring announces");
                 return;
             }
-            jpd_drain_add_ring(s, m->u.worker_ring.thread, m->u.worker_ring.slot_count,
-                               jpd_conn_take_fd(s));
+            jpd_drain_add_ring(s, m->u.worker_ring.slot_count, jpd_conn_take_fd(s));
         } else {
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected finalize");
         }

@@ -77,7 +77,6 @@ struct jpd_stream {
     uint32_t held;           /* 0, or 1 + the complete passes its next record was handed back
                               * through (JP_ENGINE_HELD) */
     uint64_t held_at;        /* the ring index of that record: held elsewhere starts again */
-    uint32_t thread;         /* the runtime thread id the ring was announced with */
     int worker;
 };
 
@@ -214,7 +213,7 @@ int jpd_drain_now(struct jpd_session *s);
 void jpd_drain_init(struct jpd_session *s);
 /* WORKER_RING: maps a registered thread's own ring into the run (ring_fd is taken); a ring
  * past the caps WELCOME gave, or a bad one, fails the run. */
-void jpd_drain_add_ring(struct jpd_session *s, uint32_t thread, uint32_t slot_count, int ring_fd);
+void jpd_drain_add_ring(struct jpd_session *s, uint32_t slot_count, int ring_fd);
 /* Maps a ring fd a client handed over (taken: closed on failure) after checking it against
  * the slot count its message announced (worker: a WORKER_RING's, else RING's). 0, or -EPROTO
  * with *why the reason the run ends with. */

@@ -52,6 +52,8 @@ static int same_msg(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
     case JP_CTL_RING:
         return a->u.ring.slot_count == b->u.ring.slot_count &&
                a->u.ring.has_capture == b->u.ring.has_capture;
+    case JP_CTL_WORKER_RING:
+        return a->u.worker_ring.slot_count == b->u.worker_ring.slot_count;
     case JP_CTL_FINALIZE:
         return a->u.finalize.termination == b->u.finalize.termination;
     case JP_CTL_EXCERPT_REQUEST:
@@ -120,6 +122,11 @@ static void check_ranges(const struct jp_ctl_msg *m)
                        m->u.ring.slot_count <= JP_RING_MAX_SLOTS,
                    "ring.slot_count %u", m->u.ring.slot_count);
         FUZZ_CHECK(m->u.ring.has_capture <= 1, "ring.has_capture %u", m->u.ring.has_capture);
+        break;
+    case JP_CTL_WORKER_RING:
+        FUZZ_CHECK(m->u.worker_ring.slot_count >= JP_RING_MIN_SLOTS &&
+                       m->u.worker_ring.slot_count <= JP_RING_MAX_SLOTS,
+                   "worker_ring.slot_count %u", m->u.worker_ring.slot_count);
         break;
     case JP_CTL_FINALIZE:
         FUZZ_CHECK(jp_termination_name(m->u.finalize.termination) != NULL, "termination");

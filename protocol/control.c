@@ -143,7 +143,6 @@ static const struct field runs_fields[] = {
     U32(runs, limit, 1, JP_CTL_MAX_RUNS_LIMIT),
 };
 static const struct field worker_ring_fields[] = {
-    U32(worker_ring, thread, 0, ANY),
     U32(worker_ring, slot_count, JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS),
 };
 static const struct field error_fields[] = {

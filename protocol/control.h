@@ -157,14 +157,14 @@ struct jp_ctl_msg {
             uint32_t slot_count;
             uint32_t has_capture; /* 1: a second fd, an open writable capture file, follows */
         } ring;
-        /* A registered runtime thread's own ring (one memfd follows, as for RING): thread is
-         * its run-local runtime thread id (JP_ID_UNAVAILABLE allowed). Sent after RING, any
-         * time before FINALIZE, never answered: the agent keeps within the caps WELCOME gave
+        /* A registered runtime thread's own ring (one memfd follows, as for RING); the thread's
+         * identity is in the ring's own EXEC records. Sent after RING, any time before
+         * FINALIZE, never answered: the agent keeps within the caps WELCOME gave
          * (at most JP_CTL_MAX_WORKER_RINGS, all the run's rings within welcome.ring_bytes),
          * and a run that passes them is ended as a protocol violation. The n-th worker ring is
          * ring n of the run. What a worker ring may carry and how the daemon merges the run's
          * rings: protocol/ring.h, "A run's rings". */
-        struct { uint32_t thread, slot_count; } worker_ring;
+        struct { uint32_t slot_count; } worker_ring;
         struct {
             uint32_t termination; /* JP_TERM_* */
             uint32_t exports;     /* 1u << JP_EXPORT_*: what to render before RESULT */

@@ -365,20 +365,12 @@ static void merge_push(struct jp_ring *r, const void *rec, uint32_t len)
  * frees on the next ring when `cross`. Returns the daemon's CPU seconds; *wall the run's. */
 static double merge_run(uint32_t rings, int cross, uint64_t events, double *wall)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-        exit(1);
-    char num[16];
-    snprintf(num, sizeof num, "%d", sv[1]);
-    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
-    pid_t pid = jpt_spawn(argv, sv[1], NULL);
-    close(sv[1]);
     struct jpt_client c;
     struct jpt_stream s;
     jpt_stream_init(&s, JP_MODE_MEMORY, 1, 0);
     uint64_t run_id;
-    if (pid < 0 || jpt_client_open_fd(&c, sv[0]) < 0 || jpt_client_hello(&c, &s, JP_OUT_TOON,
-                                                                           &run_id, NULL) < 0) {
+    pid_t pid = jpt_private(&c, NULL);
+    if (pid < 0 || jpt_client_hello(&c, &s, JP_OUT_TOON, &run_id, NULL) < 0) {
         fprintf(stderr, "daemon_bench merge: no private daemon\n");
         exit(1);
     }

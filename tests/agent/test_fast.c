@@ -300,7 +300,7 @@ Test(fast, a_site_filled_by_another_thread_is_a_miss)
 }
 
 /* Two local memory runs driven side by side from this thread with the same program: one
- * through the plain calls, one through the fast paths. Each run has its own owner. */
+ * through the plain calls, one through the fast paths. Each run has its own thread. */
 struct twins {
     struct stream sp, sf;
     jettprof_run *rp, *rf;
@@ -479,7 +479,8 @@ static size_t check_charges(const struct stream *s, uint64_t total)
 }
 
 /* Every allocation record is charged to the thread that made it: after a second thread pushed
- * under its own identity, the owner's inline hooks announce the owner again first. */
+ * under its own identity, the first thread's inline hooks (which, on a local run's shared main
+ * ring, take the plain calls) announce the first thread again first. */
 Test(fast, another_producer_never_takes_the_owners_identity)
 {
     struct stream s;
@@ -552,7 +553,7 @@ static void *churn_thread(void *arg)
     return NULL;
 }
 
-/* The owner allocates through the inline hooks while another thread keeps registering,
+/* One thread allocates through the inline hooks while another keeps registering,
  * allocating and unregistering: every record of both is in the stream once, none overwritten,
  * each under its own thread's identity. */
 Test(fast, owner_and_churning_producer_lose_nothing)

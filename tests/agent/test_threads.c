@@ -1,7 +1,9 @@
-/* Concurrency: several registered producers on one ring, run-level interning from a thread that
- * is not the owner while the owner produces lock-free, the real timer thread accounting for
- * every tick, and registration churn under the timer. A consumer thread drains the ring while
- * everything runs, as the daemon does. These are the agent's ThreadSanitizer targets. */
+/* Concurrency on the main ring (a local run has no daemon, so every thread writes there under
+ * the spin flag, as a thread past the daemon's ring cap does): several registered producers,
+ * run-level interning from one thread while another produces, the real timer thread accounting
+ * for every tick, and registration churn under the timer. A consumer thread drains the ring
+ * while everything runs, as the daemon does. These are the agent's ThreadSanitizer targets; the
+ * worker rings' own are tests/agent/test_e2e.c's two-thread test and daemon-rings-tsan. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
@@ -152,7 +154,7 @@ Test(producers, several_threads_wait_for_room_in_a_tiny_ring)
     share_one_ring(64);
 }
 
-/* ---- the owner produces lock-free while another thread interns ---- */
+/* ---- one thread produces while another interns ---- */
 
 struct owner_ctx {
     jettprof_run *run;
@@ -178,7 +180,7 @@ static void *owner_loop(void *arg)
     return NULL;
 }
 
-Test(producers, foreign_interning_while_the_owner_runs)
+Test(producers, interning_from_another_thread_while_one_produces)
 {
     struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
     c.ring_slots = 1u << 14;

@@ -697,6 +697,28 @@ pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd)
     return pid;
 }
 
+pid_t jpt_private(struct jpt_client *c, int *err_fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    char num[16];
+    snprintf(num, sizeof num, "%d", sv[1]);
+    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
+    pid_t pid = jpt_spawn(argv, sv[1], err_fd);
+    close(sv[1]);
+    int r = pid < 0 ? (int)pid : jpt_client_open_fd(c, sv[0]);
+    if (r < 0) {
+        close(sv[0]);
+        if (pid > 0) {
+            kill(pid, SIGKILL);
+            tl_wait(pid, 10000);
+        }
+        return r;
+    }
+    return pid;
+}
+
 pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd)
 {
     char *argv[32];

@@ -114,6 +114,9 @@ const char *jpt_daemon_bin(void);
 pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd);
 /* Spawns `jettprofd serve --socket PATH extra...` and waits until it accepts. */
 pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd);
+/* A private daemon (jettprofd --session-fd) on one end of a socketpair, c open on the other:
+ * its pid, or -errno. err_fd as jpt_spawn's. */
+pid_t jpt_private(struct jpt_client *c, int *err_fd);
 /* Reads all of fd into a malloc'ed NUL-terminated string. */
 char *jpt_slurp_fd(int fd);
 char *jpt_slurp_file(const char *path, size_t *len);

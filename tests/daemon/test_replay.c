@@ -21,16 +21,9 @@
 
 static void private_run(struct jpt_stream *s, int cap_fd, struct jpt_result *r)
 {
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    char num[16];
-    snprintf(num, sizeof num, "%d", sv[1]);
-    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
-    pid_t pid = jpt_spawn(argv, sv[1], NULL);
-    cr_assert_gt(pid, 0);
-    close(sv[1]);
     struct jpt_client c;
-    cr_assert_eq(jpt_client_open_fd(&c, sv[0]), 0);
+    pid_t pid = jpt_private(&c, NULL);
+    cr_assert_gt(pid, 0);
     cr_assert_eq(jpt_run(&c, s, 1024, cap_fd, r), 0);
     cr_assert_eq(r->error_code, 0, "daemon error: %s", r->error);
     jpt_client_close(&c);

@@ -119,15 +119,8 @@ static void fixture_free(struct fixture *f)
 
 static pid_t private_daemon(struct jpt_client *c)
 {
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    char num[16];
-    snprintf(num, sizeof num, "%d", sv[1]);
-    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
-    pid_t pid = jpt_spawn(argv, sv[1], NULL);
+    pid_t pid = jpt_private(c, NULL);
     cr_assert_gt(pid, 0);
-    close(sv[1]);
-    cr_assert_eq(jpt_client_open_fd(c, sv[0]), 0);
     return pid;
 }
 
@@ -163,7 +156,6 @@ static void send_ring(struct jpt_client *c, uint32_t type, struct jp_ring *ring,
         m.u.ring.has_capture = cap_fd >= 0;
         nfds += cap_fd >= 0;
     } else {
-        m.u.worker_ring.thread = 0;
         m.u.worker_ring.slot_count = slots;
     }
     cr_assert_eq(jp_ctl_send(c->fd, &m, fds, nfds), 0);
@@ -443,6 +435,20 @@ Test(rings, a_ring_that_names_an_id_that_never_comes_holds_only_itself)
     fixture_free(&f);
 }
 
+/* The ERROR the daemon ends c's run with: its code and reason. */
+static void expect_error(struct jpt_client *c, uint32_t code, const char *reason)
+{
+    struct jp_ctl_msg m;
+    int r;
+    while ((r = jpt_client_recv(c, &m, 20000)) == 1 && m.type != JP_CTL_ERROR) {
+    }
+    cr_assert_eq(r, 1, "no error came");
+    cr_assert_eq(m.u.error.code, code);
+    cr_assert(m.u.error.message_len == strlen(reason) &&
+                  !memcmp(m.u.error.message, reason, m.u.error.message_len),
+              "reason: %.*s", (int)m.u.error.message_len, m.u.error.message);
+}
+
 /* What a client may not do fails its own run, with the reason. */
 static void expect_refused(void (*send_bad)(struct jpt_client *c), uint32_t code,
                            const char *reason)
@@ -455,15 +461,7 @@ static void expect_refused(void (*send_bad)(struct jpt_client *c), uint32_t code
     struct jp_rec_run_start rs = run_start();
     cr_assert_eq(jpt_push(&main_ring, &rs, sizeof rs), 0);
     send_bad(&c);
-    struct jp_ctl_msg m;
-    int r;
-    while ((r = jpt_client_recv(&c, &m, 20000)) == 1 && m.type != JP_CTL_ERROR) {
-    }
-    cr_assert_eq(r, 1, "no error came");
-    cr_assert_eq(m.u.error.code, code);
-    cr_assert(m.u.error.message_len == strlen(reason) &&
-                  !memcmp(m.u.error.message, reason, m.u.error.message_len),
-              "reason: %.*s", (int)m.u.error.message_len, m.u.error.message);
+    expect_error(&c, code, reason);
     jpt_client_close(&c);
     jp_ring_unmap(&main_ring);
     int st = tl_wait(pid, 10000);
@@ -547,15 +545,8 @@ Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
     send_ring(&good, JP_CTL_RING, &g0, 1024, -1);
 
     send_ring(&bad, JP_CTL_WORKER_RING, &r2, 64, -1); /* past it */
-    struct jp_ctl_msg m;
-    int r;
-    while ((r = jpt_client_recv(&bad, &m, 20000)) == 1 && m.type != JP_CTL_ERROR) {
-    }
-    cr_assert_eq(r, 1);
-    cr_assert_eq(m.u.error.code, JP_CTLE_BAD_RING);
-    const char *why = "the run's rings exceed this daemon's cap (--max-run-ring-bytes)";
-    cr_assert(m.u.error.message_len == strlen(why) &&
-              !memcmp(m.u.error.message, why, m.u.error.message_len));
+    expect_error(&bad, JP_CTLE_BAD_RING,
+                 "the run's rings exceed this daemon's cap (--max-run-ring-bytes)");
 
     for (uint32_t i = 0; i < f.n; i++)
         cr_assert_eq(jpt_push(&g0, f.r[i].bytes, f.r[i].len), 0);

@@ -25,15 +25,8 @@ static double now_ms(void)
 
 static pid_t start_private(struct jpt_client *c, int *err_fd)
 {
-    int sv[2];
-    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    char num[16];
-    snprintf(num, sizeof num, "%d", sv[1]);
-    char *argv[] = {(char *)jpt_daemon_bin(), "--session-fd", num, NULL};
-    pid_t pid = jpt_spawn(argv, sv[1], err_fd);
+    pid_t pid = jpt_private(c, err_fd);
     cr_assert_gt(pid, 0);
-    close(sv[1]);
-    cr_assert_eq(jpt_client_open_fd(c, sv[0]), 0);
     return pid;
 }
 

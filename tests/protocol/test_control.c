@@ -83,7 +83,6 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n].u.runs.format = 1;
     out[n++].u.runs.limit = 20;
     out[n].type = JP_CTL_WORKER_RING;
-    out[n].u.worker_ring.thread = JP_ID_UNAVAILABLE;
     out[n++].u.worker_ring.slot_count = JP_RING_MAX_SLOTS;
     out[n].type = JP_CTL_ERROR;
     out[n].u.error.code = JP_CTLE_INTERNAL;
@@ -120,7 +119,6 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         cr_assert_eq(a->u.ring.has_capture, b->u.ring.has_capture, "capture");
         break;
     case JP_CTL_WORKER_RING:
-        cr_assert_eq(a->u.worker_ring.thread, b->u.worker_ring.thread, "thread");
         cr_assert_eq(a->u.worker_ring.slot_count, b->u.worker_ring.slot_count, "slots");
         break;
     case JP_CTL_FINALIZE:
@@ -441,21 +439,17 @@ Test(control_strict, rejects_each_schema_violation_with_its_reason)
 
     /* No worker ring outside the ring geometry, none without its size. */
     raw_init(&r);
-    msgpack_pack_map(&r.pk, 3);
+    msgpack_pack_map(&r.pk, 2);
     raw_str(&r, "t");
     raw_str(&r, "worker_ring");
-    raw_str(&r, "thread");
-    msgpack_pack_uint32(&r.pk, 2);
     raw_str(&r, "slot_count");
     msgpack_pack_uint32(&r.pk, JP_RING_MAX_SLOTS * 2u);
     expect_reason(&r, "field worker_ring.slot_count out of range");
 
     raw_init(&r);
-    msgpack_pack_map(&r.pk, 2);
+    msgpack_pack_map(&r.pk, 1);
     raw_str(&r, "t");
     raw_str(&r, "worker_ring");
-    raw_str(&r, "thread");
-    msgpack_pack_uint32(&r.pk, 2);
     expect_reason(&r, "missing field worker_ring.slot_count");
 
     raw_init(&r); /* negative numbers are a wrong type, not a huge value */
