@@ -53,13 +53,14 @@
 #define JP_REAP_TIMEOUT_MS 2000
 
 /* Ring sizes (the budgets the contract fixes are protocol/records.h's). A memory-mode worker
- * ring is a quarter of the main ring: it is faulted in when made (jp_ring_populate), and
- * tests/daemon/test_load.c's sixteen two-worker actor runs beside two busy loops lose nothing
- * with it. A CPU-mode worker ring holds 16 s of samples at the highest rate. */
+ * ring is as large as the main ring, what a one-thread run had before worker rings: with a
+ * quarter of it, tests/daemon/test_load.c's sixteen concurrent one-thread runs lost events to
+ * the stall bound on a quiet machine now and then. It is faulted in when made
+ * (jp_ring_populate). A CPU-mode worker ring holds 16 s of samples at the highest rate. */
 #define JP_DEFAULT_SLOTS_CPU (1u << 16)
 #define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
 #define JP_DEFAULT_WORKER_SLOTS_CPU (1u << 14)     /* 512 KiB */
-#define JP_DEFAULT_WORKER_SLOTS_MEMORY (1u << 17)  /* 4 MiB */
+#define JP_DEFAULT_WORKER_SLOTS_MEMORY (1u << 19)  /* 16 MiB */
 /* Allocation ids are drawn in blocks: a stream takes the run's next block when its own runs
  * out (one atomic add per block), so two threads never share a counter. */
 #define JP_ALLOC_ID_BLOCK (UINT64_C(1) << 20)

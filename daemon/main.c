@@ -47,9 +47,9 @@
 #define DEFAULT_MAX_RUNS 16u
 #define DEFAULT_MAX_RING_BYTES ((uint64_t)JP_RING_HEADER_SIZE + (64ull << 20))
 /* All of a run's rings: a main ring of up to DEFAULT_MAX_RING_BYTES and 64 worker rings of the
- * agent's default 4 MiB fit. */
+ * agent's default 16 MiB fit. */
 #define DEFAULT_MAX_RUN_RING_BYTES ((uint64_t)(JP_CTL_MAX_WORKER_RINGS + 1u) * JP_RING_HEADER_SIZE + \
-                                    (320ull << 20))
+                                    (1088ull << 20))
 
 #ifndef JETTPROF_VERSION
 #define JETTPROF_VERSION "unknown"
@@ -89,7 +89,7 @@ static const struct command {
      "  --max-runs-per-uid N      concurrent runs per user (default 16)\n"
      "  --max-ring-bytes B        largest ring a run may hand over (default 67109120)\n"
      "  --max-run-ring-bytes B    most bytes of all of one run's rings, its main ring and\n"
-     "                            its runtime threads' own rings (default 335560960); a\n"
+     "                            its runtime threads' own rings (default 1140867328); a\n"
      "                            thread whose ring would pass it shares the main ring\n"
      "  --max-cpu-budget B        most CPU metadata bytes a run may use (default\n"
      "                            33554432); a client may ask for less, never more\n"

@@ -26,13 +26,13 @@
  * read-modify-write shared with another thread, the inline fast paths included; the run's main
  * ring carries the definitions, the counters and the stop. The daemon merges the rings into one
  * stream (an allocation always before any resize or free of it, whichever threads made them).
- * Registering costs one ring: a memfd and its mapping (4 MiB in memory mode, 512 KiB in CPU
+ * Registering costs one ring: a memfd and its mapping (16 MiB in memory mode, 512 KiB in CPU
  * mode, or ring_slots below), faulted in at once so the thread's events never take a page
  * fault, and one round trip to the daemon, some tens of microseconds, the
  * first time a thread slot is used; a slot keeps its ring for the run's life, so a thread that
  * registers in a slot freed by another costs nothing more. A run has at most 64 slots, so at
  * most 64 worker rings, and the daemon caps the bytes of all of a run's rings together
- * (jettprofd serve --max-run-ring-bytes, 320 MiB by default: a main ring of up to 64 MiB and
+ * (jettprofd serve --max-run-ring-bytes, 1088 MiB by default: a main ring of up to 64 MiB and
  * 64 memory-mode worker rings; a private daemon has no byte cap).
  * A thread whose ring the daemon refuses, and every thread of a run without a daemon, writes to
  * the main ring instead, serialised with the run-level calls by a small spin flag. The run-level
