@@ -9,6 +9,16 @@
  *       where write_cpu_ns is the CPU time of the writer alone (the records are read first)
  *       and read_cpu_ns the CPU time of reading IN (decoding and checking, no engine).
  *
+ *   capture_bench feed IN [RUNS]
+ *       reads IN's records into ring slots (each record padded to its slots, as in a ring), then
+ *       feeds them to a fresh engine RUNS times (default 5) the way the drain does (runs of
+ *       event slots through jp_engine_feed_slots, up to 4096 slots a call, anything else through
+ *       jp_engine_feed); prints one line:
+ *       `feed: records=N runs=R ns_per_record=M min=A max=B`
+ *       with the median, minimum and maximum of the engine's CPU time a record over the runs:
+ *       the daemon's per-record cost on that run's records without the ring, the scheduler or
+ *       the producer on the other core.
+ *
  * Prints figures only; asserts nothing about speed.
  */
 #include <errno.h>
@@ -20,7 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/engine/engine.h"
 #include "protocol/capture.h"
+#include "protocol/records.h"
 
 static uint64_t cpu_ns(void)
 {
@@ -29,10 +41,101 @@ static uint64_t cpu_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* capture_bench feed: the engine alone over a capture's records laid out as ring slots. */
+static int feed(const char *path, int runs)
+{
+    struct jp_capture_reader *rd;
+    int r = jp_capture_open(path, &rd);
+    if (r < 0 || !jp_capture_meta(rd)) {
+        fprintf(stderr, "capture_bench: %s: %s\n", path, r < 0 ? strerror(-r) : "not a capture");
+        return 1;
+    }
+    size_t cap = 1u << 24, len = 0;
+    uint8_t *slots = calloc(1, cap);
+    uint64_t n = 0;
+    const void *rec;
+    uint32_t rl;
+    while (slots && (r = jp_capture_next(rd, &rec, &rl)) == 1) {
+        size_t need = (size_t)jp_rec_slots(rl) * JP_SLOT_SIZE;
+        if (len + need > cap) {
+            uint8_t *p = realloc(slots, cap * 2);
+            if (!p) {
+                free(slots);
+                slots = NULL;
+                break;
+            }
+            memset(p + cap, 0, cap);
+            slots = p;
+            cap *= 2;
+        }
+        memcpy(slots + len, rec, rl);
+        len += need;
+        n++;
+    }
+    jp_capture_close(rd);
+    if (!slots || r < 0) {
+        fprintf(stderr, "capture_bench: %s\n", slots ? strerror(-r) : "out of memory");
+        return 1;
+    }
+    uint64_t t[16];
+    for (int i = 0; i < runs; i++) {
+        struct jp_engine *e;
+        if (jp_engine_new(&e) < 0) {
+            fprintf(stderr, "capture_bench: out of memory\n");
+            return 1;
+        }
+        uint64_t c0 = cpu_ns();
+        for (size_t at = 0; at < len;) {
+            uint64_t avail = (len - at) / JP_SLOT_SIZE, k = 0;
+            if (avail > 4096u)
+                avail = 4096u;
+            int rc = jp_engine_feed_slots(e, slots + at, avail, &k);
+            at += k * JP_SLOT_SIZE;
+            if (rc == 0)
+                continue;
+            if (rc < 0) {
+                fprintf(stderr, "capture_bench: the engine failed: %s\n", strerror(-rc));
+                return 1;
+            }
+            struct jp_rec_hdr h;
+            memcpy(&h, slots + at, sizeof h);
+            const char *why = NULL;
+            if (jp_engine_feed(e, slots + at, h.size, &why) < 0) {
+                fprintf(stderr, "capture_bench: a record was refused: %s\n", why ? why : "?");
+                return 1;
+            }
+            at += (size_t)jp_rec_slots(h.size) * JP_SLOT_SIZE;
+        }
+        t[i] = cpu_ns() - c0;
+        jp_engine_free(e);
+    }
+    qsort(t, (size_t)runs, sizeof t[0], cmp_u64);
+    printf("feed: records=%llu runs=%d ns_per_record=%.2f min=%.2f max=%.2f\n",
+           (unsigned long long)n, runs, (double)t[runs / 2] / (double)n, (double)t[0] / (double)n,
+           (double)t[runs - 1] / (double)n);
+    free(slots);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 3 && strcmp(argv[1], "feed") == 0) {
+        int runs = argc > 3 ? atoi(argv[3]) : 5;
+        if (runs < 1 || runs > 16) {
+            fprintf(stderr, "capture_bench: feed wants 1 to 16 runs\n");
+            return 2;
+        }
+        return feed(argv[2], runs);
+    }
     if (argc < 5 || strcmp(argv[1], "recode") != 0) {
-        fprintf(stderr, "usage: capture_bench recode IN OUT VERSION [LEVEL [TARGET]]\n");
+        fprintf(stderr, "usage: capture_bench recode IN OUT VERSION [LEVEL [TARGET]]\n"
+                        "       capture_bench feed IN [RUNS]\n");
         return 2;
     }
     uint32_t version = (uint32_t)strtoul(argv[4], NULL, 10);
