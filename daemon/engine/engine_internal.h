@@ -21,7 +21,9 @@
  *    the creation site), and anything that does not fit (a size of 2^40 - 1 or more, a chain
  *    index of 2^24 - 2 or more) goes to an exact overflow array. In front of both, the newest
  *    ids sit in a direct-mapped young window of 4-byte slots (id mod W), so the many
- *    allocations that die young are never hashed (window.c, live_table.c).
+ *    allocations that die young are never hashed (window.c, live_table.c); the survivors it
+ *    lets go of, oldest first, are appended to pages in id order (pages.c) while their ids
+ *    keep rising, and hashed only when they do not.
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
  *    peak epoch advances when live bytes rise strictly above the previous peak
  *    (READINGS.md #10); before a chain's live bytes change, a chain whose stamp
@@ -56,6 +58,8 @@
  *                 the overflow array for values that do not pack
  *   window.c      the young window in front of the live tables (the live_* calls that find
  *                 an allocation wherever it is held are inline below)
+ *   pages.c       the window's survivors in id order, appended to pages of PG_IDS ids
+ *                 instead of hashed (lookups that miss them go on to the tables)
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
  *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
@@ -213,6 +217,13 @@ struct jp_engine {
     uint32_t win_grow_at; /* nwin at which the window doubles, UINT32_MAX: never again */
     uint64_t win_hi; bool win_off;
     struct overflow_ent *ovf; uint32_t novf, ovf_cap, ovf_free; /* free list: index + 1 */
+    /* the window's survivors in id order (pages.c): pg[i] is the page of ids from
+     * (pg_base + i) * PG_IDS, NULL when it holds nothing; pg_front: the first non-NULL */
+    struct pg_page **pg; uint32_t pg_n, pg_cap, pg_front;
+    uint64_t pg_base;
+    uint64_t pg_next;  /* the lowest id a page may take next (the highest taken + 1) */
+    uint64_t pg_live;  /* live values in pages */
+    uint64_t pg_bytes; /* the pages' bytes (the directory not included) */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
     uint64_t seen_next; /* the id that extends the last interval (seen_extend); 0: none */
     struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
@@ -454,6 +465,25 @@ static inline void ln_prefetch(struct jp_engine *e, uint32_t key)
     __builtin_prefetch(&t->b[ln_b2(t, key, b1)], 1);
 }
 
+/* ---- pages.c ------------------------------------------------------------------------------ */
+
+#define PG_ID_BITS 12u
+#define PG_IDS (1u << PG_ID_BITS) /* ids a survivor page covers */
+/* A survivor the window lets go of: appended to its page when it can be, else into the
+ * tables (jpe_table_insert). 0, -ENOBUFS, -ENOMEM. */
+int jpe_pg_insert(struct jp_engine *e, uint64_t id, uint64_t val);
+/* id's live value in the pages, or NULL (then it may still be in the tables). */
+uint32_t *jpe_pg_find(struct jp_engine *e, uint64_t id);
+/* Whether valp (found for id) is a page's; and dropping it. */
+bool jpe_pg_holds(struct jp_engine *e, uint64_t id, const uint32_t *valp);
+void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+void jpe_pg_free_all(struct jp_engine *e);
+/* Whether a survivor with this id would be appended to a page (most likely: a hint). */
+static inline bool pg_would_take(const struct jp_engine *e, uint64_t id)
+{
+    return id >= e->pg_next;
+}
+
 /* ---- window.c ----------------------------------------------------------------------------- */
 
 /* A live allocation's value, wherever it is held. */
@@ -565,12 +595,18 @@ static inline void win_mark(struct jp_engine *e, uint32_t s)
     e->win_grp[s >> 12] |= UINT64_C(1) << ((s >> 6) & 63u);
 }
 
-/* The next id will most likely displace the slot after id's: if a survivor sits there, start
- * loading the buckets it moves to now, so that move does not wait on memory. */
+/* How many ids ahead the survivor a new id will displace is looked at: far enough that its
+ * table buckets arrive before the move (a few records an id, some nanoseconds each, against a miss
+ * of 100 ns and more), near enough that the window slot is still the one it will be. */
+#define WIN_EVICT_AHEAD 16u
+/* A newer id will most likely displace the slot WIN_EVICT_AHEAD after id's: if a survivor
+ * sits there and will go to the tables (not to a page, whose end is in cache), start loading
+ * the buckets it moves to now, so that move does not wait on memory. */
 static inline void win_prefetch_next(struct jp_engine *e, uint64_t id)
 {
-    uint64_t next_occ = id + 1u - e->win_w;
-    if (e->win[(id + 1u) & (e->win_w - 1u)] && next_occ < UINT32_MAX)
+    uint64_t next_occ = id + WIN_EVICT_AHEAD - e->win_w;
+    if (e->win[(id + WIN_EVICT_AHEAD) & (e->win_w - 1u)] && next_occ < UINT32_MAX &&
+        !pg_would_take(e, next_occ))
         ln_prefetch(e, (uint32_t)(next_occ + 1u));
 }
 

@@ -82,6 +82,7 @@ void jp_engine_free(struct jp_engine *e)
         free(e->ln[i].b);
     free(e->lw.ent); free(e->win); free(e->seen_extra.ent);
     free(e->ovf); free(e->seen);
+    jpe_pg_free_all(e);
     free(e);
 }
 

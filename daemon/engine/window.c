@@ -123,7 +123,7 @@ static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
 int jpe_win_evict_one(struct jp_engine *e, uint32_t s)
 {
     uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
-    int rc = jpe_table_insert(e, occupant, win_dec(e->win[s]));
+    int rc = jpe_pg_insert(e, occupant, win_dec(e->win[s]));
     if (rc < 0)
         return rc;
     win_clear(e, s);

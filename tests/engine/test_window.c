@@ -1,8 +1,10 @@
 /* The young-id window in front of the live tables: sequential ids with long lifetimes (the
  * window grows), sparse and huge ids (jumps past the window, the wide table, UINT64_MAX),
  * values a window slot cannot hold (sizes >= 2^20, sites >= 4095, resizes across that line),
- * retired-id reuse and double frees wherever the id lives, and budgets that refuse the window
- * or its growth. Every stream is checked against a naive model of the live set. */
+ * retired-id reuse and double frees wherever the id lives, budgets that refuse the window
+ * or its growth, and the survivor pages behind it (what they cost a survivor, dense, thinned
+ * and sparse; frees, resizes and bad events against ids they hold). Every stream is checked
+ * against a naive model of the live set. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -620,4 +622,118 @@ Test(window, one_pass_allocation_moving_survivors_agrees_with_the_general_path)
         for (uint64_t seed = 1; seed <= 2; seed++)
             fast_and_general_agree(survivor_stream, budgets[b], b == 0, false,
                                    seed * 0xD1B54A32D192ED03u);
+}
+
+/* ---- the survivor pages (pages.c) --------------------------------------------------------- */
+
+/* Bytes the largest window holds (2^19 slots of 4 bytes and a bit per 64 of them). */
+#define BIG_WINDOW_BYTES ((UINT64_C(1) << 19) * 4u + (UINT64_C(1) << 19) / 512u)
+
+/* Every allocation lives on: the window lets each go in id order and the pages keep them at
+ * about 8 bytes each, where the cuckoo tables need 12 bytes a slot at up to 97 % load (13 to
+ * 17 bytes each). Three in four freed: the pages shrink to what is left. All but one in 128
+ * freed: the pages give way to the tables (a page's header would cost 20 bytes and more a
+ * survivor). Freeing the rest, newest first, gives every page back. */
+Test(window, pages_keep_dense_survivors_in_about_eight_bytes)
+{
+    enum { N = 2000000 };
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, N);
+    rng = 77;
+    for (uint64_t id = 1; id <= N; id++)
+        m_alloc(e, &m, id, small_size());
+    m_check(e, &m);
+    uint64_t tracked, bytes = jp_engine_live_table_bytes(e, &tracked);
+    cr_assert_eq(tracked, N);
+    /* past the window (which holds the newest 2^19), bytes per survivor */
+    double per = (double)(bytes - BIG_WINDOW_BYTES) / (double)(N - (UINT64_C(1) << 19));
+    cr_assert_lt(per, 8.5, "%.2f bytes a survivor past the window", per);
+    /* three in four freed: the pages are compacted to what is left */
+    const uint64_t past = N - (UINT64_C(1) << 19);
+    for (uint32_t i = m.n; i-- > 0;)
+        if (m.ids[i] % 4u != 0)
+            m_free(e, &m, i);
+    m_check(e, &m);
+    bytes = jp_engine_live_table_bytes(e, &tracked);
+    per = (double)(bytes - BIG_WINDOW_BYTES) / (double)(past / 4u);
+    /* at most a third more values than live ones and the header: 8 * 4 / 3 + 652 / 1024 */
+    cr_assert_lt(per, 12.0, "%.2f bytes a survivor once three in four are freed", per);
+    /* one in 128 left (32 a page): too few for a page, they move to the tables */
+    for (uint32_t i = m.n; i-- > 0;)
+        if (m.ids[i] % 128u != 0)
+            m_free(e, &m, i);
+    m_check(e, &m);
+    bytes = jp_engine_live_table_bytes(e, &tracked);
+    per = (double)(bytes - BIG_WINDOW_BYTES) / (double)(past / 128u);
+    cr_assert_lt(per, 24.0, "%.2f bytes a survivor once one in 128 is left", per);
+    m_drain(e, &m);
+    bytes = jp_engine_live_table_bytes(e, &tracked);
+    cr_assert_eq(tracked, 0u);
+    /* the window and the tables keep their size (neither shrinks): the tables took 11,500
+     * survivors above; the pages are gone (they held 12 MB) */
+    cr_assert_lt(bytes, BIG_WINDOW_BYTES + 256 * 1024, "%llu bytes held with nothing live",
+                 (unsigned long long)bytes);
+    m_free_all(&m);
+    jp_engine_free(e);
+}
+
+/* The agent's counter with one allocation in ten kept, then waves that free old survivors at
+ * random (pages go sparse: compacted, and moved to the tables once few are left), resize them
+ * (in place, sizes a window slot could not hold included), ids that come below the highest (to
+ * the tables, beside pages), a stretch that keeps one in two hundred (pages too sparse to keep:
+ * moved to the tables when the next one opens), a jump of more than 4096 pages while pages hold
+ * survivors (to the tables), and the bad events of m_bad against ids held in pages. Checked
+ * against the model after every wave and freed to nothing. */
+Test(window, pages_agree_with_the_model_whatever_is_freed)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    struct model m;
+    m_init(&m, 400000);
+    rng = 0xC0FFEEu;
+    enum { YOUNG = 64 };
+    uint64_t id = 0, late[512];
+    uint32_t nlate = 0;
+    for (unsigned wave = 0; wave < 12; wave++) {
+        uint32_t keep_one_in = wave == 5 || wave == 6 ? 200u : 10u;
+        if (wave == 9)
+            id += UINT64_C(4097) << 12; /* past PG_MAX_GAP pages: survivors go to the tables */
+        for (uint32_t k = 0; k < 150000; k++) {
+            id++;
+            uint64_t x = next_rand();
+            if (x % 997u == 0 && nlate < 512) { /* skipped now, allocated below the highest */
+                late[nlate++] = id;
+                continue;
+            }
+            m_alloc(e, &m, id, small_size());
+            /* the young die among the newest YOUNG unless kept */
+            if ((x >> 12) % keep_one_in != 0 && m.n > YOUNG)
+                m_free(e, &m, m.n - 1u - (uint32_t)((x >> 20) % YOUNG));
+        }
+        while (nlate) /* ids below the highest */
+            m_alloc(e, &m, late[--nlate], small_size());
+        /* old survivors: some waves free most of them, some a few, some resize them */
+        uint32_t frees = wave % 3 == 0 ? m.n * 3u / 4u : m.n / 10u;
+        for (uint32_t k = 0; k < frees && m.n; k++)
+            m_free(e, &m, (uint32_t)(next_rand() % m.n));
+        for (uint32_t k = 0; k < 2000 && m.n; k++) {
+            uint64_t x = next_rand();
+            m_resize(e, &m, (uint32_t)(x % m.n),
+                     (x >> 32) % 5u == 0 ? (UINT64_C(1) << 20) + (x >> 40) : small_size());
+        }
+        m_bad(e, &m);
+        m_check(e, &m);
+    }
+    m_drain(e, &m);
+    uint64_t tracked;
+    jp_engine_live_table_bytes(e, &tracked);
+    cr_assert_eq(tracked, 0u);
+    m_free_all(&m);
+    jp_engine_free(e);
 }
