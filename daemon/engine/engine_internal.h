@@ -224,6 +224,7 @@ struct jp_engine {
     uint64_t pg_next;  /* the lowest id a page may take next (the highest taken + 1) */
     uint64_t pg_live;  /* live values in pages */
     uint64_t pg_bytes; /* the pages' bytes (the directory not included) */
+    uint32_t pg_hint;  /* values the last closed page took: a new page's first room */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
     uint64_t seen_next; /* the id that extends the last interval (seen_extend); 0: none */
     struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */

@@ -183,13 +183,18 @@ void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 }
 
 /* The newest page stops taking values (a newer page took one): too sparse, it moves to the
- * tables. */
+ * tables; the values it took size the next page. */
 static int page_close(struct jp_engine *e)
 {
     struct pg_page **r = &e->pg[e->pg_n - 1u];
-    if (!*r || (*r)->n >= PG_MIN)
+    if (!*r)
         return 0;
-    return page_to_tables(e, r);
+    e->pg_hint = (*r)->n;
+    if ((*r)->n < PG_MIN)
+        return page_to_tables(e, r);
+    if ((*r)->cap / 4u * 3u > (*r)->n) /* made for more than came: the room goes back */
+        page_compact(e, r);
+    return 0;
 }
 
 /* Room for the value of id in its page, the page made or grown as needed: 0, -ENOBUFS,
@@ -210,13 +215,18 @@ static int page_room(struct jp_engine *e, uint64_t id, struct pg_page ***out)
     }
     struct pg_page **r = &e->pg[p - e->pg_base], *g = *r;
     if (!g) {
-        uint64_t bytes = page_bytes(PG_FIRST_CAP);
+        /* room for as many values as the last page took, so a steady rate of survivors
+         * makes each page once instead of doubling it up from PG_FIRST_CAP */
+        uint32_t cap = PG_FIRST_CAP;
+        while (cap < e->pg_hint && cap < PG_IDS)
+            cap *= 2u;
+        uint64_t bytes = page_bytes(cap);
         if (jpe_budget_hold(e, bytes) < 0)
             return -ENOBUFS;
         if (!(g = malloc((size_t)bytes)))
             return -ENOMEM;
         memset(g, 0, sizeof *g);
-        g->cap = PG_FIRST_CAP;
+        g->cap = cap;
         *r = g;
         e->used += bytes;
         e->pg_bytes += bytes;
