@@ -26,6 +26,16 @@ static void define_sites(struct jp_engine *e)
     t_node(e, N_B, N_MAIN, 3);
 }
 
+/* A memory-mode engine with room for everything (a 64 MiB budget) and the sites defined. */
+static struct jp_engine *roomy_engine(void)
+{
+    struct jp_engine *e;
+    cr_assert_eq(jp_engine_new(&e), 0);
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    define_sites(e);
+    return e;
+}
+
 static uint64_t rng;
 static uint64_t next_rand(void)
 {
@@ -159,10 +169,7 @@ static uint64_t small_size(void)
  * to its largest size, survivors still leave it for the tables. */
 Test(window, sequential_ids_long_lifetimes)
 {
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, 200000);
     rng = 0x1234567887654321u;
@@ -193,10 +200,7 @@ Test(window, sparse_and_jumping_ids)
 {
     static const uint64_t strides[] = {3, 4095, 4096, 4097, 70000, UINT64_C(1) << 20};
     for (unsigned k = 0; k < sizeof strides / sizeof *strides; k++) {
-        struct jp_engine *e;
-        cr_assert_eq(jp_engine_new(&e), 0);
-        t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-        define_sites(e);
+        struct jp_engine *e = roomy_engine();
         struct model m;
         m_init(&m, 40000);
         rng = 0x9E3779B97F4A7C15u + k;
@@ -213,10 +217,7 @@ Test(window, sparse_and_jumping_ids)
         jp_engine_free(e);
     }
 
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, 100000);
     rng = 42;
@@ -250,10 +251,7 @@ Test(window, huge_ids)
     static const uint64_t bases[] = {UINT32_MAX - 5000u, UINT64_C(1) << 40,
                                      UINT64_MAX - 20000u};
     for (unsigned k = 0; k < 3; k++) {
-        struct jp_engine *e;
-        cr_assert_eq(jp_engine_new(&e), 0);
-        t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-        define_sites(e);
+        struct jp_engine *e = roomy_engine();
         struct model m;
         m_init(&m, 30000);
         rng = 7u + k;
@@ -276,10 +274,7 @@ Test(window, huge_ids)
  * array), no site, resizes that cross 2^20 both ways while the allocation is young or old. */
 Test(window, values_that_do_not_fit_a_slot)
 {
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, 70000);
     rng = 99;
@@ -415,10 +410,7 @@ Test(window, budgets_refusing_the_window)
  * every survivor reaches the tables once, none is skipped. */
 Test(window, jumps_over_a_sparse_grown_window)
 {
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, 210000);
     rng = 5;
@@ -637,10 +629,7 @@ Test(window, one_pass_allocation_moving_survivors_agrees_with_the_general_path)
 Test(window, pages_keep_dense_survivors_in_about_eight_bytes)
 {
     enum { N = 2000000 };
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, N);
     rng = 77;
@@ -690,10 +679,7 @@ Test(window, pages_keep_dense_survivors_in_about_eight_bytes)
  * against the model after every wave and freed to nothing. */
 Test(window, pages_agree_with_the_model_whatever_is_freed)
 {
-    struct jp_engine *e;
-    cr_assert_eq(jp_engine_new(&e), 0);
-    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
-    define_sites(e);
+    struct jp_engine *e = roomy_engine();
     struct model m;
     m_init(&m, 400000);
     rng = 0xC0FFEEu;
