@@ -222,8 +222,6 @@ struct jp_engine {
     struct pg_page **pg; uint32_t pg_n, pg_cap, pg_front;
     uint64_t pg_base;
     uint64_t pg_next;  /* the lowest id a page may take next (the highest taken + 1) */
-    uint64_t pg_live;  /* live values in pages */
-    uint64_t pg_bytes; /* the pages' bytes (the directory not included) */
     uint32_t pg_hint;  /* values the last closed page took: a new page's first room */
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
     uint64_t seen_next; /* the id that extends the last interval (seen_extend); 0: none */
@@ -479,6 +477,8 @@ uint32_t *jpe_pg_find(struct jp_engine *e, uint64_t id);
 bool jpe_pg_holds(struct jp_engine *e, uint64_t id, const uint32_t *valp);
 void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
 void jpe_pg_free_all(struct jp_engine *e);
+/* The pages' bytes, their directory's included, and the live values they hold. */
+uint64_t jpe_pg_bytes(const struct jp_engine *e, uint64_t *live);
 /* Whether a survivor with this id would be appended to a page (most likely: a hint). */
 static inline bool pg_would_take(const struct jp_engine *e, uint64_t id)
 {

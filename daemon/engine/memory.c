@@ -275,8 +275,9 @@ void jpe_mem_settle(struct jp_engine *e)
 /* Bytes of the live-allocation table alone, and the allocations it tracks. */
 uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_count)
 {
+    uint64_t pg_live, pg_bytes = jpe_pg_bytes(e, &pg_live);
     if (live_count)
-        *live_count = e->lw.n + e->nwin + (e->max_id_live ? 1u : 0u) + e->pg_live;
+        *live_count = e->lw.n + e->nwin + (e->max_id_live ? 1u : 0u) + pg_live;
     uint64_t nb = 0;
     for (unsigned i = 0; i < LN_SHARDS; i++) {
         nb += e->ln[i].nb;
@@ -285,8 +286,7 @@ uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_co
     }
     return (e->win ? win_bytes(e->win_w) : 0) +
            nb * sizeof(struct ln_bucket) +
-           (uint64_t)e->lw.cap * sizeof(struct lw_ent) + e->pg_bytes +
-           (uint64_t)e->pg_cap * sizeof *e->pg +
+           (uint64_t)e->lw.cap * sizeof(struct lw_ent) + pg_bytes +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
            (uint64_t)e->seen_cap * sizeof(struct interval) +
            (uint64_t)e->seen_extra.cap * sizeof(struct lw_ent);

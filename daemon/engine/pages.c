@@ -90,7 +90,6 @@ bool jpe_pg_holds(struct jp_engine *e, uint64_t id, const uint32_t *valp)
 static void page_free(struct jp_engine *e, struct pg_page **r)
 {
     e->used -= page_bytes((*r)->cap);
-    e->pg_bytes -= page_bytes((*r)->cap);
     free(*r);
     *r = NULL;
     /* the leading empty entries: dropped once they are half the directory (each entry is
@@ -135,7 +134,6 @@ static void page_compact(struct jp_engine *e, struct pg_page **r)
         return; /* still correct, only larger than it needs to be */
     uint64_t saved = page_bytes(s->cap) - page_bytes(cap);
     e->used -= saved;
-    e->pg_bytes -= saved;
     s->cap = cap;
     *r = s;
 }
@@ -157,7 +155,6 @@ static int page_to_tables(struct jp_engine *e, struct pg_page **r)
                 return rc;
             val_set(g->val[rank], PG_DEAD);
             g->live--;
-            e->pg_live--;
         }
     page_free(e, r);
     return 0;
@@ -168,7 +165,6 @@ void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
     struct pg_page **r = page_ref(e, id), *g = *r;
     val_set(valp, PG_DEAD);
     g->live--;
-    e->pg_live--;
     if (!g->live) {
         page_free(e, r);
         return;
@@ -229,7 +225,6 @@ static int page_room(struct jp_engine *e, uint64_t id, struct pg_page ***out)
         g->cap = cap;
         *r = g;
         e->used += bytes;
-        e->pg_bytes += bytes;
     } else if (g->n == g->cap) {
         uint32_t cap = g->cap * 2u;
         uint64_t old = page_bytes(g->cap), bytes = page_bytes(cap);
@@ -240,7 +235,6 @@ static int page_room(struct jp_engine *e, uint64_t id, struct pg_page ***out)
         g->cap = cap;
         *r = g;
         e->used += bytes - old;
-        e->pg_bytes += bytes - old;
     }
     *out = r;
     return 0;
@@ -273,7 +267,6 @@ static int pg_take(struct jp_engine *e, uint64_t id, uint64_t val)
     g->bits[w] |= UINT64_C(1) << (i & 63u);
     val_set(g->val[g->n++], val);
     g->live++;
-    e->pg_live++;
     e->pg_next = id + 1u;
     return 1;
 }
@@ -284,6 +277,18 @@ int jpe_pg_insert(struct jp_engine *e, uint64_t id, uint64_t val)
     if (rc != 0)
         return rc < 0 ? rc : 0;
     return jpe_table_insert(e, id, val);
+}
+
+uint64_t jpe_pg_bytes(const struct jp_engine *e, uint64_t *live)
+{
+    uint64_t bytes = (uint64_t)e->pg_cap * sizeof *e->pg;
+    *live = 0;
+    for (uint32_t i = e->pg_front; i < e->pg_n; i++)
+        if (e->pg[i]) {
+            bytes += page_bytes(e->pg[i]->cap);
+            *live += e->pg[i]->live;
+        }
+    return bytes;
 }
 
 void jpe_pg_free_all(struct jp_engine *e)
