@@ -285,9 +285,37 @@ static void kill_daemon_once(int jett_pid, int *killed)
     closedir(d);
 }
 
+/* Whether process pid has a thread named name (its /proc task comm). */
+static int has_thread(int pid, const char *name)
+{
+    char path[320];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        char comm[64] = "";
+        snprintf(path, sizeof path, "/proc/%d/task/%s/comm", pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        found = fgets(comm, sizeof comm, f) && strncmp(comm, name, strlen(name)) == 0;
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
 void jtt_kill_private_daemon(int jett_pid, void *killed)
 {
     int *n = killed;
+    /* The run must be past its handshake, or the kill is a setup failure instead of the
+     * collector failure the callers test: jett starts its jett-runtime thread only after the
+     * profiler has started. A slow (sanitized) build on a busy machine gets up to 10 s. */
+    for (int i = 0; i < 1000 && !has_thread(jett_pid, "jett-runtime"); i++)
+        usleep(10000);
     /* the agent spawns its daemon at start-up: give a slow (sanitized) build up to 5 s */
     for (int i = 0; i < 500 && *n == 0; i++) {
         kill_daemon_once(jett_pid, n);
