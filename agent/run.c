@@ -114,7 +114,8 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
 {
     if (!cfg)
         return bad("no configuration");
-    if (cfg->size != JETTPROF_CONFIG_SIZE_V1 && cfg->size < sizeof *cfg)
+    if (cfg->size != JETTPROF_CONFIG_SIZE_V1 && cfg->size != JETTPROF_CONFIG_SIZE_V2 &&
+        cfg->size < sizeof *cfg)
         return bad("configuration size is none of this library's versions");
     if (cfg->size > sizeof *cfg && !tail_zero(cfg, sizeof *cfg, cfg->size))
         return bad("configuration uses fields this library does not know");
@@ -146,6 +147,8 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
         return bad("outputs has bits this library does not know");
     if (c.exports >> JETTPROF_EXPORT_COUNT)
         return bad("exports has bits this library does not know");
+    if (!jp_backend_name(c.backend))
+        return bad("backend is neither the interpreter nor the vm");
     if (c.capture_fd < -1)
         return bad("capture_fd is neither -1 nor a descriptor");
     if (c.capture_fd >= 0) {
@@ -296,6 +299,7 @@ static int push_run_start(struct jettprof_run *run)
         .h = {JP_REC_RUN_START, sizeof run->rs},
         .format_version = JP_FORMAT_VERSION,
         .mode = (uint8_t)run->mode,
+        .backend = (uint8_t)run->cfg.backend,
         .rate_hz = run->mode == JETTPROF_MODE_CPU ? run->cfg.rate_hz : 0,
         .threshold_bp = run->cfg.threshold_bp,
         .limit = run->cfg.limit,

@@ -50,6 +50,7 @@ const char *jp_rec_type_name(uint32_t type)
     case v:                                                                                       \
         return s;
 JP_NAME_FN(jp_mode_name, JP_MODES, JP_X_CASE)
+JP_NAME_FN(jp_backend_name, JP_BACKENDS, JP_X_CASE)
 JP_NAME_FN(jp_status_word, JP_STATUSES, JP_X_CASE)
 JP_NAME_FN(jp_ending_word, JP_ENDINGS, JP_X_CASE)
 JP_NAME_FN(jp_origin_name, JP_ORIGINS, JP_X_CASE)
@@ -136,6 +137,8 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
             return fail(why, "unsupported record format version");
         if (!jp_mode_name(r.mode))
             return fail(why, "unknown mode");
+        if (!jp_backend_name(r.backend))
+            return fail(why, "unknown backend");
         /* The run's own parameters: a report cannot be built from values outside them, so a
          * start carrying them is refused here rather than failing at render time. */
         if (r.mode == JP_MODE_CPU ? r.rate_hz < JP_RATE_HZ_MIN || r.rate_hz > JP_RATE_HZ_MAX

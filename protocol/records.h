@@ -72,6 +72,9 @@ const char *jp_rec_type_name(uint32_t type);
 
 /* The enumerations below are also generated from one list each, for names in reports. */
 #define JP_MODES(X) X(CPU, 1, "cpu") X(MEMORY, 2, "memory")
+/* What ran the program: the profile's backend is this word and the mode's mechanism
+ * ("interpreter_safe_point", "vm_alloc_hooks"). */
+#define JP_BACKENDS(X) X(INTERPRETER, 0, "interpreter") X(VM, 1, "vm")
 #define JP_ORIGINS(X) X(PROJECT, 1, "project") X(DEPENDENCY, 2, "dependency") X(STDLIB, 3, "stdlib")
 #define JP_STATES(X) X(JETT, 0, "jett") X(RUNTIME, 1, "runtime") X(WAITING, 2, "waiting") \
     X(UNAVAILABLE, 3, "unavailable")
@@ -86,6 +89,11 @@ const char *jp_rec_type_name(uint32_t type);
 enum { JP_MODE_NONE = 0,
 #define JP_X(n, v, s) JP_MODE_##n = v,
        JP_MODES(JP_X)
+#undef JP_X
+};
+enum {
+#define JP_X(n, v, s) JP_BACKEND_##n = v,
+       JP_BACKENDS(JP_X)
 #undef JP_X
 };
 enum { JP_ORIGIN_NONE = 0,
@@ -154,6 +162,7 @@ enum {
 #define JP_DEFAULT_RETENTION_BUDGET (64ull << 20)
 
 const char *jp_mode_name(uint32_t mode);
+const char *jp_backend_name(uint32_t backend);
 const char *jp_status_word(uint32_t status);
 const char *jp_ending_word(uint32_t ending);
 const char *jp_origin_name(uint32_t origin);
@@ -194,7 +203,7 @@ struct jp_rec_run_start {
     struct jp_rec_hdr h;
     uint16_t format_version; /* JP_FORMAT_VERSION */
     uint8_t mode;            /* JP_MODE_* */
-    uint8_t reserved0;
+    uint8_t backend;         /* JP_BACKEND_* (0, the interpreter, in streams older than it) */
     uint32_t rate_hz;        /* CPU: requested rate 1..1000; memory: 0 */
     uint32_t threshold_bp;   /* 0..10000 */
     uint32_t limit;          /* 1..100 */

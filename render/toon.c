@@ -207,7 +207,10 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
     if (r->status != JP_STATUS_COMPLETE)
         kv_word(&s, 1, "partial_reason", r->reason);
     kv_word(&s, 1, "termination", r->termination);
-    kv_word(&s, 1, "backend", cpu ? "interpreter_safe_point" : "interpreter_alloc_hooks");
+    char backend[48];
+    snprintf(backend, sizeof backend, "%s_%s", jp_backend_name(v->start->backend),
+             cpu ? "safe_point" : "alloc_hooks");
+    kv_word(&s, 1, "backend", backend);
     kv_word(&s, 1, "coverage", cpu ? "jett_runtime_threads" : "jett_heap");
     jp_buf_puts(&s, "  config:\n");
     if (cpu)

@@ -81,15 +81,30 @@ static struct jt_actor *actor_arg(struct jt_vm *vm, const struct jt_node *n, jv 
     return a;
 }
 
-jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n)
+bool jt_actor_spawn_allowed(struct jt_vm *vm, const struct jt_node *n)
 {
-    struct jt_sched *s = vm->sched;
-    const struct jt_node *call = n->a;
-    const struct jt_fn *f = call->fn;
     if (vm->init_frame) {
         jt_rt_error(vm, n, "spawn: actors start once main runs, not in a global's initialiser");
-        return NIL;
+        return false;
     }
+    return true;
+}
+
+jv jt_actor_spawn_copy(struct jt_vm *vm, const struct jt_node *at, jv v)
+{
+    jv c;
+    if (!copy_value(vm, at, v, 0, &c, "spawn"))
+        c = NIL;
+    jv_release(&vm->heap, v);
+    return c;
+}
+
+jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n)
+{
+    const struct jt_node *call = n->a;
+    const struct jt_fn *f = call->fn;
+    if (!jt_actor_spawn_allowed(vm, n))
+        return NIL;
     jv *args = calloc(f->nparams ? f->nparams : 1, sizeof *args);
     if (!args) {
         jt_rt_error(vm, n, "out of memory: cannot start an actor");
@@ -100,11 +115,25 @@ jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n)
         jv v = jt_eval(vm, call->kids[got]);
         if (vm->ctl)
             break;
-        bool ok = copy_value(vm, call->kids[got], v, 0, &args[got], "spawn");
-        jv_release(&vm->heap, v);
-        if (!ok)
+        args[got] = jt_actor_spawn_copy(vm, call->kids[got], v);
+        if (vm->ctl)
             break;
     }
+    if (vm->ctl) {
+        for (uint32_t i = 0; i < got; i++)
+            jv_release(&vm->heap, args[i]);
+        free(args);
+        return NIL;
+    }
+    return jt_actor_spawn_start(vm, n, args);
+}
+
+jv jt_actor_spawn_start(struct jt_vm *vm, const struct jt_node *n, jv *args)
+{
+    struct jt_sched *s = vm->sched;
+    const struct jt_node *call = n->a;
+    const struct jt_fn *f = call->fn;
+    uint32_t got = f->nparams;
     struct jt_vm *nvm = NULL;
     if (!vm->ctl) {
         nvm = calloc(1, sizeof *nvm);

@@ -41,6 +41,14 @@ void jt_sched_free(struct jt_sched *s);
 
 /* The builtins and the interpreter's hooks. Each reports its errors through jt_rt_error. */
 jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n);
+/* spawn in steps, for the bytecode VM (jt_actor_spawn is these around the tree walker's
+ * evaluation): whether this actor may spawn now (not in a global's initialiser), before any
+ * argument is evaluated; an evaluated argument v (consumed) as the copy the new actor gets
+ * (NIL after the error); and the start, with args (malloc'ed, f->nparams copies, all consumed,
+ * the array freed or kept by the actor) the copies of n->a's arguments. */
+bool jt_actor_spawn_allowed(struct jt_vm *vm, const struct jt_node *n);
+jv jt_actor_spawn_copy(struct jt_vm *vm, const struct jt_node *at, jv v);
+jv jt_actor_spawn_start(struct jt_vm *vm, const struct jt_node *n, jv *args);
 jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v);
 jv jt_actor_receive(struct jt_vm *vm, const struct jt_node *n);
 jv jt_actor_join(struct jt_vm *vm, const struct jt_node *n, jv id);

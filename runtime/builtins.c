@@ -1,8 +1,8 @@
 /* The builtins of the reference Jett runtime (LANGUAGE.md): printing, strings, lists, sleep,
  * fail, debug and log, whose rows runlog.c records, and the actors' send, receive, join and
- * self (actors.c). They evaluate their own arguments
- * through the interpreter (interp.c) and report errors through it, so a builtin's failure
- * unwinds exactly like any other runtime error. */
+ * self (actors.c). jt_builtin_apply takes the evaluated arguments, so both backends share it;
+ * errors are reported through jt_rt_error, so a builtin's failure unwinds exactly like any
+ * other runtime error. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,13 +92,14 @@ static void sleep_ms(struct jt_vm *vm, int64_t ms)
     }
 }
 
-/* log(level, message, key, value, ...): every argument is evaluated (an error there is an
- * ordinary runtime error), then the call is recorded or rejected; a rejection is no error. */
-static jv call_log(struct jt_vm *vm, const struct jt_node *n)
+/* Every argument is evaluated first, left to right (an error there is an ordinary runtime
+ * error, and what was evaluated is released), then the builtin applies to the values. */
+jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
 {
-    jv *a = calloc(n->nkids ? n->nkids : 1, sizeof *a);
-    if (!a) {
-        jt_rt_error(vm, n, "out of memory: cannot evaluate the arguments of log");
+    jv small[3], *a = small;
+    if (n->nkids > 3 && !(a = calloc(n->nkids, sizeof *a))) { /* log's many arguments */
+        jt_rt_error(vm, n, "out of memory: cannot evaluate the arguments of %s",
+                    jt_builtin_name(n->op));
         return NIL;
     }
     uint32_t got = 0;
@@ -107,31 +108,36 @@ static jv call_log(struct jt_vm *vm, const struct jt_node *n)
         if (vm->ctl)
             break;
     }
+    jv r = NIL;
     if (!vm->ctl) {
-        jt_actor_lock_shared(vm); /* one sequence of log numbers for the run */
-        int lr = jt_runlog_log(&vm->root->runlog, vm->fn->src, n->line, n->col, a, got);
-        jt_actor_unlock_shared(vm);
-        if (lr < 0)
-            jt_rt_error(vm, n, "out of memory: cannot record a log record");
+        r = jt_builtin_apply(vm, n, a, got);
+    } else {
+        for (uint32_t i = 0; i < got; i++)
+            jv_release(&vm->heap, a[i]);
     }
-    for (uint32_t i = 0; i < got; i++)
-        jv_release(&vm->heap, a[i]);
-    free(a);
-    return NIL;
+    if (a != small)
+        free(a);
+    return r;
 }
 
-jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
+/* log(level, message, key, value, ...): the call is recorded or rejected; a rejection is no
+ * error. */
+static void apply_log(struct jt_vm *vm, const struct jt_node *n, const jv *a, uint32_t nargs)
 {
-    if (n->op == JT_B_LOG)
-        return call_log(vm, n);
-    jv a[3] = {NIL, NIL, NIL};
-    jv r = NIL; /* before any goto out */
-    for (uint32_t i = 0; i < n->nkids && i < 3; i++) {
-        a[i] = jt_eval(vm, n->kids[i]);
-        if (vm->ctl)
-            goto out;
-    }
+    jt_actor_lock_shared(vm); /* one sequence of log numbers for the run */
+    int lr = jt_runlog_log(&vm->root->runlog, vm->fn->src, n->line, n->col, a, nargs);
+    jt_actor_unlock_shared(vm);
+    if (lr < 0)
+        jt_rt_error(vm, n, "out of memory: cannot record a log record");
+}
+
+jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t nargs)
+{
+    jv r = NIL;
     switch (n->op) {
+    case JT_B_LOG:
+        apply_log(vm, n, a, nargs);
+        break;
     case JT_B_PRINT:
     case JT_B_EPRINT: {
         struct jp_buf b = {0};
@@ -320,8 +326,7 @@ jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
         jt_rt_error(vm, n, "unknown builtin");
         break;
     }
-out:
-    for (int i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < nargs; i++) /* what the builtin did not take */
         jv_release(&vm->heap, a[i]);
     if (vm->ctl) {
         jv_release(&vm->heap, r);

@@ -30,7 +30,7 @@ int jt_parse_uint(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
 
 enum opt {
     O_PROFILE, O_MEMORY, O_AGENT, O_THRESHOLD, O_LIMIT, O_RATE, O_CAPTURE, O_OVERWRITE, O_VERBOSE,
-    O_EXPORT, O_WORKERS,
+    O_EXPORT, O_WORKERS, O_BACKEND,
     O_COUNT
 };
 static const struct {
@@ -45,6 +45,7 @@ static const struct {
     [O_VERBOSE] = {"--profile-verbose", false},
     [O_EXPORT] = {"--profile-export", true},
     [O_WORKERS] = {"--workers", true},
+    [O_BACKEND] = {"--backend", true},
 };
 
 /* `--profile-export FORMAT:PATH`: a known format word, a non-empty path. */
@@ -194,6 +195,18 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
                 jt_shown(val, 40, v, sizeof v);
                 snprintf(err, errcap, "--workers expects an integer from 1 to %u (runtime worker "
                          "threads), got '%s'", JT_MAX_WORKERS, v);
+            }
+            break;
+        case O_BACKEND:
+            if (!strcmp(val, "interp")) {
+                c->backend = JT_BACKEND_INTERP;
+            } else if (!strcmp(val, "vm")) {
+                c->backend = JT_BACKEND_VM;
+            } else {
+                jt_shown(val, 40, v, sizeof v);
+                snprintf(err, errcap, "--backend expects interp (the tree-walking interpreter) "
+                         "or vm (the bytecode VM), got '%s'", v);
+                r = -EINVAL;
             }
             break;
         default: break;

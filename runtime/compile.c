@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/utf8.h"
+#include "bytecode.h"
 #include "jett.h"
 
 #define JT_MAX_SOURCE_BYTES (16u << 20) /* spans are 32-bit; keep far from it */
@@ -396,6 +397,7 @@ void jt_program_free(struct jt_program *p)
 {
     if (!p)
         return;
+    jt_bc_free_program(p);
     for (uint32_t i = 0; i < p->nmodules; i++) {
         struct jt_module *m = p->modules[i];
         for (uint32_t k = 0; k < m->nfns; k++)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "actors.h"
+#include "bytecode.h"
 #include "interp.h"
 #include "jettprof.h"
 
@@ -41,14 +42,6 @@ void jt_rt_error(struct jt_vm *vm, const struct jt_node *at, const char *fmt, ..
     uint32_t line = at ? at->line : vm->line, col = at ? at->col : vm->col;
     jt_buf_printf(&vm->errmsg, "%s:%u:%u: runtime error: %s", vm->fn->src->logical, line, col, msg);
     vm->ctl = CTL_ERROR;
-}
-
-static inline void prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
-{
-    vm->line = line;
-    vm->col = col;
-    if (vm->stmt_pos) /* memory reports use declaration lines only */
-        jettprof_stmt_set(vm->stmt_pos, line, col); /* two plain stores, no call */
 }
 
 bool jt_new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, uint64_t n, jv *out,
@@ -99,8 +92,8 @@ static int values_equal(struct jt_vm *vm, const struct jt_node *at, jv a, jv b, 
 }
 
 /* Applies a declared type to a value being bound: checks it, and wraps a str as secret. */
-static bool convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty, jv *v,
-                    const char *what, const char *name)
+bool jt_convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty, jv *v,
+                const char *what, const char *name)
 {
     static const uint32_t want[] = {
         [JT_TY_INT] = JV_INT, [JT_TY_BOOL] = JV_BOOL, [JT_TY_STR] = JV_STR, [JT_TY_LIST] = JV_LIST,
@@ -131,8 +124,9 @@ static void exec(struct jt_vm *vm, const struct jt_node *n);
 
 /* The body of a call whose arguments are in stack slots base.. (owned there): enter, run,
  * leave, release the slots. */
-static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f,
-                    uint64_t base)
+static inline __attribute__((always_inline)) jv
+call_body(struct jt_vm *vm, const struct jt_node *n, struct jettprof_site *site,
+          const struct jt_fn *f, uint64_t base, bool bytecode)
 {
     jv r = NIL;
     const struct jt_fn *caller = vm->fn;
@@ -143,11 +137,15 @@ static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, cons
     vm->base = base;
     vm->depth++;
     if (vm->pf) /* the call node's cache: no call into the agent on a hit */
-        jettprof_enter_fast(vm->pf, (struct jettprof_site *)&n->site, f->prof_frame);
+        jettprof_enter_fast(vm->pf, site, f->prof_frame);
     else if (vm->pt)
         jettprof_enter(vm->pt, f->prof_frame);
-    if (jt_safe_point(vm)) /* call */
-        exec(vm, f->body);
+    if (jt_safe_point(vm)) { /* call */
+        if (bytecode)
+            jt_bc_exec(vm, f);
+        else
+            exec(vm, f->body);
+    }
     if (vm->ctl == CTL_RETURN) {
         r = vm->retv;
         vm->retv = NIL;
@@ -163,9 +161,9 @@ static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, cons
     vm->fn = caller;
     vm->base = caller_base;
     if (!vm->ctl)
-        prof_stmt(vm, line, col); /* the caller's statement is current again */
+        jt_prof_stmt(vm, line, col); /* the caller's statement is current again */
     if (!vm->ctl && f->ret != JT_TY_ANY)
-        convert(vm, n, f->ret, &r, "the return value of", f->name);
+        jt_convert(vm, n, f->ret, &r, "the return value of", f->name);
     for (uint32_t i = 0; i < f->nslots; i++)
         jv_release(&vm->heap, vm->stack[base + i]);
     vm->sp = base;
@@ -174,6 +172,12 @@ static inline __attribute__((always_inline)) jv call_body(struct jt_vm *vm, cons
         return NIL;
     }
     return r;
+}
+
+jv jt_call_frame(struct jt_vm *vm, const struct jt_node *at, struct jettprof_site *site,
+                 const struct jt_fn *f, uint64_t base)
+{
+    return call_body(vm, at, site, f, base, true);
 }
 
 /* Room for f's frame: 0, or false after the stack-overflow error. */
@@ -203,11 +207,11 @@ static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
         jv v = jt_eval(vm, n->kids[i]);
         if (vm->ctl)
             goto unwind_args;
-        if (!convert(vm, n->kids[i], f->params[i].ty, &v, "parameter", f->params[i].name))
+        if (!jt_convert(vm, n->kids[i], f->params[i].ty, &v, "parameter", f->params[i].name))
             goto unwind_args;
         vm->stack[base + i] = v;
     }
-    return call_body(vm, n, f, base);
+    return call_body(vm, n, (struct jettprof_site *)&n->site, f, base, false);
 unwind_args:
     for (uint32_t i = 0; i < f->nslots; i++)
         jv_release(&vm->heap, vm->stack[base + i]);
@@ -230,28 +234,20 @@ jv jt_call_values(struct jt_vm *vm, const struct jt_node *at, const struct jt_fn
     for (uint32_t i = 0; i < f->nparams; i++) {
         jv v = args[i];
         args[i] = NIL;
-        if (ok && !convert(vm, at, f->params[i].ty, &v, "parameter", f->params[i].name))
+        if (ok && !jt_convert(vm, at, f->params[i].ty, &v, "parameter", f->params[i].name))
             ok = false;
         vm->stack[base + i] = v;
     }
     if (ok)
-        return call_body(vm, at, f, base);
+        return call_body(vm, at, (struct jettprof_site *)&at->site, f, base, vm->prog->bytecode);
     for (uint32_t i = 0; i < f->nslots; i++)
         jv_release(&vm->heap, vm->stack[base + i]);
     vm->sp = base;
     return NIL;
 }
 
-static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
+jv jt_op_binary(struct jt_vm *vm, const struct jt_node *n, jv a, jv b)
 {
-    jv a = jt_eval(vm, n->a);
-    if (vm->ctl)
-        return NIL;
-    jv b = jt_eval(vm, n->b);
-    if (vm->ctl) {
-        jv_release(&vm->heap, a);
-        return NIL;
-    }
     jv r = NIL;
     if (n->op == JT_T_EQ || n->op == JT_T_NE) {
         int e = values_equal(vm, n, a, b, 0);
@@ -317,7 +313,7 @@ static jv eval_binary(struct jt_vm *vm, const struct jt_node *n)
     return r;
 }
 
-static bool truthy(struct jt_vm *vm, const struct jt_node *at, jv v)
+bool jt_truthy(struct jt_vm *vm, const struct jt_node *at, jv v)
 {
     if (v.k == JV_BOOL)
         return v.u.i != 0;
@@ -326,16 +322,11 @@ static bool truthy(struct jt_vm *vm, const struct jt_node *at, jv v)
     return false;
 }
 
-static jv eval_index(struct jt_vm *vm, const struct jt_node *n)
+jv jt_op_index(struct jt_vm *vm, const struct jt_node *n, jv a, jv i)
 {
-    jv a = jt_eval(vm, n->a);
-    if (vm->ctl)
-        return NIL;
-    jv i = jt_eval(vm, n->b);
     jv r = NIL;
-    if (vm->ctl)
-        goto out;
     if (i.k != JV_INT) {
+        jv_release(&vm->heap, i); /* a string or list index is an error, and dropped */
         jt_rt_error(vm, n, "an index expects int, got %s", jt_kind_name(i.k));
         goto out;
     }
@@ -365,6 +356,34 @@ out:
     return r;
 }
 
+jv jt_op_unary(struct jt_vm *vm, const struct jt_node *n, jv v)
+{
+    if (n->op == JT_T_NOT) {
+        if (v.k == JV_BOOL)
+            return mk_bool(!v.u.i);
+        jt_rt_error(vm, n, "'!' expects bool, got %s", jt_kind_name(v.k));
+    } else if (v.k == JV_INT) {
+        if (v.u.i == INT64_MIN) {
+            jt_rt_error(vm, n, "integer overflow in '-'");
+            return NIL;
+        }
+        return mk_int(-v.u.i);
+    } else {
+        jt_rt_error(vm, n, "'-' expects int, got %s", jt_kind_name(v.k));
+    }
+    jv_release(&vm->heap, v);
+    return NIL;
+}
+
+jv jt_read_global(struct jt_vm *vm, const struct jt_node *n)
+{
+    jv v = vm->root->globals[n->slot];
+    if (vm->root != vm && !jt_actor_may_read_global(vm, n, v))
+        return NIL;
+    jv_retain(v);
+    return v;
+}
+
 jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
 {
     switch (n->kind) {
@@ -376,13 +395,7 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
         jv_retain(v);
         return v;
     }
-    case JT_N_GLOBAL: {
-        jv v = vm->root->globals[n->slot];
-        if (vm->root != vm && !jt_actor_may_read_global(vm, n, v))
-            return NIL;
-        jv_retain(v);
-        return v;
-    }
+    case JT_N_GLOBAL: return jt_read_global(vm, n);
     case JT_N_SPAWN: return jt_actor_spawn(vm, n);
     case JT_N_LIST: {
         struct jt_list *l;
@@ -403,34 +416,40 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
     }
     case JT_N_CALL: return call_fn(vm, n);
     case JT_N_BUILTIN: return jt_call_builtin(vm, n);
-    case JT_N_INDEX: return eval_index(vm, n);
+    case JT_N_INDEX: {
+        jv a = jt_eval(vm, n->a);
+        if (vm->ctl)
+            return NIL;
+        jv i = jt_eval(vm, n->b);
+        if (vm->ctl) {
+            jv_release(&vm->heap, a);
+            return NIL;
+        }
+        return jt_op_index(vm, n, a, i);
+    }
     case JT_N_UNARY: {
         jv v = jt_eval(vm, n->a);
         if (vm->ctl)
             return NIL;
-        if (n->op == JT_T_NOT) {
-            if (v.k == JV_BOOL)
-                return mk_bool(!v.u.i);
-            jt_rt_error(vm, n, "'!' expects bool, got %s", jt_kind_name(v.k));
-        } else if (v.k == JV_INT) {
-            if (v.u.i == INT64_MIN) {
-                jt_rt_error(vm, n, "integer overflow in '-'");
-                return NIL;
-            }
-            return mk_int(-v.u.i);
-        } else {
-            jt_rt_error(vm, n, "'-' expects int, got %s", jt_kind_name(v.k));
-        }
-        jv_release(&vm->heap, v);
-        return NIL;
+        return jt_op_unary(vm, n, v);
     }
-    case JT_N_BINARY: return eval_binary(vm, n);
+    case JT_N_BINARY: {
+        jv a = jt_eval(vm, n->a);
+        if (vm->ctl)
+            return NIL;
+        jv b = jt_eval(vm, n->b);
+        if (vm->ctl) {
+            jv_release(&vm->heap, a);
+            return NIL;
+        }
+        return jt_op_binary(vm, n, a, b);
+    }
     case JT_N_AND:
     case JT_N_OR: {
         jv a = jt_eval(vm, n->a);
         if (vm->ctl)
             return NIL;
-        bool x = truthy(vm, n->a, a);
+        bool x = jt_truthy(vm, n->a, a);
         if (vm->ctl)
             return NIL;
         if (n->kind == JT_N_AND ? !x : x)
@@ -438,7 +457,7 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
         jv b = jt_eval(vm, n->b);
         if (vm->ctl)
             return NIL;
-        bool y = truthy(vm, n->b, b);
+        bool y = jt_truthy(vm, n->b, b);
         return vm->ctl ? NIL : mk_bool(y);
     }
     default:
@@ -447,12 +466,48 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
     }
 }
 
-static void store(struct jt_vm *vm, jv *slot, jv v)
+void jt_store(struct jt_vm *vm, jv *slot, jv v)
 {
     jv old = *slot;
     *slot = v;
     jv_release(&vm->heap, old);
 }
+
+void jt_assign_global(struct jt_vm *vm, const struct jt_node *n, jv v)
+{
+    const struct jt_global *g = &vm->prog->globals[n->slot];
+    if (vm->root != vm) { /* globals are main's: no value is shared between actors */
+        jv_release(&vm->heap, v);
+        jt_rt_error(vm, n, "cannot assign to global '%s' from actor %u: globals "
+                    "belong to main (actor 0)", g->name, jt_actor_id(vm));
+        return;
+    }
+    if (!jt_convert(vm, n, g->ty, &v, "variable", g->name))
+        return;
+    jt_store(vm, &vm->globals[n->slot], v);
+}
+
+void jt_op_setindex(struct jt_vm *vm, const struct jt_node *n, jv l, jv i, jv v)
+{
+    if (l.k != JV_LIST) {
+        jt_rt_error(vm, n, "only list elements can be assigned, got %s", jt_kind_name(l.k));
+    } else if (i.k != JV_INT) {
+        jt_rt_error(vm, n, "an index expects int, got %s", jt_kind_name(i.k));
+    } else {
+        struct jt_list *lp = (struct jt_list *)l.u.o;
+        if (i.u.i < 0 || (uint64_t)i.u.i >= lp->len) {
+            jt_rt_error(vm, n, "index %" PRId64 " is out of range for a list of length %" PRIu64,
+                        i.u.i, lp->len);
+        } else {
+            jt_store(vm, &lp->items[i.u.i], v);
+            v = NIL;
+        }
+    }
+    jv_release(&vm->heap, v);
+    jv_release(&vm->heap, i); /* an int, unless it was the error */
+    jv_release(&vm->heap, l);
+}
+
 
 static void exec_loop_body(struct jt_vm *vm, const struct jt_node *body, bool *stop)
 {
@@ -479,7 +534,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
             exec(vm, n->kids[i]);
         return;
     }
-    prof_stmt(vm, n->line, n->col);
+    jt_prof_stmt(vm, n->line, n->col);
     if (!jt_safe_point(vm)) /* statement */
         return;
     switch (n->kind) {
@@ -490,9 +545,9 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         jv v = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
-        if (!convert(vm, n, n->ty, &v, "variable", n->name))
+        if (!jt_convert(vm, n, n->ty, &v, "variable", n->name))
             return;
-        store(vm, &vm->stack[vm->base + n->slot], v);
+        jt_store(vm, &vm->stack[vm->base + n->slot], v);
         return;
     }
     case JT_N_ASSIGN: {
@@ -500,18 +555,9 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         if (vm->ctl)
             return;
         if (n->ival) {
-            const struct jt_global *g = &vm->prog->globals[n->slot];
-            if (vm->root != vm) { /* globals are main's: no value is shared between actors */
-                jv_release(&vm->heap, v);
-                jt_rt_error(vm, n, "cannot assign to global '%s' from actor %u: globals "
-                            "belong to main (actor 0)", g->name, jt_actor_id(vm));
-                return;
-            }
-            if (!convert(vm, n, g->ty, &v, "variable", g->name))
-                return;
-            store(vm, &vm->globals[n->slot], v);
+            jt_assign_global(vm, n, v);
         } else {
-            store(vm, &vm->stack[vm->base + n->slot], v);
+            jt_store(vm, &vm->stack[vm->base + n->slot], v);
         }
         return;
     }
@@ -520,35 +566,24 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
         if (vm->ctl)
             return;
         jv i = jt_eval(vm, n->b->b);
-        jv v = NIL;
-        if (!vm->ctl)
-            v = jt_eval(vm, n->a);
-        if (!vm->ctl) {
-            if (l.k != JV_LIST) {
-                jt_rt_error(vm, n, "only list elements can be assigned, got %s", jt_kind_name(l.k));
-            } else if (i.k != JV_INT) {
-                jt_rt_error(vm, n, "an index expects int, got %s", jt_kind_name(i.k));
-            } else {
-                struct jt_list *lp = (struct jt_list *)l.u.o;
-                if (i.u.i < 0 || (uint64_t)i.u.i >= lp->len) {
-                    jt_rt_error(vm, n,
-                                "index %" PRId64 " is out of range for a list of length %" PRIu64,
-                             i.u.i, lp->len);
-                } else {
-                    store(vm, &lp->items[i.u.i], v);
-                    v = NIL;
-                }
-            }
+        if (vm->ctl) {
+            jv_release(&vm->heap, l);
+            return;
         }
-        jv_release(&vm->heap, v);
-        jv_release(&vm->heap, l);
+        jv v = jt_eval(vm, n->a);
+        if (vm->ctl) {
+            jv_release(&vm->heap, i);
+            jv_release(&vm->heap, l);
+            return;
+        }
+        jt_op_setindex(vm, n, l, i, v);
         return;
     }
     case JT_N_IF: {
         jv c = jt_eval(vm, n->a);
         if (vm->ctl)
             return;
-        bool t = truthy(vm, n->a, c);
+        bool t = jt_truthy(vm, n->a, c);
         if (vm->ctl)
             return;
         if (t)
@@ -563,7 +598,7 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
             jv c = jt_eval(vm, n->a);
             if (vm->ctl)
                 return;
-            bool t = truthy(vm, n->a, c);
+            bool t = jt_truthy(vm, n->a, c);
             if (vm->ctl || !t)
                 return;
             exec_loop_body(vm, n->b, &stop);
@@ -603,17 +638,17 @@ static void exec(struct jt_vm *vm, const struct jt_node *n)
             return;
         }
         /* the hidden slot keeps the list alive while it is walked */
-        store(vm, &vm->stack[vm->base + (uint32_t)n->ival], l);
+        jt_store(vm, &vm->stack[vm->base + (uint32_t)n->ival], l);
         const struct jt_list *lp = (const struct jt_list *)l.u.o;
         bool stop = false;
         for (uint64_t i = 0; i < lp->len && !stop; i++) {
             jv e = lp->items[i];
             jv_retain(e);
-            store(vm, &vm->stack[vm->base + n->slot], e);
+            jt_store(vm, &vm->stack[vm->base + n->slot], e);
             exec_loop_body(vm, n->c, &stop);
         }
-        store(vm, &vm->stack[vm->base + n->slot], NIL);
-        store(vm, &vm->stack[vm->base + (uint32_t)n->ival], NIL);
+        jt_store(vm, &vm->stack[vm->base + n->slot], NIL);
+        jt_store(vm, &vm->stack[vm->base + (uint32_t)n->ival], NIL);
         return;
     }
     case JT_N_RETURN: {
@@ -674,15 +709,15 @@ static enum jt_outcome run_program(struct jt_vm *vm)
             jettprof_enter(vm->pt, m->init_frame->prof_frame);
         for (uint32_t k = 0; k < m->nglobals && !vm->ctl; k++) {
             const struct jt_global *g = &prog->globals[m->globals[k]];
-            prof_stmt(vm, g->line, g->col);
+            jt_prof_stmt(vm, g->line, g->col);
             if (!jt_safe_point(vm))
                 break;
-            jv v = jt_eval(vm, g->init->a);
+            jv v = prog->bytecode ? jt_bc_eval(vm, g->bc) : jt_eval(vm, g->init->a);
             if (vm->ctl)
                 break;
-            if (!convert(vm, g->init, g->ty, &v, "variable", g->name))
+            if (!jt_convert(vm, g->init, g->ty, &v, "variable", g->name))
                 break;
-            store(vm, &vm->globals[m->globals[k]], v);
+            jt_store(vm, &vm->globals[m->globals[k]], v);
         }
         if (vm->pt)
             jettprof_leave(vm->pt);
@@ -692,7 +727,7 @@ static enum jt_outcome run_program(struct jt_vm *vm)
         vm->fn = prog->main;
         struct jt_node call = {.kind = JT_N_CALL, .fn = prog->main, .line = prog->main->decl_line,
                                .col = prog->main->decl_col};
-        jv r = call_fn(vm, &call);
+        jv r = prog->bytecode ? jt_call_values(vm, &call, prog->main, NULL) : call_fn(vm, &call);
         jv_release(&vm->heap, r);
     }
     if (vm->ctl == CTL_INTERRUPT)

@@ -108,7 +108,45 @@ bool jt_new_str(struct jt_vm *vm, const struct jt_node *at, const char *p, uint6
                 uint32_t kind);
 /* Evaluates an expression: an owned reference (+1), or NIL while vm->ctl unwinds. */
 jv jt_eval(struct jt_vm *vm, const struct jt_node *n);
-/* Evaluates a builtin call node (builtins.c), with the same ownership rule as jt_eval(). */
+/* Evaluates a builtin call node's arguments, then applies it (builtins.c), with the same
+ * ownership rule as jt_eval(). */
 jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n);
+
+/* ---- what both backends do with values (the tree walker here, the bytecode VM in vm.c) ----
+ * Each takes its operands owned (consumed, also on error), reports errors at node n as
+ * jt_rt_error does, and returns an owned result (NIL after an error). A backend only decides
+ * the order in which operands are evaluated, which is the tree walker's everywhere, so the two
+ * allocate and release the same objects in the same order. */
+
+/* The current statement (line, col): errors without a node, and CPU samples' hot lines. */
+static inline void jt_prof_stmt(struct jt_vm *vm, uint32_t line, uint32_t col)
+{
+    vm->line = line;
+    vm->col = col;
+    if (vm->stmt_pos) /* memory reports use declaration lines only */
+        jettprof_stmt_set(vm->stmt_pos, line, col); /* two plain stores, no call */
+}
+jv jt_op_binary(struct jt_vm *vm, const struct jt_node *n, jv a, jv b); /* n->op */
+jv jt_op_unary(struct jt_vm *vm, const struct jt_node *n, jv v);
+jv jt_op_index(struct jt_vm *vm, const struct jt_node *n, jv a, jv i);
+void jt_op_setindex(struct jt_vm *vm, const struct jt_node *n, jv l, jv i, jv v);
+/* A condition's value: true or false, or false after the error for a non-bool (released). */
+bool jt_truthy(struct jt_vm *vm, const struct jt_node *at, jv v);
+/* Applies a declared type to a value being bound: checks it (the error names `what` and
+ * `name`, and *v is released and set to NIL), and wraps a str as secret. */
+bool jt_convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty, jv *v,
+                const char *what, const char *name);
+/* Replaces *slot with v (owned), releasing what was there. */
+void jt_store(struct jt_vm *vm, jv *slot, jv v);
+/* Global n->slot: read by a JT_N_GLOBAL node, assigned by a JT_N_ASSIGN one (actors' rules). */
+jv jt_read_global(struct jt_vm *vm, const struct jt_node *n);
+void jt_assign_global(struct jt_vm *vm, const struct jt_node *n, jv v);
+/* Builtin n->op applied to a[0..nargs) (owned, consumed); n gives the position. */
+jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t nargs);
+/* A call of f whose frame is in stack slots base..base+f->nslots (arguments converted, the
+ * rest NIL, all owned there): enter with the call-site cache site, run f's bytecode, leave,
+ * convert the result (at `at`) and release the slots; vm->sp is base after it. */
+jv jt_call_frame(struct jt_vm *vm, const struct jt_node *at, struct jettprof_site *site,
+                 const struct jt_fn *f, uint64_t base);
 
 #endif

@@ -31,6 +31,8 @@ char *jt_xstrdup(const char *s);
 
 /* ---- CLI ---- */
 enum jt_mode { JT_MODE_NONE = 0, JT_MODE_CPU = 1, JT_MODE_MEMORY = 2 };
+/* What runs the program: the tree-walking interpreter (interp.c) or the bytecode VM (vm.c). */
+enum jt_backend { JT_BACKEND_INTERP = 0, JT_BACKEND_VM = 1 };
 #define JT_MAX_EXPORTS 8u
 struct jt_cli {
     const char *file;
@@ -46,6 +48,7 @@ struct jt_cli {
     struct jt_export { uint32_t format; const char *path; } exports[JT_MAX_EXPORTS];
     uint32_t nexports;
     uint32_t workers; /* --workers N: runtime worker threads, 1..JT_MAX_WORKERS (default 1) */
+    enum jt_backend backend; /* --backend interp|vm (default interp) */
 };
 #define JT_MAX_WORKERS 64u
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).
@@ -185,6 +188,7 @@ struct jt_fn {
     uint32_t nslots;   /* params first */
     bool *slot_secret; /* checker: which slots hold secret-typed values */
     uint32_t prof_frame;
+    struct jt_bc *bc;  /* its bytecode (bytecode.h) once compiled for --backend vm */
 };
 struct jt_global {
     char *ns;
@@ -194,6 +198,7 @@ struct jt_global {
     struct jt_node *init;
     struct jt_source *src;
     uint32_t line, col;
+    struct jt_bc *bc;  /* its initialiser's bytecode once compiled for --backend vm */
 };
 struct jt_module {
     struct jt_source *src;
@@ -218,6 +223,7 @@ struct jt_program {
     struct jt_global *globals;
     uint32_t nglobals;
     struct jt_fn *main;
+    bool bytecode;         /* compiled for, and run by, the bytecode VM (jt_bc_compile) */
 };
 
 /* Loads FILE and everything it imports, parses, resolves and checks. Returns 0, or -EINVAL

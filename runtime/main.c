@@ -22,6 +22,7 @@
 
 #include "common/text.h"
 #include "actors.h"
+#include "bytecode.h"
 #include "interp.h"
 #include "jett.h"
 #include "jettprof.h"
@@ -192,7 +193,7 @@ static const char usage[] =
     "                     [--profile-threshold PERCENT] [--profile-limit COUNT]\n"
     "                     [--profile-capture PATH [--profile-capture-overwrite]]\n"
     "                     [--profile-verbose] [--profile-export FORMAT:PATH]...\n"
-    "                     [--workers N] [--agent]";
+    "                     [--workers N] [--backend interp|vm] [--agent]";
 
 static const char usage_text[] =
     "Runs the Jett program FILE; with --profile (CPU) or --profile-memory it is profiled by\n"
@@ -210,6 +211,8 @@ static const char usage_text[] =
     "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
     "                                 speedscope, svg) to PATH; repeatable\n"
     "  --workers N                    run the actors on N worker threads, 1..64 (default 1)\n"
+    "  --backend interp|vm            run on the tree-walking interpreter (default) or the\n"
+    "                                 bytecode VM\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
@@ -525,6 +528,8 @@ static int run_command(int argc, char **argv)
         return code;
     }
     jp_buf_free(&diags.text);
+    if (cli.backend == JT_BACKEND_VM)
+        jt_bc_compile(prog);
 
     struct runner *R = jt_xcalloc(1, sizeof *R);
     jt_vm_init(&R->vm, prog, &g_interrupt);
@@ -570,6 +575,8 @@ static int run_command(int argc, char **argv)
             .excerpt = excerpt_cb,
             .excerpt_user = prog,
             .exports = export_bits,
+            .backend = cli.backend == JT_BACKEND_VM ? JETTPROF_BACKEND_VM
+                                                    : JETTPROF_BACKEND_INTERPRETER,
         };
         int r = jettprof_start(&cfg, &R->run);
         if (r >= 0) {

@@ -83,6 +83,12 @@ extern "C" {
 #define JETTPROF_MODE_CPU 1u
 #define JETTPROF_MODE_MEMORY 2u
 
+/* What runs the Jett code, named in the profile's backend field with the mode's mechanism:
+ * interpreter_safe_point / interpreter_alloc_hooks, vm_safe_point / vm_alloc_hooks. Nothing
+ * else about a profile depends on it. */
+#define JETTPROF_BACKEND_INTERPRETER 0u
+#define JETTPROF_BACKEND_VM 1u
+
 /* Capabilities a runtime declares before main. */
 #define JETTPROF_CAP_CPU_TICK_SOURCE 0x01u
 #define JETTPROF_CAP_SAFE_STACK_CAPTURE 0x02u
@@ -171,9 +177,13 @@ struct jettprof_config {
                           environment's JETT_PROFILE_STALL_MS if set (same range, else
                           jettprof_start fails with -EINVAL naming it), else 1000 */
     uint32_t exports;  /* 1u << JETTPROF_EXPORT_*: 0, none */
+    /* Added in the third version (earlier callers get the interpreter): */
+    uint32_t backend;  /* JETTPROF_BACKEND_* */
 };
 /* The size of the first version of struct jettprof_config (up to retention_budget_bytes). */
 #define JETTPROF_CONFIG_SIZE_V1 (offsetof(struct jettprof_config, retention_budget_bytes) + 8u)
+/* The size of the second version (up to exports). */
+#define JETTPROF_CONFIG_SIZE_V2 (offsetof(struct jettprof_config, exports) + 4u)
 
 /* Starts a profiled run before user code runs: checks the mode's required capabilities
  * (-ENOTSUP), validates the config (-EINVAL), attaches to the daemon named by

@@ -1,0 +1,453 @@
+/* The bytecode VM (bytecode.h): one dispatch loop per running function, threaded with
+ * computed gotos where the compiler has them. A Jett call is a C call (CALL -> jt_call_frame,
+ * which enters, runs the callee's loop, leaves and releases its frame), as in the tree walker,
+ * so actors, preemption at safe points and migration work on the VM unchanged: an actor's C
+ * stack holds its loops, its value stack (vm->stack) their locals and temporaries.
+ *
+ * Ownership is the tree walker's: every value on the stack is an owned reference. An error or
+ * interrupt sets vm->ctl; the loop then releases its temporaries, top first, and returns, and
+ * each caller's CALL sees vm->ctl and does the same.
+ *
+ * The integer fast paths (ADD ... GE on two ints without overflow, LOCAL, SET_LOCAL, the loop
+ * steps) do inline what the shared operation would; anything else calls it. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actors.h"
+#include "bytecode.h"
+#include "interp.h"
+
+#if defined(__GNUC__)
+#define JT_THREADED 1
+/* Labels as values and `goto *` are the GNU dialect's (clang has them too). */
+#pragma GCC diagnostic ignored "-Wpedantic"
+#else
+#define JT_THREADED 0
+#endif
+
+static inline void push_local(jv *sp, jv v)
+{
+    jv_retain(v);
+    *sp = v;
+}
+
+/* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
+ * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
+static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
+{
+    jv *const stack = vm->stack;
+    jv *const locals = stack + vm->base;
+    jv *const bottom = stack + floor;
+    jv *sp = bottom;
+    const uint32_t *const code = bc->code;
+    const uint32_t *pc = code;
+    const struct jt_node *const *const pos = bc->pos;
+    struct jt_heap *const heap = &vm->heap;
+    jv r;
+
+#if JT_THREADED
+    static const void *const labels[] = {
+#define JT_X(n, w) [JT_OP_##n] = &&op_##n,
+        JT_BC_OPS(JT_X)
+#undef JT_X
+    };
+#define CASE(n) op_##n:
+#define NEXT goto *labels[*pc++]
+    NEXT;
+#else
+#define CASE(n) case JT_OP_##n:
+#define NEXT continue
+    for (;;)
+        switch (*pc++) {
+#endif
+
+    CASE(STMT)
+    {
+        const struct jt_node *n = pos[*pc++];
+        jt_prof_stmt(vm, n->line, n->col);
+        if (!jt_safe_point(vm))
+            goto unwind;
+        NEXT;
+    }
+    CASE(NIL) *sp++ = NIL; NEXT;
+    CASE(TRUE) *sp++ = mk_bool(true); NEXT;
+    CASE(FALSE) *sp++ = mk_bool(false); NEXT;
+    CASE(INT)
+    {
+        uint64_t v = (uint64_t)pc[0] | (uint64_t)pc[1] << 32;
+        pc += 2;
+        *sp++ = mk_int((int64_t)v);
+        NEXT;
+    }
+    CASE(STR) *sp++ = (jv){.k = JV_STR, .u.o = &pos[*pc++]->str->h}; NEXT;
+    CASE(LOCAL) push_local(sp++, locals[*pc++]); NEXT;
+    CASE(GLOBAL)
+    {
+        jv v = jt_read_global(vm, pos[*pc++]);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = v;
+        NEXT;
+    }
+    CASE(LIST_NEW)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        uint32_t cap = pc[1];
+        pc += 2;
+        struct jt_list *l;
+        if (jt_heap_list(heap, cap, &l) < 0) {
+            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %u slots", cap);
+            goto unwind;
+        }
+        *sp++ = (jv){.k = JV_LIST, .u.o = &l->h};
+        NEXT;
+    }
+    CASE(LIST_ADD)
+    {
+        jv v = *--sp;
+        struct jt_list *l = (struct jt_list *)sp[-1].u.o;
+        l->items[l->len++] = v;
+        NEXT;
+    }
+#define INT_OP(NAME, EXPR)                                                                        \
+    CASE(NAME)                                                                                    \
+    {                                                                                             \
+        if (__builtin_expect(sp[-2].k == JV_INT && sp[-1].k == JV_INT, 1)) {                      \
+            int64_t x = sp[-2].u.i, y = sp[-1].u.i;                                               \
+            EXPR;                                                                                 \
+        }                                                                                         \
+        goto binary;                                                                              \
+    }
+    INT_OP(ADD, int64_t z; if (!__builtin_add_overflow(x, y, &z)) {
+        sp[-2].u.i = z;
+        sp--;
+        pc++;
+        NEXT;
+    })
+    INT_OP(SUB, int64_t z; if (!__builtin_sub_overflow(x, y, &z)) {
+        sp[-2].u.i = z;
+        sp--;
+        pc++;
+        NEXT;
+    })
+    INT_OP(MUL, int64_t z; if (!__builtin_mul_overflow(x, y, &z)) {
+        sp[-2].u.i = z;
+        sp--;
+        pc++;
+        NEXT;
+    })
+    INT_OP(LT, sp[-2] = mk_bool(x < y); sp--; pc++; NEXT)
+    INT_OP(LE, sp[-2] = mk_bool(x <= y); sp--; pc++; NEXT)
+    INT_OP(GT, sp[-2] = mk_bool(x > y); sp--; pc++; NEXT)
+    INT_OP(GE, sp[-2] = mk_bool(x >= y); sp--; pc++; NEXT)
+#undef INT_OP
+    CASE(BINARY)
+    binary:
+    {
+        const struct jt_node *n = pos[*pc++];
+        sp -= 2;
+        r = jt_op_binary(vm, n, sp[0], sp[1]);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(UNARY)
+    {
+        const struct jt_node *n = pos[*pc++];
+        r = jt_op_unary(vm, n, *--sp);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(INDEX)
+    {
+        const struct jt_node *n = pos[*pc++];
+        sp -= 2;
+        r = jt_op_index(vm, n, sp[0], sp[1]);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(TRUTHY)
+    {
+        const struct jt_node *n = pos[*pc++];
+        if (sp[-1].k != JV_BOOL) {
+            jt_truthy(vm, n, *--sp); /* the error; the value released */
+            goto unwind;
+        }
+        NEXT;
+    }
+    CASE(JUMP) pc = code + *pc; NEXT;
+    CASE(JFALSE)
+    {
+        jv c = *--sp;
+        if (__builtin_expect(c.k != JV_BOOL, 0)) {
+            jt_truthy(vm, pos[pc[0]], c);
+            goto unwind;
+        }
+        pc = c.u.i ? pc + 2 : code + pc[1];
+        NEXT;
+    }
+    CASE(JFALSE_KEEP)
+    {
+        if (!sp[-1].u.i) {
+            pc = code + *pc;
+        } else {
+            sp--;
+            pc++;
+        }
+        NEXT;
+    }
+    CASE(JTRUE_KEEP)
+    {
+        if (sp[-1].u.i) {
+            pc = code + *pc;
+        } else {
+            sp--;
+            pc++;
+        }
+        NEXT;
+    }
+    CASE(POP) jv_release(heap, *--sp); NEXT;
+    CASE(LET)
+    {
+        const struct jt_node *n = pos[*pc++];
+        jv v = *--sp;
+        if (n->ty != JT_TY_ANY && !jt_convert(vm, n, n->ty, &v, "variable", n->name))
+            goto unwind;
+        jt_store(vm, &locals[n->slot], v);
+        NEXT;
+    }
+    CASE(SET_LOCAL)
+    {
+        jv *slot = &locals[*pc++];
+        jv old = *slot;
+        *slot = *--sp;
+        jv_release(heap, old);
+        NEXT;
+    }
+    CASE(SET_GLOBAL)
+    {
+        const struct jt_node *n = pos[*pc++];
+        jt_assign_global(vm, n, *--sp);
+        if (vm->ctl)
+            goto unwind;
+        NEXT;
+    }
+    CASE(SET_INDEX)
+    {
+        const struct jt_node *n = pos[*pc++];
+        sp -= 3;
+        jt_op_setindex(vm, n, sp[0], sp[1], sp[2]);
+        if (vm->ctl)
+            goto unwind;
+        NEXT;
+    }
+    CASE(CALL_ROOM)
+    {
+        const struct jt_node *n = pos[*pc++];
+        const struct jt_fn *f = n->fn;
+        if (__builtin_expect(vm->depth >= JT_MAX_DEPTH, 0)) {
+            jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
+            goto unwind;
+        }
+        /* The callee's locals and temporaries start here (its arguments are pushed next). */
+        if (__builtin_expect((uint64_t)(sp - stack) + f->nslots + f->bc->max_temps >
+                                 JT_STACK_SLOTS,
+                             0)) {
+            jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
+            goto unwind;
+        }
+        NEXT;
+    }
+    CASE(PARAM)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        uint32_t i = pc[1];
+        pc += 2;
+        if (!jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
+                        n->fn->params[i].name)) {
+            sp--; /* released by the conversion */
+            goto unwind;
+        }
+        NEXT;
+    }
+    CASE(CALL)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        struct jettprof_site *site = &bc->sites[pc[1]];
+        pc += 2;
+        const struct jt_fn *f = n->fn;
+        jv *base = sp - n->nkids;
+        for (jv *e = base + f->nslots; sp < e;)
+            *sp++ = NIL;
+        vm->sp = (uint64_t)(sp - stack);
+        r = jt_call_frame(vm, n, site, f, (uint64_t)(base - stack));
+        sp = base; /* the frame was released */
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(BUILTIN)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        uint32_t nargs = pc[1];
+        pc += 2;
+        sp -= nargs; /* the builtin owns them now */
+        r = jt_builtin_apply(vm, n, sp, nargs);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(SPAWN_OK)
+    {
+        if (!jt_actor_spawn_allowed(vm, pos[*pc++]))
+            goto unwind;
+        NEXT;
+    }
+    CASE(SPAWN_ARG)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        uint32_t i = pc[1];
+        pc += 2;
+        jv v = *--sp;
+        *sp++ = jt_actor_spawn_copy(vm, n->a->kids[i], v);
+        if (vm->ctl)
+            goto unwind;
+        NEXT;
+    }
+    CASE(SPAWN)
+    {
+        const struct jt_node *n = pos[*pc++];
+        uint32_t np = n->a->fn->nparams;
+        jv *args = calloc(np ? np : 1, sizeof *args);
+        if (!args) {
+            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+            goto unwind;
+        }
+        sp -= np;
+        memcpy(args, sp, sizeof *args * np);
+        r = jt_actor_spawn_start(vm, n, args);
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
+    CASE(RANGE)
+    {
+        const struct jt_node *n = pos[*pc++];
+        if (sp[-2].k != JV_INT || sp[-1].k != JV_INT) {
+            jt_rt_error(vm, n, "a range expects int bounds, got %s..%s", jt_kind_name(sp[-2].k),
+                        jt_kind_name(sp[-1].k));
+            goto unwind;
+        }
+        NEXT;
+    }
+    CASE(RANGE_NEXT)
+    {
+        int64_t i = sp[-2].u.i;
+        if (i >= sp[-1].u.i) {
+            pc = code + pc[1];
+            NEXT;
+        }
+        locals[pc[0]] = mk_int(i); /* the loop variable only ever holds ints */
+        sp[-2].u.i = i + 1;
+        pc += 2;
+        NEXT;
+    }
+    CASE(EACH)
+    {
+        const struct jt_node *n = pos[*pc++];
+        jv l = *--sp;
+        if (l.k != JV_LIST) {
+            jt_rt_error(vm, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
+            jv_release(heap, l);
+            goto unwind;
+        }
+        /* the hidden slot keeps the list alive while it is walked */
+        jt_store(vm, &locals[(uint32_t)n->ival], l);
+        *sp++ = mk_int(0);
+        NEXT;
+    }
+    CASE(EACH_NEXT)
+    {
+        const struct jt_node *n = pos[pc[0]];
+        const struct jt_list *l = (const struct jt_list *)locals[(uint32_t)n->ival].u.o;
+        uint64_t i = (uint64_t)sp[-1].u.i;
+        if (i >= l->len) {
+            pc = code + pc[1];
+            NEXT;
+        }
+        pc += 2;
+        jv e = l->items[i];
+        jv_retain(e);
+        jt_store(vm, &locals[n->slot], e);
+        sp[-1].u.i = (int64_t)(i + 1);
+        NEXT;
+    }
+    CASE(EACH_END)
+    {
+        const struct jt_node *n = pos[*pc++];
+        jt_store(vm, &locals[n->slot], NIL);
+        jt_store(vm, &locals[(uint32_t)n->ival], NIL);
+        NEXT;
+    }
+    CASE(DROP) sp -= *pc++; NEXT;
+    CASE(BACK_EDGE)
+    {
+        if (!jt_safe_point(vm)) /* loop back-edge */
+            goto unwind;
+        NEXT;
+    }
+    CASE(RETURN)
+    {
+        jv v = *--sp;
+        while (sp > bottom) /* loop state: ints */
+            jv_release(heap, *--sp);
+        vm->retv = v;
+        vm->ctl = CTL_RETURN;
+        vm->sp = floor;
+        return NIL;
+    }
+    CASE(END)
+    {
+        vm->sp = floor;
+        return NIL;
+    }
+    CASE(VALUE)
+    {
+        r = *--sp;
+        vm->sp = floor;
+        return r;
+    }
+#if !JT_THREADED
+        default:
+            jt_rt_error(vm, NULL, "internal: bad bytecode");
+            goto unwind;
+        }
+#endif
+#undef CASE
+#undef NEXT
+
+unwind:
+    while (sp > bottom)
+        jv_release(heap, *--sp);
+    vm->sp = floor;
+    return NIL;
+}
+
+void jt_bc_exec(struct jt_vm *vm, const struct jt_fn *f)
+{
+    run(vm, f->bc, vm->sp);
+}
+
+jv jt_bc_eval(struct jt_vm *vm, const struct jt_bc *bc)
+{
+    return run(vm, bc, vm->sp);
+}
