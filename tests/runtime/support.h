@@ -18,6 +18,12 @@ const char *jtt_build_root(void);
 const char *jtt_source_root(void);
 const char *jtt_jett(void);
 
+/* The backend the suite runs on ($JETT_TEST_BACKEND, "vm"), or NULL for jett's default. With
+ * one set, every `jett run` without a --backend of its own gets it, and every child's output
+ * shows the interpreter's backend word instead of that backend's (the one field that may
+ * differ), so the suite's comparisons hold the rest byte for byte. */
+const char *jtt_backend(void);
+
 /* Runs jett with argv (NULL-terminated, argv[0] excluded) in directory cwd (NULL: inherit).
  * If sigint_after_ms >= 0, sends SIGINT that long after the child wrote `sync` to stderr
  * (or after the delay from start when sync is NULL). Fails the test on a harness error. */

@@ -1,0 +1,363 @@
+/* The two backends, side by side: `jett run --backend interp` (the tree walker) and
+ * `--backend vm` (the bytecode VM) run the same programs into the same bytes. Each program runs
+ * with --profile-memory --agent on both, and the two run envelopes (the program's stdout,
+ * stderr, exit code, debug rows and logs, then the memory profile) must be equal byte for byte
+ * once the backend word (the one field allowed to differ) and the durations are set aside.
+ * The programs cover every statement, operator and builtin, imports and the stdlib, actors, and
+ * a runtime error of each kind, since an error's unwinding releases what was in flight. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "support.h"
+
+/* The envelope with what legitimately differs between two runs of one program replaced:
+ * durations and the observed rate (clocks), and the backend word. */
+static char *normalised(const char *out)
+{
+    static const char *const clocked[] = {"wall_duration_ns: ", "process_cpu_duration_ns: ",
+                                          "producer_wait_ns: ", "observed_rate_hz: "};
+    static const struct { const char *from, *to; } words[] = {
+        {"backend: vm_alloc_hooks", "backend: interpreter_alloc_hooks"},
+        {"backend: vm_safe_point", "backend: interpreter_safe_point"},
+    };
+    size_t n = strlen(out);
+    char *r = malloc(n + 64 * 8 + 1), *w = r;
+    cr_assert(r);
+    for (const char *line = out; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        const char *t = line;
+        while (*t == ' ')
+            t++;
+        bool done = false;
+        for (size_t i = 0; i < sizeof clocked / sizeof clocked[0] && !done; i++)
+            if (!strncmp(t, clocked[i], strlen(clocked[i]))) {
+                size_t keep = (size_t)(t - line) + strlen(clocked[i]);
+                memcpy(w, line, keep);
+                w += keep;
+                memcpy(w, "*\n", 2);
+                w += 2;
+                done = true;
+            }
+        for (size_t i = 0; i < sizeof words / sizeof words[0] && !done; i++)
+            if (!strncmp(t, words[i].from, strlen(words[i].from))) {
+                size_t ind = (size_t)(t - line);
+                memcpy(w, line, ind);
+                w += ind;
+                w += sprintf(w, "%s\n", words[i].to);
+                done = true;
+            }
+        if (!done) {
+            memcpy(w, line, len);
+            w += len;
+        }
+        line += len;
+    }
+    *w = '\0';
+    return r;
+}
+
+/* Runs FILE in dir on both backends with opts; expects equal envelopes and the given exit
+ * status, and returns the interpreter's for further checks (free it). */
+static char *same_on_both(const char *dir, const char *file, const char *const *opts,
+                          int status)
+{
+    const char *argv[2][24];
+    const char *backends[2] = {"--backend=interp", "--backend=vm"};
+    struct jt_run r[2];
+    char *norm[2];
+    for (int b = 0; b < 2; b++) {
+        size_t n = 0;
+        argv[b][n++] = "run";
+        argv[b][n++] = file;
+        argv[b][n++] = backends[b];
+        argv[b][n++] = "--agent";
+        for (size_t i = 0; opts && opts[i]; i++)
+            argv[b][n++] = opts[i];
+        argv[b][n] = NULL;
+        jtt_run(dir, argv[b], &r[b]);
+        cr_expect_eq(r[b].status, status, "%s %s: exit %d\n%s%s", file, backends[b],
+                     r[b].status, r[b].out, r[b].err);
+        norm[b] = normalised(r[b].out);
+    }
+    cr_expect_str_eq(norm[1], norm[0], "%s: the VM's envelope differs from the interpreter's",
+                     file);
+    cr_expect(strstr(r[1].out, "backend: vm_"), "%s", r[1].out);
+    cr_expect(strstr(r[0].out, "backend: interpreter_"), "%s", r[0].out);
+    cr_expect_str_eq(r[1].err, r[0].err);
+    jtt_run_free(&r[0]);
+    jtt_run_free(&r[1]);
+    free(norm[1]);
+    return norm[0];
+}
+
+static const char *const memory[] = {"--profile-memory", NULL};
+
+static void one_file(const char *src, int status, const char *expect)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", src);
+    char *out = same_on_both(dir, "main.jett", memory, status);
+    if (expect)
+        cr_expect(strstr(out, expect), "expected '%s' in\n%s", expect, out);
+    free(out);
+    jtt_rmtree(dir);
+}
+
+Test(backend, every_example_prints_the_same_memory_profile)
+{
+    static const char *const examples[][2] = {
+        {"alloc_builder", "main.jett"}, {"cpu_hotspot", "src/main.jett"},
+        {"pipeline", "main.jett"},      {"retaining_cache", "main.jett"},
+        {"runtime_failure", "main.jett"}, {"sleepy", "main.jett"},
+    };
+    for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/examples/%s", jtt_source_root(), examples[i][0]);
+        struct jt_run probe;
+        const char *argv[] = {"run", examples[i][1], NULL};
+        jtt_run(dir, argv, &probe); /* the exit status the example has */
+        int status = probe.status;
+        jtt_run_free(&probe);
+        char *out = same_on_both(dir, examples[i][1], memory, status);
+        cr_expect(strstr(out, "mode: memory"), "%s", out);
+        free(out);
+    }
+}
+
+Test(backend, statements_operators_and_builtins_run_the_same)
+{
+    one_file("fn fib(n: int) -> int {\n"
+             "    if n < 2 { return n }\n"
+             "    return fib(n - 1) + fib(n - 2)\n"
+             "}\n"
+             "fn words(n) {\n"
+             "    var out = []\n"
+             "    var i = 0\n"
+             "    while true {\n"
+             "        if i >= n { break }\n"
+             "        i = i + 1\n"
+             "        if i % 3 == 0 { continue }\n"
+             "        push(out, \"w\" + str(i))\n"
+             "    }\n"
+             "    return out\n"
+             "}\n"
+             "fn find(xs: list, want: str) -> int {\n"
+             "    var i = 0\n"
+             "    for x in xs {\n"
+             "        if x == want { return i }\n"
+             "        i = i + 1\n"
+             "    }\n"
+             "    return -1\n"
+             "}\n"
+             "fn nothing() { }\n"
+             "fn main() {\n"
+             "    print(fib(15))\n"
+             "    var w = words(20)\n"
+             "    print(w)\n"
+             "    var total = 0\n"
+             "    for x in w { total = total + len(x) }\n"
+             "    print(total)\n"
+             "    print(find(w, \"w10\"))\n"
+             "    print(find(w, \"none\"))\n"
+             "    var nested = [[1, 2], [3, [4, \"five\"]], []]\n"
+             "    nested[0][1] = \"two\"\n"
+             "    print(nested)\n"
+             "    print(nested[1][1][1])\n"
+             "    print(nested == [[1, \"two\"], [3, [4, \"five\"]], []])\n"
+             "    print(nested != [])\n"
+             "    print(\"abc\" < \"abd\")\n"
+             "    print(\"b\" >= \"a\")\n"
+             "    print(!(1 > 2) && (3 <= 3 || false))\n"
+             "    print(false || !true)\n"
+             "    print(-(5) * 3 - 7 / 2 % 5)\n"
+             "    let s = \"hello\"\n"
+             "    print(s[1] + substr(s, 2, 3) + chr(byte(s, 0)))\n"
+             "    var l = list(3, \"x\" + \"y\")\n"
+             "    print(pop(l) + str(len(l)))\n"
+             "    for i in 0..10 {\n"
+             "        if i % 2 == 0 {\n"
+             "            continue\n"
+             "        }\n"
+             "        if i > 7 { break }\n"
+             "        print(i)\n"
+             "    }\n"
+             "    for x in w {\n"
+             "        if x == \"w5\" { break }\n"
+             "    }\n"
+             "    let k: secret = \"sk-1\"\n"
+             "    print(k)\n"
+             "    print(secret(\"a\") + \"b\")\n"
+             "    print(str(nothing()))\n"
+             "    print(debug([1, [2, \"three\"], true]))\n"
+             "    log(\"info\", \"done\", \"n\", total, \"ok\", true, \"key\", k)\n"
+             "    log(\"loud\", \"rejected\")\n"
+             "    var ys = w\n"
+             "    w = []\n"
+             "    while len(ys) > 5 { pop(ys) }\n"
+             "    print(ys)\n"
+             "    sleep(1)\n"
+             "}\n",
+             0, "stdout: \"610\\n");
+}
+
+Test(backend, imports_globals_and_the_stdlib_run_the_same)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "jett.project", "");
+    jtt_write(dir, "main.jett",
+              "namespace app\n"
+              "import \"lib/util.jett\"\n"
+              "import \"stdlib/text.jett\"\n"
+              "import \"stdlib/list.jett\"\n"
+              "var cache = []\n"
+              "let greeting = \"hi \" + \"there\"\n"
+              "var kept = [greeting, [1, 2]]\n"
+              "fn main() {\n"
+              "    for i in 0..5 { push(cache, util.make(i)) }\n"
+              "    print(std.text.join(cache, \"-\"))\n"
+              "    print(std.list.sum(std.list.range(10)))\n"
+              "    print(std.text.pad_left(\"7\", 3, \"0\"))\n"
+              "    print(greeting)\n"
+              "    cache = [greeting]\n"
+              "    push(kept, kept)\n"
+              "}\n");
+    jtt_write(dir, "lib/util.jett",
+              "namespace util\n"
+              "let base = 10\n"
+              "var made = list(2, \"m\" + \"n\")\n"
+              "fn make(i: int) -> str { return str(base + i) }\n");
+    char *out = same_on_both(dir, "main.jett", memory, 0);
+    cr_expect(strstr(out, "10-11-12-13-14"), "%s", out);
+    free(out);
+    jtt_rmtree(dir);
+}
+
+Test(backend, actors_run_the_same)
+{
+    static const char *const one_worker[] = {"--profile-memory", "--workers", "1", NULL};
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett",
+              "fn worker(n: int, tag: str) -> list {\n"
+              "    var acc = []\n"
+              "    for i in 0..n { push(acc, tag + str(i)) }\n"
+              "    let m = receive()\n"
+              "    push(acc, m)\n"
+              "    return acc\n"
+              "}\n"
+              "fn main() {\n"
+              "    let a = spawn worker(3, \"a\" + \"!\")\n"
+              "    let b = spawn worker(2, \"b\")\n"
+              "    print(send(a, \"ma\"))\n"
+              "    print(send(b, [\"mb\", [1]]))\n"
+              "    print(join(a))\n"
+              "    print(join(b))\n"
+              "    print(send(a, \"late\"))\n"
+              "    print(self())\n"
+              "}\n");
+    char *out = same_on_both(dir, "main.jett", one_worker, 0);
+    cr_expect(strstr(out, "[a!0, a!1, a!2, ma]"), "%s", out);
+    free(out);
+    jtt_rmtree(dir);
+}
+
+/* Each runtime error unwinds what was in flight (temporaries, a half-built list, arguments,
+ * a loop's list) and the profile counts what was freed and what stayed: the same on both. */
+Test(backend, runtime_errors_unwind_the_same)
+{
+    static const struct { const char *src, *msg; } cases[] = {
+        {"fn main() {\n    var l = [\"a\" + \"b\", 2]\n    print(l[5])\n}\n",
+         "index 5 is out of range"},
+        {"fn main() {\n    let s = \"k\" + \"p\"\n    print(s + str(9223372036854775807 + 1))\n}\n",
+         "integer overflow"},
+        {"fn f(x) { return \"a\" + str(x / 0) }\n"
+         "fn main() {\n    let s = \"keep\" + \"me\"\n    print(s + f(1))\n}\n",
+         "division by zero"},
+        {"fn g(a, x: int) { }\nfn main() { g(\"s\" + \"t\", \"u\" + \"v\") }\n",
+         "parameter 'x' expects int"},
+        {"fn h() -> int { return \"x\" + \"y\" }\nfn main() { h() }\n",
+         "the return value of"},
+        {"fn main() {\n    let l = [\"x\" + \"y\"]\n    if 1 { }\n}\n", "a condition expects bool"},
+        {"fn main() { let l = [\"a\" + \"b\", fail(\"boom \" + \"x\")] }\n", "boom x"},
+        {"fn r(n) {\n    let s = \"x\" + \"y\"\n    return r(n + 1)\n}\nfn main() { r(0) }\n",
+         "stack overflow"},
+        {"fn main() {\n    for x in \"a\" + \"b\" { }\n}\n", "for ... in expects a list"},
+        {"fn main() {\n    for i in 0..\"x\" { }\n}\n", "a range expects int bounds"},
+        {"fn main() {\n    var l = []\n    pop(l)\n}\n", "pop from an empty list"},
+        {"fn main() {\n    let l = [1]\n    print(l[\"a\" + \"b\"])\n}\n",
+         "an index expects int"},
+        {"fn main() {\n    let l = [1]\n    l[\"a\" + \"b\"] = \"c\" + \"d\"\n}\n",
+         "an index expects int"},
+        {"fn main() {\n    var xs = [\"a\" + \"b\", \"c\"]\n"
+         "    for x in xs { xs = [x + \"!\"]\n print(x[3]) }\n}\n",
+         "out of range for a string"},
+        {"fn main() {\n    print(-(\"a\" + \"b\"))\n}\n", "'-' expects int"},
+        {"fn main() {\n    print(!(\"a\" + \"b\"))\n}\n", "'!' expects bool"},
+        {"fn main() {\n    print([1] + (\"a\" + \"b\"))\n}\n", "cannot combine"},
+        {"fn main() {\n    log(\"info\", fail(\"in \" + \"log\"))\n}\n", "in log"},
+        {"let g = 1 / 0\nfn main() { }\n", "division by zero"},
+        {"fn w() { }\nlet a = spawn w()\nfn main() { }\n", "actors start once main runs"},
+        {"fn main() {\n    receive()\n}\n", "deadlock"},
+        {"fn w(s) { }\nfn main() {\n    let k: secret = \"s\" + \"t\"\n    spawn w(k)\n}\n",
+         "a secret cannot be copied"},
+        {"var g = [1]\nfn w() { g = [2] }\nfn main() { join(spawn w()) }\n",
+         "cannot assign to global 'g'"},
+        {"var g = [1]\nfn w() { print(g) }\nfn main() { join(spawn w()) }\n",
+         "cannot read global 'g'"},
+        {"fn main() {\n    join(self())\n}\n", "cannot wait for itself"},
+        {"fn main() {\n    send(7, \"x\" + \"y\")\n}\n", "no actor 7"},
+        {"fn main() {\n    substr(\"abc\", 2, 5)\n}\n", "outside a string"},
+        {"fn main() {\n    chr(300)\n}\n", "chr expects a byte value"},
+        {"fn main() {\n    list(-1, 0)\n}\n", "list expects a count"},
+        {"fn main() {\n    sleep(\"x\")\n}\n", "sleep expects int"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        one_file(cases[i].src, 1, cases[i].msg);
+}
+
+Test(backend, the_profile_names_the_backend_that_ran)
+{
+    static const struct { const char *backend, *mode, *word; } runs[] = {
+        {"interp", "--profile-memory", "backend: interpreter_alloc_hooks\n"},
+        {"vm", "--profile-memory", "backend: vm_alloc_hooks\n"},
+        {"interp", "--profile", "backend: interpreter_safe_point\n"},
+        {"vm", "--profile", "backend: vm_safe_point\n"},
+    };
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", "fn main() { print(\"x\" + \"y\") }\n");
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        const char *argv[] = {"run", "main.jett", "--backend", runs[i].backend, runs[i].mode,
+                              "--agent", NULL};
+        struct jt_run r;
+        jtt_run(dir, argv, &r);
+        cr_expect_eq(r.status, 0, "%s", r.err);
+        cr_expect(strstr(r.out, runs[i].word), "%s %s:\n%s", runs[i].backend, runs[i].mode,
+                  r.out);
+        cr_expect_eq(jtt_count(r.out, "backend:"), 1);
+        jtt_run_free(&r);
+    }
+    jtt_rmtree(dir);
+}
+
+Test(backend, an_unknown_backend_is_a_cli_error)
+{
+    static const char *const bad[] = {"jit", "", "VM", "interp2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *argv[] = {"run", "main.jett", "--backend", bad[i], NULL};
+        struct jt_run r;
+        jtt_run(NULL, argv, &r);
+        cr_expect_eq(r.status, 2, "'%s': %d %s", bad[i], r.status, r.err);
+        cr_expect(strstr(r.err, "jett: error: --backend expects interp (the tree-walking "
+                                "interpreter) or vm (the bytecode VM), got '"),
+                  "%s", r.err);
+        jtt_run_free(&r);
+    }
+    const char *twice[] = {"run", "main.jett", "--backend", "vm", "--backend=interp", NULL};
+    struct jt_run r;
+    jtt_run(NULL, twice, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--backend given more than once"), "%s", r.err);
+    jtt_run_free(&r);
+}
