@@ -130,12 +130,73 @@ static enum jt_bc_op binary_op(int tok)
     case JT_T_PLUS: return JT_OP_ADD;
     case JT_T_MINUS: return JT_OP_SUB;
     case JT_T_STAR: return JT_OP_MUL;
+    case JT_T_SLASH: return JT_OP_DIV;
+    case JT_T_PERCENT: return JT_OP_MOD;
+    case JT_T_EQ: return JT_OP_EQ;
+    case JT_T_NE: return JT_OP_NE;
     case JT_T_LT: return JT_OP_LT;
     case JT_T_LE: return JT_OP_LE;
     case JT_T_GT: return JT_OP_GT;
     case JT_T_GE: return JT_OP_GE;
     default: return JT_OP_BINARY;
     }
+}
+
+/* Division by a constant d, 1 <= d < 2^63, for dividends 0 <= x < 2^63 (N = 63 bits): with
+ * l = ceil(log2 d) and M = ceil(2^(63+l) / d), M < 2^64 and M*d - 2^(63+l) < d <= 2^l, so
+ * floor(x / d) = floor(x * M / 2^(63+l)) for every such x (Granlund and Montgomery, "Division
+ * by invariant integers using multiplication", theorem 4.2). */
+static void divisor_magic(uint64_t d, uint64_t *m, uint32_t *shift)
+{
+    __extension__ typedef unsigned __int128 u128;
+    uint32_t l = 0;
+    while ((UINT64_C(1) << l) < d)
+        l++;
+    u128 num = (u128)1 << (63 + l);
+    u128 q = num / d;
+    if (q * d != num)
+        q++;
+    *m = (uint64_t)q;
+    *shift = 63 + l;
+}
+
+/* `a OP literal`, a already compiled: one instruction with the literal inline. */
+static bool literal_op(struct cc *c, const struct jt_node *n)
+{
+    static const struct { int tok; enum jt_bc_op op; } ks[] = {
+        {JT_T_PLUS, JT_OP_ADD_K}, {JT_T_MINUS, JT_OP_SUB_K}, {JT_T_STAR, JT_OP_MUL_K},
+        {JT_T_LT, JT_OP_LT_K},    {JT_T_LE, JT_OP_LE_K},     {JT_T_GT, JT_OP_GT_K},
+        {JT_T_GE, JT_OP_GE_K},    {JT_T_EQ, JT_OP_EQ_K},     {JT_T_NE, JT_OP_NE_K},
+        {JT_T_SLASH, JT_OP_DIV_K}, {JT_T_PERCENT, JT_OP_MOD_K},
+    };
+    uint64_t k = (uint64_t)n->b->ival;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        if (ks[i].tok != n->op)
+            continue;
+        uint32_t p = pos(c, n);
+        if (ks[i].op == JT_OP_DIV_K || ks[i].op == JT_OP_MOD_K) {
+            if (n->b->ival <= 0)
+                return false; /* zero and negative divisors take the general path */
+            uint64_t m;
+            uint32_t sh;
+            divisor_magic(k, &m, &sh);
+            word(c, ks[i].op);
+            word(c, p);
+            word(c, (uint32_t)k);
+            word(c, (uint32_t)(k >> 32));
+            word(c, (uint32_t)m);
+            word(c, (uint32_t)(m >> 32));
+            word(c, sh);
+        } else {
+            op2(c, ks[i].op, p, (uint32_t)k, 0);
+            word(c, (uint32_t)(k >> 32));
+        }
+        /* the literal is pushed only on the general path: room for it */
+        depth(c, 1);
+        depth(c, -1);
+        return true;
+    }
+    return false;
 }
 
 static void expr(struct cc *c, const struct jt_node *n)
@@ -184,7 +245,12 @@ static void expr(struct cc *c, const struct jt_node *n)
     case JT_N_BUILTIN: {
         for (uint32_t i = 0; i < n->nkids; i++)
             expr(c, n->kids[i]);
-        op2(c, JT_OP_BUILTIN, pos(c, n), n->nkids, 1 - (int)n->nkids);
+        if (n->op == JT_B_LEN)
+            op1(c, JT_OP_LEN, pos(c, n), 0);
+        else if (n->op == JT_B_BYTE)
+            op1(c, JT_OP_BYTE, pos(c, n), -1);
+        else
+            op2(c, JT_OP_BUILTIN, pos(c, n), n->nkids, 1 - (int)n->nkids);
         return;
     }
     case JT_N_INDEX:
@@ -198,6 +264,8 @@ static void expr(struct cc *c, const struct jt_node *n)
         return;
     case JT_N_BINARY:
         expr(c, n->a);
+        if (n->b->kind == JT_N_INT && literal_op(c, n))
+            return;
         expr(c, n->b);
         op1(c, binary_op(n->op), pos(c, n), -1);
         return;
@@ -220,8 +288,10 @@ static void expr(struct cc *c, const struct jt_node *n)
     }
 }
 
-/* A loop's body, with break and continue jumps patched to `exit` and `cont` afterwards. */
-static void loop_body(struct cc *c, const struct jt_node *body, uint32_t *cont_at)
+/* A loop's body; its continue jumps go to the back-edge that follows it, which the caller
+ * emits (and then loop_exit). Loops are compiled with the test at the bottom, so an iteration
+ * is its body and one back-edge instruction that safe-points, tests and jumps. */
+static void loop_body(struct cc *c, const struct jt_node *body)
 {
     if (c->nloops == c->cap_loops) {
         c->cap_loops = c->cap_loops ? c->cap_loops * 2 : 8;
@@ -230,11 +300,9 @@ static void loop_body(struct cc *c, const struct jt_node *body, uint32_t *cont_a
     c->loops[c->nloops++] = (struct loop){{0}, {0}};
     stmt(c, body);
     struct loop *l = &c->loops[c->nloops - 1];
-    *cont_at = here(c);
     for (uint32_t i = 0; i < l->cont.n; i++)
-        patch(c, l->cont.at[i], *cont_at);
+        patch(c, l->cont.at[i], here(c));
     free(l->cont.at);
-    op0(c, JT_OP_BACK_EDGE, 0);
 }
 
 static void loop_exit(struct cc *c)
@@ -292,40 +360,40 @@ static void stmt(struct cc *c, const struct jt_node *n)
         return;
     }
     case JT_N_WHILE: {
-        uint32_t top = here(c), cont;
+        /* JUMP test; body: ...; BACK_EDGE; test: cond; JTRUE body */
+        op1(c, JT_OP_JUMP, 0, 0);
+        uint32_t to_test = here(c) - 1, body = here(c);
+        loop_body(c, n->b);
+        op0(c, JT_OP_BACK_EDGE, 0);
+        patch(c, to_test, here(c));
         expr(c, n->a);
-        op2(c, JT_OP_JFALSE, pos(c, n->a), 0, -1);
-        uint32_t to_exit = here(c) - 1;
-        loop_body(c, n->b, &cont);
-        op1(c, JT_OP_JUMP, top, 0);
-        patch(c, to_exit, here(c));
+        op2(c, JT_OP_JTRUE, pos(c, n->a), body, -1);
         loop_exit(c);
         return;
     }
     case JT_N_FOR_RANGE: {
-        uint32_t cont;
+        /* bounds; RANGE; RANGE_NEXT exit; body: ...; RANGE_LOOP body; exit: DROP 2 */
         expr(c, n->a);
         expr(c, n->b);
         op1(c, JT_OP_RANGE, pos(c, n), 0);
-        uint32_t top = here(c);
         op2(c, JT_OP_RANGE_NEXT, n->slot, 0, 0);
-        uint32_t to_exit = here(c) - 1;
-        loop_body(c, n->c, &cont);
-        op1(c, JT_OP_JUMP, top, 0);
+        uint32_t to_exit = here(c) - 1, body = here(c);
+        loop_body(c, n->c);
+        op2(c, JT_OP_RANGE_LOOP, n->slot, body, 0);
         patch(c, to_exit, here(c));
         loop_exit(c);
         op1(c, JT_OP_DROP, 2, -2);
         return;
     }
     case JT_N_FOR_EACH: {
-        uint32_t cont, p = pos(c, n);
+        /* list; EACH; EACH_NEXT exit; body: ...; EACH_LOOP body; exit: EACH_END; DROP 1 */
+        uint32_t p = pos(c, n);
         expr(c, n->a);
         op1(c, JT_OP_EACH, p, 0); /* the list into the hidden slot, its index pushed */
-        uint32_t top = here(c);
         op2(c, JT_OP_EACH_NEXT, p, 0, 0);
-        uint32_t to_exit = here(c) - 1;
-        loop_body(c, n->c, &cont);
-        op1(c, JT_OP_JUMP, top, 0);
+        uint32_t to_exit = here(c) - 1, body = here(c);
+        loop_body(c, n->c);
+        op2(c, JT_OP_EACH_LOOP, p, body, 0);
         patch(c, to_exit, here(c));
         loop_exit(c);
         op1(c, JT_OP_EACH_END, p, 0);

@@ -39,12 +39,18 @@
     X(GLOBAL, 1)     /* P: a JT_N_GLOBAL node */                                              \
     X(LIST_NEW, 2)   /* P N: a new list of capacity N, before its elements are evaluated */   \
     X(LIST_ADD, 0)   /* append the top to the list below it */                                \
-    X(ADD, 1) X(SUB, 1) X(MUL, 1) X(LT, 1) X(LE, 1) X(GT, 1) X(GE, 1) /* P: the node */       \
+    X(ADD, 1) X(SUB, 1) X(MUL, 1) X(DIV, 1) X(MOD, 1) /* P: the node */                      \
+    X(LT, 1) X(LE, 1) X(GT, 1) X(GE, 1) X(EQ, 1) X(NE, 1)                                     \
+    X(ADD_K, 3) X(SUB_K, 3) X(MUL_K, 3) X(LT_K, 3) X(LE_K, 3) X(GT_K, 3) X(GE_K, 3)         \
+    X(EQ_K, 3) X(NE_K, 3) /* P K(2 words): the same with an int literal right operand */       \
+    X(DIV_K, 6) X(MOD_K, 6) /* P K(2) M(2) S: by a literal K > 0; for a dividend x >= 0 the  \
+                               quotient is the high bits (x * M) >> S, M and S from K */      \
     X(BINARY, 1)     /* P: any other binary operator */                                       \
     X(UNARY, 1) X(INDEX, 1) /* P */                                                           \
     X(TRUTHY, 1)     /* P: the top must be a bool */                                          \
     X(JUMP, 1)       /* T */                                                                  \
     X(JFALSE, 2)     /* P T: pop a condition (a bool, else the error at P); jump when false */ \
+    X(JTRUE, 2)      /* P T: pop a condition; jump when true (a while loop's test, below) */  \
     X(JFALSE_KEEP, 1) /* T: jump when the top bool is false (keeping it), else pop it */      \
     X(JTRUE_KEEP, 1) /* T: likewise when true */                                              \
     X(POP, 0)        /* release the top */                                                    \
@@ -56,13 +62,17 @@
     X(PARAM, 2)      /* P N: convert the top to parameter N's type */                         \
     X(CALL, 2)       /* P C: call with the arguments on the stack */                          \
     X(BUILTIN, 2)    /* P N: a builtin of N arguments */                                      \
+    X(LEN, 1) X(BYTE, 1) /* P: len and byte, whose common cases are inline */                 \
     X(SPAWN_OK, 1)   /* P: a JT_N_SPAWN; may spawn here */                                    \
     X(SPAWN_ARG, 2)  /* P N: the top becomes spawn argument N's copy */                       \
     X(SPAWN, 1)      /* P: start the actor with the copies on the stack */                    \
     X(RANGE, 1)      /* P: the two bounds on the stack must be ints */                        \
     X(RANGE_NEXT, 2) /* S T: next value into S (the bounds stay below), or jump when done */  \
+    X(RANGE_LOOP, 2) /* S T: the back-edge's safe point, then the next value and a jump back \
+                        to T, or on when done */                                              \
     X(EACH, 1)       /* P: a JT_N_FOR_EACH; the list into its hidden slot, push index 0 */    \
     X(EACH_NEXT, 2)  /* P T: next element into the loop's slot, or jump when done */          \
+    X(EACH_LOOP, 2)  /* P T: the back-edge's safe point, then EACH_NEXT's step back to T */    \
     X(EACH_END, 1)   /* P: clear the loop's slot and hidden slot */                           \
     X(DROP, 1)       /* N: drop N ints (loop state; nothing to release) */                    \
     X(BACK_EDGE, 0)  /* the loop back-edge's safe point */                                    \

@@ -120,28 +120,102 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         goto binary;                                                                              \
     }
     INT_OP(ADD, int64_t z; if (!__builtin_add_overflow(x, y, &z)) {
-        sp[-2].u.i = z;
+        sp[-2] = mk_int(z); /* whole: the next load of it is whole */
         sp--;
         pc++;
         NEXT;
     })
     INT_OP(SUB, int64_t z; if (!__builtin_sub_overflow(x, y, &z)) {
-        sp[-2].u.i = z;
+        sp[-2] = mk_int(z); /* whole: the next load of it is whole */
         sp--;
         pc++;
         NEXT;
     })
     INT_OP(MUL, int64_t z; if (!__builtin_mul_overflow(x, y, &z)) {
-        sp[-2].u.i = z;
+        sp[-2] = mk_int(z); /* whole: the next load of it is whole */
         sp--;
         pc++;
         NEXT;
     })
+    INT_OP(DIV, if (y != 0 && !(x == INT64_MIN && y == -1)) {
+        sp[-2] = mk_int(x / y);
+        sp--;
+        pc++;
+        NEXT;
+    })
+    INT_OP(MOD, if (y != 0 && !(x == INT64_MIN && y == -1)) {
+        sp[-2] = mk_int(x % y);
+        sp--;
+        pc++;
+        NEXT;
+    })
+    INT_OP(EQ, sp[-2] = mk_bool(x == y); sp--; pc++; NEXT)
+    INT_OP(NE, sp[-2] = mk_bool(x != y); sp--; pc++; NEXT)
     INT_OP(LT, sp[-2] = mk_bool(x < y); sp--; pc++; NEXT)
     INT_OP(LE, sp[-2] = mk_bool(x <= y); sp--; pc++; NEXT)
     INT_OP(GT, sp[-2] = mk_bool(x > y); sp--; pc++; NEXT)
     INT_OP(GE, sp[-2] = mk_bool(x >= y); sp--; pc++; NEXT)
 #undef INT_OP
+#define K64(at) ((int64_t)((uint64_t)(at)[0] | (uint64_t)(at)[1] << 32))
+#define INT_K(NAME, EXPR)                                                                         \
+    CASE(NAME)                                                                                    \
+    {                                                                                             \
+        if (__builtin_expect(sp[-1].k == JV_INT, 1)) {                                            \
+            int64_t x = sp[-1].u.i, y = K64(pc + 1);                                              \
+            EXPR;                                                                                 \
+        }                                                                                         \
+        goto binary_k;                                                                            \
+    }
+    INT_K(ADD_K, int64_t z; if (!__builtin_add_overflow(x, y, &z)) {
+        sp[-1] = mk_int(z);
+        pc += 3;
+        NEXT;
+    })
+    INT_K(SUB_K, int64_t z; if (!__builtin_sub_overflow(x, y, &z)) {
+        sp[-1] = mk_int(z);
+        pc += 3;
+        NEXT;
+    })
+    INT_K(MUL_K, int64_t z; if (!__builtin_mul_overflow(x, y, &z)) {
+        sp[-1] = mk_int(z);
+        pc += 3;
+        NEXT;
+    })
+    INT_K(LT_K, sp[-1] = mk_bool(x < y); pc += 3; NEXT)
+    INT_K(LE_K, sp[-1] = mk_bool(x <= y); pc += 3; NEXT)
+    INT_K(GT_K, sp[-1] = mk_bool(x > y); pc += 3; NEXT)
+    INT_K(GE_K, sp[-1] = mk_bool(x >= y); pc += 3; NEXT)
+    INT_K(EQ_K, sp[-1] = mk_bool(x == y); pc += 3; NEXT)
+    INT_K(NE_K, sp[-1] = mk_bool(x != y); pc += 3; NEXT)
+    /* y > 0: no division by zero and no INT64_MIN / -1 */
+    INT_K(DIV_K, {
+        __extension__ typedef unsigned __int128 u128;
+        int64_t q = x >= 0 ? (int64_t)(((u128)(uint64_t)x * (uint64_t)K64(pc + 3)) >> pc[5])
+                           : x / y;
+        sp[-1] = mk_int(q);
+        pc += 6;
+        NEXT;
+    })
+    INT_K(MOD_K, {
+        __extension__ typedef unsigned __int128 u128;
+        int64_t q = x >= 0 ? (int64_t)(((u128)(uint64_t)x * (uint64_t)K64(pc + 3)) >> pc[5])
+                           : x / y;
+        sp[-1] = mk_int(x - q * y);
+        pc += 6;
+        NEXT;
+    })
+#undef INT_K
+    binary_k: /* the literal pushed, then the general path */
+    {
+        const struct jt_node *n = pos[pc[0]];
+        pc += pc[-1] == JT_OP_DIV_K || pc[-1] == JT_OP_MOD_K ? 6 : 3;
+        sp--;
+        r = jt_op_binary(vm, n, sp[0], mk_int(n->b->ival));
+        if (vm->ctl)
+            goto unwind;
+        *sp++ = r;
+        NEXT;
+    }
     CASE(BINARY)
     binary:
     {
@@ -192,6 +266,16 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         pc = c.u.i ? pc + 2 : code + pc[1];
         NEXT;
     }
+    CASE(JTRUE)
+    {
+        jv c = *--sp;
+        if (__builtin_expect(c.k != JV_BOOL, 0)) {
+            jt_truthy(vm, pos[pc[0]], c);
+            goto unwind;
+        }
+        pc = c.u.i ? code + pc[1] : pc + 2;
+        NEXT;
+    }
     CASE(JFALSE_KEEP)
     {
         if (!sp[-1].u.i) {
@@ -226,7 +310,11 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv *slot = &locals[*pc++];
         jv old = *slot;
-        *slot = *--sp;
+        /* The two fields one by one: an arithmetic fast path has just stored the top's
+         * payload alone, which a whole 16-byte load could not take from the store buffer. */
+        --sp;
+        slot->k = sp->k;
+        slot->u.i = sp->u.i;
         jv_release(heap, old);
         NEXT;
     }
@@ -305,6 +393,37 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         *sp++ = r;
         NEXT;
     }
+    CASE(LEN)
+    {
+        jv v = sp[-1];
+        if (v.k == JV_STR || v.k == JV_SECRET) {
+            sp[-1] = mk_int((int64_t)((const struct jt_str *)v.u.o)->len);
+        } else if (v.k == JV_LIST) {
+            sp[-1] = mk_int((int64_t)((const struct jt_list *)v.u.o)->len);
+        } else {
+            sp--;
+            r = jt_builtin_apply(vm, pos[*pc++], sp, 1); /* its error */
+            goto unwind;
+        }
+        pc++;
+        jv_release(heap, v);
+        NEXT;
+    }
+    CASE(BYTE)
+    {
+        jv s = sp[-2], i = sp[-1];
+        if (s.k == JV_STR && i.k == JV_INT && i.u.i >= 0 &&
+            (uint64_t)i.u.i < ((const struct jt_str *)s.u.o)->len) {
+            sp[-2] = mk_int((unsigned char)((const struct jt_str *)s.u.o)->data[i.u.i]);
+            sp--;
+            pc++;
+            jv_release(heap, s);
+            NEXT;
+        }
+        sp -= 2;
+        r = jt_builtin_apply(vm, pos[*pc++], sp, 2); /* its error */
+        goto unwind;
+    }
     CASE(SPAWN_OK)
     {
         if (!jt_actor_spawn_allowed(vm, pos[*pc++]))
@@ -357,7 +476,21 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             NEXT;
         }
         locals[pc[0]] = mk_int(i); /* the loop variable only ever holds ints */
-        sp[-2].u.i = i + 1;
+        sp[-2] = mk_int(i + 1);
+        pc += 2;
+        NEXT;
+    }
+    CASE(RANGE_LOOP)
+    {
+        if (!jt_safe_point(vm)) /* loop back-edge */
+            goto unwind;
+        int64_t i = sp[-2].u.i;
+        if (i < sp[-1].u.i) {
+            locals[pc[0]] = mk_int(i);
+            sp[-2] = mk_int(i + 1);
+            pc = code + pc[1];
+            NEXT;
+        }
         pc += 2;
         NEXT;
     }
@@ -388,7 +521,25 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         jv e = l->items[i];
         jv_retain(e);
         jt_store(vm, &locals[n->slot], e);
-        sp[-1].u.i = (int64_t)(i + 1);
+        sp[-1] = mk_int((int64_t)(i + 1));
+        NEXT;
+    }
+    CASE(EACH_LOOP)
+    {
+        if (!jt_safe_point(vm)) /* loop back-edge */
+            goto unwind;
+        const struct jt_node *n = pos[pc[0]];
+        const struct jt_list *l = (const struct jt_list *)locals[(uint32_t)n->ival].u.o;
+        uint64_t i = (uint64_t)sp[-1].u.i;
+        if (i < l->len) {
+            jv e = l->items[i];
+            jv_retain(e);
+            jt_store(vm, &locals[n->slot], e);
+            sp[-1] = mk_int((int64_t)(i + 1));
+            pc = code + pc[1];
+            NEXT;
+        }
+        pc += 2;
         NEXT;
     }
     CASE(EACH_END)

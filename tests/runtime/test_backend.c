@@ -203,6 +203,54 @@ Test(backend, statements_operators_and_builtins_run_the_same)
              0, "stdout: \"610\\n");
 }
 
+/* The VM divides by a positive literal with a multiply (bc_compile.c's divisor_magic): each
+ * quotient and remainder against the general path's (a division by a parameter), for
+ * divisors from 1 to 2^63 - 1 and dividends of both signs up to the largest. */
+Test(backend, division_by_a_literal_agrees_with_the_general_path)
+{
+    one_file(
+             "fn q(x: int, d: int) -> int { return x / d }\n"
+             "fn r(x: int, d: int) -> int { return x % d }\n"
+             "fn main() {\n"
+             "    let xs = [0, 1, 2, 6, 7, 8, 99, 1000000006, 1000000007, 4294967296, 9223372036854775807, 9223372036854775806, 4611686018427387903, 4611686018427387904, -1, -7, -8, -9223372036854775807, 123456789123456789]\n"
+             "    var bad = 0\n"
+             "    var n = 0\n"
+             "    for x in xs {\n"
+             "        for k in 0..3 {\n"
+             "            let y = x / (k + 1) + k\n"
+             "            if y / 1 != q(y, 1) || y % 1 != r(y, 1) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 2 != q(y, 2) || y % 2 != r(y, 2) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 3 != q(y, 3) || y % 3 != r(y, 3) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 7 != q(y, 7) || y % 7 != r(y, 7) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 10 != q(y, 10) || y % 10 != r(y, 10) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 31 != q(y, 31) || y % 31 != r(y, 31) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 641 != q(y, 641) || y % 641 != r(y, 641) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 1000000007 != q(y, 1000000007) || y % 1000000007 != r(y, 1000000007) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 4294967295 != q(y, 4294967295) || y % 4294967295 != r(y, 4294967295) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 4294967297 != q(y, 4294967297) || y % 4294967297 != r(y, 4294967297) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 4611686018427387904 != q(y, 4611686018427387904) || y % 4611686018427387904 != r(y, 4611686018427387904) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 6148914691236517205 != q(y, 6148914691236517205) || y % 6148914691236517205 != r(y, 6148914691236517205) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "            if y / 9223372036854775807 != q(y, 9223372036854775807) || y % 9223372036854775807 != r(y, 9223372036854775807) { bad = bad + 1 }\n"
+             "            n = n + 1\n"
+             "        }\n"
+             "    }\n"
+             "    print(\"checked \" + str(n) + \", wrong \" + str(bad))\n"
+             "}\n"
+             , 0, "stdout: \"checked 741, wrong 0\\n\"");
+}
+
 Test(backend, imports_globals_and_the_stdlib_run_the_same)
 {
     char *dir = jtt_tmpdir();
