@@ -84,8 +84,19 @@ static inline jv mk_bool(bool b)
  * load and an OR more than an unprofiled one. */
 extern const uint32_t jt_no_pending;
 bool jt_safe_point_slow(struct jt_vm *vm);
+#ifdef JT_TEST_TICKS
+/* Only in the tests' jett-ticks (tests/runtime/ticks.c), never in jett: with
+ * $JETT_TEST_TICK_EVERY=N the CPU timer is stopped before any thread registers, and every N-th
+ * safe point a thread passes raises a tick itself, which that safe point then answers. A CPU
+ * profile is then a function of the program and the safe points its backend passes. */
+void jt_test_ticks_start(jettprof_run *run);
+void jt_test_tick(struct jt_vm *vm);
+#endif
 static inline bool jt_safe_point(struct jt_vm *vm)
 {
+#ifdef JT_TEST_TICKS
+    jt_test_tick(vm);
+#endif
     /* The worker's preemption word joins the OR: raised by the slice ticker (actors.c) only
      * once a second actor exists, so a program without actors pays one more load. */
     if (__builtin_expect((__atomic_load_n(vm->pw, __ATOMIC_RELAXED) |

@@ -581,6 +581,10 @@ static int run_command(int argc, char **argv)
         int r = jettprof_start(&cfg, &R->run);
         if (r >= 0) {
             r = intern_program(R->run, prog);
+#ifdef JT_TEST_TICKS
+            if (r >= 0) /* before any thread registers: only injected ticks reach one */
+                jt_test_ticks_start(R->run);
+#endif
             if (r < 0) {
                 struct jettprof_result res = {.size = sizeof res};
                 jettprof_finish(R->run, JETTPROF_TERM_RETURNED, &res);

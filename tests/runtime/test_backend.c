@@ -13,11 +13,14 @@
 #include "support.h"
 
 /* The envelope with what legitimately differs between two runs of one program replaced:
- * durations and the observed rate (clocks), and the backend word. */
-static char *normalised(const char *out)
+ * durations and the observed rate (clocks), and the backend word; with `actors`, also the
+ * peak, which depends on how the actors' slices interleaved (LANGUAGE.md, "Actors"). */
+static char *normalised(const char *out, bool actors)
 {
     static const char *const clocked[] = {"wall_duration_ns: ", "process_cpu_duration_ns: ",
-                                          "producer_wait_ns: ", "observed_rate_hz: "};
+                                          "producer_wait_ns: ", "observed_rate_hz: ",
+                                          "peak_live_bytes: ", "live_at_peak_bytes: "};
+    size_t nclocked = sizeof clocked / sizeof clocked[0] - (actors ? 0 : 2);
     static const struct { const char *from, *to; } words[] = {
         {"backend: vm_alloc_hooks", "backend: interpreter_alloc_hooks"},
         {"backend: vm_safe_point", "backend: interpreter_safe_point"},
@@ -32,7 +35,7 @@ static char *normalised(const char *out)
         while (*t == ' ')
             t++;
         bool done = false;
-        for (size_t i = 0; i < sizeof clocked / sizeof clocked[0] && !done; i++)
+        for (size_t i = 0; i < nclocked && !done; i++)
             if (!strncmp(t, clocked[i], strlen(clocked[i]))) {
                 size_t keep = (size_t)(t - line) + strlen(clocked[i]);
                 memcpy(w, line, keep);
@@ -61,8 +64,8 @@ static char *normalised(const char *out)
 
 /* Runs FILE in dir on both backends with opts; expects equal envelopes and the given exit
  * status, and returns the interpreter's for further checks (free it). */
-static char *same_on_both(const char *dir, const char *file, const char *const *opts,
-                          int status)
+static char *same_on_both_exe(const char *exe, const char *dir, const char *file,
+                              const char *const *opts, int status, bool actors)
 {
     const char *argv[2][24];
     const char *backends[2] = {"--backend=interp", "--backend=vm"};
@@ -77,10 +80,13 @@ static char *same_on_both(const char *dir, const char *file, const char *const *
         for (size_t i = 0; opts && opts[i]; i++)
             argv[b][n++] = opts[i];
         argv[b][n] = NULL;
-        jtt_run(dir, argv[b], &r[b]);
+        if (exe)
+            jtt_run_exe(exe, dir, argv[b], &r[b]);
+        else
+            jtt_run(dir, argv[b], &r[b]);
         cr_expect_eq(r[b].status, status, "%s %s: exit %d\n%s%s", file, backends[b],
                      r[b].status, r[b].out, r[b].err);
-        norm[b] = normalised(r[b].out);
+        norm[b] = normalised(r[b].out, actors);
     }
     cr_expect_str_eq(norm[1], norm[0], "%s: the VM's envelope differs from the interpreter's",
                      file);
@@ -91,6 +97,12 @@ static char *same_on_both(const char *dir, const char *file, const char *const *
     jtt_run_free(&r[1]);
     free(norm[1]);
     return norm[0];
+}
+
+static char *same_on_both(const char *dir, const char *file, const char *const *opts,
+                          int status)
+{
+    return same_on_both_exe(NULL, dir, file, opts, status, false);
 }
 
 static const char *const memory[] = {"--profile-memory", NULL};
@@ -121,7 +133,9 @@ Test(backend, every_example_prints_the_same_memory_profile)
         jtt_run(dir, argv, &probe); /* the exit status the example has */
         int status = probe.status;
         jtt_run_free(&probe);
-        char *out = same_on_both(dir, examples[i][1], memory, status);
+        /* pipeline's four actors are preempted by time: its peak may differ */
+        char *out = same_on_both_exe(NULL, dir, examples[i][1], memory, status,
+                                     !strcmp(examples[i][0], "pipeline"));
         cr_expect(strstr(out, "mode: memory"), "%s", out);
         free(out);
     }
@@ -305,7 +319,7 @@ Test(backend, actors_run_the_same)
               "    print(send(a, \"late\"))\n"
               "    print(self())\n"
               "}\n");
-    char *out = same_on_both(dir, "main.jett", one_worker, 0);
+    char *out = same_on_both_exe(NULL, dir, "main.jett", one_worker, 0, true);
     cr_expect(strstr(out, "[a!0, a!1, a!2, ma]"), "%s", out);
     free(out);
     jtt_rmtree(dir);
@@ -408,4 +422,66 @@ Test(backend, an_unknown_backend_is_a_cli_error)
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "--backend given more than once"), "%s", r.err);
     jtt_run_free(&r);
+}
+
+/* CPU profiles through the test-only tick source (jett-ticks, tests/runtime/ticks.c): a tick is
+ * raised at every N-th safe point and answered there, so both backends must pass the same safe
+ * points (statements, calls, returns, loop back-edges) with the same current statement and
+ * stack for their profiles to be equal: every sample count, hot line and chain. */
+Test(backend, cpu_profiles_with_ticks_at_every_nth_safe_point_are_the_same)
+{
+    const char *ticks = getenv("JETT_TICKS");
+    cr_assert(ticks && *ticks, "JETT_TICKS is not set (run through meson test)");
+    static const char *const cpu[] = {"--profile", "--profile-threshold", "0",
+                                      "--profile-limit", "100", NULL};
+    /* Few enough samples for the CPU ring to hold a whole run (no tick may be dropped for
+     * lack of room, which would depend on the daemon's speed). */
+    static const char *const every[] = {"10007", "65537"};
+    /* Not pipeline: its actors are preempted by time, so which actor a tick finds running
+     * depends on the clock, on either backend. */
+    static const char *const examples[][2] = {
+        {"cpu_hotspot", "src/main.jett"}, {"alloc_builder", "main.jett"},
+        {"retaining_cache", "main.jett"}, {"runtime_failure", "main.jett"},
+    };
+    for (size_t e = 0; e < sizeof every / sizeof every[0]; e++) {
+        setenv("JETT_TEST_TICK_EVERY", every[e], 1);
+        for (size_t i = 0; i < sizeof examples / sizeof examples[0]; i++) {
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s/examples/%s", jtt_source_root(), examples[i][0]);
+            int status = strcmp(examples[i][0], "runtime_failure") ? 0 : 1;
+            char *out = same_on_both_exe(ticks, dir, examples[i][1], cpu, status, false);
+            cr_expect(strstr(out, "mode: cpu"), "%s", out);
+            /* the ticks were injected, and answered: samples, all attributed */
+            const char *rs = strstr(out, "recorded_samples: ");
+            cr_expect(rs && atol(rs + 18) > 0, "no samples with a tick every %s:\n%s",
+                      every[e], out);
+            cr_expect(strstr(out, "dropped_ticks: 0\n"), "%s", out);
+            free(out);
+        }
+    }
+    /* the language corpus too, a tick at every safe point */
+    setenv("JETT_TEST_TICK_EVERY", "1", 1);
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett",
+              "fn fib(n: int) -> int {\n"
+              "    if n < 2 { return n }\n"
+              "    return fib(n - 1) + fib(n - 2)\n"
+              "}\n"
+              "fn main() {\n"
+              "    var xs = []\n"
+              "    for i in 0..30 { push(xs, str(fib(i % 12))) }\n"
+              "    var n = 0\n"
+              "    for x in xs {\n"
+              "        if len(x) > 1 { continue }\n"
+              "        n = n + 1\n"
+              "    }\n"
+              "    while n > 0 { n = n - 3 }\n"
+              "    sleep(2)\n"
+              "    print(n)\n"
+              "}\n");
+    char *out = same_on_both_exe(ticks, dir, "main.jett", cpu, 0, false);
+    cr_expect(strstr(out, "function: fib"), "%s", out);
+    cr_expect(strstr(out, "dropped_ticks: 0\n"), "%s", out);
+    free(out);
+    jtt_rmtree(dir);
 }
