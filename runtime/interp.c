@@ -756,6 +756,7 @@ void jt_vm_fini(struct jt_vm *vm)
         free(vm->globals);
     free(vm->stack);
     free(vm->frames);
+    free(vm->bc_frames);
     jp_buf_free(&vm->out);
     jp_buf_free(&vm->err);
     jp_buf_free(&vm->errmsg);

@@ -49,6 +49,7 @@ struct jt_vm {
      * there (a migration keeps every function identity and call chain). */
     struct jt_frame_rec { uint32_t frame, line, col; } *frames;
     uint32_t init_frame;        /* the <init> frame while globals initialise (depth 0), or 0 */
+    void *bc_frames;            /* the bytecode VM's saved callers (vm.c), made at its first call */
 };
 
 void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt);

@@ -26,6 +26,32 @@
 #define JT_THREADED 0
 #endif
 
+/* A stack value read field by field. A fast path stores a result's fields separately (the
+ * compiler drops a kind store it knows is redundant), and a load wider than the store before
+ * it (a 16-byte copy, or the kind with its padding) cannot be forwarded from the store buffer:
+ * on the hot paths that stall costs more than the instruction. */
+static inline jv top_value(const jv *p)
+{
+    jv v;
+    v.k = p->k;
+    v.u.i = p->u.i;
+    return v;
+}
+
+/* Whether a value already has a declared type (jt_convert would leave it as it is). */
+static inline bool has_type(enum jt_type ty, uint32_t k)
+{
+    switch (ty) {
+    case JT_TY_ANY: return true;
+    case JT_TY_INT: return k == JV_INT;
+    case JT_TY_BOOL: return k == JV_BOOL;
+    case JT_TY_STR: return k == JV_STR;
+    case JT_TY_LIST: return k == JV_LIST;
+    case JT_TY_SECRET: return k == JV_SECRET;
+    default: return false;
+    }
+}
+
 static inline void push_local(jv *sp, jv v)
 {
     jv_retain(v);
@@ -34,16 +60,30 @@ static inline void push_local(jv *sp, jv v)
 
 /* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
  * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
+/* What a call made inside the loop keeps of its caller, at vm->bc_frames[depth before the
+ * call] (the depth the tree walker's call_body would be at). */
+struct bc_frame {
+    const uint32_t *pc;          /* where the caller goes on */
+    const struct jt_bc *bc;      /* the caller's code */
+    const struct jt_fn *caller;  /* vm->fn before the call */
+    const struct jt_node *at;    /* the call node: the return value's conversion errors */
+    uint64_t caller_base;
+    uint32_t line, col;          /* the caller's statement */
+};
+
 static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 {
     jv *const stack = vm->stack;
-    jv *const locals = stack + vm->base;
+    jv *locals = stack + vm->base;
     jv *const bottom = stack + floor;
     jv *sp = bottom;
-    const uint32_t *const code = bc->code;
+    const uint32_t *code = bc->code;
     const uint32_t *pc = code;
-    const struct jt_node *const *const pos = bc->pos;
+    const struct jt_node *const *pos = bc->pos;
     struct jt_heap *const heap = &vm->heap;
+    /* Calls made here run in this loop; the frame run() was called for is at entry_depth. */
+    const uint32_t entry_depth = vm->depth;
+    struct bc_frame *frames = vm->bc_frames;
     jv r;
 
 #if JT_THREADED
@@ -258,7 +298,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(JUMP) pc = code + *pc; NEXT;
     CASE(JFALSE)
     {
-        jv c = *--sp;
+        jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
             jt_truthy(vm, pos[pc[0]], c);
             goto unwind;
@@ -268,7 +308,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(JTRUE)
     {
-        jv c = *--sp;
+        jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
             jt_truthy(vm, pos[pc[0]], c);
             goto unwind;
@@ -296,11 +336,11 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         }
         NEXT;
     }
-    CASE(POP) jv_release(heap, *--sp); NEXT;
+    CASE(POP) jv_release(heap, top_value(--sp)); NEXT;
     CASE(LET)
     {
         const struct jt_node *n = pos[*pc++];
-        jv v = *--sp;
+        jv v = top_value(--sp);
         if (n->ty != JT_TY_ANY && !jt_convert(vm, n, n->ty, &v, "variable", n->name))
             goto unwind;
         jt_store(vm, &locals[n->slot], v);
@@ -310,11 +350,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv *slot = &locals[*pc++];
         jv old = *slot;
-        /* The two fields one by one: an arithmetic fast path has just stored the top's
-         * payload alone, which a whole 16-byte load could not take from the store buffer. */
-        --sp;
-        slot->k = sp->k;
-        slot->u.i = sp->u.i;
+        *slot = top_value(--sp);
         jv_release(heap, old);
         NEXT;
     }
@@ -357,7 +393,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[pc[0]];
         uint32_t i = pc[1];
         pc += 2;
-        if (!jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
+        if (!has_type(n->fn->params[i].ty, sp[-1].k) &&
+            !jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
                         n->fn->params[i].name)) {
             sp--; /* released by the conversion */
             goto unwind;
@@ -366,6 +403,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(CALL)
     {
+        /* The tree walker's call_body (interp.c), in the loop: the frame record, enter through
+         * this instruction's call-site cache, the call's safe point, then the callee's code. */
         const struct jt_node *n = pos[pc[0]];
         struct jettprof_site *site = &bc->sites[pc[1]];
         pc += 2;
@@ -373,12 +412,31 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         jv *base = sp - n->nkids;
         for (jv *e = base + f->nslots; sp < e;)
             *sp++ = NIL;
-        vm->sp = (uint64_t)(sp - stack);
-        r = jt_call_frame(vm, n, site, f, (uint64_t)(base - stack));
-        sp = base; /* the frame was released */
-        if (vm->ctl)
-            goto unwind;
-        *sp++ = r;
+        if (__builtin_expect(!frames, 0)) {
+            frames = vm->bc_frames = malloc(sizeof *frames * (JT_MAX_DEPTH + 1));
+            if (!frames) {
+                jt_rt_error(vm, n, "out of memory: cannot call %s", f->name);
+                goto unwind;
+            }
+        }
+        frames[vm->depth] = (struct bc_frame){pc, bc, vm->fn, n, vm->base, vm->line, vm->col};
+        vm->frames[vm->depth] = (struct jt_frame_rec){f->prof_frame, vm->line, vm->col};
+        vm->fn = f;
+        vm->base = (uint64_t)(base - stack);
+        vm->depth++;
+        if (vm->pf)
+            jettprof_enter_fast(vm->pf, site, f->prof_frame);
+        else if (vm->pt)
+            jettprof_enter(vm->pt, f->prof_frame);
+        bc = f->bc;
+        code = bc->code;
+        pos = bc->pos;
+        locals = base;
+        if (!jt_safe_point(vm)) { /* call */
+            r = NIL;
+            goto leave;
+        }
+        pc = code;
         NEXT;
     }
     CASE(BUILTIN)
@@ -558,22 +616,69 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(RETURN)
     {
-        jv v = *--sp;
-        while (sp > bottom) /* loop state: ints */
-            jv_release(heap, *--sp);
-        vm->retv = v;
-        vm->ctl = CTL_RETURN;
-        vm->sp = floor;
-        return NIL;
+        r = top_value(--sp);
+        if (vm->depth == entry_depth) { /* call_body returns it */
+            while (sp > bottom) /* loop state: ints */
+                jv_release(heap, *--sp);
+            vm->retv = r;
+            vm->ctl = CTL_RETURN;
+            vm->sp = floor;
+            return NIL;
+        }
+        goto returned;
     }
     CASE(END)
     {
-        vm->sp = floor;
-        return NIL;
+        if (vm->depth == entry_depth) {
+            vm->sp = floor;
+            return NIL;
+        }
+        r = NIL;
+    returned:
+        if (!jt_safe_point(vm)) /* return */
+            goto leave;
+        {
+            /* call_body's epilogue for a call made in this loop; with vm->ctl set (an error
+             * or interrupt in the callee, r NIL) it releases the frame and goes on unwinding
+             * in the caller. */
+            const struct jt_fn *f;
+            struct bc_frame *fr;
+        leave:
+            f = vm->fn;
+            if (vm->pf)
+                jettprof_leave_fast(vm->pf);
+            else if (vm->pt)
+                jettprof_leave(vm->pt);
+            vm->depth--;
+            fr = &frames[vm->depth];
+            vm->fn = fr->caller;
+            vm->base = fr->caller_base;
+            if (!vm->ctl) {
+                jt_prof_stmt(vm, fr->line, fr->col); /* the caller's statement again */
+                if (!has_type(f->ret, r.k))
+                    jt_convert(vm, fr->at, f->ret, &r, "the return value of", f->name);
+            }
+            for (jv *e = locals + f->nslots; sp < e;) /* temporaries left by an unwinding */
+                jv_release(heap, *--sp);
+            for (uint32_t i = 0; i < f->nslots; i++)
+                jv_release(heap, locals[i]);
+            sp = locals;
+            bc = fr->bc;
+            code = bc->code;
+            pos = bc->pos;
+            pc = fr->pc;
+            locals = stack + vm->base;
+            if (vm->ctl) {
+                jv_release(heap, r);
+                goto unwind;
+            }
+            *sp++ = r;
+            NEXT;
+        }
     }
     CASE(VALUE)
     {
-        r = *--sp;
+        r = top_value(--sp);
         vm->sp = floor;
         return r;
     }
@@ -587,6 +692,10 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 #undef NEXT
 
 unwind:
+    if (vm->depth != entry_depth) { /* a call made here: its epilogue, then the caller's */
+        r = NIL;
+        goto leave;
+    }
     while (sp > bottom)
         jv_release(heap, *--sp);
     vm->sp = floor;
