@@ -25,12 +25,30 @@ static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
     fwrite(p, 1, n, to_err ? stderr : stdout); /* one locked stdio call: lines never mix */
 }
 
+/* The decimal digits of v written backwards before end (at most 20 bytes); their count. */
+static size_t int_text(int64_t v, char *end)
+{
+    char *p = end;
+    uint64_t u = v < 0 ? 0u - (uint64_t)v : (uint64_t)v;
+    do
+        *--p = (char)('0' + u % 10u);
+    while ((u /= 10u) != 0);
+    if (v < 0)
+        *--p = '-';
+    return (size_t)(end - p);
+}
+
 /* Text of a value as print() shows it. Interpreter-internal buffer, not a Jett event. */
 static void to_text(const jv v, struct jp_buf *b, int depth)
 {
     switch (v.k) {
     case JV_NIL: jt_buf_puts(b, "nil"); return;
-    case JV_INT: jt_buf_printf(b, "%" PRId64, v.u.i); return;
+    case JV_INT: {
+        char d[24];
+        size_t len = int_text(v.u.i, d + sizeof d);
+        jt_buf_put(b, d + sizeof d - len, len);
+        return;
+    }
     case JV_BOOL: jt_buf_puts(b, v.u.i ? "true" : "false"); return;
     case JV_STR: {
         const struct jt_str *s = (const struct jt_str *)v.u.o;
@@ -151,6 +169,10 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         if (a[0].k == JV_STR || a[0].k == JV_SECRET) {
             r = a[0];
             a[0] = NIL;
+        } else if (a[0].k == JV_INT) { /* the common case, without a text buffer */
+            char d[24];
+            size_t len = int_text(a[0].u.i, d + sizeof d);
+            jt_new_str(vm, n, d + sizeof d - len, len, &r, JV_STR);
         } else {
             struct jp_buf b = {0};
             to_text(a[0], &b, 0);

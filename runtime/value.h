@@ -26,7 +26,8 @@ struct jt_obj {
 };
 
 typedef struct jv {
-    uint32_t k;          /* enum jv_kind */
+    uint64_t k;          /* enum jv_kind (a whole word: it is stored and loaded with the payload
+                          * beside it, and a wider load than the store cannot be forwarded) */
     union {
         int64_t i;       /* JV_INT, JV_BOOL */
         struct jt_obj *o;/* JV_STR, JV_SECRET (a jt_str), JV_LIST */

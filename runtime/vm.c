@@ -52,6 +52,12 @@ static inline bool has_type(enum jt_type ty, uint32_t k)
     }
 }
 
+static inline void push_value(jv *sp, jv v)
+{
+    sp->k = v.k;
+    sp->u.i = v.u.i;
+}
+
 static inline void push_local(jv *sp, jv v)
 {
     jv_retain(v);
@@ -253,7 +259,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_op_binary(vm, n, sp[0], mk_int(n->b->ival));
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(BINARY)
@@ -264,7 +270,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_op_binary(vm, n, sp[0], sp[1]);
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(UNARY)
@@ -273,7 +279,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_op_unary(vm, n, *--sp);
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(INDEX)
@@ -283,7 +289,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_op_index(vm, n, sp[0], sp[1]);
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(TRUTHY)
@@ -448,7 +454,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_builtin_apply(vm, n, sp, nargs);
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(LEN)
@@ -513,7 +519,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         r = jt_actor_spawn_start(vm, n, args);
         if (vm->ctl)
             goto unwind;
-        *sp++ = r;
+        push_value(sp++, r);
         NEXT;
     }
     CASE(RANGE)
@@ -672,7 +678,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
                 jv_release(heap, r);
                 goto unwind;
             }
-            *sp++ = r;
+            push_value(sp++, r);
             NEXT;
         }
     }
