@@ -320,7 +320,8 @@ static void stmt(struct cc *c, const struct jt_node *n)
             stmt(c, n->kids[i]);
         return;
     }
-    op1(c, JT_OP_STMT, pos(c, n), 0);
+    op2(c, JT_OP_STMT, pos(c, n), n->line, 0);
+    word(c, n->col);
     switch (n->kind) {
     case JT_N_EXPR:
         expr(c, n->a);

@@ -31,7 +31,8 @@
 /* X(NAME, operand words). Operands: P a position-table index, S a local slot, T a jump
  * target (a word index into code), N a count, C a call-site cache index. */
 #define JT_BC_OPS(X)                                                                              \
-    X(STMT, 1)       /* P: the statement's start becomes current; its safe point */           \
+    X(STMT, 3)       /* P L C: the statement's start (line L, column C, as P's) becomes      \
+                        current; its safe point */                                            \
     X(NIL, 0) X(TRUE, 0) X(FALSE, 0)                                                          \
     X(INT, 2)        /* low word, high word */                                                \
     X(STR, 1)        /* P: a string literal node */                                           \

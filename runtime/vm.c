@@ -110,8 +110,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 
     CASE(STMT)
     {
-        const struct jt_node *n = pos[*pc++];
-        jt_prof_stmt(vm, n->line, n->col);
+        jt_prof_stmt(vm, pc[1], pc[2]); /* P's line and column, inline */
+        pc += 3;
         if (!jt_safe_point(vm))
             goto unwind;
         NEXT;

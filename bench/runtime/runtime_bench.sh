@@ -4,6 +4,9 @@
 #   CPU:    examples/cpu_hotspot with --profile (1000 Hz)   target <= 3% wall
 #   memory: examples/alloc_builder with --profile-memory    target <= 30% wall
 #   actors: examples/pipeline on --workers 2, in both modes (the same targets)
+#   backends: cpu_hotspot, alloc_builder and bench/runtime/calls.jett (call-heavy) on the
+#           tree walker and the bytecode VM, unprofiled (goal: the VM 4x as fast), and the
+#           VM's own profiled / unprofiled ratios with the interpreter's goals
 # Prints medians of RUNS runs of each: wall seconds (the target's unit) and, where
 # /usr/bin/time exists, CPU seconds (user + system of jett and its private jettprofd), which a
 # loaded shared machine disturbs less. Never asserts.
@@ -68,10 +71,47 @@ compare() {
     fi
 }
 
+# speed LABEL PROGRAM: the same program unprofiled on --backend interp and --backend vm,
+# interleaved; the speed-up is interp / vm (wall, and CPU where /usr/bin/time exists).
+speed() {
+    label=$1 prog=$2
+    i_f=$(mktemp) v_f=$(mktemp)
+    one "$prog" --backend interp >/dev/null
+    one "$prog" --backend vm >/dev/null
+    i=0
+    while [ $i -lt "$RUNS" ]; do
+        if [ $((i % 2)) -eq 0 ]; then
+            one "$prog" --backend interp >>"$i_f"
+            one "$prog" --backend vm >>"$v_f"
+        else
+            one "$prog" --backend vm >>"$v_f"
+            one "$prog" --backend interp >>"$i_f"
+        fi
+        i=$((i + 1))
+    done
+    iw=$(cut -d' ' -f1 "$i_f" | median) vw=$(cut -d' ' -f1 "$v_f" | median)
+    ic=$(cut -d' ' -f2 "$i_f" | median) vc=$(cut -d' ' -f2 "$v_f" | median)
+    rm -f "$i_f" "$v_f"
+    awk -v l="$label" -v i="$iw" -v v="$vw" -v n="$RUNS" 'BEGIN {
+        printf "%s backends wall: interp median %.3f s, vm median %.3f s over %d runs each: speed-up %.2f (goal >= 4)\n",
+               l, i / 1e9, v / 1e9, n, i / v }'
+    if [ "$vc" -gt 0 ]; then
+        awk -v l="$label" -v i="$ic" -v v="$vc" 'BEGIN {
+            printf "%s backends cpu:  interp median %.3f s, vm median %.3f s: speed-up %.2f\n",
+                   l, i / 1e3, v / 1e3, i / v }'
+    fi
+}
+
 # Wall time on a shared machine depends on its load: say what it was.
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), cpus: $(nproc)"
 compare "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 3
 compare "alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30
 compare "pipeline_cpu" "$ROOT/examples/pipeline/main.jett" --profile 3 --workers 2
 compare "pipeline_mem" "$ROOT/examples/pipeline/main.jett" --profile-memory 30 --workers 2
+speed "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett"
+speed "alloc_builder" "$ROOT/examples/alloc_builder/main.jett"
+speed "calls" "$ROOT/bench/runtime/calls.jett"
+compare "vm_cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 2 --backend vm
+compare "vm_calls" "$ROOT/bench/runtime/calls.jett" --profile 2 --backend vm
+compare "vm_alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30 --backend vm
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
