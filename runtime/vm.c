@@ -664,7 +664,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
                 if (!has_type(f->ret, r.k))
                     jt_convert(vm, fr->at, f->ret, &r, "the return value of", f->name);
             }
-            for (jv *e = locals + f->nslots; sp < e;) /* temporaries left by an unwinding */
+            for (jv *e = locals + f->nslots; sp > e;) /* temporaries left by an unwinding */
                 jv_release(heap, *--sp);
             for (uint32_t i = 0; i < f->nslots; i++)
                 jv_release(heap, locals[i]);
