@@ -105,6 +105,7 @@ int jt_cli_parse(int argc, char **argv, struct jt_cli *c, char *err, size_t errc
     c->limit = 10;
     c->rate_hz = JP_RATE_HZ_DEFAULT;
     c->workers = 1;
+    c->backend = JT_BACKEND_VM;
     bool seen[O_COUNT] = {false};
     char v[64];
     for (int i = 0; i < argc; i++) {

@@ -48,7 +48,7 @@ struct jt_cli {
     struct jt_export { uint32_t format; const char *path; } exports[JT_MAX_EXPORTS];
     uint32_t nexports;
     uint32_t workers; /* --workers N: runtime worker threads, 1..JT_MAX_WORKERS (default 1) */
-    enum jt_backend backend; /* --backend interp|vm (default interp) */
+    enum jt_backend backend; /* --backend interp|vm (default vm) */
 };
 #define JT_MAX_WORKERS 64u
 /* Parses `argv[0..argc)` as the arguments after `jett run` (options in any order, FILE once).

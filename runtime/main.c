@@ -211,8 +211,8 @@ static const char usage_text[] =
     "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
     "                                 speedscope, svg) to PATH; repeatable\n"
     "  --workers N                    run the actors on N worker threads, 1..64 (default 1)\n"
-    "  --backend interp|vm            run on the tree-walking interpreter (default) or the\n"
-    "                                 bytecode VM\n"
+    "  --backend interp|vm            run on the tree-walking interpreter or the bytecode VM\n"
+    "                                 (default vm)\n"
     "  --agent                        one TOON run envelope on stdout\n"
     "Exit status: the program's (0 returned, 1 runtime error, 130 interrupted), 2 usage\n"
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";

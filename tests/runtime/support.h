@@ -18,16 +18,19 @@ const char *jtt_build_root(void);
 const char *jtt_source_root(void);
 const char *jtt_jett(void);
 
-/* The backend the suite runs on ($JETT_TEST_BACKEND, "vm"), or NULL for jett's default. With
- * one set, every `jett run` without a --backend of its own gets it, and every child's output
- * shows the interpreter's backend word instead of that backend's (the one field that may
- * differ), so the suite's comparisons hold the rest byte for byte. */
+/* The backend the suite runs on ($JETT_TEST_BACKEND, "interp"), or NULL for jett's default (the
+ * VM). With one set, every `jett run` without a --backend of its own gets it; and the output of
+ * every child run without a --backend of its own shows the interpreter's backend word whichever
+ * backend ran (the one field that may differ), so the suite's comparisons hold the rest byte
+ * for byte on both. */
 const char *jtt_backend(void);
 
 /* Runs jett with argv (NULL-terminated, argv[0] excluded) in directory cwd (NULL: inherit).
  * If sigint_after_ms >= 0, sends SIGINT that long after the child wrote `sync` to stderr
  * (or after the delay from start when sync is NULL). Fails the test on a harness error. */
 void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
+/* jtt_run without $JETT_TEST_BACKEND's option and with the output as jett printed it. */
+void jtt_run_raw(const char *cwd, const char *const *argv, struct jt_run *r);
 /* `jett run FILE OPTS...` in cwd: opts is NULL-terminated, or NULL for none. */
 void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,

@@ -88,7 +88,7 @@ static const char hot_src[] =
  * fast as the tree walker. */
 static int hot_rounds(void)
 {
-    return jtt_backend() && !strcmp(jtt_backend(), "vm") ? 16 : 4;
+    return jtt_backend() && !strcmp(jtt_backend(), "interp") ? 4 : 16;
 }
 
 Test(cpu, the_known_hot_function_is_ranked_first_within_tolerance)
