@@ -384,6 +384,20 @@ jv jt_read_global(struct jt_vm *vm, const struct jt_node *n)
     return v;
 }
 
+/* n->a then n->b into *a and *b (owned); false, holding nothing, while vm->ctl unwinds. */
+static inline bool eval_operands(struct jt_vm *vm, const struct jt_node *n, jv *a, jv *b)
+{
+    *a = jt_eval(vm, n->a);
+    if (vm->ctl)
+        return false;
+    *b = jt_eval(vm, n->b);
+    if (vm->ctl) {
+        jv_release(&vm->heap, *a);
+        return false;
+    }
+    return true;
+}
+
 jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
 {
     switch (n->kind) {
@@ -417,15 +431,8 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
     case JT_N_CALL: return call_fn(vm, n);
     case JT_N_BUILTIN: return jt_call_builtin(vm, n);
     case JT_N_INDEX: {
-        jv a = jt_eval(vm, n->a);
-        if (vm->ctl)
-            return NIL;
-        jv i = jt_eval(vm, n->b);
-        if (vm->ctl) {
-            jv_release(&vm->heap, a);
-            return NIL;
-        }
-        return jt_op_index(vm, n, a, i);
+        jv a, i;
+        return eval_operands(vm, n, &a, &i) ? jt_op_index(vm, n, a, i) : NIL;
     }
     case JT_N_UNARY: {
         jv v = jt_eval(vm, n->a);
@@ -434,15 +441,8 @@ jv jt_eval(struct jt_vm *vm, const struct jt_node *n)
         return jt_op_unary(vm, n, v);
     }
     case JT_N_BINARY: {
-        jv a = jt_eval(vm, n->a);
-        if (vm->ctl)
-            return NIL;
-        jv b = jt_eval(vm, n->b);
-        if (vm->ctl) {
-            jv_release(&vm->heap, a);
-            return NIL;
-        }
-        return jt_op_binary(vm, n, a, b);
+        jv a, b;
+        return eval_operands(vm, n, &a, &b) ? jt_op_binary(vm, n, a, b) : NIL;
     }
     case JT_N_AND:
     case JT_N_OR: {
