@@ -69,15 +69,24 @@ static void same(const char *what, const char *a, size_t na, const char *b, size
     }
 }
 
+/* Where each program is written (jt_compile reads a file), removed at exit. */
+static char dir[] = "/tmp/fuzz_backends.XXXXXX";
+static char path[64];
+
+static void remove_dir(void)
+{
+    unlink(path);
+    rmdir(dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64];
     if (!path[0]) {
-        char dir[] = "/tmp/fuzz_backends.XXXXXX";
         if (!mkdtemp(dir))
             abort();
         snprintf(path, sizeof path, "%s/main.jett", dir);
+        atexit(remove_dir);
     }
     char *src;
     size_t len = tl_jett_program(data, size, &src);
