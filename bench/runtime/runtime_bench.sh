@@ -104,10 +104,12 @@ speed() {
 
 # Wall time on a shared machine depends on its load: say what it was.
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg), cpus: $(nproc)"
-compare "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 3
-compare "alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30
-compare "pipeline_cpu" "$ROOT/examples/pipeline/main.jett" --profile 3 --workers 2
-compare "pipeline_mem" "$ROOT/examples/pipeline/main.jett" --profile-memory 30 --workers 2
+# the interpreter's rows as before the VM became jett's default
+compare "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 3 --backend interp
+compare "alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30 --backend interp
+compare "pipeline_cpu" "$ROOT/examples/pipeline/main.jett" --profile 3 --workers 2 --backend interp
+compare "pipeline_mem" "$ROOT/examples/pipeline/main.jett" --profile-memory 30 --workers 2 \
+    --backend interp
 speed "cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett"
 speed "alloc_builder" "$ROOT/examples/alloc_builder/main.jett"
 speed "calls" "$ROOT/bench/runtime/calls.jett"
