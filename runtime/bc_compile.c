@@ -259,6 +259,12 @@ static void expr(struct cc *c, const struct jt_node *n)
         op1(c, JT_OP_INDEX, pos(c, n), -1);
         return;
     case JT_N_UNARY:
+        if (n->op == JT_T_MINUS && n->a->kind == JT_N_INT && n->a->ival != INT64_MIN) {
+            /* -LITERAL is a constant (only -INT64_MIN would fail, and no literal is that) */
+            uint64_t v = (uint64_t)-n->a->ival;
+            op2(c, JT_OP_INT, (uint32_t)v, (uint32_t)(v >> 32), 1);
+            return;
+        }
         expr(c, n->a);
         op1(c, JT_OP_UNARY, pos(c, n), 0);
         return;

@@ -276,7 +276,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(UNARY)
     {
         const struct jt_node *n = pos[*pc++];
-        r = jt_op_unary(vm, n, *--sp);
+        uint64_t k = sp[-1].k;
+        if (n->op == JT_T_NOT ? k == JV_BOOL : k == JV_INT && sp[-1].u.i != INT64_MIN) {
+            int64_t v = sp[-1].u.i;
+            sp[-1] = n->op == JT_T_NOT ? mk_bool(!v) : mk_int(-v);
+            NEXT;
+        }
+        r = jt_op_unary(vm, n, top_value(--sp));
         if (vm->ctl)
             goto unwind;
         push_value(sp++, r);
