@@ -3,7 +3,9 @@
  *
  * Both backends run the same language on the same values, heap and allocation boundary: the
  * VM evaluates operands in the tree walker's order and applies them with the operations
- * interp.h shares (jt_op_*, jt_builtin_apply, jt_call_frame), so it allocates and releases the
+ * interp.h shares (jt_op_*, jt_builtin_apply, the spawn steps), and makes its calls with the
+ * tree walker's protocol (interp.c's call_body: the same enter, leave, safe points, frame
+ * records and releases, in the same order), so it allocates and releases the
  * same objects in the same order, reports the same errors at the same positions, and passes
  * the same safe points (each statement, call entry, return and loop back-edge) with the same
  * current statement. A memory profile is therefore the same events in the same order, and a
@@ -108,7 +110,7 @@ const char *jt_bc_op_name(uint32_t op);
 void jt_bc_disassemble(const struct jt_bc *bc, struct jp_buf *b);
 
 struct jt_vm;
-/* Runs f's body in the frame jt_call_frame set up (vm->base, vm->sp = base + f->nslots): a
+/* Runs f's body in the frame call_body set up (vm->base, vm->sp = base + f->nslots): a
  * `return` leaves its value in vm->retv with vm->ctl CTL_RETURN, as the tree walker does. */
 void jt_bc_exec(struct jt_vm *vm, const struct jt_fn *f);
 /* Evaluates a global's initialiser: an owned value, or NIL while vm->ctl unwinds. */

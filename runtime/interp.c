@@ -174,12 +174,6 @@ call_body(struct jt_vm *vm, const struct jt_node *n, struct jettprof_site *site,
     return r;
 }
 
-jv jt_call_frame(struct jt_vm *vm, const struct jt_node *at, struct jettprof_site *site,
-                 const struct jt_fn *f, uint64_t base)
-{
-    return call_body(vm, at, site, f, base, true);
-}
-
 /* Room for f's frame: 0, or false after the stack-overflow error. */
 static bool call_room(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f)
 {

@@ -155,10 +155,5 @@ jv jt_read_global(struct jt_vm *vm, const struct jt_node *n);
 void jt_assign_global(struct jt_vm *vm, const struct jt_node *n, jv v);
 /* Builtin n->op applied to a[0..nargs) (owned, consumed); n gives the position. */
 jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t nargs);
-/* A call of f whose frame is in stack slots base..base+f->nslots (arguments converted, the
- * rest NIL, all owned there): enter with the call-site cache site, run f's bytecode, leave,
- * convert the result (at `at`) and release the slots; vm->sp is base after it. */
-jv jt_call_frame(struct jt_vm *vm, const struct jt_node *at, struct jettprof_site *site,
-                 const struct jt_fn *f, uint64_t base);
 
 #endif

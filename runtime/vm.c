@@ -1,12 +1,14 @@
-/* The bytecode VM (bytecode.h): one dispatch loop per running function, threaded with
- * computed gotos where the compiler has them. A Jett call is a C call (CALL -> jt_call_frame,
- * which enters, runs the callee's loop, leaves and releases its frame), as in the tree walker,
- * so actors, preemption at safe points and migration work on the VM unchanged: an actor's C
- * stack holds its loops, its value stack (vm->stack) their locals and temporaries.
+/* The bytecode VM (bytecode.h): one dispatch loop, threaded with computed gotos where the
+ * compiler has them. The first call of main or of an actor comes from C (interp.c's call_body,
+ * which then runs the callee here); a call made by bytecode stays in the loop: CALL saves the
+ * caller in vm->bc_frames and jumps, RETURN and END run call_body's epilogue in place. Actors,
+ * preemption at safe points and migration work on the VM unchanged: an actor's coroutine stack
+ * holds its loop, its value stack (vm->stack) the locals and temporaries of all its calls.
  *
  * Ownership is the tree walker's: every value on the stack is an owned reference. An error or
- * interrupt sets vm->ctl; the loop then releases its temporaries, top first, and returns, and
- * each caller's CALL sees vm->ctl and does the same.
+ * interrupt sets vm->ctl; the loop then releases the current call's temporaries, top first,
+ * runs its epilogue (leave, release the frame) and goes on unwinding in the caller, until the
+ * call it was entered for, which returns to C.
  *
  * The integer fast paths (ADD ... GE on two ints without overflow, LOCAL, SET_LOCAL, the loop
  * steps) do inline what the shared operation would; anything else calls it. */
