@@ -119,6 +119,7 @@ static void one_file(const char *src, int status, const char *expect)
         cr_expect(strstr(out, expect), "expected '%s' in\n%s", expect, out);
     free(out);
     jtt_rmtree(dir);
+    free(dir);
 }
 
 Test(backend, every_example_prints_the_same_memory_profile)
@@ -298,6 +299,7 @@ Test(backend, imports_globals_and_the_stdlib_run_the_same)
     cr_expect(strstr(out, "10-11-12-13-14"), "%s", out);
     free(out);
     jtt_rmtree(dir);
+    free(dir);
 }
 
 Test(backend, actors_run_the_same)
@@ -326,6 +328,7 @@ Test(backend, actors_run_the_same)
     cr_expect(strstr(out, "[a!0, a!1, a!2, ma]"), "%s", out);
     free(out);
     jtt_rmtree(dir);
+    free(dir);
 }
 
 /* Each runtime error unwinds what was in flight (temporaries, a half-built list, arguments,
@@ -414,6 +417,7 @@ Test(backend, the_profile_names_the_backend_that_ran)
         jtt_run_free(&r);
     }
     jtt_rmtree(dir);
+    free(dir);
 }
 
 Test(backend, an_unknown_backend_is_a_cli_error)
@@ -497,6 +501,7 @@ Test(backend, cpu_profiles_with_ticks_at_every_nth_safe_point_are_the_same)
     cr_expect(strstr(out, "dropped_ticks: 0\n"), "%s", out);
     free(out);
     jtt_rmtree(dir);
+    free(dir);
 }
 
 /* Programs of the fuzz harness's generator (tests/lib/jettgen.h), from a fixed stream of
@@ -524,6 +529,7 @@ Test(backend, generated_programs_print_the_same_memory_profiles)
         free(out);
         free(src);
         jtt_rmtree(dir);
+        free(dir);
     }
     /* the generator makes both kinds: programs that return and programs that fail */
     cr_expect(errors > 0 && errors < 40, "%d of 40 generated programs failed", errors);
