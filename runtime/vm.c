@@ -66,8 +66,6 @@ static inline void push_local(jv *sp, jv v)
     *sp = v;
 }
 
-/* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
- * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
 /* What a call made inside the loop keeps of its caller, at vm->bc_frames[depth before the
  * call] (the depth the tree walker's call_body would be at). */
 struct bc_frame {
@@ -79,6 +77,8 @@ struct bc_frame {
     uint32_t line, col;          /* the caller's statement */
 };
 
+/* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
+ * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
 static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 {
     jv *const stack = vm->stack;
