@@ -9,22 +9,6 @@
 
 #include "bytecode.h"
 
-static const uint8_t op_words[] = {
-#define JT_X(n, w) [JT_OP_##n] = w,
-    JT_BC_OPS(JT_X)
-#undef JT_X
-};
-static const char *const op_names[] = {
-#define JT_X(n, w) [JT_OP_##n] = #n,
-    JT_BC_OPS(JT_X)
-#undef JT_X
-};
-
-const char *jt_bc_op_name(uint32_t op)
-{
-    return op < JT_OP_LIMIT ? op_names[op] : NULL;
-}
-
 /* The loops being compiled, innermost last: where their break and continue jumps go. */
 struct patches {
     uint32_t *at; /* operand words to patch */
@@ -479,25 +463,4 @@ void jt_bc_free_program(struct jt_program *prog)
         prog->globals[i].bc = NULL;
     }
     prog->bytecode = false;
-}
-
-void jt_bc_disassemble(const struct jt_bc *bc, struct jp_buf *b)
-{
-    for (uint32_t pc = 0; pc < bc->ncode;) {
-        uint32_t op = bc->code[pc];
-        const char *name = jt_bc_op_name(op);
-        if (!name || pc + 1u + op_words[op] > bc->ncode) {
-            jt_buf_printf(b, "%4u  ?%u\n", pc, op);
-            return;
-        }
-        jt_buf_printf(b, "%4u  %s", pc, name);
-        for (uint32_t i = 0; i < op_words[op]; i++)
-            jt_buf_printf(b, " %u", bc->code[pc + 1 + i]);
-        if (op == JT_OP_STMT || op == JT_OP_CALL) {
-            const struct jt_node *n = bc->pos[bc->code[pc + 1]];
-            jt_buf_printf(b, "  ; %u:%u", n->line, n->col);
-        }
-        jt_buf_puts(b, "\n");
-        pc += 1u + op_words[op];
-    }
 }

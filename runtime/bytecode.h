@@ -104,10 +104,6 @@ struct jt_bc {
 int jt_bc_compile(struct jt_program *prog);
 /* Frees what jt_bc_compile made (jt_program_free calls it). */
 void jt_bc_free_program(struct jt_program *prog);
-/* An instruction's name ("CALL"), for listings and tests; NULL past the last. */
-const char *jt_bc_op_name(uint32_t op);
-/* Writes a readable listing of bc to b, one instruction a line. */
-void jt_bc_disassemble(const struct jt_bc *bc, struct jp_buf *b);
 
 struct jt_vm;
 /* Runs f's body in the frame call_body set up (vm->base, vm->sp = base + f->nslots): a
