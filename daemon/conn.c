@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -275,6 +276,16 @@ void jpd_conn_resume(struct jpd_session *s)
 {
     if (s->dec)
         (void)take_frames(s);
+}
+
+int jpd_conn_all_read(const struct jpd_session *s)
+{
+    if (s->eof || s->finalize_seen)
+        return 1;
+    /* Frames are taken as they are read (take_frames), so what is unread is in the socket.
+     * A socket whose queue cannot be asked counts as read: the merge must stay bounded. */
+    int n = 0;
+    return ioctl(s->fd, FIONREAD, &n) < 0 || n == 0;
 }
 
 void jpd_conn_read(struct jpd_session *s)

@@ -17,14 +17,24 @@
  *      (an injected EXEC: counted in the records, so the held RUN_STOP's record_count is raised
  *      by as many before it is fed).
  * While the run has worker rings the engine is in hold mode (engine.h): an event that names an
- * id not live (or live with another size) or a node not defined is handed back, and its ring
- * stops there for this pass while the others go on. The producer committed whatever that event
- * depends on (an allocation made on another worker before the object moved, a definition)
- * before it committed the event, so a later pass, whose fills are read after the event was
- * seen, finds it. A held record is fed without hold, and so counted as the violation it then
- * is, once two complete passes in a row took nothing from any ring, or once it was held through
- * JPD_HOLD_PASSES complete passes whatever the others did: a ring that names ids that never
- * existed, or that stops, holds only itself, and never for longer than that.
+ * id not live (or live with another size or resize sequence) or a node not defined is handed
+ * back, and its ring stops there for this pass while the others go on. The producer committed
+ * whatever that event depends on (an allocation made on another worker before the object
+ * moved, a definition) before it committed the event, and announced every ring on the socket
+ * before it wrote to that ring; so once the socket has been read to its end after the event
+ * was seen (jpd_conn_all_read: every ring announced before it is known), a later pass, whose
+ * fills are read after the event was seen, finds what it depends on.
+ *
+ * A held record is fed without hold, and so counted as the violation it then is, only when the
+ * socket has been read to its end (else the drain ends its slice and comes back after the loop
+ * has read it) and one of: two complete passes in a row took nothing from any ring; it was held
+ * through JPD_HOLD_PASSES complete passes whatever the others did; or it was held through more
+ * passes than the run has rings (a legitimate chain resolves a link a pass) and for
+ * JPD_HOLD_MS. The held counts live in the streams, so they carry over from one drain to the
+ * next. Every pass is charged to the drain's slice (a unit for each ring it visits), and so is
+ * the record a release feeds: a run whose rings hold records costs its own slice and no more,
+ * and its worker goes on to its other sessions, timers and signals on time. A ring that names
+ * ids that never existed, or that stops, holds only itself, and never longer than that.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -266,20 +276,33 @@ static void note_held(struct jpd_stream *st, int r)
     if (st->held == 0 || st->held_at != st->ring->c_tail) {
         st->held = 1;
         st->held_at = st->ring->c_tail;
+        st->held_ns = uv_hrtime();
         return;
     }
     st->held++;
 }
 
-/* Feeds the next record of a held stream without hold: the violation it is now. */
-static int release_held(struct jpd_session *s, struct jpd_stream *st, const char **why)
+/* Feeds the next record of a held stream without hold: the violation it is now. The record is
+ * charged to *budget (at least 1 is left there). */
+static int release_held(struct jpd_session *s, struct jpd_stream *st, uint32_t *budget,
+                        const char **why)
 {
     uint32_t one = 1; /* the held record is within the stream's limit: it was seen there */
     jp_engine_set_hold(s->eng, 0);
     int r = drain_stream(s, st, &one, why);
     jp_engine_set_hold(s->eng, 1);
     st->held = 0;
+    *budget -= 1u - one;
     return r < 0 ? r : 0;
+}
+
+/* Whether the oldest held record of the run is now taken for a violation (see the top). */
+static int hold_expired(const struct jpd_session *s, const struct jpd_stream *oldest)
+{
+    if (s->idle_passes >= 2 || oldest->held > JPD_HOLD_PASSES)
+        return 1;
+    return oldest->held > s->nwr + 2u &&
+           uv_hrtime() - oldest->held_ns >= (uint64_t)JPD_HOLD_MS * 1000000u;
 }
 
 /* Notes a ring's fill for the drain timer and `status`: the fullest ring, as a share of its
@@ -302,6 +325,11 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
         return drain_stream(s, &s->main_st, &budget, why);
     }
     for (;;) {
+        /* A pass costs a unit of the slice for each ring it visits, whatever it takes. */
+        uint32_t cost = s->nwr + 1u;
+        if (budget <= cost)
+            return 1;
+        budget -= cost;
         /* 1: the worker rings' fills first (acquire), 2: the main ring, 3: the workers. */
         for (uint32_t i = 0; i < s->nwr; i++) {
             struct jpd_stream *w = s->wr[i];
@@ -351,9 +379,16 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
         for (uint32_t i = 0; i <= s->nwr; i++)
             if (all[i]->held && (!oldest || all[i]->held > oldest->held))
                 oldest = all[i];
-        if (s->idle_passes >= 2 || oldest->held > JPD_HOLD_PASSES) {
+        if (budget == 0)
+            return 1;
+        if (hold_expired(s, oldest)) {
+            /* Only once everything the client sent before the record has been read: a ring
+             * it announced may hold what the record depends on. Until then the slice ends
+             * here and the loop reads the socket before the next one. */
+            if (!s->final_drain && !jpd_conn_all_read(s))
+                return 1;
             s->idle_passes = 0;
-            if ((r = release_held(s, oldest, why)) < 0)
+            if ((r = release_held(s, oldest, &budget, why)) < 0)
                 return r;
         }
         if (budget == 0)
@@ -448,18 +483,24 @@ int jpd_drain_now(struct jpd_session *s)
     uint64_t budget = s->ring.slot_count;
     for (uint32_t i = 0; i < s->nwr; i++)
         budget += s->wr[i]->ring->slot_count;
-    while (s->ring_mapped && budget > 0) {
+    /* The run is ending: a held record waits for no more socket reads, and after SIGTERM the
+     * drains of all runs together stop at the daemon's deadline. */
+    s->final_drain = 1;
+    uint64_t until = s->d->stop_drain_until_ns;
+    int r = 0;
+    while (s->ring_mapped && budget > 0 && !(until && uv_hrtime() >= until)) {
         uint32_t slice = budget > JPD_DRAIN_SLICE ? JPD_DRAIN_SLICE : (uint32_t)budget;
-        int r = drain(s, slice, &why);
+        r = drain(s, slice, &why);
         if (r < 0) {
             drain_failed(s, r, why);
-            return r;
+            break;
         }
         if (r == 0)
             break;
         budget -= slice;
     }
-    return 0;
+    s->final_drain = 0;
+    return r < 0 ? r : 0;
 }
 
 int jpd_ring_adopt(int fd, uint32_t slot_count, int worker, struct jp_ring *out, const char **why)
@@ -504,7 +545,7 @@ void jpd_drain_add_ring(struct jpd_session *s, uint32_t slot_count, int ring_fd)
     else if (!s->d->private_mode && bytes > cfg->max_ring_bytes)
         bad = "a worker ring is larger than this daemon allows (--max-ring-bytes)";
     else if (!s->d->private_mode && s->ring_bytes + bytes > cfg->max_run_ring_bytes)
-        bad = "the run's rings exceed this daemon's cap (--max-run-ring-bytes)";
+        bad = JPD_RUN_RING_CAP_REASON;
     if (bad) {
         close(ring_fd);
         jpd_session_fail(s, JP_CTLE_BAD_RING, bad);

@@ -44,6 +44,10 @@
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
 #define JPD_DRAIN_SLICE_ALONE 262144u /* ... when only one run is live */
 #define JPD_RELEASE_SLOTS 2048u   /* a drain releases the slots it consumed at least this often */
+#define JPD_HOLD_MS 1000u         /* a held record is judged after this long, once enough passes
+                                   * went by (daemon/drain.c, "The merge") */
+#define JPD_STOP_DRAIN_MS 2000u   /* after SIGTERM, the runs in flight are drained for at most
+                                   * this long together, then delivered with what they have */
 #define JPD_KEEP_RUNS 64u         /* finished runs kept for `show` in long-lived mode */
 #define JPD_KEEP_BYTES (8u << 20) /* ... and the most bytes of rendered text they may hold */
 #define JPD_MAX_SESSIONS 1024u    /* connections of all users, counted at accept */
@@ -172,6 +176,8 @@ struct jpd_daemon {
     const struct jpd_config *cfg;
     int private_mode;
     int shutting_down;
+    uint64_t stop_drain_until_ns; /* set by jpd_server_stop before any session is shut down
+                                   * (workers read it after their shutdown ask, under w->mu) */
     int exit_code;
     uid_t self_uid;
 

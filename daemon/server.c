@@ -110,6 +110,7 @@ void jpd_server_stop(struct jpd_daemon *d)
     if (d->shutting_down)
         return;
     d->shutting_down = 1;
+    d->stop_drain_until_ns = uv_hrtime() + (uint64_t)JPD_STOP_DRAIN_MS * 1000000u;
     stop_listening(d);
     if (!d->private_mode) {
         jpd_sd_notify("STOPPING=1");

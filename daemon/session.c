@@ -404,9 +404,14 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     s->cap_fd[0] = cap_fd;
 
     uint64_t bytes = (uint64_t)JP_RING_HEADER_SIZE + (uint64_t)m->u.ring.slot_count * JP_SLOT_SIZE;
-    if (!s->d->private_mode && bytes > s->d->cfg->max_ring_bytes) {
+    const char *bad = NULL;
+    if (!s->d->private_mode && bytes > s->d->cfg->max_ring_bytes)
+        bad = "the ring is larger than this daemon allows";
+    else if (!s->d->private_mode && bytes > s->d->cfg->max_run_ring_bytes)
+        bad = JPD_RUN_RING_CAP_REASON; /* the main ring counts toward the run's rings */
+    if (bad) {
         close(ring_fd);
-        jpd_session_fail(s, JP_CTLE_BAD_RING, "the ring is larger than this daemon allows");
+        jpd_session_fail(s, JP_CTLE_BAD_RING, bad);
         return;
     }
     const char *why;

@@ -67,6 +67,9 @@ struct jpd_out {
 
 /* One of a run's record streams as the merge sees it (drain.c): the main ring (RING), or a
  * registered thread's worker ring (WORKER_RING). */
+/* Why a run whose rings together pass --max-run-ring-bytes fails (bad_ring). */
+#define JPD_RUN_RING_CAP_REASON "the run's rings exceed this daemon's cap (--max-run-ring-bytes)"
+
 struct jpd_stream {
     struct jp_ring *ring;    /* &s->ring for the main stream, &own for a worker ring */
     struct jp_ring own;
@@ -77,6 +80,7 @@ struct jpd_stream {
     uint32_t held;           /* 0, or 1 + the complete passes its next record was handed back
                               * through (JP_ENGINE_HELD) */
     uint64_t held_at;        /* the ring index of that record: held elsewhere starts again */
+    uint64_t held_ns;        /* when that record was first handed back (uv_hrtime) */
     int worker;
 };
 
@@ -142,6 +146,7 @@ struct jpd_session {
     struct jp_rec_exec eng_exec;
     uint64_t injected;
     uint32_t idle_passes;
+    int final_drain;      /* jpd_drain_now: the socket is not waited for (the run is ending) */
     uint64_t ring_bytes;
     uint64_t last_slots;  /* slot_count of the ring last_found was found in */
     uint8_t stop_rec[JP_REC_MAX_SIZE];
@@ -179,6 +184,11 @@ int jpd_conn_attach(struct jpd_session *s);
 void jpd_conn_read(struct jpd_session *s);
 /* Handles the frames the decoder already holds (read on the loop the session came from). */
 void jpd_conn_resume(struct jpd_session *s);
+/* 1 when every byte the client sent so far has been read and its whole frames taken: the
+ * socket holds nothing unread, or it reached its end, or FINALIZE came (after which no frame
+ * can add a ring). The merge asks before it takes a held record for a violation: a worker
+ * ring announced before the record was written is then known. */
+int jpd_conn_all_read(const struct jpd_session *s);
 /* Frees what jpd_conn_open made and closes s->fd, pending fds and queued output. */
 void jpd_conn_free(struct jpd_session *s);
 /* Watches the socket for what the session wants now (input until DONE, output while queued). */

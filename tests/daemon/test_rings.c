@@ -570,3 +570,83 @@ Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
     rmdir(dir);
     free(dir);
 }
+
+/* The order protocol/ring.h gives a runtime thread that registers while the run goes on: it
+ * announces its worker ring (WORKER_RING, never answered), allocates on it at once, and the
+ * block is freed on another ring afterwards. The daemon may see the free before it has read
+ * the announcement from the socket; it must read the socket before it calls the free a
+ * violation. 31 threads, each one block. */
+Test(rings, a_ring_announced_then_used_at_once_is_read_before_a_free_elsewhere_is_judged)
+{
+    struct jpt_client c;
+    pid_t pid = private_daemon(&c);
+    hello(&c, NULL);
+    static struct jp_ring rings[32];
+    send_ring(&c, JP_CTL_RING, &rings[0], 1024, -1);
+    struct fixture f;
+    fixture_begin(&f, 0, NULL);
+    for (uint32_t i = 0; i < f.n; i++)
+        cr_assert_eq(jpt_push(&rings[0], f.r[i].bytes, f.r[i].len), 0);
+    uint64_t written = f.n;
+    for (uint32_t k = 1; k <= 31; k++) {
+        send_ring(&c, JP_CTL_WORKER_RING, &rings[k], 64, -1);
+        struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, 32}, .node = 2, .allocation_id = k,
+                                 .size = 16 * k};
+        struct jp_rec_free fr = {.h = {JP_REC_FREE, 32}, .node = 1, .allocation_id = k,
+                                 .old_size = 16 * k};
+        cr_assert_eq(jpt_push(&rings[k], &a, sizeof a), 0);
+        cr_assert_eq(jpt_push(&rings[0], &fr, sizeof fr), 0);
+        written += 2;
+    }
+    struct jp_rec_run_stop st = {.h = {JP_REC_RUN_STOP, sizeof st}, .termination = JP_TERM_RETURNED,
+                                 .wall_ns = 1000000000u, .process_cpu_ns = JP_NS_UNAVAILABLE,
+                                 .record_count = written};
+    cr_assert_eq(jpt_push(&rings[0], &st, sizeof st), 0);
+    struct jpt_result got;
+    finalize(&c, &got);
+    cr_assert_eq(got.error_code, 0, "daemon error: %s", got.error);
+    cr_assert(strstr(got.toon, "\n    protocol_violations: 0\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    allocation_count: 31\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    retained_bytes: 0\n"), "%s", got.toon);
+    cr_assert_eq(got.status, JP_STATUS_COMPLETE, "%s", got.toon);
+    jpt_result_free(&got);
+    jpt_client_close(&c);
+    for (uint32_t k = 0; k < 32; k++)
+        jp_ring_unmap(&rings[k]);
+    fixture_free(&f);
+    int w = tl_wait(pid, 10000);
+    cr_assert(w >= 0 && WIFEXITED(w) && WEXITSTATUS(w) == 0);
+}
+
+/* The main ring counts toward --max-run-ring-bytes like any worker ring: a main ring alone past
+ * the cap WELCOME states is refused as bad_ring, with the reason. */
+Test(rings, a_main_ring_past_the_run_ring_byte_cap_is_refused)
+{
+    char *dir = jpt_tmpdir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    uint64_t cap = JP_RING_HEADER_SIZE + 4096u * JP_SLOT_SIZE;
+    char capstr[32];
+    snprintf(capstr, sizeof capstr, "%llu", (unsigned long long)cap);
+    const char *extra[] = {"--max-run-ring-bytes", capstr, NULL};
+    int errfd;
+    pid_t d = jpt_serve(sock, extra, &errfd);
+    cr_assert_gt(d, 0);
+    struct jpt_client bad;
+    cr_assert_eq(jpt_client_connect(&bad, sock), 0);
+    uint64_t stated = 0;
+    hello(&bad, &stated);
+    cr_assert_eq(stated, cap, "WELCOME states the cap");
+    struct jp_ring r0;
+    send_ring(&bad, JP_CTL_RING, &r0, 8192, -1); /* twice the cap */
+    expect_error(&bad, JP_CTLE_BAD_RING,
+                 "the run's rings exceed this daemon's cap (--max-run-ring-bytes)");
+    jpt_client_close(&bad);
+    jp_ring_unmap(&r0);
+    kill(d, SIGTERM);
+    int st = tl_wait(d, 30000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(errfd);
+    rmdir(dir);
+    free(dir);
+}
