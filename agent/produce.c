@@ -315,10 +315,11 @@ JP_SAME_OFFSET(struct jettprof_mem_rec_, a, struct jp_rec_resize, old_size);
 JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_resize, new_size);
 JP_SAME_OFFSET(struct jettprof_mem_rec_, id, struct jp_rec_free, allocation_id);
 JP_SAME_OFFSET(struct jettprof_mem_rec_, a, struct jp_rec_free, old_size);
-JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_free, reserved0);
+JP_SAME_OFFSET(struct jettprof_mem_rec_, b, struct jp_rec_free, seq);
 _Static_assert(sizeof(struct jettprof_mem_rec_) == JP_SLOT_SIZE, "one slot per memory record");
 _Static_assert(sizeof(struct jp_rec_alloc) == JP_SLOT_SIZE && sizeof(struct jp_rec_resize) ==
                JP_SLOT_SIZE && sizeof(struct jp_rec_free) == JP_SLOT_SIZE, "one slot each");
+_Static_assert(JETTPROF_CAP_RESIZE_SEQUENCE == JP_CAP_RESIZE_SEQUENCE, "one capability bit");
 _Static_assert(JETTPROF_REC_ALLOC_ == JP_REC_ALLOC && JETTPROF_REC_RESIZE_ == JP_REC_RESIZE &&
                JETTPROF_REC_FREE_ == JP_REC_FREE, "record types");
 _Static_assert(JETTPROF_FAST_DEPTH == JP_MAX_DEPTH, "the recorded depth");
@@ -628,11 +629,16 @@ static inline uint32_t stack_node(const struct jettprof_thread *t)
  * with its identity announced, arms the thread's inline hooks (jettprof.h) for the next ones. */
 static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t,
                            struct jp_stream *st, enum jp_sect s, uint16_t type, uint64_t id,
-                           uint64_t a, uint64_t b)
+                           uint64_t a, uint64_t b, uint64_t seq)
 {
-    struct jp_rec_alloc *p = NULL; /* alloc, resize and free share one 32-byte shape */
+    /* alloc, resize and free share one 32-byte shape; a resize of a block resized before
+     * (seq >= 1) is the two-slot RESIZE_SEQ */
+    struct jp_rec_alloc *p = NULL;
+    if (type == JP_REC_RESIZE && seq)
+        type = JP_REC_RESIZE_SEQ;
+    uint32_t bytes = type == JP_REC_RESIZE_SEQ ? sizeof(struct jp_rec_resize_seq) : 32u;
     if (exec_sync(run, st, t, JP_WAIT_MEM))
-        p = push_reserve(run, st, 32, JP_WAIT_MEM);
+        p = push_reserve(run, st, bytes, JP_WAIT_MEM);
     if (__builtin_expect(p == NULL, 0)) {
         jp_ring_commit(&st->ring);
         jp_store_relaxed64(&st->lost_records, st->lost_records + 1u); /* G */
@@ -651,9 +657,15 @@ static inline int push_mem(struct jettprof_run *run, struct jettprof_thread *t,
             .h = {JP_REC_RESIZE, 32}, .node = node, .allocation_id = id, .old_size = a,
             .new_size = b};
         break;
+    case JP_REC_RESIZE_SEQ:
+        *(struct jp_rec_resize_seq *)(void *)p = (struct jp_rec_resize_seq){
+            .h = {JP_REC_RESIZE_SEQ, sizeof(struct jp_rec_resize_seq)}, .node = node,
+            .allocation_id = id, .old_size = a, .new_size = b, .seq = seq};
+        break;
     default:
         *(struct jp_rec_free *)(void *)p = (struct jp_rec_free){
-            .h = {JP_REC_FREE, 32}, .node = node, .allocation_id = id, .old_size = a};
+            .h = {JP_REC_FREE, 32}, .node = node, .allocation_id = id, .old_size = a,
+            .seq = seq};
         break;
     }
     jp_ring_commit(&st->ring);
@@ -671,7 +683,7 @@ int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id)
     uint64_t nid = next_alloc_id(run, st); /* unique in the run: never reused */
     int r = 0;
     if (run->mode == JETTPROF_MODE_MEMORY)
-        r = push_mem(run, t, st, s, JP_REC_ALLOC, nid, size, 0);
+        r = push_mem(run, t, st, s, JP_REC_ALLOC, nid, size, 0, 0);
     sect_leave(run, s);
     if (id)
         *id = nid;
@@ -679,29 +691,44 @@ int jettprof_alloc(jettprof_thread *t, uint64_t size, uint64_t *id)
 }
 
 static inline int mem_event(jettprof_thread *t, uint16_t type, uint64_t id, uint64_t a,
-                            uint64_t b)
+                            uint64_t b, uint64_t seq)
 {
     struct jettprof_run *run = t->run;
+    if (seq && !(run->caps & JETTPROF_CAP_RESIZE_SEQUENCE)) {
+        jp_set_reason("a resize sequence needs the resize_sequence capability");
+        return -EINVAL;
+    }
     if (run->mode != JETTPROF_MODE_MEMORY)
         return 0;
     enum jp_sect s;
     struct jp_stream *st = sect_enter(run, t, &s);
-    int r = push_mem(run, t, st, s, type, id, a, b);
+    int r = push_mem(run, t, st, s, type, id, a, b, seq);
     sect_leave(run, s);
     return r;
 }
 
 int jettprof_alloc_id(jettprof_thread *t, uint64_t id, uint64_t size)
 {
-    return mem_event(t, JP_REC_ALLOC, id, size, 0);
+    return mem_event(t, JP_REC_ALLOC, id, size, 0, 0);
 }
 
 int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_size, uint64_t new_size)
 {
-    return mem_event(t, JP_REC_RESIZE, id, old_size, new_size);
+    return mem_event(t, JP_REC_RESIZE, id, old_size, new_size, 0);
+}
+
+int jettprof_resize_seq(jettprof_thread *t, uint64_t id, uint64_t seq, uint64_t old_size,
+                        uint64_t new_size)
+{
+    return mem_event(t, JP_REC_RESIZE, id, old_size, new_size, seq);
 }
 
 int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size)
 {
-    return mem_event(t, JP_REC_FREE, id, old_size, 0);
+    return mem_event(t, JP_REC_FREE, id, old_size, 0, 0);
+}
+
+int jettprof_free_seq(jettprof_thread *t, uint64_t id, uint64_t seq, uint64_t old_size)
+{
+    return mem_event(t, JP_REC_FREE, id, old_size, 0, seq);
 }

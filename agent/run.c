@@ -133,7 +133,7 @@ static int config_check(const struct jettprof_config *cfg, struct jettprof_confi
                             "free_and_resize_events");
         return -ENOTSUP;
     }
-    if (c.capabilities & ~0xffu)
+    if (c.capabilities & ~JP_CAPS_KNOWN)
         return bad("capabilities has bits this library does not know");
     if (c.mode == JETTPROF_MODE_CPU && (c.rate_hz < JP_RATE_HZ_MIN || c.rate_hz > JP_RATE_HZ_MAX))
         return bad("rate_hz is outside " JP_RATE_HZ_RANGE);
@@ -297,7 +297,8 @@ static int push_run_start(struct jettprof_run *run)
     run->start_ns = jp_mono_ns();
     run->rs = (struct jp_rec_run_start){
         .h = {JP_REC_RUN_START, sizeof run->rs},
-        .format_version = JP_FORMAT_VERSION,
+        .format_version = run->caps & JETTPROF_CAP_RESIZE_SEQUENCE ? JP_FORMAT_VERSION_SEQ
+                                                                   : JP_FORMAT_VERSION,
         .mode = (uint8_t)run->mode,
         .backend = (uint8_t)run->cfg.backend,
         .rate_hz = run->mode == JETTPROF_MODE_CPU ? run->cfg.rate_hz : 0,

@@ -83,7 +83,8 @@ void jpd_drain_init(struct jpd_session *s)
 #define WORKER_TYPES                                                                             \
     ((UINT32_C(1) << JP_REC_PAD) | (UINT32_C(1) << JP_REC_EXEC) |                                 \
      (UINT32_C(1) << JP_REC_CPU_SAMPLE) | (UINT32_C(1) << JP_REC_ALLOC) |                          \
-     (UINT32_C(1) << JP_REC_RESIZE) | (UINT32_C(1) << JP_REC_FREE))
+     (UINT32_C(1) << JP_REC_RESIZE) | (UINT32_C(1) << JP_REC_FREE) |                           \
+     (UINT32_C(1) << JP_REC_RESIZE_SEQ))
 _Static_assert(JP_REC_TYPE_LIMIT <= 32, "a type is a bit of WORKER_TYPES");
 
 /* The engine's identity becomes st's before st's records are fed. */

@@ -19,7 +19,7 @@
  *                    other  every record of a kind not packed, whole and as it was (header
  *                           included);
  *                    then, for each packed kind, its own columns: alloc node, id, size,
- *                           reserved0; free node, id, old_size, reserved0; resize node, id,
+ *                           reserved0; free node, id, old_size, seq; resize node, id,
  *                           old_size, new_size; cpu sample node, requested_tick, and the rest
  *                           (state/flags/reserved0 as one u32, stmt_line, stmt_col, padding).
  *                           Each holds LEB128 varints (at most 10 bytes, at most the field's

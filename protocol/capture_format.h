@@ -78,7 +78,7 @@ _Static_assert(sizeof(struct jp_rec_free) == PACKED_SIZE &&
                    offsetof(struct jp_rec_free, node) == 4 &&
                    offsetof(struct jp_rec_free, allocation_id) == 8 &&
                    offsetof(struct jp_rec_free, old_size) == 16 &&
-                   offsetof(struct jp_rec_free, reserved0) == 24,
+                   offsetof(struct jp_rec_free, seq) == 24,
                "free layout");
 _Static_assert(sizeof(struct jp_rec_resize) == PACKED_SIZE &&
                    offsetof(struct jp_rec_resize, node) == 4 &&

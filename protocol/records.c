@@ -76,6 +76,7 @@ static const uint16_t rec_fixed[JP_REC_TYPE_LIMIT] = {
     [JP_REC_COUNTERS] = sizeof(struct jp_rec_counters),
     [JP_REC_EXCERPT] = sizeof(struct jp_rec_excerpt),
     [JP_REC_RUN_STOP] = sizeof(struct jp_rec_run_stop),
+    [JP_REC_RESIZE_SEQ] = sizeof(struct jp_rec_resize_seq),
 };
 /* The list's fixed_size column must agree with the structs. */
 #define JP_FIXED(name) (rec_list_size_##name)
@@ -93,6 +94,7 @@ _Static_assert(JP_FIXED(RESIZE) == sizeof(struct jp_rec_resize), "RESIZE size");
 _Static_assert(JP_FIXED(FREE) == sizeof(struct jp_rec_free), "FREE size");
 _Static_assert(JP_FIXED(COUNTERS) == sizeof(struct jp_rec_counters), "COUNTERS size");
 _Static_assert(JP_FIXED(RUN_STOP) == sizeof(struct jp_rec_run_stop), "RUN_STOP size");
+_Static_assert(JP_FIXED(RESIZE_SEQ) == sizeof(struct jp_rec_resize_seq), "RESIZE_SEQ size");
 _Static_assert(JP_FIXED(PAD) == 0 && JP_FIXED(SOURCE_DEF) == 0 && JP_FIXED(FRAME_DEF) == 0 &&
                    JP_FIXED(EXCERPT) == 0,
                "variable-length records");
@@ -133,7 +135,7 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
     case JP_REC_RUN_START: {
         struct jp_rec_run_start r;
         memcpy(&r, rec, sizeof r);
-        if (r.format_version != JP_FORMAT_VERSION)
+        if (r.format_version != JP_FORMAT_VERSION && r.format_version != JP_FORMAT_VERSION_SEQ)
             return fail(why, "unsupported record format version");
         if (!jp_mode_name(r.mode))
             return fail(why, "unknown mode");
@@ -211,7 +213,8 @@ int jp_rec_validate(const void *rec, uint32_t len, const char **why)
         return 0;
     }
     default:
-        /* PAD, NODE_DEF, EXEC, ALLOC, RESIZE, FREE, COUNTERS: size is all there is to check. */
+        /* PAD, NODE_DEF, EXEC, ALLOC, RESIZE, RESIZE_SEQ, FREE, COUNTERS: size is all there is
+         * to check (whether the stream's format allows RESIZE_SEQ is the engine's to say). */
         return 0;
     }
 }

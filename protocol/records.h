@@ -32,7 +32,13 @@
 #error "jettprof records are little-endian; big-endian hosts need byte-swapping accessors"
 #endif
 
+/* The record stream's format. 1: a resize or free is placed by the block's size alone. 2 (a
+ * runtime that declared JETTPROF_CAP_RESIZE_SEQUENCE): every RESIZE and FREE also names how
+ * many resizes of its block came before it (RESIZE: 0, RESIZE_SEQ: its seq; FREE: its seq),
+ * so the merge of a run's rings orders a block's events across rings even where its size
+ * returns to an earlier value (protocol/ring.h, "A run's rings"). A reader takes both. */
 #define JP_FORMAT_VERSION 1u
+#define JP_FORMAT_VERSION_SEQ 2u
 #define JP_SLOT_SIZE 32u
 #define JP_REC_MAX_SIZE 2048u        /* largest record of any type, bytes */
 #define JP_NAME_MAX 255u             /* namespace or function name, bytes */
@@ -58,7 +64,8 @@
     X(FREE, 10, 32)                                                                               \
     X(COUNTERS, 11, 64)                                                                           \
     X(EXCERPT, 12, 0)                                                                             \
-    X(RUN_STOP, 13, 32)
+    X(RUN_STOP, 13, 32)                                                                           \
+    X(RESIZE_SEQ, 14, 40)
 
 enum {
 #define JP_X_ENUM(name, value, size) JP_REC_##name = value,
@@ -185,6 +192,10 @@ enum {
     JP_CAPABILITIES(JP_X)
 #undef JP_X
 };
+/* Not one of the contract's: a runtime that passes each block's resize count with its resizes
+ * and frees (jettprof_resize_seq, jettprof_free_seq); its stream is of format 2. */
+#define JP_CAP_RESIZE_SEQUENCE (1u << 8)
+#define JP_CAPS_KNOWN 0x1ffu
 #define JP_CAPS_CPU_REQUIRED (JP_CAP_CPU_TICK_SOURCE | JP_CAP_SAFE_STACK_CAPTURE)
 #define JP_CAPS_MEMORY_REQUIRED (JP_CAP_HEAP_ALLOCATION_HOOKS | JP_CAP_FREE_AND_RESIZE_EVENTS)
 
@@ -301,14 +312,26 @@ struct jp_rec_resize {
     uint64_t new_size;
 };
 
+/* The resize of a block resized seq (>= 1) times before, in a stream of format 2 (two slots;
+ * the block's first resize is a RESIZE, whose seq is 0). Otherwise RESIZE's meaning. */
+struct jp_rec_resize_seq {
+    struct jp_rec_hdr h;
+    uint32_t node;
+    uint64_t allocation_id;
+    uint64_t old_size;
+    uint64_t new_size;
+    uint64_t seq;
+};
+
 /* A free retiring allocation_id. old_size is the producer's view of the live size; a mismatch
- * with the tracked size is a protocol violation. The free's node attributes nothing. */
+ * with the tracked size is a protocol violation. The free's node attributes nothing. seq: in a
+ * stream of format 2, the resizes of the block before the free; 0 in format 1. */
 struct jp_rec_free {
     struct jp_rec_hdr h;
     uint32_t node;
     uint64_t allocation_id;
     uint64_t old_size;
-    uint64_t reserved0;
+    uint64_t seq;
 };
 
 /* Cumulative agent-side counters; each record replaces the previous values (they only grow). */

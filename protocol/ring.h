@@ -26,17 +26,27 @@
  * NODE_DEF), COUNTERS and RUN_STOP, and the events of any thread without a worker ring; a
  * worker ring carries only PAD, EXEC, CPU_SAMPLE, ALLOC, RESIZE and FREE (anything else there
  * is a protocol violation that fails the run). Each ring's identity starts unavailable and its
- * EXEC records apply to its own later records. A producer publishes whatever an event names
- * before it publishes the event: a definition on the main ring before any ring names it, an
- * allocation (or resize) on its ring before the program moves the object to another thread
- * (a send and a receive, a migration, order them). So the daemon builds one consistent order
- * (daemon/drain.c): it reads the worker rings' heads, drains the main ring, then the worker
- * rings up to those heads, and holds back a ring whose next event names an id or node it has
- * not been given yet, until a later pass finds it; a held event that two passes in a row cannot
- * place, or that stays held through 2 * JP_CTL_MAX_WORKER_RINGS + 4 passes, is taken as the
- * violation it is. RUN_STOP.record_count counts the records of all the run's rings; the EXEC
- * records the daemon injects where it switches rings are added to it. The merged order is what
- * the engine reads and what a capture stores, so a replay (one stream) gives the same bytes.
+ * EXEC records apply to its own later records.
+ *
+ * The ordering contract. A producer
+ *   1. sends WORKER_RING, whole, before it writes the first record to that ring;
+ *   2. publishes whatever an event names before it publishes the event: a definition on the
+ *      main ring before any ring names it, an allocation (or resize) on its ring before the
+ *      program moves the object to another thread (a send and a receive, a migration, a lock
+ *      order them);
+ *   3. in a stream of format 2 (records.h), names with every RESIZE (RESIZE_SEQ) and FREE how
+ *      many resizes of the block came before it, so a block whose size comes back to an
+ *      earlier value while it moves between rings is still placed by more than its size.
+ * So the daemon builds one consistent order (daemon/drain.c): it reads the worker rings' heads,
+ * drains the main ring, then the worker rings up to those heads, and holds back a ring whose
+ * next event names an id or node it has not been given yet (or a block of another size or
+ * resize count), until a later pass finds it. A held event is taken as the violation it is only
+ * once the daemon has read the socket to its end after seeing it (so every ring announced
+ * before it is known) and two passes in a row could not place it, or it stayed held through
+ * 2 * JP_CTL_MAX_WORKER_RINGS + 4 passes, or through more passes than the run has rings and a
+ * second. RUN_STOP.record_count counts the records of all the run's rings; the EXEC records the
+ * daemon injects where it switches rings are added to it. The merged order is what the engine
+ * reads and what a capture stores, so a replay (one stream) gives the same bytes.
  */
 #ifndef JETTPROF_PROTOCOL_RING_H
 #define JETTPROF_PROTOCOL_RING_H

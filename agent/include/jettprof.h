@@ -28,7 +28,7 @@
  * stream (an allocation always before any resize or free of it, whichever threads made them).
  * Registering costs one ring: a memfd and its mapping (16 MiB in memory mode, 512 KiB in CPU
  * mode, or ring_slots below), faulted in at once so the thread's events never take a page
- * fault, and one round trip to the daemon, some tens of microseconds, the
+ * fault, and one message to the daemon (never waited for), some tens of microseconds, the
  * first time a thread slot is used; a slot keeps its ring for the run's life, so a thread that
  * registers in a slot freed by another costs nothing more. A run has at most 64 slots, so at
  * most 64 worker rings, and the daemon caps the bytes of all of a run's rings together
@@ -98,6 +98,11 @@ extern "C" {
 #define JETTPROF_CAP_PROCESS_CPU_TIME 0x20u
 #define JETTPROF_CAP_HEAP_ALLOCATION_HOOKS 0x40u
 #define JETTPROF_CAP_FREE_AND_RESIZE_EVENTS 0x80u
+/* Not one of the contract's: the runtime passes each block's resize count with its resizes and
+ * frees (jettprof_resize_seq, jettprof_free_seq), so blocks that move between threads and are
+ * resized back to an earlier size are still counted exactly (see "Memory events across
+ * threads" below). */
+#define JETTPROF_CAP_RESIZE_SEQUENCE 0x100u
 
 /* Requested outputs. VERBOSE: the human text ends with every total under its TOON name (the
  * TOON object always has them all). */
@@ -451,6 +456,22 @@ JETTPROF_API int jettprof_resize(jettprof_thread *t, uint64_t id, uint64_t old_s
                                  uint64_t new_size);
 JETTPROF_API int jettprof_free(jettprof_thread *t, uint64_t id, uint64_t old_size);
 
+/* Memory events across threads. A block may be allocated, resized and freed on different
+ * threads; the daemon counts every interleaving exactly when the runtime keeps this order: an
+ * event on a block is made after the event before it on that block returned (the hand-over of
+ * the block between threads - a queue, a lock, a message - orders them), which the hooks
+ * above keep by publishing each event before they return. Sizes alone order a block's events
+ * unless its size comes back to an earlier value while it moves between threads (grown on one,
+ * shrunk back on another, then freed on the first): a runtime that can do that declares
+ * JETTPROF_CAP_RESIZE_SEQUENCE and passes, with every resize and free, seq, the number of
+ * resizes of the block before it (0 for the first resize and for the free of a block never
+ * resized; the hooks above are the same calls with seq 0). Without the capability a seq
+ * other than 0 is -EINVAL. */
+JETTPROF_API int jettprof_resize_seq(jettprof_thread *t, uint64_t id, uint64_t seq,
+                                     uint64_t old_size, uint64_t new_size);
+JETTPROF_API int jettprof_free_seq(jettprof_thread *t, uint64_t id, uint64_t seq,
+                                   uint64_t old_size);
+
 /* The allocation hooks inline: the same calls as above, with the same results, that push the
  * record themselves while the memory-event window is armed and the ring has room (no call,
  * no wait, no atomic read-modify-write), and otherwise call the functions above. */
@@ -548,6 +569,21 @@ static inline int jettprof_free_fast(struct jettprof_fast *f, uint64_t id, uint6
     if (JETTPROF_MEM_PUSH_(f, JETTPROF_REC_FREE_, 0, &id, old_size, 0u))
         return 0;
     return jettprof_free(f->thread_, id, old_size);
+}
+/* The resize of a block resized before (seq >= 1) takes two slots: the plain call. */
+static inline int jettprof_resize_seq_fast(struct jettprof_fast *f, uint64_t id, uint64_t seq,
+                                           uint64_t old_size, uint64_t new_size)
+{
+    if (seq == 0 && JETTPROF_MEM_PUSH_(f, JETTPROF_REC_RESIZE_, 0, &id, old_size, new_size))
+        return 0;
+    return jettprof_resize_seq(f->thread_, id, seq, old_size, new_size);
+}
+static inline int jettprof_free_seq_fast(struct jettprof_fast *f, uint64_t id, uint64_t seq,
+                                         uint64_t old_size)
+{
+    if (seq == 0 && JETTPROF_MEM_PUSH_(f, JETTPROF_REC_FREE_, 0, &id, old_size, 0u))
+        return 0;
+    return jettprof_free_seq(f->thread_, id, seq, old_size);
 }
 
 struct jettprof_result {

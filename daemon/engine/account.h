@@ -210,9 +210,9 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
 }
 
 /* The common free in one pass with no call: of an allocation held in the young window (so its
- * value is no overflow entry) with the size the record gives, its stack none or a stored node
- * that is not a truncation, under the thread identity already noted, live tracking exact
- * (mem_fast). */
+ * value is no overflow entry) with the size the record gives, a resize sequence of 0 while no
+ * live block has a count kept (memory.c), its stack none or a stored node that is not a
+ * truncation, under the thread identity already noted, live tracking exact (mem_fast). */
 static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
 {
     uint64_t id = r->allocation_id;
@@ -220,7 +220,7 @@ static inline int on_free(struct jp_engine *e, const struct jp_rec_free *r)
     /* win_find's test: win_w is 0 while there is no window */
     if (__builtin_expect(!(e->mem_fast && id <= e->win_hi &&
                            e->win_hi - id < e->win_w &&
-                           e->thread_epoch == e->exec_epoch &&
+                           e->thread_epoch == e->exec_epoch && !(r->seq | e->rseq.n) &&
                            (node == JP_ID_NONE ||
                             (node - 1u < e->nnode_stored && !e->nodes[node - 1u].trunc))),
                          0))

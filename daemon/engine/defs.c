@@ -90,10 +90,11 @@ static bool chain_eq(const struct jp_engine *e, uint32_t idx, const void *key)
 
 int jpe_on_run_start(struct jp_engine *e, const struct jp_rec_run_start *r, const char **why)
 {
-    if (r->format_version != JP_FORMAT_VERSION) {
+    if (r->format_version != JP_FORMAT_VERSION && r->format_version != JP_FORMAT_VERSION_SEQ) {
         *why = "unsupported record format version";
         return -EPROTO;
     }
+    e->seq_stream = r->format_version == JP_FORMAT_VERSION_SEQ;
     if (r->mode != JP_MODE_CPU && r->mode != JP_MODE_MEMORY) {
         *why = "RUN_START names no known mode";
         return -EPROTO;

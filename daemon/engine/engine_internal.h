@@ -226,6 +226,11 @@ struct jp_engine {
     struct interval *seen; uint32_t nseen, seen_cap; /* ids ever allocated, in order */
     uint64_t seen_next; /* the id that extends the last interval (seen_extend); 0: none */
     struct live_wide seen_extra; bool seen_max;         /* ...and those that came late */
+    /* Resize sequences (streams of format 2, memory.c): the resizes taken so far of every live
+     * block resized at least once, keyed id + 1 (id UINT64_MAX's in rseq_max); empty while no
+     * live block was ever resized, so the rest cost nothing. */
+    bool seq_stream;
+    struct live_wide rseq; uint64_t rseq_max;
 };
 
 
@@ -384,7 +389,9 @@ void jpe_cpu_settle(struct jp_engine *e);
 /* ---- memory.c ----------------------------------------------------------------------------- */
 
 int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r);
-int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r);
+/* seq: the resizes of the block before this one the record names (RESIZE: 0), read in a
+ * stream of format 2 only. */
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r, uint64_t seq);
 int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r);
 void jpe_mem_settle(struct jp_engine *e);
 
@@ -392,6 +399,7 @@ void jpe_mem_settle(struct jp_engine *e);
 
 uint32_t *jpe_lw_find(struct live_wide *t, uint64_t key);
 void jpe_lw_put(struct live_wide *t, uint64_t key, uint64_t val);
+void jpe_lw_del(struct live_wide *t, uint32_t *lop); /* lop: what jpe_lw_find returned */
 int jpe_lw_reserve(struct jp_engine *e, struct live_wide *t);
 uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id);
 void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp);

@@ -15,6 +15,7 @@ static void set_seed(struct jp_engine *e, uint64_t seed)
     e->seed = seed;
     e->lw.seed = mix64(seed ^ UINT64_C(0x1d8e4e27c47d124f));
     e->seen_extra.seed = mix64(seed ^ UINT64_C(0x2545f4914f6cdd1d));
+    e->rseq.seed = mix64(seed ^ UINT64_C(0x9e3779b97f4a7c15));
 }
 
 int jp_engine_new(struct jp_engine **out)
@@ -80,7 +81,7 @@ void jp_engine_free(struct jp_engine *e)
     free(e->exec_tuples); free(e->exec_tab.slot); free(e->threads); free(e->thread_tab.slot);
     for (unsigned i = 0; i < LN_SHARDS; i++)
         free(e->ln[i].b);
-    free(e->lw.ent); free(e->win); free(e->seen_extra.ent);
+    free(e->lw.ent); free(e->win); free(e->seen_extra.ent); free(e->rseq.ent);
     free(e->ovf); free(e->seen);
     jpe_pg_free_all(e);
     free(e);
@@ -159,6 +160,16 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
         return 0;
     case JP_REC_EXCERPT:
         return jpe_on_excerpt(e, p);
+    case JP_REC_RESIZE_SEQ: {
+        /* Two slots, so never on the slot path; RESIZE's fields and its count. */
+        struct jp_rec_resize_seq rs;
+        struct jp_rec_resize r;
+        memcpy(&rs, p, sizeof rs);
+        memcpy(&r, p, sizeof r);
+        if (!e->seq_stream)
+            return violation(e); /* a stream of format 1 names no resize sequence */
+        return jpe_on_resize(e, &r, rs.seq);
+    }
     case JP_REC_RUN_STOP:
         memcpy(&u.stop, p, sizeof u.stop);
         e->stopped = e->have_stop = true;
@@ -217,7 +228,7 @@ static inline __attribute__((always_inline)) int slot_event(struct jp_engine *e,
     if (u.h.type == JP_REC_CPU_SAMPLE)
         return on_cpu_sample(e, &u.cpu); /* declines a faulty sample */
     if (u.h.type == JP_REC_RESIZE)
-        return jpe_on_resize(e, &u.resize);
+        return jpe_on_resize(e, &u.resize, 0);
     return 1;
 }
 

@@ -66,7 +66,7 @@ void jpe_lw_put(struct live_wide *t, uint64_t key, uint64_t val)
 }
 
 /* Backward-shift deletion: no tombstones, so probe lengths never rot. */
-static void lw_del(struct live_wide *t, uint32_t *lop)
+void jpe_lw_del(struct live_wide *t, uint32_t *lop)
 {
     uint32_t i = (uint32_t)(((char *)lop - (char *)t->ent) / sizeof(struct lw_ent));
     for (;;) {
@@ -308,7 +308,7 @@ void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
     else if (id == UINT64_MAX)
         e->max_id_live = false;
     else
-        lw_del(&e->lw, valp);
+        jpe_lw_del(&e->lw, valp);
 }
 
 /* live_pack's half for a value that does not pack: an overflow entry holds it. */

@@ -170,7 +170,55 @@ int jpe_on_alloc_general(struct jp_engine *e, const struct jp_rec_alloc *r)
     return 0;
 }
 
-int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
+/* ---- resize sequences -------------------------------------------------------------------- */
+
+/* In a stream of format 2 every RESIZE and FREE names how many resizes of its block came before
+ * it, so an event whose count is not the block's (its predecessor is still on another ring) is
+ * held like one whose size is not, however the sizes went. Only blocks resized at least once
+ * have a count kept (e->rseq): the rest read as 0 without a probe while no live block was
+ * resized. The counts are bytes of the retention budget like the live tables. */
+
+/* The resizes taken so far of live block id, and where the count is kept (*slot NULL: not in
+ * the table). */
+static uint64_t rseq_get(struct jp_engine *e, uint64_t id, uint32_t **slot)
+{
+    *slot = NULL;
+    if (id == UINT64_MAX)
+        return e->rseq_max;
+    if (!e->rseq.n)
+        return 0;
+    *slot = jpe_lw_find(&e->rseq, id + 1u);
+    return *slot ? val_get(*slot) : 0;
+}
+
+/* Counts a resize taken of block id, which had `had` before it (slot: rseq_get's). */
+static int rseq_step(struct jp_engine *e, uint64_t id, uint64_t had, uint32_t *slot)
+{
+    if (id == UINT64_MAX) {
+        e->rseq_max = had + 1u;
+        return 0;
+    }
+    if (slot) {
+        val_set(slot, had + 1u);
+        return 0;
+    }
+    int rc = jpe_lw_reserve(e, &e->rseq);
+    if (rc < 0)
+        return rc;
+    jpe_lw_put(&e->rseq, id + 1u, had + 1u);
+    return 0;
+}
+
+/* The block id is retired: its count goes. */
+static void rseq_drop(struct jp_engine *e, uint64_t id, uint32_t *slot)
+{
+    if (id == UINT64_MAX)
+        e->rseq_max = 0;
+    else if (slot)
+        jpe_lw_del(&e->rseq, slot);
+}
+
+int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r, uint64_t seq)
 {
     if (e->mode != JP_MODE_MEMORY)
         return violation(e);
@@ -178,14 +226,17 @@ int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
     if (nref < 0 && r->node != JP_ID_NONE)
         return held_or_violation(e);
     struct live_ref ref = {NULL, NULL};
-    uint64_t size = r->old_size;
+    uint64_t size = r->old_size, had = 0;
     uint32_t creation = 0; /* the creation chain, index + 1 */
+    uint32_t *sslot = NULL;
     if (e->live_exact) {
         if (!live_find(e, r->allocation_id, &ref))
             return held_or_violation(e); /* unknown or retired id */
         live_unpack(e, live_val(&ref), &size, &creation);
         if (size != r->old_size)
             return held_or_violation(e); /* the producer's old size disagrees with ours */
+        if (e->seq_stream && (had = rseq_get(e, r->allocation_id, &sslot)) != seq)
+            return held_or_violation(e); /* an earlier resize of it is still to come */
     }
     struct jp_node *n = event_node(e, r->node, nref);
     e->producer_records++;
@@ -216,6 +267,8 @@ int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r)
         mem_live_add(e, chain_at(e, creation), r->new_size - r->old_size, 0);
     else
         mem_live_sub(e, chain_at(e, creation), r->old_size - r->new_size, 0);
+    if (e->seq_stream && (rc = rseq_step(e, r->allocation_id, had, sslot)) < 0)
+        return jpe_live_lost(e, rc);
     return 0;
 }
 
@@ -241,10 +294,15 @@ int jpe_on_free_general(struct jp_engine *e, const struct jp_rec_free *r)
     live_unpack(e, val, &size, &creation);
     if (size != r->old_size)
         return held_or_violation(e);
+    uint32_t *sslot = NULL;
+    if (e->seq_stream && rseq_get(e, r->allocation_id, &sslot) != r->seq)
+        return held_or_violation(e); /* a resize of it is still to come */
     e->producer_records++;
     free_stack_note(e, r->node);
     ovf_release(e, val);
     live_del(e, r->allocation_id, &ref);
+    if (e->seq_stream)
+        rseq_drop(e, r->allocation_id, sslot);
     mem_free(e, chain_at(e, creation), size);
     return thread_note(e);
 }
@@ -289,5 +347,6 @@ uint64_t jp_engine_live_table_bytes(const struct jp_engine *e, uint64_t *live_co
            (uint64_t)e->lw.cap * sizeof(struct lw_ent) + pg_bytes +
            (uint64_t)e->ovf_cap * sizeof(struct overflow_ent) +
            (uint64_t)e->seen_cap * sizeof(struct interval) +
-           (uint64_t)e->seen_extra.cap * sizeof(struct lw_ent);
+           (uint64_t)e->seen_extra.cap * sizeof(struct lw_ent) +
+           (uint64_t)e->rseq.cap * sizeof(struct lw_ent);
 }

@@ -66,7 +66,7 @@ Test(config, rejects_each_bad_field)
     v[n] = base, v[n].limit = 0, names[n++] = "limit 0";
     v[n] = base, v[n].limit = 101, names[n++] = "limit 101";
     v[n] = base, v[n].outputs = 8, names[n++] = "outputs";
-    v[n] = base, v[n].capabilities = 0x1ffu, names[n++] = "capabilities";
+    v[n] = base, v[n].capabilities = 0x3ffu, names[n++] = "capabilities";
     v[n] = base, v[n].capture_fd = -2, names[n++] = "capture_fd -2";
     v[n] = base, v[n].capture_fd = 1000, names[n++] = "capture_fd closed";
     v[n] = base, v[n].ring_slots = 100, names[n++] = "ring_slots not pow2";
@@ -790,6 +790,72 @@ Test(memory, hooks_push_events_with_agent_ids)
     cr_assert_eq(st->termination, JP_TERM_RUNTIME_ERROR);
     cr_assert_neq(st->process_cpu_ns, JP_NS_UNAVAILABLE);
     cr_assert_eq(((const struct jp_rec_hdr *)ta_rec_at(&s, s.n - 2))->type, JP_REC_COUNTERS);
+    ta_stream_free(&s);
+}
+
+/* Resize sequences: a runtime that declares JETTPROF_CAP_RESIZE_SEQUENCE gets a stream of
+ * format 2 in which a block's first resize is a RESIZE, a later one a RESIZE_SEQ naming how
+ * many came before, and a free names its block's count; the inline hooks give the same
+ * records. Without the capability a count other than 0 is refused and nothing is pushed. */
+Test(memory, resize_sequences_are_recorded_only_when_declared)
+{
+    struct stream s;
+    struct jettprof_config c = ta_config(JETTPROF_MODE_MEMORY);
+    c.capabilities |= JETTPROF_CAP_RESIZE_SEQUENCE;
+    jettprof_run *run = NULL;
+    cr_assert_eq(jp_agent_start_local(&c, 0, &run), 0, "%s", jettprof_last_reason());
+    ta_stream_open(&s, run);
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    cr_assert_not_null(f);
+    uint64_t a, b;
+    cr_assert_eq(jettprof_alloc(t, 10, &a), 0);
+    cr_assert_eq(jettprof_alloc(t, 20, &b), 0);
+    cr_assert_eq(jettprof_resize_seq(t, a, 0, 10, 30), 0);
+    cr_assert_eq(jettprof_resize_seq(t, a, 1, 30, 10), 0);
+    cr_assert_eq(jettprof_resize_seq_fast(f, b, 0, 20, 40), 0);
+    cr_assert_eq(jettprof_resize_seq_fast(f, b, 1, 40, 50), 0);
+    cr_assert_eq(jettprof_free_seq(t, a, 2, 10), 0);
+    cr_assert_eq(jettprof_free_seq_fast(f, b, 2, 50), 0);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    ta_stream_drain(&s);
+    const struct jp_rec_run_start *rs = ta_rec_at(&s, 0);
+    cr_assert_eq(rs->format_version, JP_FORMAT_VERSION_SEQ);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_RESIZE), 2);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_RESIZE_SEQ), 2);
+    const struct jp_rec_resize_seq *rq = ta_stream_nth(&s, JP_REC_RESIZE_SEQ, 0);
+    cr_assert_eq(rq->h.size, sizeof *rq);
+    cr_assert_eq(rq->allocation_id, a);
+    cr_assert_eq(rq->seq, 1);
+    cr_assert_eq(rq->old_size, 30);
+    cr_assert_eq(rq->new_size, 10);
+    rq = ta_stream_nth(&s, JP_REC_RESIZE_SEQ, 1);
+    cr_assert_eq(rq->allocation_id, b);
+    cr_assert_eq(rq->new_size, 50);
+    const struct jp_rec_free *fr = ta_stream_nth(&s, JP_REC_FREE, 0);
+    cr_assert_eq(fr->seq, 2);
+    cr_assert_eq(fr->old_size, 10);
+    fr = ta_stream_nth(&s, JP_REC_FREE, 1);
+    cr_assert_eq(fr->allocation_id, b);
+    cr_assert_eq(fr->seq, 2);
+    ta_stream_free(&s);
+
+    run = ta_local_run(JETTPROF_MODE_MEMORY, &s);
+    cr_assert_eq(jettprof_thread_register(run, 1, &t), 0);
+    cr_assert_eq(jettprof_alloc(t, 10, &a), 0);
+    cr_assert_eq(jettprof_resize_seq(t, a, 1, 10, 30), -EINVAL);
+    cr_assert(strstr(jettprof_last_reason(), "resize_sequence"), "%s", jettprof_last_reason());
+    cr_assert_eq(jettprof_free_seq(t, a, 1, 10), -EINVAL);
+    cr_assert_eq(jettprof_resize_seq(t, a, 0, 10, 30), 0);
+    jettprof_thread_unregister(t);
+    jp_agent_local_end(run, JETTPROF_TERM_RETURNED);
+    ta_stream_drain(&s);
+    rs = ta_rec_at(&s, 0);
+    cr_assert_eq(rs->format_version, JP_FORMAT_VERSION);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_RESIZE), 1);
+    cr_assert_eq(ta_stream_count(&s, JP_REC_RESIZE_SEQ) + ta_stream_count(&s, JP_REC_FREE), 0);
     ta_stream_free(&s);
 }
 

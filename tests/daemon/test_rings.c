@@ -350,17 +350,16 @@ Test(rings, four_workers_of_mixed_ring_sizes_equal_one_ring)
     fixture_free(&f);
 }
 
-Test(rings, a_capture_of_several_rings_replays_byte_identical)
+/* f run over its rings with a capture, whose replay must give the live profile's bytes in both
+ * formats; the live result in *got. */
+static void run_rings_captured(const struct fixture *f, struct jpt_result *got)
 {
     char *dir = jpt_tmpdir();
     char path[600];
     snprintf(path, sizeof path, "%s/rings.jpcap", dir);
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     cr_assert_geq(fd, 0);
-    struct fixture f;
-    four_fixture(&f);
-    struct jpt_result got;
-    run_rings(&f, fd, &got);
+    run_rings(f, fd, got);
     close(fd);
     for (int i = 0; i < 2; i++) {
         char *out = NULL, *err = NULL;
@@ -369,17 +368,25 @@ Test(rings, a_capture_of_several_rings_replays_byte_identical)
                         i ? "toon" : "human", NULL};
         int st = jpt_capture_cmd(argv, &out, &len, &err);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replay failed: %s", err);
-        const char *want = i ? got.toon : got.human;
+        const char *want = i ? got->toon : got->human;
         cr_assert_eq(len, strlen(want));
         cr_assert_eq(memcmp(out, want, len), 0, "replay differs:\n%s\nlive:\n%s", out, want);
         free(out);
         free(err);
     }
-    jpt_result_free(&got);
-    fixture_free(&f);
     unlink(path);
     rmdir(dir);
     free(dir);
+}
+
+Test(rings, a_capture_of_several_rings_replays_byte_identical)
+{
+    struct fixture f;
+    four_fixture(&f);
+    struct jpt_result got;
+    run_rings_captured(&f, &got);
+    jpt_result_free(&got);
+    fixture_free(&f);
 }
 
 /* Every allocation freed on the previous worker's ring (worker 1: worker 4's), 300 rounds of 8
@@ -616,6 +623,81 @@ Test(rings, a_ring_announced_then_used_at_once_is_read_before_a_free_elsewhere_i
     fixture_free(&f);
     int w = tl_wait(pid, 10000);
     cr_assert(w >= 0 && WIFEXITED(w) && WEXITSTATUS(w) == 0);
+}
+
+/* A block allocated on worker 1, grown and shrunk back to its first size on worker 2, then
+ * freed on worker 1 again: worker 1's free matches the block's size before worker 2's resizes
+ * as well as after them, so the sizes alone cannot order it. The runtime passes each event's
+ * resize sequence (a stream of format 2): the merge puts both resizes before the free. 50
+ * blocks, the rings written in program order. */
+static void add_seq(struct fixture *f, uint32_t ring, uint16_t type, uint32_t node, uint64_t id,
+                    uint64_t seq, uint64_t a, uint64_t b)
+{
+    if (type == JP_REC_RESIZE && seq) {
+        struct jp_rec_resize_seq r = {.h = {JP_REC_RESIZE_SEQ, sizeof r}, .node = node,
+                                      .allocation_id = id, .old_size = a, .new_size = b,
+                                      .seq = seq};
+        add(f, ring, &r, sizeof r);
+        return;
+    }
+    add_mem(f, ring, type, node, id, a, type == JP_REC_FREE ? seq : b);
+}
+
+Test(rings, a_resize_back_to_an_earlier_size_on_another_ring_stays_before_the_free)
+{
+    struct fixture f;
+    fixture_begin(&f, 2, NULL);
+    ((struct jp_rec_run_start *)(void *)f.r[0].bytes)->format_version = JP_FORMAT_VERSION_SEQ;
+    add_exec(&f, 1, 1, 1);
+    add_exec(&f, 2, 2, 2);
+    for (uint64_t id = 1; id <= 50; id++) {
+        add_seq(&f, 1, JP_REC_ALLOC, 2, id, 0, 16, 0);
+        add_seq(&f, 2, JP_REC_RESIZE, 1, id, 0, 16, 48);
+        add_seq(&f, 2, JP_REC_RESIZE, 1, id, 1, 48, 16);
+        add_seq(&f, 1, JP_REC_FREE, 1, id, 2, 16, 0);
+    }
+    fixture_end(&f);
+    struct jpt_result got;
+    run_rings_captured(&f, &got); /* and its capture replays to the same bytes */
+    cr_assert(strstr(got.toon, "\n    protocol_violations: 0\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    resize_count: 100\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    retained_bytes: 0\n"), "%s", got.toon);
+    cr_assert_eq(got.status, JP_STATUS_COMPLETE, "%s", got.toon);
+    expect_same_as_one_ring(&f, &got);
+    jpt_result_free(&got);
+    fixture_free(&f);
+}
+
+/* The same stream with a wrong sequence is a violation, not a hang: a free that names one
+ * resize too many is held until the merge's bound, then counted; a RESIZE_SEQ in a stream of
+ * format 1 names nothing that stream has. */
+Test(rings, a_resize_sequence_that_never_comes_is_one_violation)
+{
+    struct fixture f;
+    fixture_begin(&f, 2, NULL);
+    ((struct jp_rec_run_start *)(void *)f.r[0].bytes)->format_version = JP_FORMAT_VERSION_SEQ;
+    add_exec(&f, 1, 1, 1);
+    add_exec(&f, 2, 2, 2);
+    add_seq(&f, 1, JP_REC_ALLOC, 2, 1, 0, 16, 0);
+    add_seq(&f, 2, JP_REC_RESIZE, 1, 1, 0, 16, 48);
+    add_seq(&f, 1, JP_REC_FREE, 1, 1, 2, 48, 0); /* one resize, not two, came before */
+    fixture_end(&f);
+    struct jpt_result got;
+    run_rings(&f, -1, &got);
+    cr_assert(strstr(got.toon, "\n    protocol_violations: 1\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    retained_bytes: 48\n"), "%s", got.toon);
+    jpt_result_free(&got);
+    fixture_free(&f);
+
+    fixture_begin(&f, 1, NULL);
+    add_seq(&f, 1, JP_REC_ALLOC, 2, 1, 0, 16, 0);
+    add_seq(&f, 1, JP_REC_RESIZE, 1, 1, 3, 16, 48);
+    fixture_end(&f);
+    run_rings(&f, -1, &got);
+    cr_assert(strstr(got.toon, "\n    protocol_violations: 1\n"), "%s", got.toon);
+    cr_assert(strstr(got.toon, "\n    retained_bytes: 16\n"), "%s", got.toon);
+    jpt_result_free(&got);
+    fixture_free(&f);
 }
 
 /* The main ring counts toward --max-run-ring-bytes like any worker ring: a main ring alone past

@@ -119,8 +119,12 @@ Test(records, validate_fixed_records_and_enums)
     rs.mode = 3;
     cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "mode 3");
     rs.mode = JP_MODE_MEMORY;
-    rs.format_version = 2;
-    cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "format version 2");
+    rs.format_version = JP_FORMAT_VERSION_SEQ;
+    cr_assert_eq(check(&rs, sizeof rs), 0, "format version 2 (resize sequences)");
+    rs.format_version = 3;
+    cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "format version 3");
+    rs.format_version = 0;
+    cr_assert_eq(check(&rs, sizeof rs), -EPROTO, "format version 0");
 
     struct jp_rec_cpu_sample s;
     memset(&s, 0, sizeof s);
@@ -150,9 +154,10 @@ Test(records, validate_fixed_records_and_enums)
     st.termination = 4;
     cr_assert_eq(check(&st, sizeof st), -EPROTO, "termination 4");
 
-    uint32_t fixed[] = {JP_REC_EXEC, JP_REC_ALLOC, JP_REC_RESIZE, JP_REC_FREE, JP_REC_COUNTERS};
-    uint32_t sizes[] = {16, 32, 32, 32, 64};
-    for (unsigned i = 0; i < 5; i++) {
+    uint32_t fixed[] = {JP_REC_EXEC, JP_REC_ALLOC, JP_REC_RESIZE, JP_REC_FREE, JP_REC_COUNTERS,
+                        JP_REC_RESIZE_SEQ};
+    uint32_t sizes[] = {16, 32, 32, 32, 64, 40};
+    for (unsigned i = 0; i < 6; i++) {
         uint8_t buf[64] = {0};
         struct jp_rec_hdr h = {(uint16_t)fixed[i], (uint16_t)sizes[i]};
         memcpy(buf, &h, sizeof h);
