@@ -168,7 +168,9 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
         memcpy(&r, p, sizeof r);
         if (!e->seq_stream)
             return violation(e); /* a stream of format 1 names no resize sequence */
-        return jpe_on_resize(e, &r, rs.seq);
+        int got = jpe_on_resize(e, &r, rs.seq);
+        e->records_counted -= got == JP_ENGINE_HELD; /* handed back: counted when taken */
+        return got;
     }
     case JP_REC_RUN_STOP:
         memcpy(&u.stop, p, sizeof u.stop);

@@ -1130,3 +1130,224 @@ Test(e2e, a_daemon_error_mid_run_is_a_collector_failure)
     free(wf);
     free(ef);
 }
+
+/* ---- a real threaded program: blocks handed between 100 threads ---- */
+
+/* 100 threads (more than the run's 64 worker rings, so the last ones share the main ring)
+ * register at staggered times while the others run, allocate blocks of a few sizes, and hand
+ * them to each other through one queue: a block is allocated on one thread, resized (often back
+ * to a size it had before) on whichever thread takes it next, handed on again or freed there.
+ * The threads end at staggered times; the blocks left in the queue are what the run retains.
+ * Each thread keeps its own model of what it did; the profile must equal their sum exactly,
+ * with no violation, whatever interleaving the machine chose, and its capture must replay to
+ * the same bytes. The runtime declares resize sequences: a block's size does come back. */
+#define HT_THREADS 100u
+#define HT_QCAP 512u
+
+struct ht_block {
+    uint64_t id, size, seq;
+};
+struct ht_shared {
+    jettprof_run *run;
+    uint32_t f_make, f_pass;
+    pthread_mutex_t mu;
+    struct ht_block q[HT_QCAP]; /* under mu: a FIFO of n blocks from head */
+    uint32_t head, n;
+};
+struct ht_thread {
+    struct ht_shared *sh;
+    uint32_t index;
+    pthread_t th;
+    struct mem_model m;
+};
+
+static const uint64_t ht_sizes[4] = {16, 48, 32, 64};
+
+static void *ht_main(void *arg)
+{
+    struct ht_thread *me = arg;
+    struct ht_shared *sh = me->sh;
+    usleep(200u * me->index); /* registrations arrive while the first threads already run */
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(sh->run, me->index + 1u, &t), 0, "%s",
+                 jettprof_last_reason());
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    cr_assert_not_null(f);
+    uint64_t rng = 0x9e3779b97f4a7c15u * (me->index + 1u);
+    uint32_t rounds = 40u + (me->index % 10u) * 30u; /* the threads end at staggered times */
+    for (uint32_t r = 0; r < rounds; r++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        struct ht_block b;
+        int have = 0;
+        pthread_mutex_lock(&sh->mu);
+        if (sh->n && rng % 3u) {
+            b = sh->q[sh->head];
+            sh->head = (sh->head + 1u) % HT_QCAP;
+            sh->n--;
+            have = 1;
+        }
+        pthread_mutex_unlock(&sh->mu);
+        if (!have) {
+            b.size = ht_sizes[rng % 4u];
+            b.seq = 0;
+            cr_assert_eq(jettprof_enter(t, sh->f_make), 0);
+            cr_assert_eq(jettprof_alloc_fast(f, b.size, &b.id), 0);
+            jettprof_leave(t);
+            m_alloc(&me->m, b.size);
+        } else {
+            /* taken from another thread (or this one): resize it, then pass it on or free it */
+            uint64_t to = ht_sizes[(rng >> 8) % 4u];
+            cr_assert_eq(jettprof_enter(t, sh->f_pass), 0);
+            if (to != b.size) {
+                cr_assert_eq(jettprof_resize_seq_fast(f, b.id, b.seq, b.size, to), 0);
+                m_resize(&me->m, b.size, to);
+                b.size = to;
+                b.seq++;
+            }
+            int drop = (rng >> 16) % 4u == 0;
+            if (drop) {
+                cr_assert_eq(jettprof_free_seq_fast(f, b.id, b.seq, b.size), 0);
+                m_free(&me->m, b.size);
+            }
+            jettprof_leave(t);
+            if (drop)
+                continue;
+        }
+        pthread_mutex_lock(&sh->mu);
+        int full = sh->n == HT_QCAP;
+        if (!full) {
+            sh->q[(sh->head + sh->n) % HT_QCAP] = b;
+            sh->n++;
+        }
+        pthread_mutex_unlock(&sh->mu);
+        if (full) {
+            cr_assert_eq(jettprof_free_seq_fast(f, b.id, b.seq, b.size), 0);
+            m_free(&me->m, b.size);
+        }
+    }
+    jettprof_thread_unregister(t);
+    return NULL;
+}
+
+/* Two processes that spin for the test's length: the run shares the machine. */
+static void hogs_start(pid_t hog[2])
+{
+    for (int i = 0; i < 2; i++) {
+        hog[i] = tl_fork();
+        cr_assert_geq(hog[i], 0);
+        if (hog[i] == 0)
+            for (volatile uint64_t x = 0;; x++) {
+            }
+    }
+}
+
+static void hogs_stop(pid_t hog[2])
+{
+    for (int i = 0; i < 2; i++) {
+        kill(hog[i], SIGKILL);
+        tl_wait(hog[i], 10000);
+    }
+}
+
+/* One run of the program with worker rings of ring_slots slots (0: the default), through the
+ * daemon the environment names; checks the profile and that its capture replays to it. */
+static void handoff_run(uint32_t ring_slots)
+{
+    char path[] = "/tmp/jp_agent_handoffXXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    c.capabilities |= JETTPROF_CAP_RESIZE_SEQUENCE;
+    c.ring_slots = ring_slots;
+    c.capture_fd = fd;
+    static struct ht_shared sh;
+    static struct ht_thread th[HT_THREADS];
+    memset(&sh, 0, sizeof sh);
+    pthread_mutex_init(&sh.mu, NULL);
+    int r = jettprof_start(&c, &sh.run);
+    cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
+    uint32_t src;
+    cr_assert_eq(jettprof_source(sh.run, JETTPROF_ORIGIN_PROJECT, "src/queue.jett", &src), 0);
+    sh.f_make = frame(sh.run, src, "queue", "make", 3);
+    sh.f_pass = frame(sh.run, src, "queue", "pass", 12);
+    for (uint32_t i = 0; i < HT_THREADS; i++) {
+        th[i] = (struct ht_thread){.sh = &sh, .index = i};
+        cr_assert_eq(pthread_create(&th[i].th, NULL, ht_main, &th[i]), 0);
+    }
+    struct mem_model tot = {0};
+    for (uint32_t i = 0; i < HT_THREADS; i++) {
+        pthread_join(th[i].th, NULL);
+        tot.count += th[i].m.count;
+        tot.resizes += th[i].m.resizes;
+        tot.allocated += th[i].m.allocated;
+        tot.freed += th[i].m.freed;
+    }
+    uint64_t retained = 0;
+    for (uint32_t k = 0; k < sh.n; k++)
+        retained += sh.q[(sh.head + k) % HT_QCAP].size;
+    cr_assert_eq(tot.allocated - tot.freed, retained, "the model itself is consistent");
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(sh.run, JETTPROF_TERM_RETURNED, &res), 0);
+    pthread_mutex_destroy(&sh.mu);
+    close(fd);
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.protocol_violations"), 0, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.lost_records"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.record_count_mismatch"), 0, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), tot.count, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.resize_count"), tot.resizes, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.allocated_bytes"), tot.allocated, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.freed_bytes"), tot.freed, "%s", res.toon);
+    cr_assert_eq(jnum(j, "profile.totals.retained_bytes"), retained, "%s", res.toon);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "%s: %s", res.reason, res.toon);
+    free(j);
+    char *replayed = replay_toon(path);
+    unlink(path);
+    cr_expect_str_eq(replayed, res.toon, "the capture replays to other bytes");
+    free(replayed);
+    jettprof_result_release(&res);
+}
+
+/* How many runs of each configuration: JETT_TEST_HANDOFF_RUNS, else 2. */
+static unsigned handoff_runs(void)
+{
+    const char *e = getenv("JETT_TEST_HANDOFF_RUNS");
+    unsigned n = e ? (unsigned)strtoul(e, NULL, 10) : 0;
+    return n ? n : 2u;
+}
+
+Test(e2e, a_hundred_threads_handing_blocks_around_are_exact_on_a_private_daemon,
+     .timeout = 600)
+{
+    need_daemon();
+    pid_t hog[2];
+    hogs_start(hog);
+    for (unsigned i = 0; i < handoff_runs(); i++) {
+        handoff_run(8192);
+        handoff_run(0);
+    }
+    hogs_stop(hog);
+}
+
+Test(e2e, a_hundred_threads_handing_blocks_around_are_exact_on_a_serving_daemon,
+     .timeout = 600)
+{
+    need_daemon();
+    char dir[] = "/tmp/jp_agent_serveXXXXXX";
+    char sock[128];
+    pid_t d = spawn_serve(dir, sock, sizeof sock);
+    setenv("JETTPROFD_SOCKET", sock, 1);
+    pid_t hog[2];
+    hogs_start(hog);
+    for (unsigned i = 0; i < handoff_runs(); i++) {
+        handoff_run(8192);
+        handoff_run(0);
+    }
+    hogs_stop(hog);
+    unsetenv("JETTPROFD_SOCKET");
+    kill(d, SIGTERM);
+    int status;
+    cr_assert_eq(waitpid(d, &status, 0), d);
+    unlink(sock);
+    rmdir(dir);
+}
