@@ -40,7 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/engine/view.h"
+#include "engine/view.h"
 #include "jpd.h"
 #include "commands.h"
 #include "util.h"

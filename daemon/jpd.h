@@ -18,7 +18,7 @@
 
 #include "common/buf.h"
 #include "common/json.h"
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "protocol/capture.h"
 #include "protocol/control.h"
 #include "protocol/records.h"

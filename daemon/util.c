@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/text.h"
-#include "daemon/engine/view.h"
+#include "engine/view.h"
 #include "jpd.h"
 #include "util.h"
 #include "systemd.h"

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 #include "fuzz_check.h"
 #include "fuzz_report_check.h"

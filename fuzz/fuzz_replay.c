@@ -20,7 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 #include "fuzz_check.h"
 #include "fuzz_crc_fix.h"

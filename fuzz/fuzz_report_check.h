@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 #include "fuzz_check.h"
 

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "daemon/engine/view.h"
+#include "engine/view.h"
 #include "render/rendered.h"
 
 struct jp_report_opts {

@@ -121,13 +121,15 @@ def self_test():
             open(os.path.join(root, rel), "w").write(text)
         put("docs/ARCHITECTURE.md", "## What each folder may include\n\n| folder | may include |\n"
             "|---|---|\n| `low/` | `low/` |\n| `high/` | `low/`, `high/` |\n"
-            "| `high/inner/` | `high/inner/` |\n\n## Next\n")
+            "| `high/inner/` | `high/inner/` |\n| `top/` | `low/a.h`, `top/` |\n\n## Next\n")
         put("low/a.h", "#include <stdio.h>\n")
         put("low/a.c", '#include "a.h"\n')
         put("high/b.c", '#include "low/a.h"\n#include "b.h"\n')
         put("high/b.h", "")
         put("high/inner/c.c", '#include "c.h"\n')
         put("high/inner/c.h", "")
+        put("low/private.h", "")
+        put("top/t.c", '#include "low/a.h"\n')  # a row may name single files of a folder
         if check(root) != 0:
             print("include-rules: self-test: a tree that keeps the rules was refused")
             return 1
@@ -138,6 +140,12 @@ def self_test():
         put("high/inner/c.h", '#include "nowhere.h"\n')
         if check(root) == 0:
             print("include-rules: self-test: an include of no file went unnoticed")
+            return 1
+        put("high/inner/c.h", "")
+        put("top/t.c", '#include "low/a.h"\n#include "low/private.h"\n')
+        if check(root) == 0:
+            print("include-rules: self-test: a file of a folder the row names only in part "
+                  "went unnoticed")
             return 1
     print("include-rules: self-test: the planted includes were caught")
     return 0

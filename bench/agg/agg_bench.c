@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 
 #define RUNS_MAX 5

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "protocol/capture.h"
 #include "protocol/records.h"
 

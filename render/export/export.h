@@ -1,6 +1,6 @@
 /* Exports of one run's profile for the usual profile tools: folded stacks, pprof, speedscope
  * and an SVG flame graph; and the diff of two runs. Everything here reads a built report and
- * the engine's read-only view it points to (render/report.h, daemon/engine/view.h): the
+ * the engine's read-only view it points to (render/report.h, engine/view.h): the
  * figures are the engine's aggregates, never a second aggregation, so an export's totals are
  * the report's totals by construction.
  *

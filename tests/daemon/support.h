@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 #include "protocol/control.h"
 #include "protocol/records.h"

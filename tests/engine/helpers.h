@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "daemon/engine/engine.h"
+#include "engine/engine.h"
 #include "render/report.h"
 #include "tests/lib/toon.h" /* tl_toon_decode, the official decoder */
 

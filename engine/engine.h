@@ -4,8 +4,8 @@
  * bytes. It never builds or writes the report: callers take its read-only view (view.h) and
  * hand it to render/ (report.h).
  */
-#ifndef JETTPROF_DAEMON_ENGINE_H
-#define JETTPROF_DAEMON_ENGINE_H
+#ifndef JETTPROF_ENGINE_ENGINE_H
+#define JETTPROF_ENGINE_ENGINE_H
 
 #include <stddef.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-/* Private to daemon/engine/: the engine's accounting rules, each written once, and the
+/* Private to engine/: the engine's accounting rules, each written once, and the
  * one-pass event paths built on them.
  *
  * A rule is what one event does to the run's counters, tables, live bytes and peak: an

@@ -1,7 +1,7 @@
 /* The engine's read-only view of one run: what the report builder (render/report.c) and the
  * writers (render/toon.c, render/human.c) read.
- * The engine fills it (daemon/engine/view.c) and never calls the report; the report never
- * sees the engine's state (engine_internal.h is private to daemon/engine/).
+ * The engine fills it (engine/view.c) and never calls the report; the report never
+ * sees the engine's state (engine_internal.h is private to engine/).
  *
  * Ownership: every array below belongs to the engine and is accounted against the run's
  * metadata budget (CPU mode: cpu_budget_bytes; memory mode: retention_budget_bytes, which

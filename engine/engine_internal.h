@@ -1,4 +1,4 @@
-/* Private to daemon/engine/: what the engine's files share (the engine's state, its tables'
+/* Private to engine/: what the engine's files share (the engine's state, its tables'
  * layouts and the calls one file makes into another). Nothing outside this folder includes it;
  * the report and the writers (render/, which the engine never includes or calls) read the
  * engine through view.h only.
