@@ -15,7 +15,7 @@
 #ifndef JETTPROF_ENGINE_ACCOUNT_H
 #define JETTPROF_ENGINE_ACCOUNT_H
 
-#include "engine_internal.h"
+#include "live.h"
 
 /* ---- every event ------------------------------------------------------------------------- */
 
@@ -176,8 +176,8 @@ static inline struct jp_hot *hot_at(struct jp_engine *e, uint32_t w, uint32_t li
 /* ---- the one-pass paths ------------------------------------------------------------------- */
 
 /* The common allocation in one pass: the agent's next id (fresh, and the next window slot,
- * the window not due to grow; a survivor still in that slot moves to the tables through a
- * call), a stored node that is not a truncation, under the EXEC identity already noted for it
+ * the window not due to grow; a survivor still in that slot moves to the pages or the tables
+ * through a call, live.c), a stored node that is not a truncation, under the EXEC identity already noted for it
  * and for the thread, a size and chain the window slot holds, live tracking exact (mem_fast).
  * So the general path's reuse check, identity notes, history append and packing are known to
  * do nothing but what seen_extend and the window slot do. */
@@ -186,7 +186,7 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     uint64_t id = r->allocation_id, size = r->size;
     uint32_t node = r->node;
     /* seen_next set means id < UINT64_MAX, so id == win_hi + 1 did not wrap and win_hi is
-     * below UINT64_MAX - 1, as win_take_next requires */
+     * below UINT64_MAX - 1, as live_take_next requires */
     if (__builtin_expect(!(e->mem_fast && e->seen_next &&
                            id == e->seen_next && node - 1u < e->nnode_stored &&
                            e->thread_epoch == e->exec_epoch && e->nwin < e->win_grow_at &&
@@ -202,7 +202,7 @@ static inline int on_alloc(struct jp_engine *e, const struct jp_rec_alloc *r)
     e->producer_records++;
     mem_count_alloc(e, c, size);
     seen_extend(e, id);
-    int rc = win_take_next(e, id, win_slot(n->chain + 1u, size));
+    int rc = live_take_next(e, id, win_slot(n->chain + 1u, size));
     if (__builtin_expect(rc < 0, 0))
         return jpe_live_lost(e, rc);
     mem_live_add(e, c, size, 1);

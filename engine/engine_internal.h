@@ -23,7 +23,7 @@
  *    ids sit in a direct-mapped young window of 4-byte slots (id mod W), so the many
  *    allocations that die young are never hashed (window.c, live_table.c); the survivors it
  *    lets go of, oldest first, are appended to pages in id order (pages.c) while their ids
- *    keep rising, and hashed only when they do not.
+ *    keep rising, and hashed only when they do not (live.c decides).
  *  - live_at_peak_bytes uses epochs instead of copying the table at each new peak: the global
  *    peak epoch advances when live bytes rise strictly above the previous peak
  *    (READINGS.md #10); before a chain's live bytes change, a chain whose stamp
@@ -54,12 +54,13 @@
  *   cpu.c         CPU samples, hot lines, and settling self/inclusive/chain counts (jpe_cpu_settle)
  *   memory.c      alloc/resize/free accounting per creation chain, the id history, the
  *                 live-at-peak snapshot, settling the sites' figures from their chains
+ *   live.[ch]     the live store's one owner: where a live allocation is held (the window,
+ *                 then the pages, then the tables), found, changed, dropped and moved; the
+ *                 three below are its leaves, which hold values and never call each other
+ *   window.c      the young window: the newest ids, direct-mapped
+ *   pages.c       the window's survivors in id order, appended to pages of PG_IDS ids
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
  *                 the overflow array for values that do not pack
- *   window.c      the young window in front of the live tables (the live_* calls that find
- *                 an allocation wherever it is held are inline below)
- *   pages.c       the window's survivors in id order, appended to pages of PG_IDS ids
- *                 instead of hashed (lookups that miss them go on to the tables)
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
  *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
@@ -476,14 +477,27 @@ static inline void ln_prefetch(struct jp_engine *e, uint32_t key)
 
 #define PG_ID_BITS 12u
 #define PG_IDS (1u << PG_ID_BITS) /* ids a survivor page covers */
-/* A survivor the window lets go of: appended to its page when it can be, else into the
- * tables (jpe_table_insert). 0, -ENOBUFS, -ENOMEM. */
-int jpe_pg_insert(struct jp_engine *e, uint64_t id, uint64_t val);
-/* id's live value in the pages, or NULL (then it may still be in the tables). */
+/* The pages hold values only; which value goes where is live.c's. */
+/* Whether a survivor with this id may go to the pages (1) or not (0: out of order, too far
+ * past the newest page, UINT64_MAX). When it opens a page past the newest, the newest closes
+ * first; if that page is too sparse to keep, *sparse is set to an id of it (its live values
+ * are to move to the tables, jpe_pg_next_live), else left alone. */
+int jpe_pg_admit(struct jp_engine *e, uint64_t id, uint64_t *sparse);
+/* Appends an admitted id's value to its page, made or grown as needed: 1, 0 when the budget
+ * refused the room, -ENOMEM. */
+int jpe_pg_append(struct jp_engine *e, uint64_t id, uint64_t val);
+/* id's live value in the pages, or NULL. */
 uint32_t *jpe_pg_find(struct jp_engine *e, uint64_t id);
-/* Whether valp (found for id) is a page's; and dropping it. */
-bool jpe_pg_holds(struct jp_engine *e, uint64_t id, const uint32_t *valp);
-void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+/* Drops id's value (valp: what jpe_pg_find gave). 1 when its page, closed, is now too sparse
+ * to keep (its live values are to move to the tables), else 0. */
+int jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp);
+/* A page's live values in id order, to move them out: *cursor starts at 0; gives the next
+ * live value's word and its id, or NULL at the end. jpe_pg_moved marks one moved (its page is
+ * freed with the last); jpe_pg_tidy compacts a page whose move was refused midway. */
+uint32_t *jpe_pg_next_live(struct jp_engine *e, uint64_t page_id, uint32_t *cursor,
+                           uint64_t *id);
+void jpe_pg_moved(struct jp_engine *e, uint64_t id, uint32_t *valp);
+void jpe_pg_tidy(struct jp_engine *e, uint64_t page_id);
 void jpe_pg_free_all(struct jp_engine *e);
 /* The pages' bytes, their directory's included, and the live values they hold. */
 uint64_t jpe_pg_bytes(const struct jp_engine *e, uint64_t *live);
@@ -495,14 +509,14 @@ static inline bool pg_would_take(const struct jp_engine *e, uint64_t id)
 
 /* ---- window.c ----------------------------------------------------------------------------- */
 
-/* A live allocation's value, wherever it is held. */
-struct live_ref {
-    uint32_t *win;  /* its window slot, or NULL */
-    uint32_t *valp; /* else its table value */
-};
-int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val);
-/* Moves the survivor in window slot s (occupied; win_hi not yet advanced) to the tables. */
-int jpe_win_evict_one(struct jp_engine *e, uint32_t s);
+/* The window's own mechanics; what moves in and out of it is live.c's. */
+/* 1 when the window exists (made now if need be), 0 when the budget refused it (the tables
+ * alone still track exactly), -ENOMEM when malloc did. */
+int jpe_win_ready(struct jp_engine *e);
+/* Doubles the window when it is due, re-placing its values: 0, or -ENOMEM. */
+int jpe_win_grow(struct jp_engine *e);
+/* The first occupied slot in [a, b) (b <= W), or b. */
+uint32_t jpe_win_next(struct jp_engine *e, uint32_t a, uint32_t b);
 /* What a failure to track a live allocation returns (memory.c): the budget's refusal
  * (-ENOBUFS) ends exact live tracking for the run and is no error; anything else is. */
 int jpe_live_lost(struct jp_engine *e, int rc);
@@ -555,47 +569,6 @@ static inline uint32_t *win_find(struct jp_engine *e, uint64_t id)
     return NULL;
 }
 
-/* The live_* calls find, read, change and drop a live allocation wherever it is held: its
- * window slot, else the tables (live_table.c). */
-static inline bool live_find(struct jp_engine *e, uint64_t id, struct live_ref *r)
-{
-    if ((r->win = win_find(e, id)) != NULL)
-        return true;
-    return (r->valp = jpe_table_find(e, id)) != NULL;
-}
-
-static inline uint64_t live_val(const struct live_ref *r)
-{
-    return r->win ? win_dec(*r->win) : val_get(r->valp);
-}
-
-static inline void live_del(struct jp_engine *e, uint64_t id, const struct live_ref *r)
-{
-    if (r->win)
-        win_clear(e, (uint32_t)(r->win - e->win));
-    else
-        jpe_table_del(e, id, r->valp);
-}
-
-/* Replaces a live allocation's value; one the window cannot hold moves to the tables. */
-static inline int live_set(struct jp_engine *e, uint64_t id, const struct live_ref *r,
-                           uint64_t val)
-{
-    if (!r->win) {
-        val_set(r->valp, val);
-        return 0;
-    }
-    if (win_fits(val)) {
-        *r->win = win_enc(val);
-        return 0;
-    }
-    int rc = jpe_table_insert(e, id, val);
-    if (rc < 0)
-        return rc;
-    win_clear(e, (uint32_t)(r->win - e->win));
-    return 0;
-}
-
 /* Group g (slots 64g .. 64g + 63) has its bit set whenever one of its slots is occupied; a
  * bit may stay set after its group empties (a free only zeroes the slot), and the scan that
  * finds the group empty clears it: each set bit costs one scan of its 64 slots at most. */
@@ -632,35 +605,6 @@ static inline void win_advance(struct jp_engine *e, uint64_t id)
 {
     e->win_hi = id;
     win_prefetch_next(e, id);
-}
-
-/* The agent's counter: id is win_hi + 1 (no wrap, below UINT64_MAX), the window exists and is
- * not due to grow, and v is its slot value. A survivor in its slot (the id one window older)
- * moves to the tables first, through a call; that is the only failure (-ENOBUFS, -ENOMEM). */
-static inline int win_take_next(struct jp_engine *e, uint64_t id, uint32_t v)
-{
-    uint32_t slot = (uint32_t)(id & (e->win_w - 1u));
-    if (__builtin_expect(e->win[slot] != 0, 0)) {
-        int rc = jpe_win_evict_one(e, slot);
-        if (rc < 0)
-            return rc;
-    }
-    win_put(e, slot, v);
-    win_advance(e, id);
-    return 0;
-}
-
-/* Tracks a new live allocation. Inline for the agent's counter (the next id after the
- * highest, the window not due to grow, a value the slot holds): win_take_next, which is what
- * jpe_live_insert_slow does in that case; every other case there. */
-static inline int live_insert(struct jp_engine *e, uint64_t id, uint64_t val)
-{
-    /* nwin < win_grow_at implies a window (win_grow_at is 0 until one exists); id is
-     * win_hi + 1 without wrapping and is not UINT64_MAX (which lives in its own slot). */
-    if (e->nwin < e->win_grow_at && e->win_hi < UINT64_MAX - 1u && id == e->win_hi + 1u &&
-        win_fits(val))
-        return win_take_next(e, id, win_enc(val));
-    return jpe_live_insert_slow(e, id, val);
 }
 
 /* Bytes a window of w slots holds: the slots and a bit per 64 of them. */

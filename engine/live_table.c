@@ -1,6 +1,7 @@
-/* The exact live-allocation tables behind the young window (window.c): a sharded bucketized
- * cuckoo table for narrow ids, a Robin Hood table for wide ones (also the late-id history,
- * memory.c), a slot for id UINT64_MAX, and the overflow array for values that do not pack.
+/* The exact live-allocation tables, the live store's last place (live.h): a sharded
+ * bucketized cuckoo table for narrow ids, a Robin Hood table for wide ones (also the late-id
+ * history and the resize counts, memory.c), a slot for id UINT64_MAX, and the overflow array
+ * for values that do not pack.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -287,11 +288,6 @@ static int ln_insert(struct jp_engine *e, struct live_narrow *t, uint32_t key, u
 
 uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id)
 {
-    if (e->pg_n) { /* the survivor pages first (pages.c): the tables hold what they refused */
-        uint32_t *v = jpe_pg_find(e, id);
-        if (v)
-            return v;
-    }
     if (id < UINT32_MAX)
         return ln_find(ln_shard(e, (uint32_t)(id + 1u)), (uint32_t)(id + 1u));
     if (id == UINT64_MAX)
@@ -301,9 +297,7 @@ uint32_t *jpe_table_find(struct jp_engine *e, uint64_t id)
 
 void jpe_table_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
-    if (e->pg_n && jpe_pg_holds(e, id, valp))
-        jpe_pg_del(e, id, valp);
-    else if (id < UINT32_MAX)
+    if (id < UINT32_MAX)
         ln_del(ln_shard(e, (uint32_t)(id + 1u)), valp);
     else if (id == UINT64_MAX)
         e->max_id_live = false;

@@ -225,7 +225,7 @@ int jpe_on_resize(struct jp_engine *e, const struct jp_rec_resize *r, uint64_t s
     int nref = node_ref(e, r->node); /* JP_ID_NONE: -1, no stack */
     if (nref < 0 && r->node != JP_ID_NONE)
         return held_or_violation(e);
-    struct live_ref ref = {NULL, NULL};
+    struct live_ref ref = {0};
     uint64_t size = r->old_size, had = 0;
     uint32_t creation = 0; /* the creation chain, index + 1 */
     uint32_t *sslot = NULL;

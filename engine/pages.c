@@ -1,8 +1,8 @@
 /* The survivor pages: the live allocations the young window (window.c) lets go of, kept in id
  * order instead of hashed.
  *
- * The window moves an allocation to the tables when a newer id needs its slot, so its
- * survivors leave it oldest first: with the agent's counter, every survivor's id is above the
+ * An allocation still live when a newer id needs its window slot leaves the window then, so
+ * the survivors leave it oldest first: with the agent's counter, every survivor's id is above the
  * last one's. Hashing each of them into the cuckoo tables costs two cache misses on random
  * lines (and the kicks and growths of a table near full); a workload that keeps one
  * allocation in ten spent about as long on those inserts as on all its other records. Here
@@ -12,15 +12,15 @@
  * value. A page of dense survivors costs about 8 bytes each (the cuckoo tables 13 to 18), so
  * the live set the budget holds grows too.
  *
- * Only what keeps that true comes here; everything else goes to the tables as before, and a
- * lookup that misses the pages goes on to them:
+ * Only what keeps that true comes here (the live store, live.c, asks jpe_pg_admit); everything
+ * else goes to the tables, and a lookup that misses the pages goes on to them:
  *  - an id at or below the highest appended (a survivor out of order: several rings, a
  *    window that jumped) or UINT64_MAX;
  *  - an id more than PG_MAX_GAP pages past the newest page while a page holds anything (the
  *    directory stays small: it covers the pages from the oldest that holds a value);
  *  - a page that is closed (a newer page took an id) holding fewer than PG_MIN values, and a
  *    closed page that frees down to fewer than PG_KEEP live: too sparse to beat the tables,
- *    their live values move there;
+ *    their live values move there (this file says so; live.c moves them, jpe_pg_next_live);
  *  - a page the budget or malloc refuses.
  * A freed value is marked PG_DEAD (no packed value is all ones: an overflow index is below
  * 2^32); a page whose live values fall below three quarters of its values is compacted in
@@ -37,7 +37,7 @@
 #define PG_WORDS (PG_IDS / 64u)
 #define PG_DEAD UINT64_MAX
 #define PG_FIRST_CAP 64u  /* values a new page has room for; doubles up to PG_IDS */
-#define PG_MIN 128u       /* a closed page with fewer values moves them to the tables */
+#define PG_MIN 128u       /* a closed page with fewer values is too sparse to keep */
 #define PG_KEEP 64u       /* a closed page freed down to fewer live values does too */
 #define PG_MAX_GAP 4096u  /* pages an append may skip while pages hold anything */
 
@@ -79,12 +79,6 @@ uint32_t *jpe_pg_find(struct jp_engine *e, uint64_t id)
         return NULL;
     uint32_t *v = page_val(g, (uint32_t)(id & (PG_IDS - 1u)));
     return v && val_get(v) != PG_DEAD ? v : NULL;
-}
-
-bool jpe_pg_holds(struct jp_engine *e, uint64_t id, const uint32_t *valp)
-{
-    struct pg_page **r = page_ref(e, id);
-    return r && *r && valp >= (*r)->val[0] && valp < (*r)->val[(*r)->cap];
 }
 
 static void page_free(struct jp_engine *e, struct pg_page **r)
@@ -138,48 +132,65 @@ static void page_compact(struct jp_engine *e, struct pg_page **r)
     *r = s;
 }
 
-/* Moves a page's live values to the tables and frees it. A refusal leaves the values not yet
- * moved where they are (every one still found exactly once): 0, or the table's error. */
-static int page_to_tables(struct jp_engine *e, struct pg_page **r)
+uint32_t *jpe_pg_next_live(struct jp_engine *e, uint64_t page_id, uint32_t *cursor,
+                           uint64_t *id)
 {
-    struct pg_page *g = *r;
-    uint64_t first = ((uint64_t)(r - e->pg) + e->pg_base) << PG_ID_BITS;
-    uint32_t rank = 0;
-    for (uint32_t w = 0; w < PG_WORDS; w++)
-        for (uint64_t b = g->bits[w]; b; b &= b - 1u, rank++) {
-            uint64_t v = val_get(g->val[rank]);
-            if (v == PG_DEAD)
-                continue;
-            int rc = jpe_table_insert(e, first + w * 64u + (uint32_t)__builtin_ctzll(b), v);
-            if (rc < 0)
-                return rc;
-            val_set(g->val[rank], PG_DEAD);
-            g->live--;
+    struct pg_page **r = page_ref(e, page_id), *g;
+    if (!r || !(g = *r))
+        return NULL;
+    for (uint32_t i = *cursor; i < PG_IDS;) {
+        uint32_t w = i >> 6;
+        uint64_t m = g->bits[w] & (~UINT64_C(0) << (i & 63u));
+        if (!m) {
+            i = (w + 1u) << 6;
+            continue;
         }
-    page_free(e, r);
-    return 0;
+        i = (w << 6) + (uint32_t)__builtin_ctzll(m);
+        uint32_t *v = page_val(g, i);
+        if (val_get(v) != PG_DEAD) {
+            *cursor = i + 1u;
+            *id = (page_id & ~(uint64_t)(PG_IDS - 1u)) + i;
+            return v;
+        }
+        i++;
+    }
+    return NULL;
 }
 
-void jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
+void jpe_pg_moved(struct jp_engine *e, uint64_t id, uint32_t *valp)
+{
+    struct pg_page **r = page_ref(e, id);
+    val_set(valp, PG_DEAD);
+    if (!--(*r)->live)
+        page_free(e, r);
+}
+
+void jpe_pg_tidy(struct jp_engine *e, uint64_t page_id)
+{
+    struct pg_page **r = page_ref(e, page_id);
+    if (r && *r && (*r)->live < (*r)->n / 4u * 3u)
+        page_compact(e, r);
+}
+
+int jpe_pg_del(struct jp_engine *e, uint64_t id, uint32_t *valp)
 {
     struct pg_page **r = page_ref(e, id), *g = *r;
     val_set(valp, PG_DEAD);
     g->live--;
     if (!g->live) {
         page_free(e, r);
-        return;
+        return 0;
     }
     bool closed = (uint64_t)(r - e->pg) + 1u < e->pg_n;
-    /* A refused move leaves the page as it is (exact, only larger): nothing to report here;
-     * the table's next insert meets the same refusal and reports it. */
-    if (closed && g->live < PG_KEEP && page_to_tables(e, r) == 0)
-        return;
-    if (*r && g->live < g->n / 4u * 3u)
+    if (closed && g->live < PG_KEEP)
+        return 1;
+    if (g->live < g->n / 4u * 3u)
         page_compact(e, r);
+    return 0;
 }
 
-/* The newest page stops taking values (a newer page took one): too sparse, it moves to the
- * tables; the values it took size the next page. */
+/* The newest page stops taking values (a newer page took one); the values it took size the
+ * next page. 1 when it is too sparse to keep, else 0. */
 static int page_close(struct jp_engine *e)
 {
     struct pg_page **r = &e->pg[e->pg_n - 1u];
@@ -187,7 +198,7 @@ static int page_close(struct jp_engine *e)
         return 0;
     e->pg_hint = (*r)->n;
     if ((*r)->n < PG_MIN)
-        return page_to_tables(e, r);
+        return 1;
     if ((*r)->cap / 4u * 3u > (*r)->n) /* made for more than came: the room goes back */
         page_compact(e, r);
     return 0;
@@ -240,8 +251,7 @@ static int page_room(struct jp_engine *e, uint64_t id, struct pg_page ***out)
     return 0;
 }
 
-/* 1 when id's value was appended to its page, 0 when it goes to the tables, -ENOMEM. */
-static int pg_take(struct jp_engine *e, uint64_t id, uint64_t val)
+int jpe_pg_admit(struct jp_engine *e, uint64_t id, uint64_t *sparse)
 {
     if (id < e->pg_next || id == UINT64_MAX)
         return 0;
@@ -250,12 +260,17 @@ static int pg_take(struct jp_engine *e, uint64_t id, uint64_t val)
      * held; then the next page may be anywhere past pg_next (page_room starts there). */
     uint64_t p = id >> PG_ID_BITS;
     if (e->pg_n && p >= e->pg_base + e->pg_n) {
-        if (p - (e->pg_base + e->pg_n - 1u) > PG_MAX_GAP)
+        uint64_t newest = e->pg_base + e->pg_n - 1u;
+        if (p - newest > PG_MAX_GAP)
             return 0;
-        int rc = page_close(e);
-        if (rc == -ENOMEM)
-            return rc;
+        if (page_close(e))
+            *sparse = newest << PG_ID_BITS;
     }
+    return 1;
+}
+
+int jpe_pg_append(struct jp_engine *e, uint64_t id, uint64_t val)
+{
     struct pg_page **r;
     int rc = page_room(e, id, &r);
     if (rc < 0)
@@ -269,14 +284,6 @@ static int pg_take(struct jp_engine *e, uint64_t id, uint64_t val)
     g->live++;
     e->pg_next = id + 1u;
     return 1;
-}
-
-int jpe_pg_insert(struct jp_engine *e, uint64_t id, uint64_t val)
-{
-    int rc = pg_take(e, id, val);
-    if (rc != 0)
-        return rc < 0 ? rc : 0;
-    return jpe_table_insert(e, id, val);
 }
 
 uint64_t jpe_pg_bytes(const struct jp_engine *e, uint64_t *live)

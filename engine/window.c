@@ -1,7 +1,6 @@
-/* The young window: a direct-mapped window of the newest allocation ids in front of the live
- * tables (live_table.c): its growth, and moving its survivors to the tables. The live_* calls
- * that find, change and drop an allocation wherever it is held are inline in
- * engine_internal.h.
+/* The young window: a direct-mapped window of the newest allocation ids in front of the pages
+ * and the tables, and its growth. What goes in and what leaves it, and where a survivor goes,
+ * is the live store's (live.h, live.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -10,11 +9,12 @@
 
 /* Young allocations. Most allocations die young, and the agent hands out ids in increasing
  * order, so the newest ids live in a direct-mapped window (slot = id mod W) and never touch
- * the hashed tables; an allocation still live when its slot is needed by a newer id moves to
- * the tables then. A slot's occupant is the one id of (win_hi - W, win_hi] congruent to it.
- * Ids that do not arrive as a new highest go straight to the tables, as do values the 4-byte
- * slot cannot hold; so an empty slot says nothing, and a lookup that finds one goes on to the
- * tables: the window only ever holds a subset, exactly.
+ * the hashed tables; an allocation still live when its slot is needed by a newer id moves out
+ * then (to the pages, or the tables: live.c). A slot's occupant is the one id of
+ * (win_hi - W, win_hi] congruent to it. Ids that do not arrive as a new highest go straight to
+ * the tables, as do values the 4-byte slot cannot hold; so an empty slot says nothing, and a
+ * lookup that misses it goes on to the pages and the tables: the window only ever holds a
+ * subset, exactly.
  *
  * A slot is 4 bytes: 0 empty, else 1 + (chain << WIN_SIZE_BITS | size) for a size below
  * 2^WIN_SIZE_BITS and a creation chain (index + 1) below WIN_CHAIN_LIMIT (engine_internal.h).
@@ -36,7 +36,7 @@
  * never needs more. */
 #define WIN_MIN_BITS 12u
 /* 2^19 slots, 2 MiB: about a core's L2 cache. A run whose allocations live for a few
- * hundred thousand ids lets them die here instead of moving a share of them to the tables
+ * hundred thousand ids lets them die here instead of moving a share of them out
  * (bench/RESULTS.md has the figures for agg_bench's 65536 mix), and the window is still at
  * most 1/4 full when it stops growing: 16 bytes per allocation it holds, what the tables
  * cost. The window slot of a young free is fetched a few records ahead (feed.c), so
@@ -62,9 +62,7 @@ static int win_alloc(struct jp_engine *e, uint32_t w, uint32_t **slots, uint64_t
     return 0;
 }
 
-/* 1 when the window exists, 0 when the budget refused it (the tables alone still track
- * exactly), -ENOMEM when malloc did. */
-static int win_ready(struct jp_engine *e)
+int jpe_win_ready(struct jp_engine *e)
 {
     if (e->win || e->win_off)
         return e->win != NULL;
@@ -82,9 +80,9 @@ static int win_ready(struct jp_engine *e)
     return 1;
 }
 
-/* The first occupied slot in [a, b) (b <= W), or b. Skips groups whose bit is clear through
- * the bit words (64 groups each), so a scan costs O(W / 4096) words plus the set groups. */
-static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
+/* Skips groups whose bit is clear through the bit words (64 groups each), so a scan costs
+ * O(W / 4096) words plus the set groups. */
+uint32_t jpe_win_next(struct jp_engine *e, uint32_t a, uint32_t b)
 {
     while (a < b) {
         uint32_t g = a >> 6;
@@ -120,31 +118,10 @@ static uint32_t win_next(struct jp_engine *e, uint32_t a, uint32_t b)
     return b;
 }
 
-int jpe_win_evict_one(struct jp_engine *e, uint32_t s)
-{
-    uint64_t occupant = e->win_hi - ((e->win_hi - s) & (e->win_w - 1u));
-    int rc = jpe_pg_insert(e, occupant, win_dec(e->win[s]));
-    if (rc < 0)
-        return rc;
-    win_clear(e, s);
-    return 0;
-}
-
-/* Moves the survivors of slots [a, b) to the tables (win_hi not yet advanced). */
-static int win_evict(struct jp_engine *e, uint32_t a, uint32_t b)
-{
-    for (uint32_t s = win_next(e, a, b); s < b; s = win_next(e, s + 1u, b)) {
-        int rc = jpe_win_evict_one(e, s);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Doubles the window, re-placing its survivors (same ids, now mod 2W). Ids of the new half's
- * range older than the old window are not in it (they are in the tables). 0, or -ENOMEM
- * (the window is left as it was). */
-static int win_grow(struct jp_engine *e)
+/* Re-places the survivors (same ids, now mod 2W). Ids of the new half's range older than the
+ * old window are not in it (they are in the pages or the tables). -ENOMEM leaves the window as
+ * it was; a budget refusal too, asking again only once twice as full. */
+int jpe_win_grow(struct jp_engine *e)
 {
     uint32_t w = e->win_w, nw = w * 2u;
     if (nw > (UINT32_C(1) << WIN_MAX_BITS)) {
@@ -174,40 +151,5 @@ static int win_grow(struct jp_engine *e)
     }
     free(old);
     e->used += win_bytes(nw) - win_bytes(w);
-    return 0;
-}
-
-/* Every case live_insert's inline fast path leaves (engine_internal.h). */
-int jpe_live_insert_slow(struct jp_engine *e, uint64_t id, uint64_t val)
-{
-    int rc;
-    if (id <= e->win_hi || id == UINT64_MAX)
-        return jpe_table_insert(e, id, val);
-    if ((rc = win_ready(e)) <= 0)
-        return rc < 0 ? rc : jpe_table_insert(e, id, val);
-    if (e->nwin >= e->win_grow_at && (rc = win_grow(e)) < 0)
-        return rc;
-    uint32_t m = e->win_w - 1u, slot = (uint32_t)(id & m);
-    if (id - e->win_hi == 1u) { /* the agent's counter: one slot to look at */
-        if (e->win[slot] && (rc = jpe_win_evict_one(e, slot)) < 0)
-            return rc;
-    } else if (id - e->win_hi >= e->win_w) { /* everything in the window is displaced */
-        if (e->nwin && (rc = win_evict(e, 0, e->win_w)) < 0)
-            return rc;
-    } else { /* slots win_hi + 1 .. id, maybe wrapping */
-        uint32_t a = (uint32_t)((e->win_hi + 1u) & m);
-        if (a <= slot) {
-            if ((rc = win_evict(e, a, slot + 1u)) < 0)
-                return rc;
-        } else if ((rc = win_evict(e, a, e->win_w)) < 0 ||
-                   (rc = win_evict(e, 0, slot + 1u)) < 0) {
-            return rc;
-        }
-    }
-    if (win_fits(val))
-        win_put(e, slot, win_enc(val));
-    else if ((rc = jpe_table_insert(e, id, val)) < 0)
-        return rc;
-    win_advance(e, id);
     return 0;
 }
