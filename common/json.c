@@ -23,6 +23,14 @@ void jp_json_str(struct jp_buf *b, const char *s)
     jp_buf_put(b, "\"", 1);
 }
 
+void jp_json_str_or_null(struct jp_buf *b, const char *s)
+{
+    if (s && *s)
+        jp_json_str(b, s);
+    else
+        jp_buf_put(b, "null", 4);
+}
+
 void jp_json_base64(struct jp_buf *b, const void *data, size_t n)
 {
     static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

@@ -9,6 +9,9 @@
 #include "common/buf.h"
 
 void jp_json_str(struct jp_buf *b, const char *s);
+/* s as jp_json_str writes it, or null when there is none (s NULL or empty): the one way an
+ * optional string field is written. */
+void jp_json_str_or_null(struct jp_buf *b, const char *s);
 /* data[n] as a JSON string of its standard base64 (RFC 4648, padded): protobuf's JSON form of
  * a bytes field. */
 void jp_json_base64(struct jp_buf *b, const void *data, size_t n);

@@ -6,12 +6,17 @@
 
 #include "jpd.h"
 
-/* show.c: the clients of a serving daemon. jpd_ask sends m to the daemon at socket_path and
+/* show.c: the clients of a serving daemon (show, status, runs). jpd_ask sends m to the daemon at socket_path and
  * reads one answer: an ERROR is printed (named after cmd), anything else goes to answer, which
  * returns the exit status or -1 for a message it did not expect. Returns the exit status. */
 int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
             int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg);
 int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs);
+/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
+ * stdout; else atomically, temp + rename). Returns the exit status. */
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
+/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
 
 
 /* offline.c */

@@ -153,6 +153,15 @@ struct jpd_uid_use {
  * its HELLO is accepted, SHOW, and in private mode the one run) is the daemon's; in `serve` each
  * worker thread runs its own loop, and a run belongs to one worker for its life (workers.c).
  * Everything here but the fields marked otherwise is touched only by the loop's own thread. */
+/* Work handed to a worker's loop (workers.c): fn runs on that loop's thread, in the order the
+ * tasks were queued. A task is embedded in what it concerns (a session's hand-over, a loop's
+ * shutdown), so queueing one never allocates and never fails. */
+struct jpd_loop;
+struct jpd_task {
+    struct jpd_task *next;
+    void (*fn)(struct jpd_loop *lp, struct jpd_task *t);
+};
+
 struct jpd_loop {
     struct jpd_daemon *d;
     uv_loop_t *uv;
@@ -163,10 +172,11 @@ struct jpd_loop {
     pthread_t thread;
     int started;                  /* the thread runs (joined at exit) */
     uv_async_t wake;              /* main -> worker: look at the fields under mu */
-    pthread_mutex_t mu;           /* guards inbox, shutdown and quit */
-    struct jpd_session *inbox;    /* handed over by the main loop, not adopted yet */
-    int shutdown, quit;
-    int shut_done;                /* the worker's own: its sessions were shut down */
+    pthread_mutex_t mu;           /* guards inbox and quit */
+    struct jpd_task *inbox, *inbox_tail; /* queued by the main loop, not run yet */
+    int quit;
+    struct jpd_task stop;         /* SIGTERM's task for this worker (jpd_workers_shutdown) */
+    int shutting_down;            /* the loop's own: its sessions were shut down (session.c) */
     uint32_t assigned;            /* atomic: runs handed here and not yet freed (balancing) */
 };
 

@@ -100,7 +100,7 @@ static void keep_store(struct jpd_daemon *d, struct jpd_kept *in, int persist)
         jpd_state_save_kept(d, k);
 }
 
-void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k)
+void jpd_kept_load(struct jpd_daemon *d, struct jpd_kept *k)
 {
     keep_store(d, k, 0);
 }
@@ -185,32 +185,19 @@ static void log_row(struct jpd_daemon *d, const struct jpd_run_row *row)
     /* The run's own mode (its HELLO's) when the engine never saw RUN_START. */
     const char *mode = jp_mode_name(row->sum.mode);
     JP_BUF_LIT(&b, ",\"mode\":");
-    if (mode)
-        jp_json_str(&b, mode);
-    else
-        JP_BUF_LIT(&b, "null");
-    const char *term = jp_termination_name(row->sum.termination);
+    jp_json_str_or_null(&b, mode);
     JP_BUF_LIT(&b, ",\"termination\":");
-    if (term)
-        jp_json_str(&b, term);
-    else
-        JP_BUF_LIT(&b, "null");
+    jp_json_str_or_null(&b, jp_termination_name(row->sum.termination));
     JP_BUF_LIT(&b, ",\"status\":");
     jp_json_str(&b, jpd_status_word(row->status));
     JP_BUF_LIT(&b, ",\"reason\":");
     jp_json_str(&b, row->reason);
     JP_BUF_LIT(&b, ",\"start\":");
     char when[32];
-    if (jpd_rfc3339(row->start_unix_s, when, sizeof when) == 0)
-        jp_json_str(&b, when);
-    else
-        JP_BUF_LIT(&b, "null");
+    jp_json_str_or_null(&b, jpd_rfc3339(row->start_unix_s, when, sizeof when) == 0 ? when : NULL);
     jp_buf_printf(&b, ",\"duration_ms\":%llu,\"program\":",
                   (unsigned long long)row->duration_ms);
-    if (row->program[0])
-        jp_json_str(&b, row->program);
-    else
-        JP_BUF_LIT(&b, "null");
+    jp_json_str_or_null(&b, row->program);
     JP_BUF_LIT(&b, ",\"totals\":");
     jpd_summary_json(&b, &row->sum);
     JP_BUF_LIT(&b, "}\n");

@@ -272,8 +272,13 @@ int jpd_cmd_replay(int argc, char **argv)
     return 0;
 }
 
+/* A row's caveat: its kind and message, or null (kind NULL) for a complete capture. */
 static void caveat_json(struct jp_buf *b, const char *kind, const char *message)
 {
+    if (!kind) {
+        JP_BUF_LIT(b, "null");
+        return;
+    }
     JP_BUF_LIT(b, "{\"kind\":");
     jp_json_str(b, kind);
     JP_BUF_LIT(b, ",\"message\":");
@@ -323,16 +328,11 @@ static int build_row(struct jp_buf *b, const char *path, uint64_t index, long lo
     int complete = l.integrity == JP_CAPI_COMPLETE;
     JP_BUF_LIT(b, ",\"integrity\":{\"status\":");
     jp_json_str(b, jp_capture_integrity_name(l.integrity));
+    const char *kind = complete ? NULL : jp_capture_integrity_name(l.integrity);
     JP_BUF_LIT(b, ",\"caveat\":");
-    if (complete)
-        JP_BUF_LIT(b, "null");
-    else
-        caveat_json(b, jp_capture_integrity_name(l.integrity), why);
+    caveat_json(b, kind, why);
     JP_BUF_LIT(b, "}},\"caveat\":");
-    if (complete)
-        JP_BUF_LIT(b, "null");
-    else
-        caveat_json(b, jp_capture_integrity_name(l.integrity), why);
+    caveat_json(b, kind, why);
     JP_BUF_LIT(b, "}\n");
     return 0;
 }

@@ -1,7 +1,6 @@
-/* The end of a run and what a session answers with: the profile built and written once, the run
- * logged, kept for `show` and delivered to whoever can still take it (with the exports its
- * FINALIZE asked for, rendered from that same report), then, under `serve --push`, its pprof
- * queued for the push thread; and SHOW, answered from the runs the daemon kept.
+/* The end of a run: the profile built and written once, the run logged, kept for `show` and
+ * delivered to whoever can still take it (with the exports its FINALIZE asked for, rendered
+ * from that same report), then, under `serve --push`, its pprof queued for the push thread.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -225,62 +224,5 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     jp_rendered_free(&out);
     jp_engine_free(s->eng);
     s->eng = NULL;
-    jpd_session_done(s);
-}
-
-void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m)
-{
-    jpd_workers_absorb(s->d); /* a run a worker kept before its RESULT went out is found */
-    const struct jpd_kept *k = jpd_find_kept(s->d, m->u.show.run_id);
-    if (m->u.show.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
-        jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "show.outputs names an unknown output");
-        return;
-    }
-    /* One answer for a run that is not kept and one of another user: telling them apart
-     * would tell other users which run ids exist. */
-    if (!k || (s->peer.uid != 0 && s->peer.uid != k->uid)) {
-        jpd_session_fail(s, JP_CTLE_NO_SUCH_RUN, "no such run visible to you");
-        return;
-    }
-    struct jp_ctl_msg r = {.type = JP_CTL_RESULT};
-    r.u.result.status = k->status;
-    r.u.result.reason = k->reason;
-    r.u.result.reason_len = strlen(k->reason);
-    int h = (m->u.show.outputs & JP_OUT_HUMAN) && k->human;
-    int t = (m->u.show.outputs & JP_OUT_TOON) && k->toon;
-    r.u.result.human = h ? k->human : "";
-    r.u.result.human_len = h ? k->human_len : 0;
-    r.u.result.toon = t ? k->toon : "";
-    r.u.result.toon_len = t ? k->toon_len : 0;
-    if (jpd_conn_send(s, &r) < 0) {
-        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
-        return;
-    }
-    jpd_session_done(s);
-}
-
-void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m)
-{
-    struct jp_buf b = {0};
-    if (m->type == JP_CTL_RUNS) {
-        jpd_workers_absorb(s->d); /* rows workers posted before now are listed */
-        jpd_runs_text(s->d, s->peer.uid, m->u.runs.format, m->u.runs.limit, &b);
-    } else {
-        jpd_status_text(s->d, s->peer.uid, m->u.status.format, &b);
-    }
-    if (b.failed) {
-        jp_buf_free(&b);
-        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon is out of memory");
-        return;
-    }
-    struct jp_ctl_msg r = {.type = JP_CTL_STATUS_REPLY};
-    r.u.status_reply.text = b.p ? b.p : "";
-    r.u.status_reply.text_len = b.len;
-    int e = jpd_conn_send(s, &r);
-    jp_buf_free(&b);
-    if (e < 0) {
-        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
-        return;
-    }
     jpd_session_done(s);
 }

@@ -116,13 +116,8 @@ void jpd_server_stop(struct jpd_daemon *d)
         jpd_sd_notify("STOPPING=1");
         jpd_log("stopping: %u session(s) in flight", (unsigned)d->nsessions);
     }
-    /* jpd_session_shutdown never frees (only close callbacks do), so next stays valid. */
-    for (struct jpd_session *it = d->main.sessions; it;) {
-        struct jpd_session *next = jpd_session_next(it);
-        jpd_session_shutdown(it);
-        it = next;
-    }
-    jpd_workers_shutdown(d);
+    jpd_session_shutdown_loop(&d->main, NULL);
+    jpd_workers_shutdown(d, jpd_session_shutdown_loop);
     jpd_workers_absorb(d);
     if (d->nsessions == 0)
         jpd_server_sessions_gone(d, 0);
@@ -508,7 +503,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         goto fail;
     }
     jpd_capture_prune(&d);
-    jpd_state_load(&d);
+    jpd_state_load(&d, jpd_kept_load);
     r = uv_poll_init(&loop, &d.listen, fd);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));

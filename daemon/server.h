@@ -1,5 +1,5 @@
 /* The server part of jettprofd: the daemon object's services, in the files that define them
- * (server.c, signals.c, workers.c, kept.c, state.c).
+ * (server.c, signals.c, workers.c, kept.c, state.c, requests.c, capdir.c).
  */
 #ifndef JETTPROF_DAEMON_SERVER_H
 #define JETTPROF_DAEMON_SERVER_H
@@ -7,7 +7,7 @@
 #include "jpd.h"
 
 /* What a session asks of the daemon that holds it, and who owns what:
- *   the server (server.c, workers.c, kept.c, capture.c's directory part) owns the daemon
+ *   the server (server.c, workers.c, kept.c, state.c, requests.c, capdir.c) owns the daemon
  *     object, the listener, the signals, the runs log, the store of kept runs for `show`, the
  *     capture directory and the worker pool;
  *   a session (session.c and the files session.h names) owns its socket, ring, engine and
@@ -53,14 +53,15 @@ void jpd_signals_stop(struct jpd_daemon *d);
  * them through sessions_gone(d, count). 0 or -errno (nothing left running). */
 int jpd_workers_start(struct jpd_daemon *d, uint32_t n,
                       void (*sessions_gone)(struct jpd_daemon *d, uint32_t n));
-/* Main loop: SIGTERM reached the daemon; every worker shuts its sessions down. */
-void jpd_workers_shutdown(struct jpd_daemon *d);
+/* Main loop: SIGTERM reached the daemon; every worker runs fn (the sessions' shutdown of a
+ * loop) on its thread, after the tasks queued before. */
+void jpd_workers_shutdown(struct jpd_daemon *d, void (*fn)(struct jpd_loop *, struct jpd_task *));
 /* Main loop, when no session is left: the workers end their loops; joined in _join. */
 void jpd_workers_stop(struct jpd_daemon *d);
 void jpd_workers_join(struct jpd_daemon *d);
-/* For sessions, on the main loop: queues a session that left the main loop to the worker with the
- * fewest runs. */
-void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s);
+/* For sessions, on the main loop: queues t (a session that left the main loop, whose fn adopts
+ * it) to the worker with the fewest runs. */
+void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_task *t);
 /* Main loop: runs what was posted and hands on the sessions freed on workers, so what follows
  * sees every post made before it. Called from the post handle and before anything that reads
  * the state the posts change. */
@@ -75,28 +76,51 @@ int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, const void *payload, size_t 
 /* From a worker: one of its sessions was freed (counted, never lost to a failed allocation). */
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 
-/* kept.c: the `show` store's slot cleared; for sessions, the store given one finished run
- * (copied) and a runs-log row written, posted to the main loop from a worker; on the main
- * loop, a kept run by id (NULL: none; absorb the workers' posts first). */
-void jpd_kept_clear(struct jpd_kept *k);
+/* requests.c. For sessions, on the main loop: the answer to a SHOW, STATUS or RUNS request of
+ * a client of uid: 0 with *reply filled (its strings point into the kept store or *text, which
+ * the caller frees, and stay valid until the main loop's next turn), else the JP_CTLE_* code
+ * that ends the session, with *why. */
+uint32_t jpd_server_answer(struct jpd_daemon *d, uid_t uid, const struct jp_ctl_msg *m,
+                           struct jp_ctl_msg *reply, struct jp_buf *text, const char **why);
+
+/* kept.c. For sessions, on any loop: the store given one finished run (copied), and a
+ * runs-log row written, each posted to the main loop from a worker. */
 void jpd_keep_run(struct jpd_daemon *d, uint64_t run_id, uid_t uid, const struct jp_rendered *r);
-const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id);
 void jpd_log_run(struct jpd_daemon *d, const struct jpd_run_row *row);
+/* The `show` store's slot cleared; on the main loop, a kept run by id (NULL: none; absorb the
+ * workers' posts first). */
+void jpd_kept_clear(struct jpd_kept *k);
+const struct jpd_kept *jpd_find_kept(struct jpd_daemon *d, uint64_t run_id);
 /* A copy of a rendered profile's texts in *out: 0, or -ENOMEM with *out holding nothing. */
 int jpd_rendered_copy(const struct jp_rendered *r, struct jp_rendered *out);
 
-/* Keeps a run loaded from the state directory (takes its texts). */
-void jpd_server_keep_loaded(struct jpd_daemon *d, struct jpd_kept *k);
+/* Keeps a run loaded from the state directory (takes its texts): jpd_state_load's keep. */
+void jpd_kept_load(struct jpd_daemon *d, struct jpd_kept *k);
 
+/* capdir.c, the capture directory (--capture-dir): opens it (dir NULL: none): 0, or -errno
+ * with the command-line error on stderr. */
+int jpd_capture_dir_open(struct jpd_daemon *d, const char *dir);
+/* For sessions, on any loop (they use only the directory's fd): _create makes a run's capture
+ * file there under a name the daemon chooses: 1 with its fd in *fd (the caller's now) and its
+ * name in name[cap], 0 when the daemon keeps no capture directory, or -errno; _remove removes
+ * one _create made, by its name: 0 or -errno; _prune applies --capture-max-bytes and
+ * --capture-max-age: removes (and logs) the oldest finished captures, never one still being
+ * written. */
+int jpd_capture_dir_create(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name,
+                           size_t cap);
+int jpd_capture_dir_remove(struct jpd_daemon *d, const char *name);
+void jpd_capture_prune(struct jpd_daemon *d);
 
 /* state.c: the state directory (--state-dir), main loop only; each does nothing without one.
- * Load: the kept runs found there (a file that fails its checks is skipped with a log line
- * naming it) and the next run id. Save / forget: one kept run's file; the next run id. */
-void jpd_state_load(struct jpd_daemon *d);
+ * It reads and writes files and calls nothing of the server's: load hands each kept run found
+ * there (a file that fails its checks is skipped with a log line naming it), oldest first, to
+ * keep, which takes its texts, and reads the next run id. Save / forget: one kept run's file;
+ * the next run id. */
+void jpd_state_load(struct jpd_daemon *d, void (*keep)(struct jpd_daemon *d, struct jpd_kept *k));
 void jpd_state_save_kept(struct jpd_daemon *d, const struct jpd_kept *k);
 void jpd_state_forget(struct jpd_daemon *d, uint64_t run_id);
 void jpd_state_save_next_id(struct jpd_daemon *d);
-/* The id for a new run. With a state directory, ids come from a block whose end is saved
+/* For sessions, on the main loop: the id for a new run. With a state directory, ids come from a block whose end is saved
  * before the block's first id is handed out, so a daemon that dies with runs in flight (never
  * kept, never saved) never gives their ids again after a restart: it starts past the block. */
 uint64_t jpd_state_take_run_id(struct jpd_daemon *d);

@@ -4,6 +4,7 @@
  * session.h.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -294,6 +295,9 @@ static void link_session(struct jpd_loop *lp, struct jpd_session *s)
     lp->sessions = s;
 }
 
+static void adopt(struct jpd_loop *lp, struct jpd_task *t);
+static void session_shutdown(struct jpd_session *s);
+
 static void on_moved(uv_handle_t *h)
 {
     struct jpd_session *s = h->data;
@@ -301,16 +305,17 @@ static void on_moved(uv_handle_t *h)
         return;
     unlink_session(s);
     s->lp = NULL;
-    jpd_workers_hand_over(s->d, s); /* the last the main loop does with it */
+    s->move.fn = adopt;
+    jpd_workers_hand_over(s->d, &s->move); /* the last the main loop does with it */
 }
 
-struct jpd_session **jpd_session_link(struct jpd_session *s)
+/* On the worker's thread: the session handed over joins lp and goes on where the main loop
+ * left it (frames it already buffered, the rest of its handshake time); shut down at once when
+ * the loop is shutting down. */
+static void adopt(struct jpd_loop *lp, struct jpd_task *t)
 {
-    return &s->next;
-}
-
-void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down)
-{
+    struct jpd_session *s = (struct jpd_session *)(void *)((char *)t -
+                                                           offsetof(struct jpd_session, move));
     link_session(lp, s);
     s->moving = 0;
     s->poll_events = 0;
@@ -338,8 +343,8 @@ void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_
     if (s->closing || s->state == JPD_S_DONE)
         return;
     jpd_conn_update_poll(s);
-    if (shutting_down)
-        jpd_session_shutdown(s);
+    if (lp->shutting_down)
+        session_shutdown(s);
 }
 
 static void on_hello(struct jpd_session *s, const struct jp_ctl_msg *m)
@@ -498,6 +503,22 @@ static int admit_request(struct jpd_session *s)
     return 1;
 }
 
+/* SHOW, STATUS or RUNS, admitted: the server's answer, sent, or the error it gave. */
+static void answer_request(struct jpd_session *s, const struct jp_ctl_msg *m)
+{
+    struct jp_ctl_msg r;
+    struct jp_buf text = {0};
+    const char *why = NULL;
+    uint32_t code = jpd_server_answer(s->d, s->peer.uid, m, &r, &text, &why);
+    if (code)
+        jpd_session_fail(s, code, why);
+    else if (jpd_conn_send(s, &r) < 0)
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+    else
+        jpd_session_done(s);
+    jp_buf_free(&text);
+}
+
 void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
     if (m->type == JP_CTL_ERROR) {
@@ -509,11 +530,9 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
     case JPD_S_HELLO:
         if (m->type == JP_CTL_HELLO)
             on_hello(s, m);
-        else if (m->type == JP_CTL_SHOW && !s->d->private_mode && admit_request(s))
-            jpd_result_show(s, m);
-        else if ((m->type == JP_CTL_STATUS || m->type == JP_CTL_RUNS) && !s->d->private_mode &&
-                 admit_request(s))
-            jpd_result_status(s, m);
+        else if ((m->type == JP_CTL_SHOW || m->type == JP_CTL_STATUS ||
+                  m->type == JP_CTL_RUNS) && !s->d->private_mode && admit_request(s))
+            answer_request(s, m);
         else if (s->requested)
             return; /* refused: admit_request failed the session */
         else
@@ -676,7 +695,8 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     return 0;
 }
 
-void jpd_session_shutdown(struct jpd_session *s)
+/* SIGTERM: the session ends now; a run in flight is delivered as partial `interrupted`. */
+static void session_shutdown(struct jpd_session *s)
 {
     if (s->closing || s->moving || s->state == JPD_S_DONE)
         return; /* a moving session is shut down by the worker that adopts it */
@@ -690,7 +710,14 @@ void jpd_session_shutdown(struct jpd_session *s)
     jpd_session_fail(s, JP_CTLE_SHUTTING_DOWN, "the daemon is shutting down");
 }
 
-struct jpd_session *jpd_session_next(struct jpd_session *s)
+void jpd_session_shutdown_loop(struct jpd_loop *lp, struct jpd_task *t)
 {
-    return s->next;
+    (void)t;
+    lp->shutting_down = 1;
+    /* session_shutdown never frees (only close callbacks do), so next stays valid. */
+    for (struct jpd_session *it = lp->sessions; it;) {
+        struct jpd_session *next = it->next;
+        session_shutdown(it);
+        it = next;
+    }
 }

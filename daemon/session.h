@@ -6,7 +6,7 @@
  *   drain.c    ring -> engine: the drain, its slice budgets, the drain timer's period, the
  *              idle handle that brings a busy ring back on the next loop turn
  *   capture.c  the session's capture writers and what happens when one fails
- *   result.c   the end of a run: render, log, keep, deliver; and SHOW of a kept run
+ *   result.c   the end of a run: render, log, keep, deliver
  * Only these files include this header; the server sees a session through jpd.h, and a
  * session reaches the daemon's services only through the calls jpd.h marks "for sessions".
  *
@@ -17,11 +17,11 @@
  * Loops: a session lives on one loop at a time (s->lp) and is touched only by that loop's
  * thread. In `serve` it starts on the main loop and, once its HELLO is accepted, moves to a
  * worker's for the rest of its life: its three handles are closed on the main loop (moving),
- * the server queues the session to a worker (jpd_workers_hand_over), and the worker opens new handles
- * on its own loop (jpd_session_adopt) and goes on with the frames the main loop had already
- * read. The queue's mutex orders everything the main loop wrote before the hand-over before
- * anything the worker reads after it; the main loop never touches the session again. Everything the
- * client sends is untrusted: control frames go through the strict decoder, passed fds are
+ * the session queues its own hand-over task to a worker (jpd_workers_hand_over), and the
+ * worker runs it: it opens new handles on its own loop (adopt, session.c) and goes on with the
+ * frames the main loop had already read. The queue's mutex orders everything the main loop
+ * wrote before the hand-over before anything the worker reads after it; the main loop never
+ * touches the session again. Everything the client sends is untrusted: control frames go through the strict decoder, passed fds are
  * counted and bounded, ring records are copied out and bounded before anything looks at them.
  * A client can end only its own session.
  *
@@ -87,6 +87,7 @@ struct jpd_stream {
 struct jpd_session {
     struct jpd_daemon *d;
     struct jpd_loop *lp;      /* the loop it lives on; NULL while handed over */
+    struct jpd_task move;     /* its hand-over to a worker (jpd_workers_hand_over) */
     struct jpd_session *prev, *next;
     uv_poll_t poll;
     uv_timer_t timer;
@@ -262,9 +263,5 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver);
  * an engine). */
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
                     const char *reason, uint32_t status, struct jpd_run_row *row);
-/* Answers STATUS (jpd_status_text) or RUNS (jpd_runs_text) with what the caller may see. */
-void jpd_result_status(struct jpd_session *s, const struct jp_ctl_msg *m);
-/* Answers SHOW from the runs the daemon kept. */
-void jpd_result_show(struct jpd_session *s, const struct jp_ctl_msg *m);
 
 #endif

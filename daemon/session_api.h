@@ -19,15 +19,10 @@ int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer)
 /* Sends ERROR{code, message} and closes once it is written. Takes ownership of fd. */
 int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, uint32_t code,
                        const char *message);
-/* SIGTERM: every session ends now; runs in flight are delivered as partial `interrupted`. */
-void jpd_session_shutdown(struct jpd_session *s);
-struct jpd_session *jpd_session_next(struct jpd_session *s);
-/* On a worker's thread: a session handed over (jpd_workers_hand_over) joins lp and goes on where the
- * main loop left it (frames it already buffered, the rest of its handshake time); shut down at
- * once when shutting_down. */
-void jpd_session_adopt(struct jpd_loop *lp, struct jpd_session *s, int shutting_down);
-/* The link a session is queued by while it is on no loop (workers.c's inbox). */
-struct jpd_session **jpd_session_link(struct jpd_session *s);
+/* SIGTERM, on lp's thread: every session of lp ends now (runs in flight are delivered as
+ * partial `interrupted`), and so does any handed to lp from now on. A task function
+ * (jpd_workers_shutdown); t is not used. */
+void jpd_session_shutdown_loop(struct jpd_loop *lp, struct jpd_task *t);
 
 
 /* conn.c */
@@ -38,18 +33,5 @@ extern uint32_t jpd_export_chunk_bytes;
  * connections, of uid or in all, have not said HELLO yet; else 0. */
 int jpd_prehello_full(const struct jpd_daemon *d, uid_t uid);
 
-
-/* capture.c, the capture directory (--capture-dir). _open opens it (dir NULL: none): 0, or
- * -errno with the command-line error on stderr. For sessions: _create makes a run's capture
- * file there under a name the daemon chooses: 1 with its fd in *fd (the caller's now) and its
- * name in name[cap], 0 when the daemon keeps no capture directory, or -errno; _remove removes
- * one _create made, by its name: 0 or -errno. */
-int jpd_capture_dir_open(struct jpd_daemon *d, const char *dir);
-int jpd_capture_dir_create(struct jpd_daemon *d, uint64_t run_id, int *fd, char *name,
-                           size_t cap);
-int jpd_capture_dir_remove(struct jpd_daemon *d, const char *name);
-/* capture.c: applies --capture-max-bytes and --capture-max-age to the capture directory:
- * removes (and logs) the oldest finished captures, never one still being written. */
-void jpd_capture_prune(struct jpd_daemon *d);
 
 #endif

@@ -1,7 +1,9 @@
-/* `jettprofd show RUN_ID`: the client that asks a long-lived daemon for a run it kept and
- * prints the profile on stdout, or the daemon's refusal on stderr. Returns the exit status.
+/* The clients of a long-lived daemon: `jettprofd show RUN_ID` (a run it kept, printed on
+ * stdout), `jettprofd status` and `jettprofd runs`; each prints the daemon's refusal on
+ * stderr. Each returns the exit status.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -102,4 +104,56 @@ int jpd_show(const char *socket_path, uint64_t run_id, uint32_t outputs)
     m.u.show.run_id = run_id;
     m.u.show.outputs = outputs;
     return jpd_ask("show", socket_path, &m, show_answer, &outputs);
+}
+
+/* Writes text to path atomically: a temp file beside it (0644: a textfile collector reads it),
+ * then rename. 0 or -errno. */
+static int write_atomic(const char *path, const char *text, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int r = jpd_write_all(fd, text, len);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* A STATUS_REPLY's text to arg's path (NULL: stdout). */
+static int reply_answer(const struct jp_ctl_msg *a, void *arg)
+{
+    const char *out_path = arg;
+    if (a->type != JP_CTL_STATUS_REPLY)
+        return -1;
+    const char *t = a->u.status_reply.text;
+    size_t len = a->u.status_reply.text_len;
+    int r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
+    if (r < 0)
+        fprintf(stderr, "jettprofd: cannot write %s: %s\n",
+                out_path ? out_path : "standard output", jpd_error_text(r));
+    return r < 0 ? 1 : 0;
+}
+
+int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
+    m.u.status.format = format;
+    return jpd_ask("status", socket_path, &m, reply_answer, (void *)out_path);
+}
+
+int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
+{
+    struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
+    m.u.runs.format = format;
+    m.u.runs.limit = limit;
+    return jpd_ask("runs", socket_path, &m, reply_answer, NULL);
 }

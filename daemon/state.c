@@ -203,7 +203,7 @@ static int by_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void jpd_state_load(struct jpd_daemon *d)
+void jpd_state_load(struct jpd_daemon *d, void (*keep)(struct jpd_daemon *d, struct jpd_kept *k))
 {
     if (d->state_dir_fd < 0)
         return;
@@ -249,7 +249,7 @@ void jpd_state_load(struct jpd_daemon *d)
         }
         if (k.run_id >= next)
             next = k.run_id + 1;
-        jpd_server_keep_loaded(d, &k);
+        keep(d, &k);
     }
     free(ids);
     /* The next id: the saved one, never below a kept run's. */

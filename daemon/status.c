@@ -1,8 +1,8 @@
 /* What an operator sees of a serving daemon: the runs in flight (listed by the loop each run
- * lives on), the daemon's totals, and `jettprofd status`, which asks the daemon for them.
+ * lives on), the daemon's totals, and the texts `jettprofd status` and `jettprofd runs` get
+ * (the commands themselves are show.c's).
  * Every figure here is guarded by d->live_mu (see struct jpd_live). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +11,6 @@
 #include "common/text.h"
 #include "jpd.h"
 #include "status.h"
-#include "commands.h"
 #include "util.h"
 #include "push.h"
 
@@ -152,10 +151,7 @@ static void push_json(struct jp_buf *b, const struct jpd_push_stats *ps)
                   "\"queued\":%u,\"last_error\":", (unsigned long long)ps->pushed,
                   (unsigned long long)ps->failed, (unsigned long long)ps->retried,
                   (unsigned long long)ps->dropped, (unsigned)ps->queued);
-    if (ps->last_error[0])
-        jp_json_str(b, ps->last_error);
-    else
-        JP_BUF_LIT(b, "null");
+    jp_json_str_or_null(b, ps->last_error);
     JP_BUF_LIT(b, "}");
 }
 
@@ -222,10 +218,7 @@ static void render_json(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint
                       (unsigned long long)v[i].slots, (unsigned long long)v[i].waits,
                       (unsigned long long)v[i].wait_ns, (unsigned long long)v[i].lost,
                       (unsigned long long)v[i].cap_waits, (unsigned long long)v[i].cap_wait_ns);
-        if (v[i].program[0])
-            jp_json_str(b, v[i].program);
-        else
-            JP_BUF_LIT(b, "null");
+        jp_json_str_or_null(b, v[i].program);
         JP_BUF_LIT(b, "}");
     }
     jp_buf_printf(b, "],\"live_hidden\":%u", (unsigned)hidden);
@@ -396,16 +389,10 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
         if (format == JP_STATUS_FMT_JSON) {
             jp_buf_printf(b, "%s{\"run_id\":%llu,\"uid\":%lu,\"start\":", n ? "," : "",
                           (unsigned long long)r->run_id, (unsigned long)r->uid);
-            if (known)
-                jp_json_str(b, when);
-            else
-                JP_BUF_LIT(b, "null");
+            jp_json_str_or_null(b, known ? when : NULL);
             jp_buf_printf(b, ",\"duration_ms\":%llu,\"program\":",
                           (unsigned long long)r->duration_ms);
-            if (r->program[0])
-                jp_json_str(b, r->program);
-            else
-                JP_BUF_LIT(b, "null");
+            jp_json_str_or_null(b, r->program);
             JP_BUF_LIT(b, ",\"mode\":");
             jp_json_str(b, mode);
             JP_BUF_LIT(b, ",\"status\":");
@@ -429,56 +416,4 @@ void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t
     }
     if (format == JP_STATUS_FMT_JSON)
         JP_BUF_LIT(b, "]\n");
-}
-
-/* Writes text to path atomically: a temp file beside it (0644: a textfile collector reads it),
- * then rename. 0 or -errno. */
-static int write_atomic(const char *path, const char *text, size_t len)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -errno;
-    int r = jpd_write_all(fd, text, len);
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    return r;
-}
-
-/* A STATUS_REPLY's text to arg's path (NULL: stdout). */
-static int reply_answer(const struct jp_ctl_msg *a, void *arg)
-{
-    const char *out_path = arg;
-    if (a->type != JP_CTL_STATUS_REPLY)
-        return -1;
-    const char *t = a->u.status_reply.text;
-    size_t len = a->u.status_reply.text_len;
-    int r = out_path ? write_atomic(out_path, t, len) : jpd_write_all(STDOUT_FILENO, t, len);
-    if (r < 0)
-        fprintf(stderr, "jettprofd: cannot write %s: %s\n",
-                out_path ? out_path : "standard output", jpd_error_text(r));
-    return r < 0 ? 1 : 0;
-}
-
-int jpd_status(const char *socket_path, uint32_t format, const char *out_path)
-{
-    struct jp_ctl_msg m = {.type = JP_CTL_STATUS};
-    m.u.status.format = format;
-    return jpd_ask("status", socket_path, &m, reply_answer, (void *)out_path);
-}
-
-int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit)
-{
-    struct jp_ctl_msg m = {.type = JP_CTL_RUNS};
-    m.u.runs.format = format;
-    m.u.runs.limit = limit;
-    return jpd_ask("runs", socket_path, &m, reply_answer, NULL);
 }

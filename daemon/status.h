@@ -3,7 +3,7 @@
 
 #include "jpd.h"
 
-/* status.c: the live runs, the totals and `jettprofd status`. */
+/* status.c: the live runs, the totals and the texts of STATUS and RUNS. */
 /* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
  * counts it finished with its records). _end on a run never begun does nothing. */
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
@@ -25,10 +25,5 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
  * same rule as status, but others' runs are left out), format JP_STATUS_FMT_HUMAN or _JSON. */
 void jpd_runs_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, uint32_t limit,
                    struct jp_buf *b);
-/* `jettprofd runs`: asks the daemon at socket_path for them. Returns the exit status. */
-int jpd_runs(const char *socket_path, uint32_t format, uint32_t limit);
-/* `jettprofd status`: asks the daemon at socket_path and writes its answer to out_path (NULL:
- * stdout; else atomically, temp + rename). Returns the exit status. */
-int jpd_status(const char *socket_path, uint32_t format, const char *out_path);
 
 #endif

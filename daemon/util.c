@@ -119,12 +119,8 @@ void jpd_log_at(int priority, const char *fmt, ...)
 
 void jpd_summary_json(struct jp_buf *b, const struct jp_engine_summary *s)
 {
-    const char *mode = jp_mode_name(s->mode);
     JP_BUF_LIT(b, "{\"mode\":");
-    if (mode)
-        jp_json_str(b, mode);
-    else
-        JP_BUF_LIT(b, "null");
+    jp_json_str_or_null(b, jp_mode_name(s->mode));
     jp_buf_printf(b, ",\"records\":%llu,\"violations\":%llu", (unsigned long long)s->records,
                    (unsigned long long)s->violations);
     if (s->mode == JP_MODE_CPU)

@@ -9,8 +9,8 @@
  *
  * Crossings, each through one mutex and one uv_async_t (uv_async_send may be called from any
  * thread; several sends may run the callback once, so each callback takes everything queued):
- *   main -> worker   w->mu: the inbox of handed-over sessions, and the shutdown and quit
- *                    requests; w->wake
+ *   main -> worker   w->mu: the inbox of tasks (a function and what it concerns: a session
+ *                    handed over, the shutdown) and the quit request; w->wake
  *   worker -> main   d->post_mu: posts, each a function and its payload run on the main loop
  *                    in the order they were posted (kept.c posts runs-log rows and kept
  *                    profiles), and the count of sessions freed; d->post
@@ -21,9 +21,9 @@
  * again. A worker posts a run's row and profile before it sends the run's RESULT, and the main
  * loop runs every post (jpd_workers_absorb) before it reads the kept store (SHOW, RUNS) or the
  * session count (accept), so a client that got its RESULT always finds its run with `show`, as
- * with a single loop. The pool knows none of its users: a post is a function, and the freed
- * sessions are handed to the function the server gave jpd_workers_start. The per-worker run
- * count used to balance hand-overs is a relaxed atomic: a hint.
+ * with a single loop. The pool knows none of its users: a task and a post are functions, and
+ * the freed sessions are handed to the function the server gave jpd_workers_start. The
+ * per-worker run count used to balance hand-overs is a relaxed atomic: a hint.
  *
  * A profile's bytes depend only on its run's records: which worker drained it changes nothing.
  */
@@ -34,7 +34,6 @@
 
 #include "jpd.h"
 #include "server.h"
-#include "session_api.h"
 #include "util.h"
 
 struct jpd_post {
@@ -54,31 +53,14 @@ static void on_wake(uv_async_t *h)
 {
     struct jpd_loop *w = h->data;
     pthread_mutex_lock(&w->mu);
-    struct jpd_session *in = w->inbox;
-    w->inbox = NULL;
-    int shutdown = w->shutdown, quit = w->quit;
+    struct jpd_task *t = w->inbox;
+    w->inbox = w->inbox_tail = NULL;
+    int quit = w->quit;
     pthread_mutex_unlock(&w->mu);
-    /* The inbox is pushed at its head: adopt in the order the sessions were handed over. */
-    struct jpd_session *order = NULL;
-    while (in) {
-        struct jpd_session *next = *jpd_session_link(in);
-        *jpd_session_link(in) = order;
-        order = in;
-        in = next;
-    }
-    if (shutdown && !w->shut_done) {
-        /* Never frees (only close callbacks do), so next stays valid. */
-        w->shut_done = 1;
-        for (struct jpd_session *it = w->sessions; it;) {
-            struct jpd_session *next = jpd_session_next(it);
-            jpd_session_shutdown(it);
-            it = next;
-        }
-    }
-    while (order) {
-        struct jpd_session *next = *jpd_session_link(order);
-        jpd_session_adopt(w, order, shutdown);
-        order = next;
+    while (t) { /* in the order queued; a task may free what holds it: next is read first */
+        struct jpd_task *next = t->next;
+        t->fn(w, t);
+        t = next;
     }
     if (quit)
         uv_close((uv_handle_t *)&w->wake, NULL); /* the loop's last handle: uv_run returns */
@@ -91,10 +73,20 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void ask(struct jpd_loop *w, int *flag)
+/* Queues t (or, t NULL, the quit request) to worker w and wakes it. */
+static void queue(struct jpd_loop *w, struct jpd_task *t)
 {
     pthread_mutex_lock(&w->mu);
-    *flag = 1;
+    if (!t) {
+        w->quit = 1;
+    } else {
+        t->next = NULL;
+        if (w->inbox_tail)
+            w->inbox_tail->next = t;
+        else
+            w->inbox = t;
+        w->inbox_tail = t;
+    }
     pthread_mutex_unlock(&w->mu);
     uv_async_send(&w->wake);
 }
@@ -195,7 +187,7 @@ int jpd_workers_start(struct jpd_daemon *d, uint32_t n,
     return 0;
 }
 
-void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s)
+void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_task *t)
 {
     struct jpd_loop *best = &d->workers[0];
     uint32_t least = __atomic_load_n(&best->assigned, __ATOMIC_RELAXED);
@@ -207,17 +199,15 @@ void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_session *s)
         }
     }
     __atomic_add_fetch(&best->assigned, 1u, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&best->mu);
-    *jpd_session_link(s) = best->inbox;
-    best->inbox = s;
-    pthread_mutex_unlock(&best->mu);
-    uv_async_send(&best->wake);
+    queue(best, t);
 }
 
-void jpd_workers_shutdown(struct jpd_daemon *d)
+void jpd_workers_shutdown(struct jpd_daemon *d, void (*fn)(struct jpd_loop *, struct jpd_task *))
 {
-    for (uint32_t i = 0; i < d->nworkers; i++)
-        ask(&d->workers[i], &d->workers[i].shutdown);
+    for (uint32_t i = 0; i < d->nworkers; i++) {
+        d->workers[i].stop.fn = fn;
+        queue(&d->workers[i], &d->workers[i].stop);
+    }
 }
 
 void jpd_workers_stop(struct jpd_daemon *d)
@@ -226,7 +216,7 @@ void jpd_workers_stop(struct jpd_daemon *d)
         return;
     d->workers_stopping = 1;
     for (uint32_t i = 0; i < d->nworkers; i++)
-        ask(&d->workers[i], &d->workers[i].quit);
+        queue(&d->workers[i], NULL);
     if (d->post_active) {
         /* No session is left anywhere, so no worker posts again. */
         d->post_active = 0;

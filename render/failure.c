@@ -23,14 +23,8 @@ int jp_render_failure(const struct jp_rec_run_start *rs, const struct jp_rec_cou
     struct jp_report r = {
         .v = &v, .ending = JP_END_COLLECTOR_FAILURE,
         .threshold_bp = rs->threshold_bp, .limit = rs->limit,
-        .status = JP_STATUS_UNAVAILABLE, .reason = "collector_failure",
-        .reasons = 1u << JP_REASON_BIT_COLLECTOR_FAILURE, .termination = "unavailable",
     };
-    if (c->lost_records) {
-        r.reasons |= 1u << JP_REASON_BIT_RECORDS_DROPPED;
-        r.detail_partial = true;
-    }
-    r.live_exact = jp_view_live_exact(&v);
+    jp_report_status(&v, JP_END_COLLECTOR_FAILURE, &r); /* the builder's own derivation */
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
                                .ending = JP_END_COLLECTOR_FAILURE, .outputs = outputs,
                                .run_id = run_id};

@@ -174,63 +174,6 @@ static bool observed(const struct jp_engine_view *v, const struct jp_func *f)
                                   : f->mem.count > 0 || f->resize_count > 0;
 }
 
-static void build_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r)
-{
-    const struct jp_rec_counters *c = v->counters;
-    uint32_t reasons = 0;
-#define SET(n) (reasons |= 1u << JP_REASON_BIT_##n)
-    if (ending == JP_END_COLLECTOR_FAILURE)
-        SET(COLLECTOR_FAILURE);
-    if (!v->have_stop) {
-        if (ending == JP_END_PRODUCER_LOST)
-            SET(PRODUCER_LOST);
-        else if (ending == JP_END_SHUTDOWN)
-            SET(INTERRUPTED);
-        else if (ending == JP_END_TRUNCATED || ending == JP_END_STOP)
-            SET(MISSING_STOP_EVENT);
-    } else if (v->termination == JP_TERM_INTERRUPTED) {
-        SET(INTERRUPTED);
-    }
-    r->record_mismatch = jp_view_record_mismatch(v);
-    /* Dropped ticks are an ordinary total like coalesced ones (READINGS.md #15): an opportunity
-     * not taken, not an account left incomplete. Records that did not arrive are. */
-    if (c->lost_records || r->record_mismatch)
-        SET(RECORDS_DROPPED);
-    r->live_exact = jp_view_live_exact(v);
-    if (v->mode == JP_MODE_MEMORY && (v->detail_stopped || !v->live_exact))
-        SET(RETENTION_METADATA_LIMIT);
-    if (v->mode == JP_MODE_CPU && v->detail_stopped)
-        SET(CPU_METADATA_LIMIT);
-    if (v->truncated_stacks)
-        SET(STACK_CAPTURE_LIMIT);
-#undef SET
-    r->reasons = reasons;
-    r->status = JP_STATUS_COMPLETE;
-    r->reason = "";
-    if (reasons) {
-        r->status = JP_STATUS_PARTIAL;
-        for (unsigned b = 0; b < JP_REASON_COUNT; b++)
-            if (reasons & (1u << b)) {
-                r->reason = jp_reason_name(b);
-                break;
-            }
-    }
-    /* A collector that failed before anything was recorded leaves nothing to be partial of. */
-    if ((reasons & (1u << JP_REASON_BIT_COLLECTOR_FAILURE)) && !v->producer_records)
-        r->status = JP_STATUS_UNAVAILABLE;
-    if (v->have_stop)
-        r->termination = jp_termination_name(v->termination);
-    else
-        r->termination = ending == JP_END_SHUTDOWN ? "interrupted" : "unavailable";
-    if (!r->termination)
-        r->termination = "unavailable";
-    /* Detail the suggestions would rest on is incomplete: counts lost in transit, stacks cut,
-     * or detail buckets refused. */
-    r->detail_partial = (reasons & ((1u << JP_REASON_BIT_RECORDS_DROPPED) |
-                                    (1u << JP_REASON_BIT_STACK_CAPTURE_LIMIT))) ||
-                        v->detail_stopped;
-}
-
 static void add_suggestions(const struct jp_engine_view *v, const struct jp_report *r,
                             struct jp_entry *en)
 {
@@ -349,7 +292,7 @@ static int exec_counts(const struct jp_engine_view *v, struct jp_report *r)
 /* The status block and the suggestions: everything that RUN_STOP or the ending can change. */
 static void derive_status(struct jp_report *r)
 {
-    build_status(r->v, r->ending, r);
+    jp_report_status(r->v, r->ending, r);
     for (uint32_t i = 0; i < r->emitted; i++)
         add_suggestions(r->v, r, &r->entries[i]);
 }

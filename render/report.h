@@ -137,6 +137,10 @@ int jp_report_excerpt_keys(const struct jp_report *r, struct jp_ctl_excerpt_key 
  * suggestions again for `ending`. Only for records that change no ranked count: EXCERPT
  * records and RUN_STOP (what the daemon feeds after asking for excerpts). Never allocates. */
 void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint32_t ending);
+/* The status block of r from view v and the run's ending: status, reason, reasons,
+ * termination, record_mismatch, live_exact and detail_partial (status.c, in the writers'
+ * archive so the collector-failure profile uses it too). */
+void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r);
 void jp_report_free(struct jp_report *r);
 
 /* ---- the writers library (render/toon.c, human.c, dispatch.c); it never builds a report ---- */
