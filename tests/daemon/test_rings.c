@@ -643,13 +643,22 @@ static void add_seq(struct fixture *f, uint32_t ring, uint16_t type, uint32_t no
     add_mem(f, ring, type, node, id, a, type == JP_REC_FREE ? seq : b);
 }
 
+/* fixture_begin for a stream of format 2 over two worker rings, each with its identity. */
+static void fixture_begin_seq(struct fixture *f)
+{
+    fixture_begin(f, 2, NULL);
+    struct jp_rec_run_start rs;
+    memcpy(&rs, f->r[0].bytes, sizeof rs); /* the bytes of a record are not aligned */
+    rs.format_version = JP_FORMAT_VERSION_SEQ;
+    memcpy(f->r[0].bytes, &rs, sizeof rs);
+    add_exec(f, 1, 1, 1);
+    add_exec(f, 2, 2, 2);
+}
+
 Test(rings, a_resize_back_to_an_earlier_size_on_another_ring_stays_before_the_free)
 {
     struct fixture f;
-    fixture_begin(&f, 2, NULL);
-    ((struct jp_rec_run_start *)(void *)f.r[0].bytes)->format_version = JP_FORMAT_VERSION_SEQ;
-    add_exec(&f, 1, 1, 1);
-    add_exec(&f, 2, 2, 2);
+    fixture_begin_seq(&f);
     for (uint64_t id = 1; id <= 50; id++) {
         add_seq(&f, 1, JP_REC_ALLOC, 2, id, 0, 16, 0);
         add_seq(&f, 2, JP_REC_RESIZE, 1, id, 0, 16, 48);
@@ -674,10 +683,7 @@ Test(rings, a_resize_back_to_an_earlier_size_on_another_ring_stays_before_the_fr
 Test(rings, a_resize_sequence_that_never_comes_is_one_violation)
 {
     struct fixture f;
-    fixture_begin(&f, 2, NULL);
-    ((struct jp_rec_run_start *)(void *)f.r[0].bytes)->format_version = JP_FORMAT_VERSION_SEQ;
-    add_exec(&f, 1, 1, 1);
-    add_exec(&f, 2, 2, 2);
+    fixture_begin_seq(&f);
     add_seq(&f, 1, JP_REC_ALLOC, 2, 1, 0, 16, 0);
     add_seq(&f, 2, JP_REC_RESIZE, 1, 1, 0, 16, 48);
     add_seq(&f, 1, JP_REC_FREE, 1, 1, 2, 48, 0); /* one resize, not two, came before */
