@@ -189,7 +189,7 @@ void t_golden_cpu_program(struct jp_engine *e)
     t_node(e, 7, 1, 3);
 }
 
-/* The golden CPU stream's samples and counters (tests/engine/golden/README.md). */
+/* The golden CPU stream's samples and counters (tests/render/golden/README.md). */
 void t_golden_cpu_samples(struct jp_engine *e)
 {
     for (int i = 0; i < 4; i++)
