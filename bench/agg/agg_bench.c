@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "render/report.h"
+#include "tests/lib/recbuild.h"
 
 #define RUNS_MAX 5
 static int runs = RUNS_MAX; /* argv[4] lowers it, e.g. for one run under callgrind */
@@ -64,11 +65,10 @@ static void must(int r, const char *what)
 
 static void start(struct jp_engine *e, uint32_t mode, uint64_t retention_budget)
 {
-    struct jp_rec_run_start r = {.h = {JP_REC_RUN_START, sizeof r},
-                                 .format_version = JP_FORMAT_VERSION, .mode = (uint8_t)mode,
-                                 .rate_hz = mode == JP_MODE_CPU ? 1000 : 0, .threshold_bp = 500,
-                                 .limit = 10, .cpu_budget_bytes = 32u << 20,
-                                 .retention_budget_bytes = retention_budget};
+    struct jp_rec_run_start r = tl_rec_run_start(mode);
+    r.threshold_bp = 500;
+    r.cpu_budget_bytes = 32u << 20;
+    r.retention_budget_bytes = retention_budget;
     must(feed_def(e, &r, sizeof r), "run_start");
 }
 

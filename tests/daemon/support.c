@@ -84,13 +84,7 @@ uint32_t jpt_stream_next(struct jpt_stream *s, uint8_t *buf)
     for (;;) {
         switch (s->phase) {
         case PH_START: {
-            struct jp_rec_run_start r;
-            memset(&r, 0, sizeof r);
-            r.h.type = JP_REC_RUN_START;
-            r.h.size = sizeof r;
-            r.format_version = JP_FORMAT_VERSION;
-            r.mode = (uint8_t)s->mode;
-            r.rate_hz = s->mode == JP_MODE_CPU ? 1000u : 0u;
+            struct jp_rec_run_start r = tl_rec_run_start(s->mode);
             r.threshold_bp = s->threshold_bp;
             r.limit = s->limit;
             r.capabilities = 0xffu;
