@@ -15,6 +15,7 @@
 #include "fuzz_check.h"
 #include "protocol/capture.h"
 #include "protocol/records.h"
+#include "tests/lib/recbuild.h" /* the suites' RUN_START */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -22,13 +23,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * (the reader checks that a stream begins with one), read back intact. PAD is dropped by the
  * writer by contract. A second RUN_START makes the stream invalid; a RUN_STOP completes it
  * exactly when its record_count is 1 (the RUN_START). */
-static const struct jp_rec_run_start first = {
-    .h = {JP_REC_RUN_START, sizeof first}, .format_version = JP_FORMAT_VERSION,
-    .mode = JP_MODE_CPU, .rate_hz = 100, .limit = 10, .capabilities = JP_CAPS_CPU_REQUIRED,
-    .cpu_budget_bytes = 1u << 20, .retention_budget_bytes = 1u << 20};
+static struct jp_rec_run_start first_record(void)
+{
+    struct jp_rec_run_start r = tl_rec_run_start(JP_MODE_CPU);
+    r.rate_hz = 100;
+    r.capabilities = JP_CAPS_CPU_REQUIRED;
+    r.cpu_budget_bytes = 1u << 20;
+    r.retention_budget_bytes = 1u << 20;
+    return r;
+}
 
 static void roundtrip(const uint8_t *rec, uint32_t len, uint16_t type)
 {
+    const struct jp_rec_run_start first = first_record();
     int fd = memfd_create("fuzz-records", MFD_CLOEXEC);
     FUZZ_CHECK(fd >= 0, "memfd_create");
     struct jp_capture_meta meta = {.mode = JP_MODE_CPU, .pid = 1, .run_id = 1};

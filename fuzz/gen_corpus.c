@@ -23,6 +23,7 @@
 #include "protocol/capture.h"
 #include "protocol/control.h"
 #include "protocol/records.h"
+#include "tests/lib/recbuild.h"
 
 static const char *out_dir;
 
@@ -87,16 +88,16 @@ static void add(struct stream *s, const void *rec, uint32_t len)
 
 static void run_start(struct stream *s, uint32_t mode)
 {
-    struct jp_rec_run_start r = {
-        .h = {JP_REC_RUN_START, sizeof r}, .format_version = JP_FORMAT_VERSION,
-        .mode = (uint8_t)mode, .rate_hz = mode == JP_MODE_CPU ? 100 : 0, .threshold_bp = 100,
-        .limit = 10,
-        .capabilities = mode == JP_MODE_CPU
-                            ? JP_CAPS_CPU_REQUIRED | JP_CAP_THREAD_REGISTRATION |
-                                  JP_CAP_SOURCE_SPANS | JP_CAP_PROCESS_CPU_TIME
-                            : JP_CAPS_MEMORY_REQUIRED | JP_CAP_SOURCE_SPANS,
-        .pid = 4242, .cpu_budget_bytes = 33554432, .retention_budget_bytes = 67108864,
-        .start_mono_ns = 1000000};
+    struct jp_rec_run_start r = tl_rec_run_start(mode);
+    r.rate_hz = mode == JP_MODE_CPU ? 100 : 0;
+    r.threshold_bp = 100;
+    r.capabilities = mode == JP_MODE_CPU ? JP_CAPS_CPU_REQUIRED | JP_CAP_THREAD_REGISTRATION |
+                                               JP_CAP_SOURCE_SPANS | JP_CAP_PROCESS_CPU_TIME
+                                         : JP_CAPS_MEMORY_REQUIRED | JP_CAP_SOURCE_SPANS;
+    r.pid = 4242;
+    r.cpu_budget_bytes = 33554432;
+    r.retention_budget_bytes = 67108864;
+    r.start_mono_ns = 1000000;
     add(s, &r, sizeof r);
 }
 

@@ -155,7 +155,7 @@ static inline void jp_ring__store_release(uint64_t *p, uint64_t v)
 /* The producer asks for the slot JP_RING_WRITE_AHEAD past its head in writable state: the
  * consumer, on another core, read that line a lap ago, and a store that finds the line
  * elsewhere holds up the stores after it until the line arrives (alloc_builder in memory mode:
- * the runtime's CPU 631 -> 564 ms). A hint: no fault, no effect on what either side reads.
+ * the runtime's CPU, bench/RESULTS.md). A hint: no fault, no effect on what either side reads.
  * The inline hooks of the public header do the same (JETTPROF_RING_AHEAD_, the same distance). */
 #define JP_RING_WRITE_AHEAD 16u
 static inline void jp_ring__prefetch_w(const void *p)

@@ -25,24 +25,7 @@ checked_options=(werror=true tests=true buildtype=debugoptimized b_sanitize=none
 configured_differently() {
     local dir=$1; shift
     meson introspect "$dir" --buildoptions --targets 2>/dev/null |
-        JP_WANT_CC="${CC:-}" python3 -c '
-import json, os, shutil, sys
-intro = json.load(sys.stdin)
-have = {o["name"]: o["value"] for o in intro["buildoptions"]}
-wanted = dict(kv.split("=", 1) for kv in sys.argv[1:]) # the last value given for a key
-for key, want in wanted.items():
-    got = have.get(key)
-    got = str(got).lower() if isinstance(got, bool) else str(got)
-    if got != want:
-        print(f"{key}: has {got}, needs {want}")
-cc = os.environ["JP_WANT_CC"]
-used = [s["compiler"][0] for t in intro["targets"] for s in t["target_sources"]
-        if s.get("language") == "c" and s.get("compiler")]
-if cc and used:
-    want, got = shutil.which(cc), shutil.which(used[0]) or used[0]
-    if not want or os.path.realpath(want) != os.path.realpath(got):
-        print(f"compiler: has {got}, needs {cc}")
-' "$@"
+        JP_WANT_CC="${CC:-}" python3 scripts/configured_differently.py "$@"
 }
 
 run_build() { # name, meson options...

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "bench/lib/stats.h"
 
 #define RUNS 7
 
@@ -46,18 +47,6 @@ static uint64_t cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static struct jettprof_config config(uint32_t mode, uint32_t slots)
@@ -119,7 +108,7 @@ static void poll_bench(void)
         inl[r] = bench_loop(1, t, pw, n);
         fn[r] = bench_loop(2, t, pw, n);
     }
-    double b = median(base, RUNS), i = median(inl, RUNS), f = median(fn, RUNS);
+    double b = bench_median(base, RUNS), i = bench_median(inl, RUNS), f = bench_median(fn, RUNS);
     printf("poll, nothing pending, inline jettprof_poll: %.3f ns/poll (%.3f ns over the empty "
            "loop)\n", i, i - b);
     printf("poll, nothing pending, jettprof_safe_point(): %.3f ns/poll (%.3f ns over the empty "
@@ -190,8 +179,8 @@ static void enter_bench(void)
         sbase[r] = enter_loop(3, t, f, sites, fa, fb, n);
         sfast[r] = enter_loop(4, t, f, sites, fa, fb, n);
     }
-    double b = median(base, RUNS), p = median(plain, RUNS), q = median(fast, RUNS);
-    double sb = median(sbase, RUNS), sq = median(sfast, RUNS);
+    double b = bench_median(base, RUNS), p = bench_median(plain, RUNS), q = bench_median(fast, RUNS);
+    double sb = bench_median(sbase, RUNS), sq = bench_median(sfast, RUNS);
     printf("enter+leave pair, plain calls, two callees in turn: %.3f ns/pair (%.3f ns over the "
            "empty loop)\n", p, p - b);
     printf("enter+leave pair, inline with call-site caches (hit): %.3f ns/pair (%.3f ns over "
@@ -266,13 +255,13 @@ static void alloc_bench(void)
         base[b] = (double)(t4 - t3) / BATCH;
         a_fast[b] = (double)(t6 - t5) / BATCH;
     }
-    double bl = median(base, BATCHES);
+    double bl = bench_median(base, BATCHES);
     printf("allocation hook, room in the ring: %.2f ns/event median over %d batches of %d\n",
-           median(a_only, BATCHES), BATCHES, BATCH);
+           bench_median(a_only, BATCHES), BATCHES, BATCH);
     printf("allocation hook + enter/leave (call-chain lookup): %.2f ns/event median\n",
-           median(a_enter, BATCHES));
+           bench_median(a_enter, BATCHES));
     printf("allocation hook inline (jettprof_alloc_fast), room in the ring: %.2f ns/event "
-           "median\n", median(a_fast, BATCHES));
+           "median\n", bench_median(a_fast, BATCHES));
     printf("baseline empty loop: %.2f ns/iteration\n", bl);
     jettprof_leave(t);
     jettprof_thread_unregister(t);
@@ -355,8 +344,8 @@ static void cpu_case(jettprof_run *run, struct host *prof, const char *what, int
         ratio[i] = wp[i] / wu[i];
     }
     double calls = (double)fib_calls(n);
-    double q = median(ratio, PAIRS);
-    double u = median(wu, PAIRS), p = median(wp, PAIRS);
+    double q = bench_median(ratio, PAIRS);
+    double u = bench_median(wu, PAIRS), p = bench_median(wp, PAIRS);
     printf("%s host (%d statements/call), unprofiled: %.2f ms median of %d, %.1f ns/call\n",
            what, stmts, u / 1e6, PAIRS, u / calls);
     printf("%s host, CPU mode at 1000 Hz: %.2f ms median of %d, %.1f ns/call\n", what, p / 1e6,
@@ -505,7 +494,7 @@ static void threads_bench(void)
                 lo = v[k] < lo ? v[k] : lo;
                 hi = v[k] > hi ? v[k] : hi;
             }
-            double m = median(v, N);
+            double m = bench_median(v, N);
             if (threads == 1)
                 one = m;
             printf("%s hooks, %u thread%s: %.2f ns/event producer CPU (%.2f - %.2f), "

@@ -13,30 +13,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/lib/stats.h"
 #include "engine/engine.h"
 #include "render/report.h"
+#include "tests/lib/clock.h"
+#include "tests/lib/recbuild.h"
 
 #define RUNS_MAX 5
 static int runs = RUNS_MAX; /* argv[4] lowers it, e.g. for one run under callgrind */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 static uint64_t rng = 0x2545F4914F6CDD1Du;
 static inline uint64_t next(void)
@@ -64,11 +48,10 @@ static void must(int r, const char *what)
 
 static void start(struct jp_engine *e, uint32_t mode, uint64_t retention_budget)
 {
-    struct jp_rec_run_start r = {.h = {JP_REC_RUN_START, sizeof r},
-                                 .format_version = JP_FORMAT_VERSION, .mode = (uint8_t)mode,
-                                 .rate_hz = mode == JP_MODE_CPU ? 1000 : 0, .threshold_bp = 500,
-                                 .limit = 10, .cpu_budget_bytes = 32u << 20,
-                                 .retention_budget_bytes = retention_budget};
+    struct jp_rec_run_start r = tl_rec_run_start(mode);
+    r.threshold_bp = 500;
+    r.cpu_budget_bytes = 32u << 20;
+    r.retention_budget_bytes = retention_budget;
     must(feed_def(e, &r, sizeof r), "run_start");
 }
 
@@ -133,7 +116,7 @@ static double cpu_s(void)
 static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint32_t nrec,
                         struct feed_result *res)
 {
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = tl_now_s(), c0 = cpu_s();
     const char *why;
     if (how == FEED_SLOTS) {
         uint64_t fed;
@@ -148,7 +131,7 @@ static void flush_chunk(struct jp_engine *e, int how, const uint8_t *chunk, uint
                                   : jp_rec_validate(r, JP_SLOT_SIZE, &why);
         must(rc, "feed");
     }
-    res->seconds += now_s() - t0;
+    res->seconds += tl_now_s() - t0;
     res->cpu_seconds += cpu_s() - c0;
 }
 
@@ -187,9 +170,9 @@ static struct feed_result run_cpu(int how, uint64_t samples, uint32_t nnodes)
         /* inclusive and chain counts are settled from the node counts at report time */
         struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0};
         struct jp_rendered out;
-        double r0 = now_s();
+        double r0 = tl_now_s();
         must(jp_profile_render(e, &o, &out), "render");
-        last_render_s = now_s() - r0;
+        last_render_s = tl_now_s() - r0;
         jp_rendered_free(&out);
     }
     jp_engine_free(e);
@@ -296,9 +279,9 @@ int main(int argc, char **argv)
         x = run_cpu(FEED_VALIDATE, samples, 20000);
         tb[i] = x.cpu_seconds / (double)x.events;
     }
-    double ms = median(ts, runs), msw = median(tsw, runs);
-    me = median(te, runs);
-    mb = median(tb, runs);
+    double ms = bench_median(ts, runs), msw = bench_median(tsw, runs);
+    me = bench_median(te, runs);
+    mb = bench_median(tb, runs);
     printf("cpu samples (median of %d runs, %llu samples, 20000-node tree, depth <= 24, 8 "
            "statements a node):\n", runs, (unsigned long long)samples);
     printf("  jp_engine_feed_slots (the drain's call): %.1f M samples/s CPU time (%.1f M/s "
@@ -307,7 +290,7 @@ int main(int argc, char **argv)
     printf("  validate-only baseline %.1f M rec/s CPU time; feed_slots/baseline time %.2fx\n",
            1.0 / mb / 1e6, ms / mb);
     printf("  report of that run (settle inclusive/chains + rank + TOON): %.2f ms median\n",
-           median(tr, runs) * 1e3);
+           bench_median(tr, runs) * 1e3);
 
     if (strcmp(only, "cpu") == 0)
         return 0;
@@ -333,8 +316,8 @@ mem:;
             b = run_mem(FEED_VALIDATE, allocs, windows[w], 64u << 20, 1);
             vc[i] = b.cpu_seconds / (double)b.events;
         }
-        double mc = median(tc, runs), mw = median(tw, runs), mv = median(vc, runs);
-        double mec = median(ec, runs);
+        double mc = bench_median(tc, runs), mw = bench_median(tw, runs), mv = bench_median(vc, runs);
+        double mec = bench_median(ec, runs);
         printf("allocation events, frees among the newest %u (median of %d runs, %llu events, "
                "%llu live at end, ~10%% retained):\n",
                windows[w], runs, (unsigned long long)last.events,

@@ -36,32 +36,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/lib/stats.h"
 #include "protocol/capture.h"
 #include "tests/daemon/support.h"
+#include "tests/lib/clock.h"
 #include "tests/lib/recbuild.h"
 
 #define REPS 3
 #define REPLAY_REPS 5
 #define MAX_RUNS 16
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 /* A pre-generated stream: the producer only copies, so the figure is the daemon's. */
 struct pregen {
@@ -95,14 +78,14 @@ static double engine_rate(const struct pregen *p)
     struct jp_engine *e;
     jp_engine_new(&e);
     const char *why;
-    double t0 = now_s();
+    double t0 = tl_now_s();
     for (size_t off = 0; off < p->len;) {
         struct jp_rec_hdr h;
         memcpy(&h, p->bytes + off, sizeof h);
         jp_engine_feed(e, p->bytes + off, h.size, &why);
         off += (h.size + 3u) & ~3u;
     }
-    double dt = now_s() - t0;
+    double dt = tl_now_s() - t0;
     jp_engine_free(e);
     return (double)p->records / dt;
 }
@@ -176,7 +159,7 @@ struct timing {
  * nothing can be skipped. *records: how many came out. */
 static int time_read(const char *path, uint64_t *records, struct timing *t)
 {
-    double w0 = now_s(), c0 = cpu_s();
+    double w0 = tl_now_s(), c0 = cpu_s();
     struct jp_capture_reader *rd;
     int r = jp_capture_open(path, &rd);
     if (r < 0)
@@ -190,7 +173,7 @@ static int time_read(const char *path, uint64_t *records, struct timing *t)
     }
     uint32_t v = jp_capture_verdict(rd, NULL, NULL);
     jp_capture_close(rd);
-    t->wall = now_s() - w0;
+    t->wall = tl_now_s() - w0;
     t->cpu = cpu_s() - c0;
     *records = n + (sum & 0); /* sum keeps the loads */
     return r < 0 ? r : v == JP_CAPI_COMPLETE ? 0 : -EPROTO;
@@ -199,7 +182,7 @@ static int time_read(const char *path, uint64_t *records, struct timing *t)
 /* What replay does in its own process: read, feed every record, render TOON. */
 static int time_engine(const char *path, struct timing *t)
 {
-    double w0 = now_s(), c0 = cpu_s();
+    double w0 = tl_now_s(), c0 = cpu_s();
     struct jp_capture_reader *rd;
     int r = jp_capture_open(path, &rd);
     if (r < 0)
@@ -227,7 +210,7 @@ static int time_engine(const char *path, struct timing *t)
         jp_rendered_free(&out);
     }
     jp_engine_free(e);
-    t->wall = now_s() - w0;
+    t->wall = tl_now_s() - w0;
     t->cpu = cpu_s() - c0;
     return r;
 }
@@ -236,7 +219,7 @@ static int time_engine(const char *path, struct timing *t)
 static int time_replay_cmd(const char *path, struct timing *t)
 {
     char *argv[] = {(char *)jpt_daemon_bin(), "replay", (char *)path, "--format", "toon", NULL};
-    double w0 = now_s();
+    double w0 = tl_now_s();
     pid_t pid = fork();
     if (pid < 0)
         return -errno;
@@ -250,7 +233,7 @@ static int time_replay_cmd(const char *path, struct timing *t)
     struct rusage ru;
     if (wait4(pid, &st, 0, &ru) < 0)
         return -errno;
-    t->wall = now_s() - w0;
+    t->wall = tl_now_s() - w0;
     t->cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
              (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
@@ -281,8 +264,8 @@ static int bench_replay(const char *path, uint64_t records, double rate[T_KINDS]
         }
     }
     for (int i = 0; i < T_KINDS; i++) {
-        rate[i][0] = median(w[i], REPLAY_REPS);
-        rate[i][1] = median(c[i], REPLAY_REPS);
+        rate[i][0] = bench_median(w[i], REPLAY_REPS);
+        rate[i][1] = bench_median(c[i], REPLAY_REPS);
     }
     return 0;
 }
@@ -387,7 +370,7 @@ static double merge_run(uint32_t rings, int cross, uint64_t events, double *wall
         if (jp_ctl_send(c.fd, &m, &ring[i].fd, 1) < 0)
             exit(1);
     }
-    double t0 = now_s(), cpu0 = proc_cpu_s(pid);
+    double t0 = tl_now_s(), cpu0 = proc_cpu_s(pid);
     uint8_t buf[JP_REC_MAX_SIZE];
     struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_MEMORY);
     rs.threshold_bp = 500;
@@ -443,7 +426,7 @@ static double merge_run(uint32_t rings, int cross, uint64_t events, double *wall
         exit(1);
     }
     double cpu = proc_cpu_s(pid) - cpu0;
-    *wall = now_s() - t0;
+    *wall = tl_now_s() - t0;
     jpt_result_free(&res);
     jpt_client_close(&c);
     tl_wait(pid, 10000);
@@ -474,14 +457,14 @@ static int merge_bench(uint64_t events)
             lo = cpu_rate[k] < lo ? cpu_rate[k] : lo;
             hi = cpu_rate[k] > hi ? cpu_rate[k] : hi;
         }
-        double m = median(cpu_rate, N);
+        double m = bench_median(cpu_rate, N);
         if (v == 0)
             base = m;
         printf("%s: %.1f M events per daemon CPU second (%.1f - %.1f), %.2fx one ring; "
                "%.1f M events/s wall%s\n",
                v == 0 ? "1 worker ring" : v == 1 ? "4 worker rings, frees on their own ring"
                                                  : "4 worker rings, frees on the next ring",
-               m, lo, hi, m / base, median(wall_rate, N),
+               m, lo, hi, m / base, bench_median(wall_rate, N),
                v ? "; target >= 40 M per CPU second" : "");
     }
     return 0;
@@ -515,7 +498,7 @@ int main(int argc, char **argv)
     double base[REPS];
     for (int k = 0; k < REPS; k++)
         base[k] = engine_rate(&streams[0]);
-    double engine = median(base, REPS);
+    double engine = bench_median(base, REPS);
     printf("daemon_bench: %d concurrent runs x %llu records; load average %.2f\n", runs,
            (unsigned long long)per_run, loadavg1());
     printf("  engine alone (baseline):     %8.2f M records/s\n", engine / 1e6);
@@ -539,7 +522,7 @@ int main(int argc, char **argv)
             struct job jobs[MAX_RUNS];
             pthread_t th[MAX_RUNS];
             uint64_t total = 0;
-            double t0 = now_s();
+            double t0 = tl_now_s();
             for (int i = 0; i < runs; i++) {
                 jobs[i] = (struct job){.sock = sock, .p = &streams[i]};
                 pthread_create(&th[i], NULL, produce, &jobs[i]);
@@ -553,7 +536,7 @@ int main(int argc, char **argv)
                 }
                 lost += jobs[i].lost;
             }
-            agg[k] = (double)total / (now_s() - t0);
+            agg[k] = (double)total / (tl_now_s() - t0);
             all += total;
         }
         double dcpu = proc_cpu_s(d) - dcpu0;
@@ -563,7 +546,7 @@ int main(int argc, char **argv)
         tl_wait(d, 10000);
         printf("  daemon, summed over runs:    %8.2f M records/s  (%.2fx engine; median of %d; "
                "target >= 20)\n",
-               median(agg, REPS) / 1e6, median(agg, REPS) / engine, REPS);
+               bench_median(agg, REPS) / 1e6, bench_median(agg, REPS) / engine, REPS);
         printf("  daemon CPU time:             %8.1f ns per record (%.2f M records per CPU "
                "second; the daemon's own cost, which the shared machine's load disturbs least)\n",
                dcpu * 1e9 / (double)all, (double)all / dcpu / 1e6);

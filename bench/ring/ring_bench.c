@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/lib/stats.h"
 #include "protocol/ring.h"
 
 #define RUNS 7
@@ -29,18 +30,6 @@ static double now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* A record of `bytes` the way the agent fills one: header, then fields. */
@@ -279,10 +268,10 @@ int main(int argc, char **argv)
             v[i] = push_ns(&big, bytes, 1, push_total);
             b[i] = store_ns(arena, arena_size, stride, push_total);
         }
-        double push1 = median(v, runs), base = median(b, runs);
+        double push1 = bench_median(v, runs), base = bench_median(b, runs);
         for (int i = 0; i < runs; i++)
             v[i] = push_ns(&big, bytes, 16, push_total);
-        double push16 = median(v, runs);
+        double push16 = bench_median(v, runs);
         printf("push %2u-byte record, commit each: %.2f ns/record\n", bytes, push1);
         printf("push %2u-byte record, commit per 16: %.2f ns/record\n", bytes, push16);
         printf("baseline plain %2u-byte store: %.2f ns/record (push/baseline %.2fx)\n", stride,
@@ -298,7 +287,7 @@ int main(int argc, char **argv)
             v[i] = cross_rate(bytes, slots, cross_n);
             b[i] = alternating_rate(bytes, slots, cross_n);
         }
-        double rate = median(v, runs), base = median(b, runs);
+        double rate = bench_median(v, runs), base = bench_median(b, runs);
         printf("two processes, %2u-byte records: %.1f M records/s\n", bytes, rate / 1e6);
         printf("baseline one thread alternating, %2u-byte records: %.1f M records/s "
                "(two processes/baseline %.2fx)\n", bytes, base / 1e6, rate / base);

@@ -29,6 +29,7 @@
 #include "protocol/control.h"
 /* Only the test's reading of the profile: the official TOON decoder and a JSON getter. */
 #include "tests/lib/spawn.h"
+#include "tests/lib/text.h"
 #include "tests/lib/toon.h"
 char *t_json_get(const char *json, const char *path);
 int t_json_len(const char *json, const char *path);
@@ -685,30 +686,13 @@ Test(e2e, capture_fd_receives_the_stream)
     jettprof_result_release(&res);
 }
 
-/* The TOON profile without its wall_duration_ns and producer_wait_ns lines: the figures two
- * runs of the same host never share (elapsed time, and time spent waiting for ring room). */
-static char *timeless(const char *toon)
-{
-    char *out = malloc(strlen(toon) + 1), *o = out;
-    cr_assert_not_null(out);
-    for (const char *p = toon; *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
-        const char *w = strstr(p, "wall_duration_ns:");
-        const char *q = strstr(p, "producer_wait_ns:"); /* how long the program waited */
-        if ((!w || w >= p + n) && (!q || q >= p + n)) {
-            memcpy(o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    *o = '\0';
-    return out;
-}
+/* The lines of a TOON profile that two runs of the same host never share: elapsed time, and
+ * time spent waiting for ring room. */
+static const char *const timed_keys[] = {"wall_duration_ns:", "producer_wait_ns:", NULL};
 
 static void same_profile(const struct jettprof_result *a, const struct jettprof_result *b)
 {
-    char *x = timeless(a->toon), *y = timeless(b->toon);
+    char *x = tl_without_lines(a->toon, timed_keys), *y = tl_without_lines(b->toon, timed_keys);
     cr_assert(strstr(a->toon, "wall_duration_ns:") && strlen(x) < strlen(a->toon));
     cr_assert_str_eq(x, y);
     free(x);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/lib/text.h"
+
 #define API_VERSION "JETTPROF_1"
 
 struct names {
@@ -40,23 +42,12 @@ static void names_free(struct names *s)
     free(s->v);
 }
 
-static char *slurp(const char *env)
+/* The file named by the environment variable env (meson test sets it), read whole. */
+static char *slurp_env(const char *env)
 {
     const char *path = getenv(env);
     cr_assert(path && *path, "%s is not set (run through meson test)", env);
-    FILE *f = fopen(path, "re");
-    cr_assert_not_null(f, "%s", path);
-    char *text = NULL;
-    size_t len = 0, cap = 0, n;
-    do {
-        if (len + 4096u + 1u > cap)
-            cr_assert_not_null(text = realloc(text, cap = (len + 4096u + 1u) * 2u));
-        len += n = fread(text + len, 1, 4096u, f);
-    } while (n);
-    cr_assert_eq(ferror(f), 0, "%s", path);
-    fclose(f);
-    text[len] = '\0';
-    return text;
+    return tl_slurp(path, NULL);
 }
 
 /* Comments, string and character literals and preprocessor lines become blanks (newlines
@@ -146,7 +137,7 @@ static const char *declared_function(const char *st, size_t *len)
  * the functions it defines (static inline: not exported). */
 static struct names header_functions(void)
 {
-    char *t = slurp("JETTPROF_AGENT_HEADER");
+    char *t = slurp_env("JETTPROF_AGENT_HEADER");
     blank_non_code(t);
     struct names out = {0};
     size_t cap = strlen(t) + 1u, n = 0;
@@ -195,7 +186,7 @@ static struct names header_functions(void)
 /* The names the version script's node API_VERSION makes global. */
 static struct names map_globals(void)
 {
-    char *t = slurp("JETTPROF_AGENT_MAP");
+    char *t = slurp_env("JETTPROF_AGENT_MAP");
     blank_non_code(t);
     struct names out = {0};
     char *node = strstr(t, API_VERSION);

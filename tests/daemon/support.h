@@ -1,7 +1,8 @@
-/* Test support for the daemon suites: known record streams, a producer that pushes them through
- * a real ring, a control-socket client that speaks the protocol, the same stream fed to a local
- * engine for the expected profile, and process helpers. Nothing here stands in for another
- * part: the ring, control codec, capture format and engine are the real ones. */
+/* Test support for the daemon suites: known record streams (stream.c), a producer that pushes
+ * them through a real ring and a control-socket client that speaks the protocol (client.c), the
+ * same stream fed to a local engine for the expected profile (expected.c), and process helpers
+ * (procs.c). Nothing here stands in for another part: the ring, control codec, capture format
+ * and engine are the real ones. */
 #ifndef JETTPROF_TESTS_DAEMON_SUPPORT_H
 #define JETTPROF_TESTS_DAEMON_SUPPORT_H
 
@@ -15,6 +16,8 @@
 #include "protocol/records.h"
 #include "protocol/ring.h"
 #include "tests/lib/spawn.h" /* tl_spawn, tl_fork, tl_wait */
+
+/* ---- stream.c ---- */
 
 /* A deterministic record stream: RUN_START, sources, frames, a calling-context tree, one EXEC,
  * `events` hot records (CPU samples or allocation events), COUNTERS, and RUN_STOP unless
@@ -52,6 +55,9 @@ uint32_t jpt_stream_stop(const struct jpt_stream *s, uint8_t *buf);
 void jpt_excerpt_for(const struct jp_ctl_excerpt_key *k, struct jp_ctl_excerpt *x, char *text,
                      size_t cap);
 
+/* ---- client.c ---- */
+
+/* What a run's RESULT (or ERROR) carried back. */
 struct jpt_result {
     uint32_t status;
     char reason[64];
@@ -99,9 +105,13 @@ int jpt_answer_excerpts(struct jpt_client *c, int timeout_ms);
 /* After FINALIZE or a shutdown: answers EXCERPT_REQUESTs and waits for RESULT or ERROR. */
 int jpt_finish(struct jpt_client *c, struct jpt_result *out, int timeout_ms);
 
+/* ---- expected.c ---- */
+
 /* The profile the engine gives for the same stream, with the same excerpts: what the daemon
  * must deliver. */
 int jpt_expected(struct jpt_stream *s, struct jpt_result *out);
+
+/* ---- procs.c ---- */
 
 /* In a child of tl_fork: become uid with gid as the primary and only group (exits 99 on
  * failure), the death signal armed again. */

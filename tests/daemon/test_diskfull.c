@@ -21,6 +21,7 @@
 
 #include "capfile.h"
 #include "support.h"
+#include "tests/lib/stop.h"
 
 /* Spawns serve with the soft file size limit at fsize (the daemon inherits it); its stderr
  * into *err_fd when err_fd is not NULL. */
@@ -37,13 +38,6 @@ static pid_t serve_limited(const char *sock, const char *const extra[], rlim_t f
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
     cr_assert_gt(d, 0);
     return d;
-}
-
-static void stop(pid_t d)
-{
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 20000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
 }
 
 /* A fresh directory (returned) holding a capture directory "caps" (0700); the socket and
@@ -67,7 +61,7 @@ Test(diskfull, the_runs_log_keeps_only_whole_lines)
     pid_t d = serve_limited(sock, extra, 1500, NULL);
     for (uint32_t i = 0; i < 8; i++)
         jpt_run_complete(sock, i + 1, 200);
-    stop(d);
+    tl_stop(d, 20000);
     size_t len;
     char *text = jpt_slurp_file(log, &len);
     cr_assert_not_null(text);
@@ -111,7 +105,7 @@ Test(diskfull, a_capture_that_cannot_be_written_is_removed)
     int errfd;
     pid_t d = serve_limited(sock, extra, 16384, &errfd);
     jpt_run_complete(sock, 3, 20000); /* its capture is far past 16 KiB */
-    stop(d);
+    tl_stop(d, 20000);
     cr_assert_eq(count_files(caps), 0, "no empty or cut-short capture is left behind");
     /* the capture was made, failed and was removed: not never made */
     char *err = jpt_slurp_fd(errfd);
@@ -246,7 +240,7 @@ static char *serve_one_run(const char *sock, const char *const extra[], uint32_t
     pid_t d = jpt_serve(sock, extra, &errfd);
     cr_assert_gt(d, 0);
     jpt_run_complete(sock, seed, events);
-    stop(d);
+    tl_stop(d, 20000);
     char *log = jpt_slurp_fd(errfd);
     close(errfd);
     return log;
@@ -344,7 +338,7 @@ Test(diskfull, a_capture_being_written_survives_the_caps)
     jp_ring_unmap(&ring);
     wait_log(errfd, &log, &len, "-1.jpcap (");
     cr_assert_lt(at(log, "-2.jpcap ("), at(log, "-1.jpcap ("), "%s", log);
-    stop(d);
+    tl_stop(d, 20000);
     close(errfd);
     cr_assert_eq(count_files(caps), 0);
     free(log);

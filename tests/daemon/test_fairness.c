@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "tests/lib/clock.h"
 
 struct flood {
     const char *sock;
@@ -106,13 +107,6 @@ static void *flood_run(void *arg)
     return NULL;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
 {
     char *dir = jpt_tmpdir();
@@ -139,7 +133,7 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     uint64_t *tail = __atomic_load_n(&f.tail, __ATOMIC_ACQUIRE);
     cr_assert_not_null(tail);
     uint64_t before = __atomic_load_n(tail, __ATOMIC_ACQUIRE);
-    double t0 = now_s();
+    double t0 = tl_now_s();
     struct jpt_client c;
     cr_assert_eq(jpt_client_connect(&c, sock), 0);
     struct jpt_stream s, again;
@@ -147,7 +141,7 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     again = s;
     struct jpt_result got;
     cr_assert_eq(jpt_run(&c, &s, 1u << 12, -1, &got), 0);
-    double took = now_s() - t0;
+    double took = tl_now_s() - t0;
     jpt_client_close(&c);
     uint64_t during = __atomic_load_n(tail, __ATOMIC_ACQUIRE) - before;
 
@@ -266,8 +260,8 @@ Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
     r = (struct second){.sock = sock};
     pthread_t th2;
     cr_assert_eq(pthread_create(&th2, NULL, second_run, &r), 0);
-    double t0 = now_s();
-    while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE) && now_s() - t0 < 15.0)
+    double t0 = tl_now_s();
+    while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE) && tl_now_s() - t0 < 15.0)
         nap_us(10000);
     if (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
         kill(d, SIGKILL);
@@ -373,12 +367,12 @@ static double victim_run(void)
     struct tl_spawn_opts o = TL_SPAWN_OPTS_INIT;
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     o.out_fd = o.err_fd = null;
-    double t0 = now_s();
+    double t0 = tl_now_s();
     pid_t p = tl_spawn(jett, argv, &o);
     close(null);
     cr_assert_gt(p, 0);
     int st = tl_wait(p, 120000);
-    double took = now_s() - t0;
+    double took = tl_now_s() - t0;
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the victim run failed (%d)",
               st);
     return took;
@@ -430,10 +424,10 @@ Test(fairness, held_records_of_other_runs_neither_starve_a_run_nor_keep_sigterm_
     cr_assert_lt(beside, 3.0 * alone + 0.5, "the victim took %.2f s beside the floods, %.2f s "
                  "alone", beside, alone);
 
-    double t0 = now_s();
+    double t0 = tl_now_s();
     kill(d, SIGTERM);
     int st = tl_wait(d, 10000);
-    double took = now_s() - t0;
+    double took = tl_now_s() - t0;
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "the daemon did not exit within 10 s of SIGTERM (status %d)", st);
     cr_log_info("SIGTERM to exit beside the floods: %.2f s", took);

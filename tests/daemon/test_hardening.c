@@ -22,6 +22,7 @@
 
 #include "common/utf8.h"
 #include "support.h"
+#include "tests/lib/clock.h"
 
 static void nap_ms(long ms)
 {
@@ -420,13 +421,6 @@ Test(hardening, jett_run_names_an_export_the_cap_refused)
 #define FLOOD_GID 4242
 #define FLOOD_HELD 600 /* sockets the flooding client keeps open, unread, at once */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* In a child, as FLOOD_UID: for `seconds`, starts runs that ask for every export, answers the
  * daemon's excerpt request and never reads its result, keeping the sockets open. Writes to fd
  * how many runs the daemon let it start and how many it refused; exits 0. */
@@ -437,8 +431,8 @@ static void flood_unread(const char *sock, double seconds, int fd)
         _exit(93);
     static struct jpt_client held[FLOOD_HELD];
     uint32_t nheld = 0, next = 0, counts[2] = {0, 0};
-    double end = now_s() + seconds;
-    for (uint32_t i = 0; now_s() < end; i++) {
+    double end = tl_now_s() + seconds;
+    for (uint32_t i = 0; tl_now_s() < end; i++) {
         struct jpt_client c;
         if (jpt_client_connect(&c, sock) < 0)
             _exit(90);
@@ -511,7 +505,7 @@ Test(hardening, unread_results_of_one_uid_lock_no_other_uid_out)
     /* Another uid (root here) runs while the flood goes on: every run completes. */
     nap_ms(300);
     int refused = 0, runs = 0;
-    for (double end = now_s() + 2.5; now_s() < end; runs++) {
+    for (double end = tl_now_s() + 2.5; tl_now_s() < end; runs++) {
         struct jpt_client c;
         cr_assert_eq(jpt_client_connect(&c, sock), 0);
         struct jpt_stream s;

@@ -14,13 +14,7 @@
 #include <unistd.h>
 
 #include "support.h"
-
-static void stop(pid_t d)
-{
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 20000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
-}
+#include "tests/lib/stop.h"
 
 static char *sock_in(char **dir)
 {
@@ -79,7 +73,7 @@ Test(limits, a_client_cannot_raise_the_budgets_past_the_operator_cap)
         jpt_result_free(&got);
         jpt_result_free(&want);
     }
-    stop(d);
+    tl_stop(d, 20000);
     free(sock);
     rmdir(dir);
     free(dir);
@@ -115,7 +109,7 @@ Test(limits, default_caps_are_the_contract_budgets_and_a_client_may_lower_them)
     cr_assert_eq(got.status, JP_STATUS_PARTIAL);
     cr_assert_str_eq(got.reason, "cpu_metadata_limit");
     jpt_result_free(&got);
-    stop(d);
+    tl_stop(d, 20000);
     free(sock);
     rmdir(dir);
     free(dir);
@@ -212,7 +206,7 @@ Test(limits, silent_connections_of_one_uid_do_not_lock_others_out)
     cr_assert_gt(counts[0], 0, "the ones with a slot are closed at the deadline");
     cr_assert_eq(counts[2], 0, "%d connections ended otherwise", counts[2]);
     cr_assert_eq(counts[0] + counts[1], SILENT);
-    stop(d);
+    tl_stop(d, 20000);
     free(sock);
     rmdir(dir);
     free(dir);
@@ -265,7 +259,7 @@ Test(limits, large_partial_frames_before_hello_are_not_buffered)
         jpt_client_close(&c[i]);
 
     still_serves_a_run(sock);
-    stop(d);
+    tl_stop(d, 20000);
     free(sock);
     rmdir(dir);
     free(dir);
@@ -333,7 +327,7 @@ Test(limits, unfinished_frames_of_all_connections_are_bounded_together)
     }
 
     still_serves_a_run(sock);
-    stop(d);
+    tl_stop(d, 20000);
     free(sock);
     rmdir(dir);
     free(dir);

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "tests/lib/clock.h"
+#include "tests/lib/text.h"
 
 #define RUNS 16
 
@@ -79,13 +81,6 @@ static char *write_program(const char *dir, const char *src)
     cr_assert_eq(fputs(src, f) >= 0, 1);
     cr_assert_eq(fclose(f), 0);
     return path;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* A jett child with its stdout and stderr on pipes, and what has been read of them. */
@@ -168,9 +163,9 @@ static int jrun_pump(struct jrun *js, int n, int timeout_ms)
 /* Waits until the child's stderr shows `marker`, at most timeout_s. */
 static void jrun_await(struct jrun *j, const char *marker, double timeout_s)
 {
-    double t0 = now_s();
+    double t0 = tl_now_s();
     while (!strstr(j->text[1], marker)) {
-        cr_assert_lt(now_s() - t0, timeout_s, "no '%s' from jett within %.0f s; stderr: %s",
+        cr_assert_lt(tl_now_s() - t0, timeout_s, "no '%s' from jett within %.0f s; stderr: %s",
                      marker, timeout_s, j->text[1]);
         cr_assert(jrun_pump(j, 1, 100), "jett closed its output before '%s': %s", marker,
                   j->text[1]);
@@ -180,11 +175,11 @@ static void jrun_await(struct jrun *j, const char *marker, double timeout_s)
 /* Reads everything and reaps every child, within timeout_s in all. */
 static void jrun_finish(struct jrun *js, int n, double timeout_s)
 {
-    double t0 = now_s();
+    double t0 = tl_now_s();
     while (jrun_pump(js, n, 200))
-        cr_assert_lt(now_s() - t0, timeout_s, "jett runs still going after %.0f s", timeout_s);
+        cr_assert_lt(tl_now_s() - t0, timeout_s, "jett runs still going after %.0f s", timeout_s);
     for (int k = 0; k < n; k++) {
-        int left = (int)((timeout_s - (now_s() - t0)) * 1000);
+        int left = (int)((timeout_s - (tl_now_s() - t0)) * 1000);
         js[k].status = tl_wait(js[k].pid, left > 1000 ? left : 1000);
         cr_assert_geq(js[k].status, 0, "jett run %d did not exit", k);
     }
@@ -199,31 +194,10 @@ static void jrun_free(struct jrun *j)
     }
 }
 
-/* The text without the lines naming a figure of elapsed time, or the daemon's id of the run: what
- * two runs of one program share byte for byte. */
-static char *timeless(const char *text)
-{
-    char *out = malloc(strlen(text) + 1), *o = out;
-    cr_assert_not_null(out);
-    for (const char *p = text; *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
-        int timed = 0;
-        static const char *const keys[] = {"wall_duration_ns:", "producer_wait_ns:",
-                                           "run_id:"};
-        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
-            const char *w = strstr(p, keys[k]);
-            timed |= w && w < p + n;
-        }
-        if (!timed) {
-            memcpy(o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    *o = '\0';
-    return out;
-}
+/* The lines naming a figure of elapsed time, or the daemon's id of the run: without them, two
+ * runs of one program share their text byte for byte. */
+static const char *const timed_keys[] = {"wall_duration_ns:", "producer_wait_ns:", "run_id:",
+                                         NULL};
 
 /* The unsigned value of `key: N` in text, or -1 when absent or not a number. */
 static long long figure(const char *text, const char *key)
@@ -259,7 +233,7 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
     cr_assert(WIFEXITED(ref.status) && WEXITSTATUS(ref.status) == 0, "private run: %s",
               ref.text[1]);
     cr_assert(strstr(ref.text[0], "  status: complete\n"), "private run: %s", ref.text[0]);
-    char *want = timeless(ref.text[0]);
+    char *want = tl_without_lines(ref.text[0], timed_keys);
 
     int errfd;
     pid_t d = jpt_serve(sock, NULL, &errfd);
@@ -284,9 +258,9 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
     jrun_await(&log, "run 1 started", 120);
     cr_assert_eq(kill(d, SIGSTOP), 0);
     wait_stopped(d);
-    double t0 = now_s();
+    double t0 = tl_now_s();
     while (!thread_in_futex(js[0].pid, "jett-runtime")) {
-        cr_assert_lt(now_s() - t0, 120.0, "run 0 never slept waiting for room");
+        cr_assert_lt(tl_now_s() - t0, 120.0, "run 0 never slept waiting for room");
         cr_assert(jrun_pump(&js[0], 1, 20) && js[0].fd[0] >= 0,
                   "run 0 finished without waiting for room: %s", js[0].text[0]);
     }
@@ -310,7 +284,7 @@ Test(load, sixteen_memory_runs_on_one_daemon_lose_nothing_and_equal_a_private_ru
                   "run %d: status %d: %s", i, js[i].status, js[i].text[1]);
         cr_assert(strstr(out, "  status: complete\n"), "run %d is not complete:\n%s", i, out);
         cr_assert_eq(figure(out, "    lost_records: "), 0, "run %d lost events:\n%s", i, out);
-        char *got = timeless(out);
+        char *got = tl_without_lines(out, timed_keys);
         cr_assert_str_eq(got, want, "run %d differs from the private run", i);
         free(got);
         waited += figure(out, "    producer_wait_ns: ");
@@ -361,7 +335,7 @@ static const char actors_src[] =
  * the count of workers that allocated (READINGS.md #20), elapsed time. */
 static char *unscheduled(const char *text)
 {
-    char *t = timeless(text), *o = t;
+    char *t = tl_without_lines(text, timed_keys), *o = t;
     for (const char *p = t; *p;) {
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p + 1) : strlen(p);
@@ -604,9 +578,9 @@ Test(load, a_daemon_killed_while_the_program_waits_for_room_releases_it, .timeou
     struct jrun *j = &st.j;
     pid_t d = st.d;
     /* The program fills the ring and sleeps on its futex, waiting for the stopped daemon. */
-    double t0 = now_s();
+    double t0 = tl_now_s();
     while (!thread_in_futex(j->pid, "jett-runtime")) {
-        cr_assert_lt(now_s() - t0, 120.0, "the program never slept waiting for room: %s",
+        cr_assert_lt(tl_now_s() - t0, 120.0, "the program never slept waiting for room: %s",
                      j->text[1]);
         jrun_pump(j, 1, 20);
     }

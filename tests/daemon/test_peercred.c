@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "tests/lib/stop.h"
 
 #define GROUP 4242u
 
@@ -123,13 +124,6 @@ static char *open_dir(void)
     return dir;
 }
 
-static void stop(pid_t d)
-{
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 10000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-}
-
 Test(peercred, other_uids_are_refused_even_when_the_socket_mode_lets_them_in)
 {
     char *dir = open_dir();
@@ -147,7 +141,7 @@ Test(peercred, other_uids_are_refused_even_when_the_socket_mode_lets_them_in)
     cr_assert_eq(hello_as(sock, 4001, GROUP), 10 + JP_CTLE_PERMISSION_DENIED);
     /* root may attach */
     cr_assert_eq(hello_as(sock, 0, 0), 0);
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }
@@ -174,7 +168,7 @@ Test(peercred, an_allowed_group_attaches_and_show_is_for_the_owner_only)
     cr_assert_eq(show_as(sock, 4001, GROUP, id + 1000), 10 + JP_CTLE_NO_SUCH_RUN);
     /* Not in the group: refused before anything else. */
     cr_assert_eq(hello_as(sock, 4003, 4003), 98, "0660 socket keeps others out");
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }
@@ -230,7 +224,7 @@ Test(peercred, per_uid_caps_on_concurrent_runs_and_ring_size)
     cr_assert_eq(a.u.error.code, JP_CTLE_BAD_RING);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }
@@ -277,7 +271,7 @@ Test(peercred, show_refused_prints_the_daemons_reason)
                   "attempt %d: stderr: %s", i, err);
         free(err);
     }
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }
@@ -301,7 +295,7 @@ Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
     cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
     free(foreign);
     free(missing);
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }
@@ -325,7 +319,7 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
         else
             cr_assert_eq(st, 10 + JP_CTLE_PERMISSION_DENIED);
     }
-    stop(d);
+    tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
 }

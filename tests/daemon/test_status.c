@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "tests/lib/stop.h"
 
 /* 1 when s matches the extended regular expression re. */
 static int matches(const char *s, const char *re)
@@ -138,13 +139,6 @@ static char *serve_dir(char *sock, size_t cap, pid_t *d, const char *const extra
     return dir;
 }
 
-static void stop(pid_t d)
-{
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 10000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon exit %d", st);
-}
-
 /* Starts a run over *c that stays live (count records pushed) and waits until the daemon
  * lists it; its run id. */
 static uint64_t live_run(const char *sock, struct jpt_client *c, uint32_t mode, uint32_t seed,
@@ -215,7 +209,7 @@ Test(status, a_live_run_is_listed_in_human_and_json)
 
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
-    stop(d);
+    tl_stop(d, 10000);
     free(dir);
 }
 
@@ -280,7 +274,7 @@ Test(status, another_uid_sees_its_own_runs_and_only_a_count_of_others)
     free(all);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
-    stop(d);
+    tl_stop(d, 10000);
     free(dir);
 }
 
@@ -452,7 +446,7 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
 
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
-    stop(d);
+    tl_stop(d, 10000);
     unlink(out_path);
     free(dir);
 }
@@ -536,7 +530,7 @@ Test(status, runs_lists_the_newest_finished_runs_a_caller_may_see)
               "%s", out);
     free(out);
     free(err);
-    stop(d);
+    tl_stop(d, 10000);
     free(dir);
 }
 
@@ -590,7 +584,7 @@ Test(status, show_survives_a_restart_and_run_ids_go_on)
     uint32_t code;
     char *before = show_toon(sock, b, &code);
     cr_assert_not_null(before, "code %u", code);
-    stop(d);
+    tl_stop(d, 10000);
 
     d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
@@ -611,7 +605,7 @@ Test(status, show_survives_a_restart_and_run_ids_go_on)
     free(before);
     free(after);
     free(first);
-    stop(d);
+    tl_stop(d, 10000);
     free(dir);
 }
 
@@ -639,14 +633,14 @@ Test(status, a_run_in_flight_when_the_daemon_died_keeps_its_id_to_itself)
     uint64_t next = one_run(sock, JP_MODE_CPU, 43);
     cr_expect_gt(next, b, "run %llu was in flight at the crash; the next run got %llu",
                  (unsigned long long)b, (unsigned long long)next);
-    stop(d);
+    tl_stop(d, 10000);
     /* a clean exit saves the exact next id: nothing was in flight */
     d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
     uint64_t after = one_run(sock, JP_MODE_CPU, 44);
     cr_expect_eq(after, next + 1, "after a clean exit: %llu then %llu", (unsigned long long)next,
                  (unsigned long long)after);
-    stop(d);
+    tl_stop(d, 10000);
     free(dir);
 }
 
@@ -659,7 +653,7 @@ Test(status, a_corrupt_state_file_is_skipped_and_named)
     cr_assert_gt(d, 0);
     cr_assert_eq(one_run(sock, JP_MODE_CPU, 41), 1);
     cr_assert_eq(one_run(sock, JP_MODE_CPU, 42), 2);
-    stop(d);
+    tl_stop(d, 10000);
     /* run 1's file cut by one byte; run 2's header claims more text than the file holds; a
      * file that claims to be run 7 but names another id; a link planted as run 9 */
     char p1[700], p2[700], p7[700], p9[700];
@@ -700,7 +694,7 @@ Test(status, a_corrupt_state_file_is_skipped_and_named)
         cr_expect_null(t, "run %llu was trusted", (unsigned long long)id);
         free(t);
     }
-    stop(d);
+    tl_stop(d, 10000);
     char *err = jpt_slurp_fd(errfd);
     close(errfd);
     cr_expect(strstr(err, "run-1.kept is corrupt; skipped"), "%s", err);

@@ -79,11 +79,13 @@ void t_start(struct jp_engine *e, uint32_t mode, uint32_t rate, uint32_t thr, ui
              uint64_t cpu_budget, uint64_t retention_budget)
 {
     fed = 0;
-    struct jp_rec_run_start r = {
-        .h = {JP_REC_RUN_START, sizeof r}, .format_version = JP_FORMAT_VERSION,
-        .mode = (uint8_t)mode, .rate_hz = rate, .threshold_bp = thr, .limit = limit,
-        .capabilities = mode == JP_MODE_CPU ? JP_CAPS_CPU_REQUIRED : JP_CAPS_MEMORY_REQUIRED,
-        .cpu_budget_bytes = cpu_budget, .retention_budget_bytes = retention_budget};
+    struct jp_rec_run_start r = tl_rec_run_start(mode);
+    r.rate_hz = rate;
+    r.threshold_bp = thr;
+    r.limit = limit;
+    r.capabilities = mode == JP_MODE_CPU ? JP_CAPS_CPU_REQUIRED : JP_CAPS_MEMORY_REQUIRED;
+    r.cpu_budget_bytes = cpu_budget;
+    r.retention_budget_bytes = retention_budget;
     feed_ok(e, &r, sizeof r);
 }
 
@@ -189,7 +191,7 @@ void t_golden_cpu_program(struct jp_engine *e)
     t_node(e, 7, 1, 3);
 }
 
-/* The golden CPU stream's samples and counters (tests/engine/golden/README.md). */
+/* The golden CPU stream's samples and counters (tests/render/golden/README.md). */
 void t_golden_cpu_samples(struct jp_engine *e)
 {
     for (int i = 0; i < 4; i++)

@@ -1,5 +1,6 @@
-/* Test helpers for the engine suites: build record streams, render, and check every TOON
- * document with the official decoder (tl_toon_decode, tests/lib/toon.h). */
+/* Test helpers for the suites that feed an engine by hand (tests/engine, tests/render, the
+ * stacks of tests/export): build record streams, render, and check every TOON document with
+ * the official decoder (tl_toon_decode, tests/lib/toon.h). */
 #ifndef JETTPROF_TESTS_ENGINE_HELPERS_H
 #define JETTPROF_TESTS_ENGINE_HELPERS_H
 
@@ -47,7 +48,7 @@ struct jp_engine *t_engine(void);
 /* A CPU run (threshold 0) with one function, main in src/s.jett, and one jett sample at its
  * statement 2:1: a hot line, so CPU_HIGH_SELF applies when nothing is partial. No RUN_STOP. */
 void t_simple_cpu(struct jp_engine *e);
-/* The stream of the golden CPU files (tests/engine/golden/README.md, cpu.*): the program's
+/* The stream of the golden CPU files (tests/render/golden/README.md, cpu.*): the program's
  * definitions (source 1, frames 1-4, nodes 1-7), then its samples and counters. */
 void t_golden_cpu_program(struct jp_engine *e);
 void t_golden_cpu_samples(struct jp_engine *e);

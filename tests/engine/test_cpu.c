@@ -13,7 +13,7 @@ enum { SRC = 1 };
 static char *read_golden(const char *name)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/engine/golden/%s", getenv("JETTPROF_SOURCE_ROOT"),
+    snprintf(path, sizeof path, "%s/tests/render/golden/%s", getenv("JETTPROF_SOURCE_ROOT"),
              name);
     FILE *f = fopen(path, "rb");
     cr_assert(f != NULL, "missing golden file %s", path);
@@ -126,7 +126,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
          "more than half of its samples.");
     cr_assert_eq(t_json_len(json, "profile.bottlenecks.2.suggestions"), 1);
     cr_assert(strstr(human, "CPU profile\n") == human);
-    /* byte for byte, explained line by line in tests/engine/golden/README.md */
+    /* byte for byte, explained line by line in tests/render/golden/README.md */
     char *toon;
     t_render(e, JP_END_STOP, &toon, NULL, NULL, NULL);
     cr_assert_str_eq(toon, read_golden("cpu.toon"));

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "helpers.h"
+#include "tests/lib/recbuild.h"
 
 static struct jp_engine *fresh(void)
 {
@@ -32,8 +33,9 @@ Test(stream, second_start_and_anything_after_stop_are_refused)
 {
     struct jp_engine *e = fresh();
     t_simple_cpu(e);
-    struct jp_rec_run_start s = {.h = {JP_REC_RUN_START, sizeof s}, .format_version = 1,
-                                 .mode = JP_MODE_CPU, .rate_hz = 1, .limit = 1};
+    struct jp_rec_run_start s = tl_rec_run_start(JP_MODE_CPU);
+    s.rate_hz = 1;
+    s.limit = 1;
     const char *why = NULL;
     cr_assert_eq(t_feed_raw(e, &s, sizeof s, &why), -EPROTO);
     cr_assert_str_eq(why, "second RUN_START");

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/lib/text.h"
 #include "tests/runtime/support.h"
 
 /* A call chain with recursion under it, so the leaf counts cross re-entries. */
@@ -43,22 +44,6 @@ static char *path_in(const char *dir, const char *rel)
     char *p = malloc(strlen(dir) + strlen(rel) + 2);
     sprintf(p, "%s/%s", dir, rel);
     return p;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1u);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return b;
 }
 
 /* Runs jettprofd with argv (NULL-terminated); the result in *r. */
@@ -113,7 +98,7 @@ static char *export_to(const char *dir, const char *format, const char *value, c
     cr_expect_str_eq(r.err, "", "a complete capture has no caveat");
     jtt_run_free(&r);
     char *p = path_in(dir, out);
-    char *b = slurp(p, len);
+    char *b = tl_slurp(p, len);
     free(p);
     return b;
 }
@@ -214,7 +199,7 @@ Test(export, pprof_cpu_totals_equal_the_profile_by_go_tool_pprof)
 static char *memory_capture(void)
 {
     char *src = path_in(jtt_source_root(), "examples/retaining_cache/main.jett");
-    char *text = slurp(src, NULL);
+    char *text = tl_slurp(src, NULL);
     char *dir = capture_of(text, "--profile-memory");
     free(text);
     free(src);
@@ -459,7 +444,7 @@ Test(export, errors_name_what_was_wrong)
     cr_expect(strstr(r.err, "link") && strstr(r.err, "symbolic link"), "%s", r.err);
     jtt_run_free(&r);
     char *target = path_in(dir, "target");
-    char *kept = slurp(target, NULL);
+    char *kept = tl_slurp(target, NULL);
     cr_expect_str_eq(kept, "keep\n");
     free(kept);
     free(target);
@@ -497,7 +482,7 @@ static void hotspot_copy(const char *dir, const char *edit, const char *with)
     for (int i = 0; i < 3; i++) {
         char *rel = path_in("examples/cpu_hotspot", files[i]);
         char *src = path_in(jtt_source_root(), rel);
-        char *text = slurp(src, NULL);
+        char *text = tl_slurp(src, NULL);
         char *out = malloc(strlen(text) + (with ? strlen(with) : 0) + 1);
         const char *cut = i == 1 ? "0..20" : i == 2 ? edit : NULL;
         const char *put = i == 1 ? "0..3" : with;
@@ -643,7 +628,7 @@ Test(live_export, every_format_is_the_export_of_the_runs_own_capture)
     for (int i = 0; i < 4; i++) {
         size_t ll, lo;
         char *lp = path_in(dir, live[i]);
-        char *a = slurp(lp, &ll);
+        char *a = tl_slurp(lp, &ll);
         char *b = export_to(dir, formats[i], NULL, "offline", &lo);
         cr_expect(ll == lo && !memcmp(a, b, ll), "%s: the live export is not the capture's",
                   formats[i]);
@@ -655,7 +640,7 @@ Test(live_export, every_format_is_the_export_of_the_runs_own_capture)
         free(lp);
     }
     char *p1 = path_in(dir, "live.folded"), *p2 = path_in(dir, "again.folded");
-    char *a = slurp(p1, NULL), *b = slurp(p2, NULL);
+    char *a = tl_slurp(p1, NULL), *b = tl_slurp(p2, NULL);
     cr_expect_str_eq(a, b, "one format to two paths");
     free(a);
     free(b);
@@ -713,7 +698,7 @@ Test(live_export, refuses_what_it_must_not_write_before_user_code)
     const char *nomode[] = {"run", "main.jett", "--profile-export", "svg:out.svg", NULL};
     expect_refused(dir, nomode, 2, "--profile-export requires --profile or --profile-memory");
     char *target = path_in(dir, "target"), *src = path_in(dir, "main.jett");
-    char *t = slurp(target, NULL), *s = slurp(src, NULL);
+    char *t = tl_slurp(target, NULL), *s = tl_slurp(src, NULL);
     cr_expect_str_eq(t, "keep\n", "the link's target is untouched");
     cr_expect(strstr(s, "user code ran"), "the source is untouched");
     free(t);

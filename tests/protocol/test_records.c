@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "protocol/records.h"
+#include "tests/lib/recbuild.h"
 
 Test(records, names_come_from_the_lists)
 {
@@ -86,11 +87,7 @@ Test(records, validate_header_rules)
 
 Test(records, validate_fixed_records_and_enums)
 {
-    struct jp_rec_run_start rs;
-    memset(&rs, 0, sizeof rs);
-    rs.h = (struct jp_rec_hdr){JP_REC_RUN_START, sizeof rs};
-    rs.format_version = JP_FORMAT_VERSION;
-    rs.mode = JP_MODE_CPU;
+    struct jp_rec_run_start rs = tl_rec_run_start(JP_MODE_CPU);
     rs.rate_hz = 1;
     rs.limit = 1;
     cr_assert_eq(check(&rs, sizeof rs), 0, "run start");

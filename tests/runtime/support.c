@@ -227,6 +227,17 @@ void jtt_run_file(const char *cwd, const char *file, const char *const *opts, st
     jtt_run(cwd, argv, r);
 }
 
+struct jt_run jtt_run_src(const char *src, const char *const *opts)
+{
+    char *dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", src);
+    struct jt_run r;
+    jtt_run_file(dir, "main.jett", opts, &r);
+    jtt_rmtree(dir);
+    free(dir);
+    return r;
+}
+
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r)
 {

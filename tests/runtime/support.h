@@ -33,6 +33,8 @@ void jtt_run(const char *cwd, const char *const *argv, struct jt_run *r);
 void jtt_run_raw(const char *cwd, const char *const *argv, struct jt_run *r);
 /* `jett run FILE OPTS...` in cwd: opts is NULL-terminated, or NULL for none. */
 void jtt_run_file(const char *cwd, const char *file, const char *const *opts, struct jt_run *r);
+/* A throw-away project holding main.jett = src, run as jtt_run_file runs it; the result. */
+struct jt_run jtt_run_src(const char *src, const char *const *opts);
 void jtt_run_sigint(const char *cwd, const char *const *argv, const char *sync, int after_ms,
                     struct jt_run *r);
 /* Like jtt_run_sigint, but calls hook(pid, user) once instead of sending SIGINT: after_ms

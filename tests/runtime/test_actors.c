@@ -10,17 +10,6 @@
 
 #include "support.h"
 
-static struct jt_run run_src(const char *src, const char *const *opts)
-{
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", src);
-    struct jt_run r;
-    jtt_run_file(dir, "main.jett", opts, &r);
-    jtt_rmtree(dir);
-    free(dir);
-    return r;
-}
-
 /* Loop counts for the tests that need an actor busy for a while: the bytecode VM (jett's
  * default) runs a loop about three times as fast as the tree walker. */
 static long busy(long n)
@@ -32,7 +21,7 @@ static long busy(long n)
 
 Test(actors, spawn_send_receive_join_and_self)
 {
-    struct jt_run r = run_src(
+    struct jt_run r = jtt_run_src(
         "fn echo(tag: str, n: int) -> list {\n"
         "  var got = []\n"
         "  for i in 0..n { push(got, receive()) }\n"
@@ -60,7 +49,7 @@ Test(actors, spawn_send_receive_join_and_self)
 
 Test(actors, a_copy_is_independent_of_its_original)
 {
-    struct jt_run r = run_src(
+    struct jt_run r = jtt_run_src(
         "fn keep() -> list { let l = receive(); push(l, 9); return l }\n"
         "fn main() {\n"
         "  let xs = [1, 2]\n"
@@ -102,7 +91,7 @@ Test(actors, what_cannot_cross_between_actors_is_a_runtime_error)
                  "fn g() -> int { return counter }\n"
                  "fn h() -> int { return len(names) }\n",
                  cases[i].body);
-        struct jt_run r = run_src(src, NULL);
+        struct jt_run r = jtt_run_src(src, NULL);
         cr_expect_eq(r.status, 1, "case %zu: exit %d", i, r.status);
         cr_expect(strstr(r.err, cases[i].message), "case %zu: %s", i, r.err);
         jtt_run_free(&r);
@@ -111,7 +100,7 @@ Test(actors, what_cannot_cross_between_actors_is_a_runtime_error)
 
 Test(actors, an_immutable_global_of_an_int_or_literal_is_readable_everywhere)
 {
-    struct jt_run r = run_src("let limit = 3\nlet name = \"w\"\n"
+    struct jt_run r = jtt_run_src("let limit = 3\nlet name = \"w\"\n"
                               "fn f() -> str { return name + str(limit) }\n"
                               "fn main() { print(join(spawn f())) }\n",
                               NULL);
@@ -125,7 +114,7 @@ Test(actors, workers_must_be_one_to_sixty_four)
     static const char *bad[] = {"0", "65", "two", "-1", ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const char *opts[] = {"--workers", bad[i], NULL};
-        struct jt_run r = run_src("fn main() { print(1) }\n", opts);
+        struct jt_run r = jtt_run_src("fn main() { print(1) }\n", opts);
         cr_expect_eq(r.status, 2, "--workers '%s': exit %d", bad[i], r.status);
         cr_expect(strstr(r.err, "--workers expects an integer from 1 to 64"), "%s", r.err);
         cr_expect_eq(r.out_len, 0, "nothing ran");
@@ -134,7 +123,7 @@ Test(actors, workers_must_be_one_to_sixty_four)
     static const char *good[] = {"1", "2", "4", "64"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         const char *opts[] = {"--workers", good[i], NULL};
-        struct jt_run r = run_src("fn sq(n: int) -> int { return n * n }\n"
+        struct jt_run r = jtt_run_src("fn sq(n: int) -> int { return n * n }\n"
                                   "fn main() { var t = 0\n"
                                   "  var ids = []\n"
                                   "  for i in 0..8 { push(ids, spawn sq(i)) }\n"
@@ -152,7 +141,7 @@ Test(actors, every_actor_waiting_is_the_deadlock_error)
     static const char *workers[] = {"1", "3"};
     for (size_t i = 0; i < 2; i++) {
         const char *opts[] = {"--workers", workers[i], NULL};
-        struct jt_run r = run_src("fn wait() -> int { return receive() }\n"
+        struct jt_run r = jtt_run_src("fn wait() -> int { return receive() }\n"
                                   "fn main() {\n"
                                   "  let a = spawn wait()\n"
                                   "  print(\"waiting\")\n"
@@ -166,7 +155,7 @@ Test(actors, every_actor_waiting_is_the_deadlock_error)
         jtt_run_free(&r);
     }
     /* main alone, receiving what nobody will send */
-    struct jt_run r = run_src("fn main() { print(receive()) }\n", NULL);
+    struct jt_run r = jtt_run_src("fn main() { print(receive()) }\n", NULL);
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.err, "deadlock: every actor is waiting"), "%s", r.err);
     jtt_run_free(&r);
@@ -175,7 +164,7 @@ Test(actors, every_actor_waiting_is_the_deadlock_error)
 Test(actors, a_runtime_error_in_any_actor_ends_the_program)
 {
     const char *opts[] = {"--workers", "2", "--profile-memory", NULL};
-    struct jt_run r = run_src("fn div(x: int) -> int { return 10 / x }\n"
+    struct jt_run r = jtt_run_src("fn div(x: int) -> int { return 10 / x }\n"
                               "fn spin() -> int { var i = 0\n while true { i = i + 1 } }\n"
                               "fn main() {\n"
                               "  let s = spawn spin()\n"
@@ -212,7 +201,7 @@ Test(actors, a_running_actor_gives_way_after_its_slice)
              "  print(join(a) + join(b))\n"
              "}\n",
              n);
-    struct jt_run r = run_src(src, opts);
+    struct jt_run r = jtt_run_src(src, opts);
     cr_assert_eq(r.status, 0, "%s", r.err);
     snprintf(want, sizeof want, "long starts\nshort ran\nlong ends\n%ld\n", n + 1);
     cr_expect_str_eq(r.out, want);
@@ -340,7 +329,7 @@ Test(actors, a_cpu_profile_on_two_workers_counts_both_threads_and_every_actor)
              "  print(join(a) == join(b))\n"
              "}\n",
              busy(4000000), busy(4000000));
-    struct jt_run r = run_src(src, opts);
+    struct jt_run r = jtt_run_src(src, opts);
     cr_assert_eq(r.status, 0, "%s", r.err);
     char *json = tl_toon_decode(r.out, r.out_len, NULL);
     cr_assert(json, "not valid TOON:\n%s", r.out);

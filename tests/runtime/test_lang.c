@@ -13,20 +13,9 @@
 #include "runtime/jett.h"
 #include "support.h"
 
-static struct jt_run run_src(const char *src, const char *const *extra)
-{
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", src);
-    struct jt_run r;
-    jtt_run_file(dir, "main.jett", extra, &r);
-    jtt_rmtree(dir);
-    free(dir);
-    return r;
-}
-
 Test(lang, a_normal_return_exits_zero_with_exact_output)
 {
-    struct jt_run r = run_src(
+    struct jt_run r = jtt_run_src(
         "namespace t.main\n"
         "fn fact(n: int) -> int { if n <= 1 { return 1 }\n return n * fact(n - 1) }\n"
         "fn main() {\n"
@@ -46,14 +35,14 @@ Test(lang, a_normal_return_exits_zero_with_exact_output)
 
 Test(lang, a_runtime_error_exits_one_after_the_output_before_it)
 {
-    struct jt_run r = run_src("fn main() {\n  print(\"before\")\n  let xs = [1, 2]\n"
+    struct jt_run r = jtt_run_src("fn main() {\n  print(\"before\")\n  let xs = [1, 2]\n"
                               "  print(xs[5])\n  print(\"after\")\n}\n", NULL);
     cr_expect_eq(r.status, 1);
     cr_expect_str_eq(r.out, "before\n");
     cr_expect_str_eq(r.err,
                      "main.jett:4:9: runtime error: index 5 is out of range for a list of length 2\n");
     jtt_run_free(&r);
-    r = run_src("fn main() { fail(\"bad record \" + str(42)) }\n", NULL);
+    r = jtt_run_src("fn main() { fail(\"bad record \" + str(42)) }\n", NULL);
     cr_expect_eq(r.status, 1);
     cr_expect_str_eq(r.err, "main.jett:1:13: runtime error: bad record 42\n");
     jtt_run_free(&r);
@@ -77,7 +66,7 @@ Test(lang, runtime_errors_name_what_went_wrong)
         char src[512];
         snprintf(src, sizeof src, "fn g(n) { return g(n + 1) }\nfn main() {\n  %s\n}\n",
                  cases[i].body);
-        struct jt_run r = run_src(src, NULL);
+        struct jt_run r = jtt_run_src(src, NULL);
         cr_expect_eq(r.status, 1, "case %zu: exit %d (%s)", i, r.status, r.err);
         cr_expect(strstr(r.err, "runtime error: "), "case %zu: %s", i, r.err);
         cr_expect(strstr(r.err, cases[i].says), "case %zu: lacks '%s': %s", i, cases[i].says, r.err);
@@ -112,7 +101,7 @@ Test(lang, compile_errors_exit_three_with_file_line_col_and_no_user_code)
         char src[600];
         snprintf(src, sizeof src, "%s", cases[i].src);
         /* user code that would print if anything ran */
-        struct jt_run r = run_src(src, NULL);
+        struct jt_run r = jtt_run_src(src, NULL);
         cr_expect_eq(r.status, 3, "case %zu: exit %d (%s)", i, r.status, r.err);
         cr_expect_str_eq(r.out, "", "case %zu", i);
         cr_expect(strstr(r.err, cases[i].says), "case %zu: lacks '%s': %s", i, cases[i].says, r.err);
@@ -133,7 +122,7 @@ Test(lang, hostile_nesting_is_a_diagnostic_not_a_crash)
     for (size_t i = 0; i < depth; i++)
         src[n++] = ')';
     strcpy(src + n, " }\n");
-    struct jt_run r = run_src(src, NULL);
+    struct jt_run r = jtt_run_src(src, NULL);
     free(src);
     cr_expect_eq(r.status, 3, "%s", r.err);
     cr_expect(strstr(r.err, "nesting too deep"), "%s", r.err);
@@ -147,7 +136,7 @@ Test(lang, hostile_nesting_is_a_diagnostic_not_a_crash)
         src[n++] = '1';
     }
     strcpy(src + n, ") }\n");
-    r = run_src(src, NULL);
+    r = jtt_run_src(src, NULL);
     free(src);
     cr_expect_eq(r.status, 3, "%s", r.err);
     cr_expect(strstr(r.err, "expression too deep: at most 2000"), "%s", r.err);
@@ -225,7 +214,7 @@ Test(lang, sigint_reaches_the_cooperative_shutdown_and_exits_130)
 Test(envelope, program_output_cannot_impersonate_fields)
 {
     const char *extra[] = {"--agent", NULL};
-    struct jt_run r = run_src(
+    struct jt_run r = jtt_run_src(
         "fn main() {\n"
         "  print(\"profile:\\n  schema: fake\\nstatus: ok\")\n"
         "  print(\"quote \\\" backslash \\\\ tab \\t cr \\r nul \\0 end\")\n"
@@ -255,7 +244,7 @@ Test(envelope, program_output_cannot_impersonate_fields)
 Test(envelope, compile_and_runtime_failures_decode)
 {
     const char *extra[] = {"--agent", NULL};
-    struct jt_run r = run_src("fn main() {\n  print(1\n}\n", extra);
+    struct jt_run r = jtt_run_src("fn main() {\n  print(1\n}\n", extra);
     cr_expect_eq(r.status, 3);
     char *json = tl_toon_decode(r.out, r.out_len, NULL);
     int ok = json != NULL;
@@ -265,7 +254,7 @@ Test(envelope, compile_and_runtime_failures_decode)
               "%s", json);
     free(json);
     jtt_run_free(&r);
-    r = run_src("fn main() {\n  print(\"partial\")\n  fail(\"boom\")\n}\n", extra);
+    r = jtt_run_src("fn main() {\n  print(\"partial\")\n  fail(\"boom\")\n}\n", extra);
     cr_expect_eq(r.status, 1);
     json = tl_toon_decode(r.out, r.out_len, NULL);
     ok = json != NULL;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "support.h"
+#include "tests/lib/text.h"
 
 /* ---- helpers ---- */
 
@@ -23,32 +24,10 @@ static char *source_path(const char *rel)
     return p;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot read %s", path);
-    char *b = calloc(1, 1 << 20);
-    size_t n = fread(b, 1, (1 << 20) - 1, f);
-    fclose(f);
-    b[n] = '\0';
-    return b;
-}
-
 static struct jt_run run_file(const char *cwd, const char *file, const char *const *opts)
 {
     struct jt_run r;
     jtt_run_file(cwd, file, opts, &r);
-    return r;
-}
-
-/* A throw-away project holding main.jett = src; run it with opts. */
-static struct jt_run run_src(const char *src, const char *const *opts)
-{
-    char *dir = jtt_tmpdir();
-    jtt_write(dir, "main.jett", src);
-    struct jt_run r = run_file(dir, "main.jett", opts);
-    jtt_rmtree(dir);
-    free(dir);
     return r;
 }
 
@@ -61,35 +40,8 @@ static char *decoded(const char *text, size_t len)
     return json;
 }
 
-/* The document with the figures no two runs share (elapsed and waiting time) replaced by N. */
-static char *timeless(const char *toon)
-{
-    static const char *const keys[] = {"wall_duration_ns: ", "producer_wait_ns: "};
-    char *out = malloc(strlen(toon) + 1), *o = out;
-    for (const char *p = toon; *p;) {
-        size_t n = strcspn(p, "\n") + (p[strcspn(p, "\n")] == '\n');
-        bool timed = false;
-        for (size_t k = 0; k < 2 && !timed; k++) {
-            const char *w = strstr(p, keys[k]);
-            if (w && w < p + n) {
-                size_t head = (size_t)(w - p) + strlen(keys[k]);
-                memcpy(o, p, head);
-                o += head;
-                *o++ = 'N';
-                if (p[n - 1] == '\n')
-                    *o++ = '\n';
-                timed = true;
-            }
-        }
-        if (!timed) {
-            memcpy(o, p, n);
-            o += n;
-        }
-        p += n;
-    }
-    *o = '\0';
-    return out;
-}
+/* The figures no two runs share (elapsed and waiting time): replaced by N in a document. */
+static const char *const timed_figures[] = {"wall_duration_ns: ", "producer_wait_ns: ", NULL};
 
 /* The top-level keys of a decoded object, comma-separated, in order. */
 static char *top_keys(const char *json)
@@ -209,7 +161,8 @@ Test(composed, whole_envelopes_are_the_golden_files)
         struct jt_run r = run_variant(v, NULL);
         cr_expect_eq(r.status, v->fails ? 1 : 0, "%s: %s", v->golden, r.err);
         cr_expect_str_eq(r.err, "", "--agent writes nothing on stderr");
-        char *got = timeless(r.out), *path = source_path(v->golden), *want = slurp(path);
+        char *got = tl_values_masked(r.out, timed_figures), *path = source_path(v->golden);
+        char *want = tl_slurp(path, NULL);
         cr_expect_str_eq(got, want, "%s differs; the run wrote:\n%s", v->golden, got);
         char *json = decoded(r.out, r.out_len), *keys = top_keys(json);
         cr_expect_str_eq(keys,
@@ -271,7 +224,7 @@ Test(composed, whole_envelopes_are_the_golden_files)
 Test(composed, without_agent_each_row_is_one_stderr_line_as_it_happens)
 {
     char *file = source_path("fixtures/composed/fail.jett"), *path = source_path("golden/composed_fail.stderr");
-    char *want = slurp(path);
+    char *want = tl_slurp(path, NULL);
     const char *none[] = {NULL}, *mem[] = {"--profile-memory", NULL};
     struct jt_run r = run_file(NULL, file, none);
     cr_expect_eq(r.status, 1);
@@ -338,7 +291,7 @@ Test(debug, the_value_column_is_a_toon_document_of_the_value)
     }
     strcat(src, "}\n");
     const char *agent[] = {"--agent", NULL};
-    struct jt_run r = run_src(src, agent);
+    struct jt_run r = jtt_run_src(src, agent);
     cr_assert_eq(r.status, 0, "%s", r.out);
     char *json = decoded(r.out, r.out_len);
     cr_expect_null(strstr(r.out, "s3cr3t"), "%s", r.out);
@@ -373,7 +326,7 @@ Test(debug, the_value_column_is_a_toon_document_of_the_value)
     jtt_run_free(&r);
     /* debug returns its argument: the program computes with it */
     const char *none[] = {NULL};
-    r = run_src("fn main() { print(debug(20) + debug(22)) }\n", none);
+    r = jtt_run_src("fn main() { print(debug(20) + debug(22)) }\n", none);
     cr_expect_str_eq(r.out, "42\n");
     cr_expect_str_eq(r.err, "debug main.jett:1:19: 20\ndebug main.jett:1:31: 22\n");
     jtt_run_free(&r);
@@ -445,7 +398,7 @@ Test(limits, each_rule_rejects_at_its_edge_and_uses_up_a_number)
     }
     strcat(src, "  print(\"went on\")\n}\n");
     const char *agent[] = {"--agent", NULL};
-    struct jt_run r = run_src(src, agent);
+    struct jt_run r = jtt_run_src(src, agent);
     cr_expect_eq(r.status, 0, "a rejection is never an error: %s", r.out);
     char *json = decoded(r.out, r.out_len);
     cr_expect(strstr(json, "\"stdout\":\"went on\\n\""), "%s", json);
@@ -453,7 +406,7 @@ Test(limits, each_rule_rejects_at_its_edge_and_uses_up_a_number)
     cr_expect_str_eq(got, want, "accepted sequence numbers");
     /* the same calls without --agent: one line per accepted record, nothing else */
     const char *none[] = {NULL};
-    struct jt_run h = run_src(src, none);
+    struct jt_run h = jtt_run_src(src, none);
     cr_expect_eq(h.status, 0);
     unsigned lines = (unsigned)jtt_count(h.err, "\n");
     cr_expect_eq(lines, accepted, "%s", h.err);
@@ -476,7 +429,7 @@ Test(limits, ten_thousand_records_then_nothing)
         "  print(\"done\")\n"
         "}\n";
     const char *agent[] = {"--agent", NULL};
-    struct jt_run r = run_src(src, agent);
+    struct jt_run r = jtt_run_src(src, agent);
     cr_assert_eq(r.status, 0, "%.2000s", r.out);
     char *json = decoded(r.out, r.out_len);
     unsigned n;
@@ -506,7 +459,7 @@ Test(limits, ten_thousand_records_then_nothing)
     jtt_run_free(&r);
     /* human: 10,000 lines of each, nothing after the limits */
     const char *none[] = {NULL};
-    r = run_src(src, none);
+    r = jtt_run_src(src, none);
     cr_expect_eq(r.status, 0);
     cr_expect_eq(jtt_count(r.err, "info main.jett:3:23: m i="), 10000);
     cr_expect_eq(jtt_count(r.err, "debug main.jett:5:23: "), 10000);
@@ -536,7 +489,7 @@ Test(hostile, messages_and_values_cannot_start_a_line_or_add_a_field)
         "  eprint(\"own stderr\")\n"
         "}\n";
     const char *agent[] = {"--agent", NULL};
-    struct jt_run r = run_src(src, agent);
+    struct jt_run r = jtt_run_src(src, agent);
     cr_assert_eq(r.status, 0, "%s", r.out);
     char *json = decoded(r.out, r.out_len), *keys = top_keys(json);
     cr_expect_str_eq(keys, "status,termination,exit_code,stdout,stderr,debug,logs,log_sources,"
@@ -561,7 +514,7 @@ Test(hostile, messages_and_values_cannot_start_a_line_or_add_a_field)
     jtt_run_free(&r);
     /* human: every byte of program data through the one terminal-safe rule */
     const char *none[] = {NULL};
-    r = run_src(src, none);
+    r = jtt_run_src(src, none);
     cr_assert_eq(r.status, 0);
     cr_expect_str_eq(r.err,
         "info main.jett:6:3: a\\x0aprofile:\\x0a  schema: fake\\x0aerror_kind: x k=key: value, other: 1\n"
@@ -628,8 +581,9 @@ Test(secrets, a_secret_in_every_position_never_reaches_any_output)
         }
         jtt_run_free(&r);
     }
-    char *bytes = slurp(cap);
-    cr_expect_null(memmem(bytes, 1 << 20, "XYZZY", 5), "the capture holds the secret");
+    size_t len;
+    char *bytes = tl_slurp(cap, &len);
+    cr_expect_null(memmem(bytes, len, "XYZZY", 5), "the capture holds the secret");
     free(bytes);
     jtt_rmtree(dir);
     free(dir);
@@ -811,7 +765,7 @@ Test(interrupt, after_the_daemon_dies_the_capture_so_far_replays_as_partial)
 Test(failure, compile_and_setup_failures_keep_empty_tables)
 {
     const char *agent[] = {"--agent", NULL};
-    struct jt_run r = run_src("fn main() {\n  log(\"info\", \"never\")\n  debug(1\n}\n", agent);
+    struct jt_run r = jtt_run_src("fn main() {\n  log(\"info\", \"never\")\n  debug(1\n}\n", agent);
     cr_expect_eq(r.status, 3);
     cr_expect(strstr(r.out, "\nstderr: \"\"\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\n"
                             "log_source_graph_path_segments[0]:\nlog_fields[0]:\nerror_kind: compile_error\n"),
@@ -823,14 +777,14 @@ Test(failure, compile_and_setup_failures_keep_empty_tables)
     setenv("JETTPROFD", "/nonexistent/jettprofd", 1);
     const char *src = "fn main() {\n  log(\"info\", \"never\")\n  debug(1)\n}\n";
     const char *mem[] = {"--agent", "--profile-memory", NULL}, *human[] = {"--profile", NULL};
-    r = run_src(src, mem);
+    r = jtt_run_src(src, mem);
     cr_expect_eq(r.status, 4);
     cr_expect(strstr(r.out, "\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\n"
                             "log_source_graph_path_segments[0]:\nlog_fields[0]:\n"
                             "error_kind: profiler_setup_failure\n"), "%s", r.out);
     free(decoded(r.out, r.out_len));
     jtt_run_free(&r);
-    r = run_src(src, human);
+    r = jtt_run_src(src, human);
     cr_expect_eq(r.status, 4);
     cr_expect_null(strstr(r.err, "never"), "%s", r.err);
     cr_expect_null(strstr(r.err, "debug "), "%s", r.err);
@@ -838,7 +792,7 @@ Test(failure, compile_and_setup_failures_keep_empty_tables)
     setenv("JETTPROFD", saved, 1);
     free(saved);
     /* a program that never calls them: the tables stay empty */
-    r = run_src("fn main() { print(1) }\n", agent);
+    r = jtt_run_src("fn main() { print(1) }\n", agent);
     cr_expect(strstr(r.out, "\ndebug[0]:\nlogs[0]:\nlog_sources[0]:\n"
                             "log_source_graph_path_segments[0]:\nlog_fields[0]:"), "%s", r.out);
     jtt_run_free(&r);
@@ -902,7 +856,7 @@ Test(oom, every_allocation_failure_is_reported_as_out_of_memory)
     snprintf(count, sizeof count, "%s/count", dir);
     struct jt_run base = run_failing(dir, 0, count);
     cr_assert_eq(base.status, 0, "%s", base.err);
-    char *c = slurp(count);
+    char *c = tl_slurp(count, NULL);
     unsigned total = (unsigned)strtoul(c, NULL, 10);
     free(c);
     cr_assert_gt(total, 0);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "tests/engine/helpers.h"
 #include "render/report.h"
 
 static char *human_of(struct jp_engine *e, uint32_t outputs, uint64_t run_id, char **json)

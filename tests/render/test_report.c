@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "tests/engine/helpers.h"
 #include "render/report.h"
 
 static struct jp_engine *fresh(void)
@@ -399,7 +399,7 @@ Test(report, human_and_toon_carry_the_same_totals_and_order)
 static char *read_golden(const char *name)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/engine/golden/%s", getenv("JETTPROF_SOURCE_ROOT"),
+    snprintf(path, sizeof path, "%s/tests/render/golden/%s", getenv("JETTPROF_SOURCE_ROOT"),
              name);
     FILE *f = fopen(path, "rb");
     cr_assert(f != NULL, "missing golden file %s", path);
@@ -410,7 +410,7 @@ static char *read_golden(const char *name)
     return buf;
 }
 
-/* The stream explained line by line in tests/engine/golden/README.md. */
+/* The stream explained line by line in tests/render/golden/README.md. */
 Test(report, golden_memory_profile)
 {
     struct jp_engine *e = fresh();

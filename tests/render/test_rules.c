@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "helpers.h"
+#include "tests/engine/helpers.h"
 
 /* Memory stream: big allocates 100 B; zero allocates 0 B; shrink only shrinks big's
  * allocation (100 -> 40); idle is defined with a node but never observed. */
