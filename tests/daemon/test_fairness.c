@@ -26,7 +26,8 @@ struct flood {
     uint64_t pushed;    /* records committed so far */
     uint64_t full;      /* times the ring was found full */
     uint64_t *tail;     /* the flood ring's consumer index, once mapped (release-stored) */
-    int rc;
+    int ended;          /* release-stored by the flood thread as it returns: rc is final */
+    int rc;             /* the flood thread's; read by the test once ended, or after join */
     struct jpt_result got;
 };
 
@@ -41,20 +42,29 @@ static void nap_us(long us)
  * keeps the stream valid). */
 #define FLOOD_SAMPLES 4096u
 
+static void flood_body(struct flood *f);
+
 static void *flood_run(void *arg)
 {
     struct flood *f = arg;
+    flood_body(f);
+    __atomic_store_n(&f->ended, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void flood_body(struct flood *f)
+{
     struct jpt_client c;
     f->rc = jpt_client_connect(&c, f->sock);
     if (f->rc < 0)
-        return NULL;
+        return;
     struct jpt_stream s;
     jpt_stream_init(&s, JP_MODE_CPU, 77, UINT64_C(1) << 40); /* never ends by itself */
     struct jp_ring ring;
     uint64_t id;
     f->rc = jpt_start_run(&c, &s, 1u << 16, -1, 0, &ring, &id);
     if (f->rc < 0)
-        return NULL;
+        return;
     __atomic_store_n(&f->tail, &ring.sh->tail, __ATOMIC_RELEASE);
     static uint8_t samples[FLOOD_SAMPLES][JP_SLOT_SIZE];
     uint32_t nsamples = 0, sample_len = 0;
@@ -104,7 +114,7 @@ static void *flood_run(void *arg)
         f->rc = jpt_finish(&c, &f->got, 60000);
     jp_ring_unmap(&ring);
     jpt_client_close(&c);
-    return NULL;
+    return;
 }
 
 Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
@@ -126,7 +136,8 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     for (int i = 0; i < 2000 && __atomic_load_n(&f.full, __ATOMIC_RELAXED) < 1000; i++)
         nap_us(5000);
     cr_assert_geq(__atomic_load_n(&f.full, __ATOMIC_RELAXED), 1000,
-                  "the flooding run never filled its ring (rc %d)", f.rc);
+                  "the flooding run never filled its ring (it %s)",
+                  __atomic_load_n(&f.ended, __ATOMIC_ACQUIRE) ? "ended" : "runs");
 
     /* The daemon's progress on the flood is its ring's tail (what the flood thread manages to
      * push meanwhile depends on when this machine schedules it, not on the daemon). */
@@ -146,7 +157,7 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     uint64_t during = __atomic_load_n(tail, __ATOMIC_ACQUIRE) - before;
 
     /* The other run was flooding the whole time, and was drained meanwhile too. */
-    int flooding = f.rc == 0 && !__atomic_load_n(&f.stop, __ATOMIC_RELAXED);
+    int flooding = !__atomic_load_n(&f.ended, __ATOMIC_ACQUIRE);
     __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
     pthread_join(th, NULL);
     cr_assert(flooding, "the flooding run ended early (rc %d)", f.rc);
