@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "actors_internal.h"
+#include "call.h"
 
 /* ---- copies ---------------------------------------------------------------------------- */
 

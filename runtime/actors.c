@@ -19,6 +19,7 @@
 #include <ucontext.h>
 
 #include "actors_internal.h"
+#include "call.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define JT_ASAN 1

@@ -14,6 +14,7 @@
 
 #include "actors.h"
 #include "bytecode.h"
+#include "call.h"
 #include "interp.h"
 #include "jettprof.h"
 
@@ -122,25 +123,14 @@ bool jt_convert(struct jt_vm *vm, const struct jt_node *at, enum jt_type ty, jv 
 
 static void exec(struct jt_vm *vm, const struct jt_node *n);
 
-/* The body of a call whose arguments are in stack slots base.. (owned there): enter, run,
- * leave, release the slots. */
+/* The body of a call whose arguments are in stack slots base.. (owned there): the call protocol
+ * (call.h) around the callee's body, run here or, for a first call into bytecode, by the VM. */
 static inline __attribute__((always_inline)) jv
 call_body(struct jt_vm *vm, const struct jt_node *n, struct jettprof_site *site,
           const struct jt_fn *f, uint64_t base, bool bytecode)
 {
     jv r = NIL;
-    const struct jt_fn *caller = vm->fn;
-    uint64_t caller_base = vm->base;
-    uint32_t line = vm->line, col = vm->col;
-    vm->frames[vm->depth] = (struct jt_frame_rec){f->prof_frame, line, col};
-    vm->fn = f;
-    vm->base = base;
-    vm->depth++;
-    if (vm->pf) /* the call node's cache: no call into the agent on a hit */
-        jettprof_enter_fast(vm->pf, site, f->prof_frame);
-    else if (vm->pt)
-        jettprof_enter(vm->pt, f->prof_frame);
-    if (jt_safe_point(vm)) { /* call */
+    if (jt_call_enter(vm, n, site, f, base)) {
         if (bytecode)
             jt_bc_exec(vm, f);
         else
@@ -151,47 +141,16 @@ call_body(struct jt_vm *vm, const struct jt_node *n, struct jettprof_site *site,
         vm->retv = NIL;
         vm->ctl = CTL_NONE;
     }
-    if (!vm->ctl)
-        jt_safe_point(vm); /* return */
-    if (vm->pf)
-        jettprof_leave_fast(vm->pf);
-    else if (vm->pt)
-        jettprof_leave(vm->pt);
-    vm->depth--;
-    vm->fn = caller;
-    vm->base = caller_base;
-    if (!vm->ctl)
-        jt_prof_stmt(vm, line, col); /* the caller's statement is current again */
-    if (!vm->ctl && f->ret != JT_TY_ANY)
-        jt_convert(vm, n, f->ret, &r, "the return value of", f->name);
-    for (uint32_t i = 0; i < f->nslots; i++)
-        jv_release(&vm->heap, vm->stack[base + i]);
+    jv *slots = vm->stack + base;
+    r = jt_call_exit(vm, r, slots, slots + f->nslots);
     vm->sp = base;
-    if (vm->ctl) {
-        jv_release(&vm->heap, r);
-        return NIL;
-    }
     return r;
-}
-
-/* Room for f's frame: 0, or false after the stack-overflow error. */
-static bool call_room(struct jt_vm *vm, const struct jt_node *n, const struct jt_fn *f)
-{
-    if (vm->depth >= JT_MAX_DEPTH) {
-        jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
-        return false;
-    }
-    if (vm->sp + f->nslots > JT_STACK_SLOTS) {
-        jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
-        return false;
-    }
-    return true;
 }
 
 static jv call_fn(struct jt_vm *vm, const struct jt_node *n)
 {
     const struct jt_fn *f = n->fn;
-    if (!call_room(vm, n, f))
+    if (!jt_call_room(vm, n, vm->sp + f->nslots))
         return NIL;
     uint64_t base = vm->sp;
     for (uint32_t i = 0; i < f->nslots; i++)
@@ -215,7 +174,7 @@ unwind_args:
 
 jv jt_call_values(struct jt_vm *vm, const struct jt_node *at, const struct jt_fn *f, jv *args)
 {
-    if (!call_room(vm, at, f)) {
+    if (!jt_call_room(vm, at, vm->sp + f->nslots)) {
         for (uint32_t i = 0; i < f->nparams; i++)
             jv_release(&vm->heap, args[i]);
         return NIL;

@@ -44,12 +44,11 @@ struct jt_vm {
     struct jt_sched *sched;     /* the run's scheduler, NULL before it runs */
     struct jt_actor *actor;     /* the actor this VM runs */
     const uint32_t *poke;       /* the worker's preemption word (safe points read it) */
-    /* The Jett frames of the calls in progress, frames[d] for depth d + 1, with the caller's
-     * statement at the call: what a worker re-enters with the agent when the actor resumes
-     * there (a migration keeps every function identity and call chain). */
-    struct jt_frame_rec { uint32_t frame, line, col; } *frames;
+    /* The calls in progress: frames[d] for depth d + 1, what the call keeps of its caller
+     * (call.h). */
+    struct jt_frame_rec *frames;
     uint32_t init_frame;        /* the <init> frame while globals initialise (depth 0), or 0 */
-    void *bc_frames;            /* the bytecode VM's saved callers (vm.c), made at its first call */
+    void *bc_frames;            /* the VM's resume points (vm.c), made at its first call */
 };
 
 void jt_vm_init(struct jt_vm *vm, struct jt_program *prog, const int *interrupt);

@@ -1,7 +1,8 @@
 /* The bytecode VM (bytecode.h): one dispatch loop, threaded with computed gotos where the
  * compiler has them. The first call of main or of an actor comes from C (interp.c's call_body,
- * which then runs the callee here); a call made by bytecode stays in the loop: CALL saves the
- * caller in vm->bc_frames and jumps, RETURN and END run call_body's epilogue in place. Actors,
+ * which then runs the callee here); a call made by bytecode stays in the loop, through the
+ * same call protocol (call.h): CALL enters and saves where the caller goes on in
+ * vm->bc_frames, then jumps; RETURN and END exit in place and go on in the caller. Actors,
  * preemption at safe points and migration work on the VM unchanged: an actor's coroutine stack
  * holds its loop, its value stack (vm->stack) the locals and temporaries of all its calls.
  *
@@ -18,6 +19,7 @@
 
 #include "actors.h"
 #include "bytecode.h"
+#include "call.h"
 #include "interp.h"
 
 #if defined(__GNUC__)
@@ -40,20 +42,6 @@ static inline jv top_value(const jv *p)
     return v;
 }
 
-/* Whether a value already has a declared type (jt_convert would leave it as it is). */
-static inline bool has_type(enum jt_type ty, uint32_t k)
-{
-    switch (ty) {
-    case JT_TY_ANY: return true;
-    case JT_TY_INT: return k == JV_INT;
-    case JT_TY_BOOL: return k == JV_BOOL;
-    case JT_TY_STR: return k == JV_STR;
-    case JT_TY_LIST: return k == JV_LIST;
-    case JT_TY_SECRET: return k == JV_SECRET;
-    default: return false;
-    }
-}
-
 static inline void push_value(jv *sp, jv v)
 {
     sp->k = v.k;
@@ -66,15 +54,11 @@ static inline void push_local(jv *sp, jv v)
     *sp = v;
 }
 
-/* What a call made inside the loop keeps of its caller, at vm->bc_frames[depth before the
- * call] (the depth the tree walker's call_body would be at). */
+/* Where the caller of a call made inside the loop goes on, at vm->bc_frames[depth before the
+ * call], beside that call's frame record (call.h), which keeps the rest. */
 struct bc_frame {
-    const uint32_t *pc;          /* where the caller goes on */
+    const uint32_t *pc;          /* the caller's next instruction */
     const struct jt_bc *bc;      /* the caller's code */
-    const struct jt_fn *caller;  /* vm->fn before the call */
-    const struct jt_node *at;    /* the call node: the return value's conversion errors */
-    uint64_t caller_base;
-    uint32_t line, col;          /* the caller's statement */
 };
 
 /* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
@@ -389,17 +373,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         const struct jt_fn *f = n->fn;
-        if (__builtin_expect(vm->depth >= JT_MAX_DEPTH, 0)) {
-            jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
-            goto unwind;
-        }
         /* The callee's locals and temporaries start here (its arguments are pushed next). */
-        if (__builtin_expect((uint64_t)(sp - stack) + f->nslots + f->bc->max_temps >
-                                 JT_STACK_SLOTS,
-                             0)) {
-            jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
+        if (!jt_call_room(vm, n, (uint64_t)(sp - stack) + f->nslots + f->bc->max_temps))
             goto unwind;
-        }
         NEXT;
     }
     CASE(PARAM)
@@ -407,7 +383,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[pc[0]];
         uint32_t i = pc[1];
         pc += 2;
-        if (!has_type(n->fn->params[i].ty, sp[-1].k) &&
+        if (!jt_has_type(n->fn->params[i].ty, sp[-1].k) &&
             !jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
                         n->fn->params[i].name)) {
             sp--; /* released by the conversion */
@@ -417,8 +393,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(CALL)
     {
-        /* The tree walker's call_body (interp.c), in the loop: the frame record, enter through
-         * this instruction's call-site cache, the call's safe point, then the callee's code. */
+        /* The call protocol (call.h) in the loop: enter through this instruction's call-site
+         * cache, then the callee's code; its RETURN or END comes back to the caller here. */
         const struct jt_node *n = pos[pc[0]];
         struct jettprof_site *site = &bc->sites[pc[1]];
         pc += 2;
@@ -433,20 +409,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
                 goto unwind;
             }
         }
-        frames[vm->depth] = (struct bc_frame){pc, bc, vm->fn, n, vm->base, vm->line, vm->col};
-        vm->frames[vm->depth] = (struct jt_frame_rec){f->prof_frame, vm->line, vm->col};
-        vm->fn = f;
-        vm->base = (uint64_t)(base - stack);
-        vm->depth++;
-        if (vm->pf)
-            jettprof_enter_fast(vm->pf, site, f->prof_frame);
-        else if (vm->pt)
-            jettprof_enter(vm->pt, f->prof_frame);
+        frames[vm->depth] = (struct bc_frame){pc, bc};
+        bool go = jt_call_enter(vm, n, site, f, (uint64_t)(base - stack));
         bc = f->bc;
         code = bc->code;
         pos = bc->pos;
         locals = base;
-        if (!jt_safe_point(vm)) { /* call */
+        if (!go) {
             r = NIL;
             goto leave;
         }
@@ -631,7 +600,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(RETURN)
     {
         r = top_value(--sp);
-        if (vm->depth == entry_depth) { /* call_body returns it */
+        if (vm->depth == entry_depth) { /* the call from C (interp.c) returns it */
             while (sp > bottom) /* loop state: ints */
                 jv_release(heap, *--sp);
             vm->retv = r;
@@ -639,7 +608,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             vm->sp = floor;
             return NIL;
         }
-        goto returned;
+        goto leave;
     }
     CASE(END)
     {
@@ -648,47 +617,22 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             return NIL;
         }
         r = NIL;
-    returned:
-        if (!jt_safe_point(vm)) /* return */
-            goto leave;
-        {
-            /* call_body's epilogue for a call made in this loop; with vm->ctl set (an error
-             * or interrupt in the callee, r NIL) it releases the frame and goes on unwinding
-             * in the caller. */
-            const struct jt_fn *f;
-            struct bc_frame *fr;
-        leave:
-            f = vm->fn;
-            if (vm->pf)
-                jettprof_leave_fast(vm->pf);
-            else if (vm->pt)
-                jettprof_leave(vm->pt);
-            vm->depth--;
-            fr = &frames[vm->depth];
-            vm->fn = fr->caller;
-            vm->base = fr->caller_base;
-            if (!vm->ctl) {
-                jt_prof_stmt(vm, fr->line, fr->col); /* the caller's statement again */
-                if (!has_type(f->ret, r.k))
-                    jt_convert(vm, fr->at, f->ret, &r, "the return value of", f->name);
-            }
-            for (jv *e = locals + f->nslots; sp > e;) /* temporaries left by an unwinding */
-                jv_release(heap, *--sp);
-            for (uint32_t i = 0; i < f->nslots; i++)
-                jv_release(heap, locals[i]);
-            sp = locals;
-            bc = fr->bc;
-            code = bc->code;
-            pos = bc->pos;
-            pc = fr->pc;
-            locals = stack + vm->base;
-            if (vm->ctl) {
-                jv_release(heap, r);
-                goto unwind;
-            }
-            push_value(sp++, r);
-            NEXT;
-        }
+    }
+    leave: /* the exit of a call made in this loop; with vm->ctl set (an error or interrupt in
+            * the callee, r NIL) it releases the frame and goes on unwinding in the caller */
+    {
+        r = jt_call_exit(vm, r, locals, sp);
+        const struct bc_frame *fr = &frames[vm->depth];
+        sp = locals;
+        bc = fr->bc;
+        code = bc->code;
+        pos = bc->pos;
+        pc = fr->pc;
+        locals = stack + vm->base;
+        if (vm->ctl)
+            goto unwind;
+        push_value(sp++, r);
+        NEXT;
     }
     CASE(VALUE)
     {
