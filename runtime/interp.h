@@ -1,7 +1,10 @@
-/* The tree-walking interpreter. It runs on the `jett-runtime` thread (driver.c) and is the
- * only producer of profiler events: frames at calls and returns, the current statement, the
- * safe-point poll at statements, calls, returns and loop back-edges, the waiting state
- * around sleep, and heap events through heap.c. */
+/* The runtime's execution state and what its two backends share. struct jt_vm is one actor's
+ * state (its heap, value stack, calls in progress and profiler handles); either backend runs
+ * on it, the tree walker (interp.c) or the bytecode VM (vm.c, bytecode.h), and both make the
+ * same profiler events through the code declared here and in call.h: frames at calls and
+ * returns (call.h), the current statement, the safe-point poll at statements, calls, returns
+ * and loop back-edges, and heap events through heap.c. The builtins (builtins.c) and the
+ * actors (actors.c, actor_ops.c) work on the same state through the same declarations. */
 #ifndef JETT_RUNTIME_INTERP_H
 #define JETT_RUNTIME_INTERP_H
 
@@ -60,7 +63,8 @@ jv jt_call_values(struct jt_vm *vm, const struct jt_node *at, const struct jt_fn
 /* Frees every value (without profiler events: call after the profile is final). */
 void jt_vm_fini(struct jt_vm *vm);
 
-/* ---- shared by the evaluator (interp.c) and the builtins (builtins.c) only ---- */
+/* ---- unwinding, errors and the tree walker's evaluator: for both backends, the builtins and
+ * the actors ---- */
 
 /* vm->ctl: nonzero while unwinding. */
 enum jt_ctl { CTL_NONE = 0, CTL_RETURN, CTL_BREAK, CTL_CONTINUE, CTL_ERROR, CTL_INTERRUPT };
