@@ -17,14 +17,14 @@
 
 #include "interp.h"
 
-/* What a call in progress keeps of its caller, at vm->frames[depth before the call]. A worker
+/* What a call in progress keeps of its caller, at rt->frames[depth before the call]. A worker
  * reads frame, line and col of every record to re-enter the call chain with its agent when an
  * actor resumes there (actors.c): a migration keeps every function identity and call chain. */
 struct jt_frame_rec {
     uint32_t frame;                 /* the callee's profiler frame */
     uint32_t line, col;             /* the caller's statement at the call */
-    const struct jt_fn *caller;     /* vm->fn before the call */
-    uint64_t caller_base;           /* vm->base before the call */
+    const struct jt_fn *caller;     /* rt->fn before the call */
+    uint64_t caller_base;           /* rt->base before the call */
     const struct jt_node *at;       /* the call: where the return value's conversion errs */
 };
 
@@ -44,69 +44,69 @@ static inline bool jt_has_type(enum jt_type ty, uint32_t k)
 
 /* Room for one more call whose slots end at stack slot `top`: true, or false after the
  * stack-overflow error at `at`. */
-static inline bool jt_call_room(struct jt_vm *vm, const struct jt_node *at, uint64_t top)
+static inline bool jt_call_room(struct jt_rt *rt, const struct jt_node *at, uint64_t top)
 {
-    if (__builtin_expect(vm->depth >= JT_MAX_DEPTH, 0)) {
-        jt_rt_error(vm, at, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
+    if (__builtin_expect(rt->depth >= JT_MAX_DEPTH, 0)) {
+        jt_rt_error(rt, at, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
         return false;
     }
     if (__builtin_expect(top > JT_STACK_SLOTS, 0)) {
-        jt_rt_error(vm, at, "stack overflow: too many local variables in active calls");
+        jt_rt_error(rt, at, "stack overflow: too many local variables in active calls");
         return false;
     }
     return true;
 }
 
 /* Enters f, called at `at` through the call-site cache `site`, with its slots (arguments
- * first, owned) at vm->stack[base..base + f->nslots). False when the call's safe point
+ * first, owned) at rt->stack[base..base + f->nslots). False when the call's safe point
  * interrupts: the body must not run then, and jt_call_exit unwinds the call. */
 static inline __attribute__((always_inline)) bool
-jt_call_enter(struct jt_vm *vm, const struct jt_node *at, struct jettprof_site *site,
+jt_call_enter(struct jt_rt *rt, const struct jt_node *at, struct jettprof_site *site,
               const struct jt_fn *f, uint64_t base)
 {
-    vm->frames[vm->depth] =
-        (struct jt_frame_rec){f->prof_frame, vm->line, vm->col, vm->fn, vm->base, at};
-    vm->fn = f;
-    vm->base = base;
-    vm->depth++;
-    if (vm->pf) /* the call site's cache: no call into the agent on a hit */
-        jettprof_enter_fast(vm->pf, site, f->prof_frame);
-    else if (vm->pt)
-        jettprof_enter(vm->pt, f->prof_frame);
-    return jt_safe_point(vm); /* call */
+    rt->frames[rt->depth] =
+        (struct jt_frame_rec){f->prof_frame, rt->line, rt->col, rt->fn, rt->base, at};
+    rt->fn = f;
+    rt->base = base;
+    rt->depth++;
+    if (rt->pf) /* the call site's cache: no call into the agent on a hit */
+        jettprof_enter_fast(rt->pf, site, f->prof_frame);
+    else if (rt->pt)
+        jettprof_enter(rt->pt, f->prof_frame);
+    return jt_safe_point(rt); /* call */
 }
 
 /* Leaves the running call with r, its returned value (owned; NIL when it returned none or
- * while vm->ctl unwinds). The call's stack is slots (its locals, at vm->base) up to top: what
+ * while rt->ctl unwinds). The call's stack is slots (its locals, at rt->base) up to top: what
  * lies above the locals are temporaries an unwinding left there, released top first, then the
- * locals. Returns r converted to the declared return type, or NIL (r released) while vm->ctl
+ * locals. Returns r converted to the declared return type, or NIL (r released) while rt->ctl
  * unwinds; the caller's stack top is `slots` either way. The leave comes before
  * any release, so the releases are the caller's events, as they are in the tree walker. */
-static inline __attribute__((always_inline)) jv jt_call_exit(struct jt_vm *vm, jv r, jv *slots,
+static inline __attribute__((always_inline)) jv jt_call_exit(struct jt_rt *rt, jv r, jv *slots,
                                                              jv *top)
 {
-    const struct jt_fn *f = vm->fn;
-    if (!vm->ctl)
-        jt_safe_point(vm); /* return */
-    if (vm->pf)
-        jettprof_leave_fast(vm->pf);
-    else if (vm->pt)
-        jettprof_leave(vm->pt);
-    vm->depth--;
-    const struct jt_frame_rec *rec = &vm->frames[vm->depth];
-    vm->fn = rec->caller;
-    vm->base = rec->caller_base;
-    if (!vm->ctl) {
-        jt_prof_stmt(vm, rec->line, rec->col); /* the caller's statement is current again */
+    const struct jt_fn *f = rt->fn;
+    if (!rt->ctl)
+        jt_safe_point(rt); /* return */
+    if (rt->pf)
+        jettprof_leave_fast(rt->pf);
+    else if (rt->pt)
+        jettprof_leave(rt->pt);
+    rt->depth--;
+    const struct jt_frame_rec *rec = &rt->frames[rt->depth];
+    rt->fn = rec->caller;
+    rt->base = rec->caller_base;
+    if (!rt->ctl) {
+        jt_prof_stmt(rt, rec->line, rec->col); /* the caller's statement is current again */
         if (!jt_has_type(f->ret, r.k))
-            jt_convert(vm, rec->at, f->ret, &r, "the return value of", f->name);
+            jt_convert(rt, rec->at, f->ret, &r, "the return value of", f->name);
     }
     for (jv *e = slots + f->nslots; top > e;)
-        jv_release(&vm->heap, *--top);
+        jv_release(&rt->heap, *--top);
     for (uint32_t i = 0; i < f->nslots; i++)
-        jv_release(&vm->heap, slots[i]);
-    if (vm->ctl) {
-        jv_release(&vm->heap, r);
+        jv_release(&rt->heap, slots[i]);
+    if (rt->ctl) {
+        jv_release(&rt->heap, r);
         return NIL;
     }
     return r;

@@ -2,12 +2,12 @@
  * compiler has them. The first call of main or of an actor comes from C (interp.c's call_body,
  * which then runs the callee here); a call made by bytecode stays in the loop, through the
  * same call protocol (call.h): CALL enters and saves where the caller goes on in
- * vm->bc_frames, then jumps; RETURN and END exit in place and go on in the caller. Actors,
+ * rt->bc_frames, then jumps; RETURN and END exit in place and go on in the caller. Actors,
  * preemption at safe points and migration work on the VM unchanged: an actor's coroutine stack
- * holds its loop, its value stack (vm->stack) the locals and temporaries of all its calls.
+ * holds its loop, its value stack (rt->stack) the locals and temporaries of all its calls.
  *
  * Ownership is the tree walker's: every value on the stack is an owned reference. An error or
- * interrupt sets vm->ctl; the loop then releases the current call's temporaries, top first,
+ * interrupt sets rt->ctl; the loop then releases the current call's temporaries, top first,
  * runs its epilogue (leave, release the frame) and goes on unwinding in the caller, until the
  * call it was entered for, which returns to C.
  *
@@ -54,28 +54,28 @@ static inline void push_local(jv *sp, jv v)
     *sp = v;
 }
 
-/* Where the caller of a call made inside the loop goes on, at vm->bc_frames[depth before the
+/* Where the caller of a call made inside the loop goes on, at rt->bc_frames[depth before the
  * call], beside that call's frame record (call.h), which keeps the rest. */
 struct bc_frame {
     const uint32_t *pc;          /* the caller's next instruction */
     const struct jt_bc *bc;      /* the caller's code */
 };
 
-/* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
- * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
-static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
+/* Runs bc with its temporaries from rt->stack[floor]; the function's locals are at rt->base.
+ * Returns VALUE's result (an owned value), else NIL; rt->sp is floor on return. */
+static jv run(struct jt_rt *rt, const struct jt_bc *bc, uint64_t floor)
 {
-    jv *const stack = vm->stack;
-    jv *locals = stack + vm->base;
+    jv *const stack = rt->stack;
+    jv *locals = stack + rt->base;
     jv *const bottom = stack + floor;
     jv *sp = bottom;
     const uint32_t *code = bc->code;
     const uint32_t *pc = code;
     const struct jt_node *const *pos = bc->pos;
-    struct jt_heap *const heap = &vm->heap;
+    struct jt_heap *const heap = &rt->heap;
     /* Calls made here run in this loop; the frame run() was called for is at entry_depth. */
-    const uint32_t entry_depth = vm->depth;
-    struct bc_frame *frames = vm->bc_frames;
+    const uint32_t entry_depth = rt->depth;
+    struct bc_frame *frames = rt->bc_frames;
     jv r;
 
 #if JT_THREADED
@@ -96,9 +96,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 
     CASE(STMT)
     {
-        jt_prof_stmt(vm, pc[1], pc[2]); /* P's line and column, inline */
+        jt_prof_stmt(rt, pc[1], pc[2]); /* P's line and column, inline */
         pc += 3;
-        if (!jt_safe_point(vm))
+        if (!jt_safe_point(rt))
             goto unwind;
         NEXT;
     }
@@ -116,8 +116,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(LOCAL) push_local(sp++, locals[*pc++]); NEXT;
     CASE(GLOBAL)
     {
-        jv v = jt_read_global(vm, pos[*pc++]);
-        if (vm->ctl)
+        jv v = jt_read_global(rt, pos[*pc++]);
+        if (rt->ctl)
             goto unwind;
         *sp++ = v;
         NEXT;
@@ -129,7 +129,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         pc += 2;
         struct jt_list *l;
         if (jt_heap_list(heap, cap, &l) < 0) {
-            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %u slots", cap);
+            jt_rt_error(rt, n, "out of memory: cannot allocate a list of %u slots", cap);
             goto unwind;
         }
         *sp++ = (jv){.k = JV_LIST, .u.o = &l->h};
@@ -242,8 +242,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[pc[0]];
         pc += pc[-1] == JT_OP_DIV_K || pc[-1] == JT_OP_MOD_K ? 6 : 3;
         sp--;
-        r = jt_op_binary(vm, n, sp[0], mk_int(n->b->ival));
-        if (vm->ctl)
+        r = jt_op_binary(rt, n, sp[0], mk_int(n->b->ival));
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -253,8 +253,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 2;
-        r = jt_op_binary(vm, n, sp[0], sp[1]);
-        if (vm->ctl)
+        r = jt_op_binary(rt, n, sp[0], sp[1]);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -268,8 +268,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             sp[-1] = n->op == JT_T_NOT ? mk_bool(!v) : mk_int(-v);
             NEXT;
         }
-        r = jt_op_unary(vm, n, top_value(--sp));
-        if (vm->ctl)
+        r = jt_op_unary(rt, n, top_value(--sp));
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -278,8 +278,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 2;
-        r = jt_op_index(vm, n, sp[0], sp[1]);
-        if (vm->ctl)
+        r = jt_op_index(rt, n, sp[0], sp[1]);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -288,7 +288,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         if (sp[-1].k != JV_BOOL) {
-            jt_truthy(vm, n, *--sp); /* the error; the value released */
+            jt_truthy(rt, n, *--sp); /* the error; the value released */
             goto unwind;
         }
         NEXT;
@@ -298,7 +298,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
-            jt_truthy(vm, pos[pc[0]], c);
+            jt_truthy(rt, pos[pc[0]], c);
             goto unwind;
         }
         pc = c.u.i ? pc + 2 : code + pc[1];
@@ -308,7 +308,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
-            jt_truthy(vm, pos[pc[0]], c);
+            jt_truthy(rt, pos[pc[0]], c);
             goto unwind;
         }
         pc = c.u.i ? code + pc[1] : pc + 2;
@@ -339,9 +339,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         jv v = top_value(--sp);
-        if (n->ty != JT_TY_ANY && !jt_convert(vm, n, n->ty, &v, "variable", n->name))
+        if (n->ty != JT_TY_ANY && !jt_convert(rt, n, n->ty, &v, "variable", n->name))
             goto unwind;
-        jt_store(vm, &locals[n->slot], v);
+        jt_store(rt, &locals[n->slot], v);
         NEXT;
     }
     CASE(SET_LOCAL)
@@ -355,8 +355,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(SET_GLOBAL)
     {
         const struct jt_node *n = pos[*pc++];
-        jt_assign_global(vm, n, *--sp);
-        if (vm->ctl)
+        jt_assign_global(rt, n, *--sp);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -364,8 +364,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 3;
-        jt_op_setindex(vm, n, sp[0], sp[1], sp[2]);
-        if (vm->ctl)
+        jt_op_setindex(rt, n, sp[0], sp[1], sp[2]);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -374,7 +374,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[*pc++];
         const struct jt_fn *f = n->fn;
         /* The callee's locals and temporaries start here (its arguments are pushed next). */
-        if (!jt_call_room(vm, n, (uint64_t)(sp - stack) + f->nslots + f->bc->max_temps))
+        if (!jt_call_room(rt, n, (uint64_t)(sp - stack) + f->nslots + f->bc->max_temps))
             goto unwind;
         NEXT;
     }
@@ -384,7 +384,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t i = pc[1];
         pc += 2;
         if (!jt_has_type(n->fn->params[i].ty, sp[-1].k) &&
-            !jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
+            !jt_convert(rt, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
                         n->fn->params[i].name)) {
             sp--; /* released by the conversion */
             goto unwind;
@@ -403,14 +403,14 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         for (jv *e = base + f->nslots; sp < e;)
             *sp++ = NIL;
         if (__builtin_expect(!frames, 0)) {
-            frames = vm->bc_frames = malloc(sizeof *frames * (JT_MAX_DEPTH + 1));
+            frames = rt->bc_frames = malloc(sizeof *frames * (JT_MAX_DEPTH + 1));
             if (!frames) {
-                jt_rt_error(vm, n, "out of memory: cannot call %s", f->name);
+                jt_rt_error(rt, n, "out of memory: cannot call %s", f->name);
                 goto unwind;
             }
         }
-        frames[vm->depth] = (struct bc_frame){pc, bc};
-        bool go = jt_call_enter(vm, n, site, f, (uint64_t)(base - stack));
+        frames[rt->depth] = (struct bc_frame){pc, bc};
+        bool go = jt_call_enter(rt, n, site, f, (uint64_t)(base - stack));
         bc = f->bc;
         code = bc->code;
         pos = bc->pos;
@@ -428,8 +428,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t nargs = pc[1];
         pc += 2;
         sp -= nargs; /* the builtin owns them now */
-        r = jt_builtin_apply(vm, n, sp, nargs);
-        if (vm->ctl)
+        r = jt_builtin_apply(rt, n, sp, nargs);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -443,7 +443,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             sp[-1] = mk_int((int64_t)((const struct jt_list *)v.u.o)->len);
         } else {
             sp--;
-            r = jt_builtin_apply(vm, pos[*pc++], sp, 1); /* its error */
+            r = jt_builtin_apply(rt, pos[*pc++], sp, 1); /* its error */
             goto unwind;
         }
         pc++;
@@ -462,12 +462,12 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             NEXT;
         }
         sp -= 2;
-        r = jt_builtin_apply(vm, pos[*pc++], sp, 2); /* its error */
+        r = jt_builtin_apply(rt, pos[*pc++], sp, 2); /* its error */
         goto unwind;
     }
     CASE(SPAWN_OK)
     {
-        if (!jt_actor_spawn_allowed(vm, pos[*pc++]))
+        if (!jt_actor_spawn_allowed(rt, pos[*pc++]))
             goto unwind;
         NEXT;
     }
@@ -477,8 +477,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t i = pc[1];
         pc += 2;
         jv v = *--sp;
-        *sp++ = jt_actor_spawn_copy(vm, n->a->kids[i], v);
-        if (vm->ctl)
+        *sp++ = jt_actor_spawn_copy(rt, n->a->kids[i], v);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -488,13 +488,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t np = n->a->fn->nparams;
         jv *args = calloc(np ? np : 1, sizeof *args);
         if (!args) {
-            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+            jt_rt_error(rt, n, "out of memory: cannot start an actor");
             goto unwind;
         }
         sp -= np;
         memcpy(args, sp, sizeof *args * np);
-        r = jt_actor_spawn_start(vm, n, args);
-        if (vm->ctl)
+        r = jt_actor_spawn_start(rt, n, args);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -503,7 +503,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         if (sp[-2].k != JV_INT || sp[-1].k != JV_INT) {
-            jt_rt_error(vm, n, "a range expects int bounds, got %s..%s", jt_kind_name(sp[-2].k),
+            jt_rt_error(rt, n, "a range expects int bounds, got %s..%s", jt_kind_name(sp[-2].k),
                         jt_kind_name(sp[-1].k));
             goto unwind;
         }
@@ -523,7 +523,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(RANGE_LOOP)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         int64_t i = sp[-2].u.i;
         if (i < sp[-1].u.i) {
@@ -540,12 +540,12 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[*pc++];
         jv l = *--sp;
         if (l.k != JV_LIST) {
-            jt_rt_error(vm, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
+            jt_rt_error(rt, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
             jv_release(heap, l);
             goto unwind;
         }
         /* the hidden slot keeps the list alive while it is walked */
-        jt_store(vm, &locals[(uint32_t)n->ival], l);
+        jt_store(rt, &locals[(uint32_t)n->ival], l);
         *sp++ = mk_int(0);
         NEXT;
     }
@@ -561,13 +561,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         pc += 2;
         jv e = l->items[i];
         jv_retain(e);
-        jt_store(vm, &locals[n->slot], e);
+        jt_store(rt, &locals[n->slot], e);
         sp[-1] = mk_int((int64_t)(i + 1));
         NEXT;
     }
     CASE(EACH_LOOP)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         const struct jt_node *n = pos[pc[0]];
         const struct jt_list *l = (const struct jt_list *)locals[(uint32_t)n->ival].u.o;
@@ -575,7 +575,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         if (i < l->len) {
             jv e = l->items[i];
             jv_retain(e);
-            jt_store(vm, &locals[n->slot], e);
+            jt_store(rt, &locals[n->slot], e);
             sp[-1] = mk_int((int64_t)(i + 1));
             pc = code + pc[1];
             NEXT;
@@ -586,50 +586,50 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(EACH_END)
     {
         const struct jt_node *n = pos[*pc++];
-        jt_store(vm, &locals[n->slot], NIL);
-        jt_store(vm, &locals[(uint32_t)n->ival], NIL);
+        jt_store(rt, &locals[n->slot], NIL);
+        jt_store(rt, &locals[(uint32_t)n->ival], NIL);
         NEXT;
     }
     CASE(DROP) sp -= *pc++; NEXT;
     CASE(BACK_EDGE)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         NEXT;
     }
     CASE(RETURN)
     {
         r = top_value(--sp);
-        if (vm->depth == entry_depth) { /* the call from C (interp.c) returns it */
+        if (rt->depth == entry_depth) { /* the call from C (interp.c) returns it */
             while (sp > bottom) /* loop state: ints */
                 jv_release(heap, *--sp);
-            vm->retv = r;
-            vm->ctl = CTL_RETURN;
-            vm->sp = floor;
+            rt->retv = r;
+            rt->ctl = CTL_RETURN;
+            rt->sp = floor;
             return NIL;
         }
         goto leave;
     }
     CASE(END)
     {
-        if (vm->depth == entry_depth) {
-            vm->sp = floor;
+        if (rt->depth == entry_depth) {
+            rt->sp = floor;
             return NIL;
         }
         r = NIL;
     }
-    leave: /* the exit of a call made in this loop; with vm->ctl set (an error or interrupt in
+    leave: /* the exit of a call made in this loop; with rt->ctl set (an error or interrupt in
             * the callee, r NIL) it releases the frame and goes on unwinding in the caller */
     {
-        r = jt_call_exit(vm, r, locals, sp);
-        const struct bc_frame *fr = &frames[vm->depth];
+        r = jt_call_exit(rt, r, locals, sp);
+        const struct bc_frame *fr = &frames[rt->depth];
         sp = locals;
         bc = fr->bc;
         code = bc->code;
         pos = bc->pos;
         pc = fr->pc;
-        locals = stack + vm->base;
-        if (vm->ctl)
+        locals = stack + rt->base;
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -637,12 +637,12 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(VALUE)
     {
         r = top_value(--sp);
-        vm->sp = floor;
+        rt->sp = floor;
         return r;
     }
 #if !JT_THREADED
         default:
-            jt_rt_error(vm, NULL, "internal: bad bytecode");
+            jt_rt_error(rt, NULL, "internal: bad bytecode");
             goto unwind;
         }
 #endif
@@ -650,22 +650,22 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 #undef NEXT
 
 unwind:
-    if (vm->depth != entry_depth) { /* a call made here: its epilogue, then the caller's */
+    if (rt->depth != entry_depth) { /* a call made here: its epilogue, then the caller's */
         r = NIL;
         goto leave;
     }
     while (sp > bottom)
         jv_release(heap, *--sp);
-    vm->sp = floor;
+    rt->sp = floor;
     return NIL;
 }
 
-void jt_bc_exec(struct jt_vm *vm, const struct jt_fn *f)
+void jt_bc_exec(struct jt_rt *rt, const struct jt_fn *f)
 {
-    run(vm, f->bc, vm->sp);
+    run(rt, f->bc, rt->sp);
 }
 
-jv jt_bc_eval(struct jt_vm *vm, const struct jt_bc *bc)
+jv jt_bc_eval(struct jt_rt *rt, const struct jt_bc *bc)
 {
-    return run(vm, bc, vm->sp);
+    return run(rt, bc, rt->sp);
 }
