@@ -43,20 +43,20 @@ static char *take(struct jp_buf *b, size_t *len)
 static void run(struct jt_program *prog, struct result *r)
 {
     static const int no_interrupt = 0;
-    struct jt_vm vm;
-    jt_vm_init(&vm, prog, &no_interrupt);
-    vm.capture = true;
-    vm.runlog.human = NULL;
-    r->outcome = jt_vm_run(&vm);
-    r->out = take(&vm.out, &r->out_len);
-    r->err = take(&vm.err, &r->err_len);
-    r->errmsg = take(&vm.errmsg, &r->errmsg_len);
-    r->objects = vm.heap.objects;
-    r->live_bytes = vm.heap.live_bytes;
-    r->ndebug = vm.runlog.ndebug;
-    r->nlogs = vm.runlog.nlogs;
-    r->log_seq = vm.runlog.last_seq;
-    jt_vm_fini(&vm);
+    struct jt_rt rt;
+    jt_rt_init(&rt, prog, &no_interrupt);
+    rt.capture = true;
+    rt.runlog.human = NULL;
+    r->outcome = jt_rt_run(&rt);
+    r->out = take(&rt.out, &r->out_len);
+    r->err = take(&rt.err, &r->err_len);
+    r->errmsg = take(&rt.errmsg, &r->errmsg_len);
+    r->objects = rt.heap.objects;
+    r->live_bytes = rt.heap.live_bytes;
+    r->ndebug = rt.runlog.ndebug;
+    r->nlogs = rt.runlog.nlogs;
+    r->log_seq = rt.runlog.last_seq;
+    jt_rt_fini(&rt);
 }
 
 static void same(const char *what, const char *a, size_t na, const char *b, size_t nb,

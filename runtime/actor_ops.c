@@ -6,12 +6,13 @@
 #include <string.h>
 
 #include "actors_internal.h"
+#include "call.h"
 
 /* ---- copies ---------------------------------------------------------------------------- */
 
-/* A deep copy of v in vm's heap (Jett allocations at the current call site), or false after
+/* A deep copy of v in rt's heap (Jett allocations at the current call site), or false after
  * the runtime error. `what` names the operation in messages. */
-static bool copy_value(struct jt_vm *vm, const struct jt_node *at, jv v, int depth, jv *out,
+static bool copy_value(struct jt_rt *rt, const struct jt_node *at, jv v, int depth, jv *out,
                        const char *what)
 {
     *out = NIL;
@@ -20,30 +21,30 @@ static bool copy_value(struct jt_vm *vm, const struct jt_node *at, jv v, int dep
         *out = v;
         return true;
     case JV_SECRET:
-        jt_rt_error(vm, at, "%s: a secret cannot be copied to another actor", what);
+        jt_rt_error(rt, at, "%s: a secret cannot be copied to another actor", what);
         return false;
     case JV_STR: {
         const struct jt_str *x = (const struct jt_str *)v.u.o;
-        return jt_new_str(vm, at, x->data, x->len, out, JV_STR);
+        return jt_new_str(rt, at, x->data, x->len, out, JV_STR);
     }
     case JV_LIST: {
         if (depth >= JT_MAX_COPY_DEPTH) {
-            jt_rt_error(vm, at, "%s: a list nested more than %d deep cannot be copied", what,
+            jt_rt_error(rt, at, "%s: a list nested more than %d deep cannot be copied", what,
                         JT_MAX_COPY_DEPTH);
             return false;
         }
         const struct jt_list *x = (const struct jt_list *)v.u.o;
         struct jt_list *l;
-        if (jt_heap_list(&vm->heap, x->len, &l) < 0) {
-            jt_rt_error(vm, at, "out of memory: cannot allocate a list of %" PRIu64 " slots",
+        if (jt_heap_list(&rt->heap, x->len, &l) < 0) {
+            jt_rt_error(rt, at, "out of memory: cannot allocate a list of %" PRIu64 " slots",
                         x->len);
             return false;
         }
         *out = (jv){.k = JV_LIST, .u.o = &l->h};
         for (uint64_t i = 0; i < x->len; i++) {
             jv c;
-            if (!copy_value(vm, at, x->items[i], depth + 1, &c, what)) {
-                jv_release(&vm->heap, *out);
+            if (!copy_value(rt, at, x->items[i], depth + 1, &c, what)) {
+                jv_release(&rt->heap, *out);
                 *out = NIL;
                 return false;
             }
@@ -52,149 +53,149 @@ static bool copy_value(struct jt_vm *vm, const struct jt_node *at, jv v, int dep
         return true;
     }
     default:
-        jt_rt_error(vm, at, "%s: a %s cannot be copied", what, jt_kind_name(v.k));
+        jt_rt_error(rt, at, "%s: a %s cannot be copied", what, jt_kind_name(v.k));
         return false;
     }
 }
 
 /* ---- builtins ------------------------------------------------------------------------------ */
 
-uint32_t jt_actor_id(const struct jt_vm *vm)
+uint32_t jt_actor_id(const struct jt_rt *rt)
 {
-    return vm->actor ? vm->actor->id : 0u;
+    return rt->actor ? rt->actor->id : 0u;
 }
 
 /* An actor id argument: its actor, or NULL after the runtime error. */
-static struct jt_actor *actor_arg(struct jt_vm *vm, const struct jt_node *n, jv id,
+static struct jt_actor *actor_arg(struct jt_rt *rt, const struct jt_node *n, jv id,
                                   const char *what)
 {
-    struct jt_sched *s = vm->sched;
+    struct jt_sched *s = rt->sched;
     if (id.k != JV_INT) {
-        jt_rt_error(vm, n, "%s expects an actor id (int), got %s", what, jt_kind_name(id.k));
+        jt_rt_error(rt, n, "%s expects an actor id (int), got %s", what, jt_kind_name(id.k));
         return NULL;
     }
     pthread_mutex_lock(&s->mu);
     struct jt_actor *a = id.u.i >= 0 && (uint64_t)id.u.i < s->nactors ? s->actors[id.u.i] : NULL;
     pthread_mutex_unlock(&s->mu);
     if (!a)
-        jt_rt_error(vm, n, "%s: no actor %" PRId64, what, id.u.i);
+        jt_rt_error(rt, n, "%s: no actor %" PRId64, what, id.u.i);
     return a;
 }
 
-bool jt_actor_spawn_allowed(struct jt_vm *vm, const struct jt_node *n)
+bool jt_actor_spawn_allowed(struct jt_rt *rt, const struct jt_node *n)
 {
-    if (vm->init_frame) {
-        jt_rt_error(vm, n, "spawn: actors start once main runs, not in a global's initialiser");
+    if (rt->init_frame) {
+        jt_rt_error(rt, n, "spawn: actors start once main runs, not in a global's initialiser");
         return false;
     }
     return true;
 }
 
-jv jt_actor_spawn_copy(struct jt_vm *vm, const struct jt_node *at, jv v)
+jv jt_actor_spawn_copy(struct jt_rt *rt, const struct jt_node *at, jv v)
 {
     jv c;
-    if (!copy_value(vm, at, v, 0, &c, "spawn"))
+    if (!copy_value(rt, at, v, 0, &c, "spawn"))
         c = NIL;
-    jv_release(&vm->heap, v);
+    jv_release(&rt->heap, v);
     return c;
 }
 
-jv jt_actor_spawn(struct jt_vm *vm, const struct jt_node *n)
+jv jt_actor_spawn(struct jt_rt *rt, const struct jt_node *n)
 {
     const struct jt_node *call = n->a;
     const struct jt_fn *f = call->fn;
-    if (!jt_actor_spawn_allowed(vm, n))
+    if (!jt_actor_spawn_allowed(rt, n))
         return NIL;
     jv *args = calloc(f->nparams ? f->nparams : 1, sizeof *args);
     if (!args) {
-        jt_rt_error(vm, n, "out of memory: cannot start an actor");
+        jt_rt_error(rt, n, "out of memory: cannot start an actor");
         return NIL;
     }
     uint32_t got = 0;
     for (; got < call->nkids; got++) {
-        jv v = jt_eval(vm, call->kids[got]);
-        if (vm->ctl)
+        jv v = jt_eval(rt, call->kids[got]);
+        if (rt->ctl)
             break;
-        args[got] = jt_actor_spawn_copy(vm, call->kids[got], v);
-        if (vm->ctl)
+        args[got] = jt_actor_spawn_copy(rt, call->kids[got], v);
+        if (rt->ctl)
             break;
     }
-    if (vm->ctl) {
+    if (rt->ctl) {
         for (uint32_t i = 0; i < got; i++)
-            jv_release(&vm->heap, args[i]);
+            jv_release(&rt->heap, args[i]);
         free(args);
         return NIL;
     }
-    return jt_actor_spawn_start(vm, n, args);
+    return jt_actor_spawn_start(rt, n, args);
 }
 
-jv jt_actor_spawn_start(struct jt_vm *vm, const struct jt_node *n, jv *args)
+jv jt_actor_spawn_start(struct jt_rt *rt, const struct jt_node *n, jv *args)
 {
-    struct jt_sched *s = vm->sched;
+    struct jt_sched *s = rt->sched;
     const struct jt_node *call = n->a;
     const struct jt_fn *f = call->fn;
     uint32_t got = f->nparams;
-    struct jt_vm *nvm = NULL;
-    if (!vm->ctl) {
-        nvm = calloc(1, sizeof *nvm);
-        if (nvm) {
-            nvm->prog = vm->prog;
-            nvm->interrupt = vm->interrupt;
-            nvm->pw = &jt_no_pending;
-            nvm->poke = &jt_no_pending;
-            nvm->root = vm->root;
-            nvm->fn = vm->fn; /* an error binding the arguments shows the spawn */
-            nvm->line = n->line;
-            nvm->col = n->col;
-            nvm->stack = malloc(sizeof(jv) * JT_STACK_SLOTS);
-            nvm->frames = malloc(sizeof *nvm->frames * JT_MAX_DEPTH);
+    struct jt_rt *nrt = NULL;
+    if (!rt->ctl) {
+        nrt = calloc(1, sizeof *nrt);
+        if (nrt) {
+            nrt->prog = rt->prog;
+            nrt->interrupt = rt->interrupt;
+            nrt->pw = &jt_no_pending;
+            nrt->poke = &jt_no_pending;
+            nrt->root = rt->root;
+            nrt->fn = rt->fn; /* an error binding the arguments shows the spawn */
+            nrt->line = n->line;
+            nrt->col = n->col;
+            nrt->stack = malloc(sizeof(jv) * JT_STACK_SLOTS);
+            nrt->frames = malloc(sizeof *nrt->frames * JT_MAX_DEPTH);
         }
-        if (!nvm || !nvm->stack || !nvm->frames) {
-            if (nvm) {
-                free(nvm->stack);
-                free(nvm->frames);
-                free(nvm);
+        if (!nrt || !nrt->stack || !nrt->frames) {
+            if (nrt) {
+                free(nrt->stack);
+                free(nrt->frames);
+                free(nrt);
             }
-            nvm = NULL;
-            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+            nrt = NULL;
+            jt_rt_error(rt, n, "out of memory: cannot start an actor");
         }
     }
-    if (vm->ctl) {
+    if (rt->ctl) {
         for (uint32_t i = 0; i < got; i++)
-            jv_release(&vm->heap, args[i]);
+            jv_release(&rt->heap, args[i]);
         free(args);
         return NIL;
     }
     for (uint32_t i = 0; i < f->nparams; i++)
-        jt_heap_detach(&vm->heap, args[i]); /* the new actor's from now on */
+        jt_heap_detach(&rt->heap, args[i]); /* the new actor's from now on */
     pthread_mutex_lock(&s->mu);
     struct jt_actor *a =
-        s->alive < JT_MAX_ACTORS_ALIVE ? jt_sched_start(s, nvm, f, args, call) : NULL;
+        s->alive < JT_MAX_ACTORS_ALIVE ? jt_sched_start(s, nrt, f, args, call) : NULL;
     uint32_t alive = s->alive;
     pthread_mutex_unlock(&s->mu);
     if (!a) {
         for (uint32_t i = 0; i < f->nparams; i++) {
-            jt_heap_adopt(&vm->heap, args[i]);
-            jv_release(&vm->heap, args[i]);
+            jt_heap_adopt(&rt->heap, args[i]);
+            jv_release(&rt->heap, args[i]);
         }
         free(args);
-        free(nvm->stack);
-        free(nvm->frames);
-        free(nvm);
+        free(nrt->stack);
+        free(nrt->frames);
+        free(nrt);
         if (alive >= JT_MAX_ACTORS_ALIVE)
-            jt_rt_error(vm, n, "spawn: %u actors are alive, the most a run may have",
+            jt_rt_error(rt, n, "spawn: %u actors are alive, the most a run may have",
                         JT_MAX_ACTORS_ALIVE);
         else
-            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+            jt_rt_error(rt, n, "out of memory: cannot start an actor");
         return NIL;
     }
     return mk_int(a->id);
 }
 
-jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v)
+jv jt_actor_send(struct jt_rt *rt, const struct jt_node *n, jv to, jv v)
 {
-    struct jt_sched *s = vm->sched;
-    struct jt_actor *t = actor_arg(vm, n, to, "send");
+    struct jt_sched *s = rt->sched;
+    struct jt_actor *t = actor_arg(rt, n, to, "send");
     if (!t)
         return NIL;
     pthread_mutex_lock(&s->mu);
@@ -203,15 +204,15 @@ jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v)
     if (ended)
         return mk_bool(false); /* nothing copied for an actor that has ended */
     jv c;
-    if (!copy_value(vm, n, v, 0, &c, "send"))
+    if (!copy_value(rt, n, v, 0, &c, "send"))
         return NIL;
     struct msg *m = malloc(sizeof *m);
     if (!m) {
-        jv_release(&vm->heap, c);
-        jt_rt_error(vm, n, "out of memory: cannot send a message");
+        jv_release(&rt->heap, c);
+        jt_rt_error(rt, n, "out of memory: cannot send a message");
         return NIL;
     }
-    jt_heap_detach(&vm->heap, c);
+    jt_heap_detach(&rt->heap, c);
     m->v = c;
     m->next = NULL;
     pthread_mutex_lock(&s->mu);
@@ -228,8 +229,8 @@ jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v)
     pthread_mutex_unlock(&s->mu);
     if (ended) { /* it ended meanwhile: the copy is dropped where it was made */
         free(m);
-        jt_heap_adopt(&vm->heap, c);
-        jv_release(&vm->heap, c);
+        jt_heap_adopt(&rt->heap, c);
+        jv_release(&rt->heap, c);
     }
     return mk_bool(!ended);
 }
@@ -237,19 +238,19 @@ jv jt_actor_send(struct jt_vm *vm, const struct jt_node *n, jv to, jv v)
 /* Waits (under s->mu, which it may drop and retake) until ready(a) holds. Returns false, with
  * the interrupt recorded and s->mu released, when the run was interrupted; an ended run
  * abandons the actor here. */
-static bool wait_for(struct jt_vm *vm, bool (*ready)(const struct jt_actor *), enum want w)
+static bool wait_for(struct jt_rt *rt, bool (*ready)(const struct jt_actor *), enum want w)
 {
-    struct jt_sched *s = vm->sched;
-    struct jt_actor *a = vm->actor;
+    struct jt_sched *s = rt->sched;
+    struct jt_actor *a = rt->actor;
     while (!ready(a)) {
         if (s->stop) {
             pthread_mutex_unlock(&s->mu);
             jt_sched_abandon(a);
         }
-        if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED)) {
+        if (__atomic_load_n(rt->interrupt, __ATOMIC_RELAXED)) {
             pthread_mutex_unlock(&s->mu);
-            if (vm->ctl != CTL_ERROR)
-                vm->ctl = CTL_INTERRUPT;
+            if (rt->ctl != CTL_ERROR)
+                rt->ctl = CTL_INTERRUPT;
             return false;
         }
         a->want = w;
@@ -265,13 +266,13 @@ static bool has_mail(const struct jt_actor *a)
     return a->mb_head != NULL;
 }
 
-jv jt_actor_receive(struct jt_vm *vm, const struct jt_node *n)
+jv jt_actor_receive(struct jt_rt *rt, const struct jt_node *n)
 {
     (void)n;
-    struct jt_sched *s = vm->sched;
-    struct jt_actor *a = vm->actor;
+    struct jt_sched *s = rt->sched;
+    struct jt_actor *a = rt->actor;
     pthread_mutex_lock(&s->mu);
-    if (!wait_for(vm, has_mail, W_RECV))
+    if (!wait_for(rt, has_mail, W_RECV))
         return NIL;
     struct msg *m = a->mb_head;
     a->mb_head = m->next;
@@ -280,39 +281,39 @@ jv jt_actor_receive(struct jt_vm *vm, const struct jt_node *n)
     pthread_mutex_unlock(&s->mu);
     jv v = m->v;
     free(m);
-    jt_heap_adopt(&vm->heap, v);
+    jt_heap_adopt(&rt->heap, v);
     return v;
 }
 
 static bool target_done(const struct jt_actor *a)
 {
-    return a->vm->sched->actors[a->join_target]->state == A_DONE;
+    return a->rt->sched->actors[a->join_target]->state == A_DONE;
 }
 
-jv jt_actor_join(struct jt_vm *vm, const struct jt_node *n, jv id)
+jv jt_actor_join(struct jt_rt *rt, const struct jt_node *n, jv id)
 {
-    struct jt_sched *s = vm->sched;
-    struct jt_actor *t = actor_arg(vm, n, id, "join");
+    struct jt_sched *s = rt->sched;
+    struct jt_actor *t = actor_arg(rt, n, id, "join");
     if (!t)
         return NIL;
-    if (t == vm->actor) {
-        jt_rt_error(vm, n, "join: an actor cannot wait for itself");
+    if (t == rt->actor) {
+        jt_rt_error(rt, n, "join: an actor cannot wait for itself");
         return NIL;
     }
     pthread_mutex_lock(&s->mu);
-    vm->actor->join_target = t->id;
-    if (!wait_for(vm, target_done, W_JOIN))
+    rt->actor->join_target = t->id;
+    if (!wait_for(rt, target_done, W_JOIN))
         return NIL;
     bool interrupted = t->interrupted;
     pthread_mutex_unlock(&s->mu);
     if (interrupted) { /* no result to copy: the joiner unwinds the interrupt too */
-        if (vm->ctl != CTL_ERROR)
-            vm->ctl = CTL_INTERRUPT;
+        if (rt->ctl != CTL_ERROR)
+            rt->ctl = CTL_INTERRUPT;
         return NIL;
     }
     /* Ended under the mutex: its result is no longer written, and copies only read it. */
     jv c;
-    if (!copy_value(vm, n, t->result, 0, &c, "join"))
+    if (!copy_value(rt, n, t->result, 0, &c, "join"))
         return NIL;
     return c;
 }
@@ -322,41 +323,41 @@ static bool woke(const struct jt_actor *a)
     return a->wake_ns <= jt_sched_now_ns();
 }
 
-bool jt_actor_sleep(struct jt_vm *vm, const struct jt_node *n, int64_t ms)
+bool jt_actor_sleep(struct jt_rt *rt, const struct jt_node *n, int64_t ms)
 {
     (void)n;
-    struct jt_sched *s = vm->sched;
+    struct jt_sched *s = rt->sched;
     if (!s || !s->multi)
         return false;
-    struct jt_actor *a = vm->actor;
+    struct jt_actor *a = rt->actor;
     pthread_mutex_lock(&s->mu);
     a->wake_ns = jt_sched_now_ns() + (uint64_t)ms * 1000000ull;
-    if (wait_for(vm, woke, W_SLEEP))
+    if (wait_for(rt, woke, W_SLEEP))
         pthread_mutex_unlock(&s->mu);
-    jt_safe_point(vm);
+    jt_safe_point(rt);
     return true;
 }
 
-bool jt_actor_may_read_global(struct jt_vm *vm, const struct jt_node *n, jv v)
+bool jt_actor_may_read_global(struct jt_rt *rt, const struct jt_node *n, jv v)
 {
-    const struct jt_global *g = &vm->prog->globals[n->slot];
+    const struct jt_global *g = &rt->prog->globals[n->slot];
     if (g->init->ival != 0) {
-        jt_rt_error(vm, n, "cannot read global '%s' from actor %u: a var global belongs to "
-                    "main (actor 0)", g->name, jt_actor_id(vm));
+        jt_rt_error(rt, n, "cannot read global '%s' from actor %u: a var global belongs to "
+                    "main (actor 0)", g->name, jt_actor_id(rt));
         return false;
     }
     if (v.k >= JV_STR && v.u.o->rc >= 0) {
-        jt_rt_error(vm, n, "cannot read global '%s' from actor %u: its value is in main's heap "
-                    "(pass it with spawn or send)", g->name, jt_actor_id(vm));
+        jt_rt_error(rt, n, "cannot read global '%s' from actor %u: its value is in main's heap "
+                    "(pass it with spawn or send)", g->name, jt_actor_id(rt));
         return false;
     }
     return true;
 }
 
-void jt_actor_poked(struct jt_vm *vm)
+void jt_actor_poked(struct jt_rt *rt)
 {
-    struct jt_sched *s = vm->sched;
-    struct jt_actor *a = vm->actor;
+    struct jt_sched *s = rt->sched;
+    struct jt_actor *a = rt->actor;
     if (!s || !a || !a->worker)
         return;
     __atomic_store_n(&a->worker->poke, 0u, __ATOMIC_RELAXED);
@@ -374,14 +375,14 @@ void jt_actor_poked(struct jt_vm *vm)
     jt_sched_yield(a);
 }
 
-void jt_actor_lock_shared(struct jt_vm *vm)
+void jt_actor_lock_shared(struct jt_rt *rt)
 {
-    if (vm->sched && vm->sched->multi)
-        pthread_mutex_lock(&vm->sched->shared_mu);
+    if (rt->sched && rt->sched->multi)
+        pthread_mutex_lock(&rt->sched->shared_mu);
 }
 
-void jt_actor_unlock_shared(struct jt_vm *vm)
+void jt_actor_unlock_shared(struct jt_rt *rt)
 {
-    if (vm->sched && vm->sched->multi)
-        pthread_mutex_unlock(&vm->sched->shared_mu);
+    if (rt->sched && rt->sched->multi)
+        pthread_mutex_unlock(&rt->sched->shared_mu);
 }

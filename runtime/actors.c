@@ -2,7 +2,7 @@
  * preemption, deadlock and the end of the run.
  *
  * Locking: one mutex (s->mu) guards every actor's state, mailbox and join result, the run
- * queue and the counters; an actor's VM is touched only by the worker running it. A switch is
+ * queue and the counters; an actor's jt_rt is touched only by the worker running it. A switch is
  * a coroutine swap, never under the mutex: an actor that must wait records what it wants
  * (a->want) and swaps to its worker, and the worker applies the wish under the mutex once the
  * actor's context is saved, so a sender that wakes it can never resume a half-saved context.
@@ -19,6 +19,7 @@
 #include <ucontext.h>
 
 #include "actors_internal.h"
+#include "call.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define JT_ASAN 1
@@ -132,48 +133,48 @@ static void fail_run(struct jt_sched *s, const char *msg, size_t len)
 
 /* ---- switching ----------------------------------------------------------------------------- */
 
-static uint32_t agent_depth(const struct jt_vm *vm)
+static uint32_t agent_depth(const struct jt_rt *rt)
 {
-    return vm->depth + (vm->init_frame ? 1u : 0u);
+    return rt->depth + (rt->init_frame ? 1u : 0u);
 }
 
-/* Points the actor's VM at worker w's agent handle, with the actor's call stack on it: the
+/* Points the actor's state at worker w's agent handle, with the actor's call stack on it: the
  * handle keeps the stack of the last actor that ran on w, so unless that was this actor and it
  * ran nowhere since, the old stack is left and this one re-entered frame by frame (with each
  * caller's statement), which gives the same call chains as if it had never moved. */
 static void switch_in(struct jt_worker *w, struct jt_actor *a, bool stopping)
 {
     struct jt_sched *s = w->s;
-    struct jt_vm *vm = a->vm;
+    struct jt_rt *rt = a->rt;
     __atomic_store_n(&w->poke, stopping ? 1u : 0u, __ATOMIC_RELAXED);
-    vm->poke = &w->poke;
+    rt->poke = &w->poke;
     if (w->t) {
         jettprof_set_task(w->t, a->id, a->id);
         jettprof_set_state(w->t, JETTPROF_STATE_JETT);
         if (w->owner != a || a->last_worker != w) {
             for (uint32_t i = 0; i < w->held; i++)
                 jettprof_leave(w->t);
-            if (vm->init_frame) {
+            if (rt->init_frame) {
                 jettprof_stmt(w->t, 0, 0);
-                jettprof_enter(w->t, vm->init_frame);
+                jettprof_enter(w->t, rt->init_frame);
             }
-            for (uint32_t d = 0; d < vm->depth; d++) {
-                jettprof_stmt(w->t, vm->frames[d].line, vm->frames[d].col);
-                jettprof_enter(w->t, vm->frames[d].frame);
+            for (uint32_t d = 0; d < rt->depth; d++) {
+                jettprof_stmt(w->t, rt->frames[d].line, rt->frames[d].col);
+                jettprof_enter(w->t, rt->frames[d].frame);
             }
-            jettprof_stmt(w->t, vm->line, vm->col);
+            jettprof_stmt(w->t, rt->line, rt->col);
             w->owner = a;
         }
-        vm->pt = w->t;
-        vm->pw = w->pw;
+        rt->pt = w->t;
+        rt->pw = w->pw;
         /* The call-site caches live in the program's call nodes, which every worker runs: a
          * cache may be used by one thread at a time (jettprof.h), so with several workers
          * calls take the plain enter and leave (the handle's per-depth cache still hits). */
-        vm->pf = s->nw == 1 ? w->pf : NULL;
-        vm->stmt_pos = s->hook_heap ? NULL : w->stmt_pos;
+        rt->pf = s->nw == 1 ? w->pf : NULL;
+        rt->stmt_pos = s->hook_heap ? NULL : w->stmt_pos;
         if (s->hook_heap) {
-            vm->heap.pt = w->t;
-            vm->heap.pf = w->pf;
+            rt->heap.pt = w->t;
+            rt->heap.pf = w->pf;
         }
     }
     a->worker = a->last_worker = w;
@@ -182,7 +183,7 @@ static void switch_in(struct jt_worker *w, struct jt_actor *a, bool stopping)
 void jt_sched_yield(struct jt_actor *a)
 {
     struct jt_worker *w = a->worker;
-    w->held = agent_depth(a->vm);
+    w->held = agent_depth(a->rt);
 #ifdef JT_ASAN
     __sanitizer_start_switch_fiber(a->want == W_DONE || a->want == W_ABANDON ? NULL
                                                                                : &a->asan_fake,
@@ -207,10 +208,10 @@ void jt_sched_abandon(struct jt_actor *a)
 
 static void record_error(struct jt_actor *a)
 {
-    struct jt_sched *s = a->vm->sched;
-    struct jt_vm *vm = a->vm;
+    struct jt_sched *s = a->rt->sched;
+    struct jt_rt *rt = a->rt;
     pthread_mutex_lock(&s->mu);
-    fail_run(s, vm->errmsg.p ? vm->errmsg.p : "runtime error", vm->errmsg.len);
+    fail_run(s, rt->errmsg.p ? rt->errmsg.p : "runtime error", rt->errmsg.len);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -220,20 +221,20 @@ static void actor_main(unsigned lo, unsigned hi)
 #ifdef JT_ASAN
     __sanitizer_finish_switch_fiber(NULL, &a->worker->asan_bottom, &a->worker->asan_size);
 #endif
-    struct jt_vm *vm = a->vm;
+    struct jt_rt *rt = a->rt;
     if (a->id == 0) {
-        jt_vm_run(vm);
+        jt_rt_run(rt);
     } else {
         for (uint32_t i = 0; i < a->fn->nparams; i++)
-            jt_heap_adopt(&vm->heap, a->args[i]);
-        jv r = jt_call_values(vm, a->at, a->fn, a->args);
+            jt_heap_adopt(&rt->heap, a->args[i]);
+        jv r = jt_call_values(rt, a->at, a->fn, a->args);
         free(a->args);
         a->args = NULL;
         a->result = r;
     }
-    if (vm->ctl == CTL_ERROR)
+    if (rt->ctl == CTL_ERROR)
         record_error(a);
-    a->interrupted = vm->ctl == CTL_INTERRUPT;
+    a->interrupted = rt->ctl == CTL_INTERRUPT;
     a->want = W_DONE;
     jt_sched_yield(a);
     abort(); /* an ended actor is never resumed */
@@ -323,7 +324,7 @@ static uint64_t wake_due(struct jt_sched *s, uint64_t now)
  * current statement. */
 static void deadlock(struct jt_sched *s)
 {
-    const struct jt_vm *m = s->root;
+    const struct jt_rt *m = s->root;
     struct jp_buf b = {0};
     jt_buf_printf(&b, "%s:%u:%u: runtime error: deadlock: every actor is waiting",
                   m->fn ? m->fn->src->logical : "?", m->line, m->col);
@@ -433,7 +434,7 @@ static void *ticker_thread(void *arg)
     return NULL;
 }
 
-/* A new actor with its own VM and stack, queued (under s->mu). NULL when out of memory. */
+/* A new actor with its own state and stack, queued (under s->mu). NULL when out of memory. */
 /* The actor's first context: actor_main on its own stack. getcontext returns twice, so the
  * pointer is read through a volatile once it has run. */
 static __attribute__((noinline)) void context_init(struct jt_actor *actor)
@@ -449,7 +450,7 @@ static __attribute__((noinline)) void context_init(struct jt_actor *actor)
 }
 
 /* Not inlined: getcontext returns twice, which would make the callers' locals suspect. */
-static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, struct jt_vm *vm)
+static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, struct jt_rt *rt)
 {
     if (s->nactors == s->cap) {
         uint32_t nc = s->cap ? s->cap * 2u : 16u;
@@ -473,9 +474,9 @@ static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, 
     context_init(a);
     TSAN_FIBER(a->tsan_fiber = __tsan_create_fiber(0));
     a->id = s->nactors;
-    a->vm = vm;
-    vm->actor = a;
-    vm->sched = s;
+    a->rt = rt;
+    rt->actor = a;
+    rt->sched = s;
     s->actors[s->nactors++] = a;
     s->alive++;
     return a;
@@ -483,19 +484,19 @@ static __attribute__((noinline)) struct jt_actor *actor_new(struct jt_sched *s, 
 
 static void actor_free(struct jt_actor *a)
 {
-    struct jt_vm *vm = a->vm;
+    struct jt_rt *rt = a->rt;
     for (struct msg *m = a->mb_head, *nx; m; m = nx) { /* undelivered: retained, now freed */
         nx = m->next;
-        jt_heap_adopt(&vm->heap, m->v);
+        jt_heap_adopt(&rt->heap, m->v);
         free(m);
     }
     if (a->args)
         for (uint32_t i = 0; i < a->fn->nparams; i++)
-            jt_heap_adopt(&vm->heap, a->args[i]);
+            jt_heap_adopt(&rt->heap, a->args[i]);
     free(a->args);
     if (a->id != 0) {
-        jt_vm_fini(vm);
-        free(vm);
+        jt_rt_fini(rt);
+        free(rt);
     }
     TSAN_FIBER(__tsan_destroy_fiber(a->tsan_fiber));
     munmap(a->stack, a->stack_len);
@@ -503,10 +504,10 @@ static void actor_free(struct jt_actor *a)
 }
 
 /* Under s->mu. */
-struct jt_actor *jt_sched_start(struct jt_sched *s, struct jt_vm *vm, const struct jt_fn *f,
+struct jt_actor *jt_sched_start(struct jt_sched *s, struct jt_rt *rt, const struct jt_fn *f,
                                 jv *args, const struct jt_node *at)
 {
-    struct jt_actor *a = actor_new(s, vm);
+    struct jt_actor *a = actor_new(s, rt);
     if (!a)
         return NULL;
     a->fn = f;
@@ -519,7 +520,7 @@ struct jt_actor *jt_sched_start(struct jt_sched *s, struct jt_vm *vm, const stru
     return a;
 }
 
-enum jt_outcome jt_sched_run(struct jt_vm *root, const struct jt_sched_config *cfg,
+enum jt_outcome jt_sched_run(struct jt_rt *root, const struct jt_sched_config *cfg,
                              int *setup_err)
 {
     *setup_err = 0;
@@ -580,16 +581,17 @@ enum jt_outcome jt_sched_run(struct jt_vm *root, const struct jt_sched_config *c
     if (s->w[0].t)
         jettprof_thread_unregister(s->w[0].t);
     s->w[0].t = NULL;
-    /* No worker runs any more: the VMs must not point at the handles just unregistered. */
+    /* No worker runs any more: the actors' runtime states must not point at the handles just
+     * unregistered. */
     for (uint32_t i = 0; i < s->nactors; i++) {
-        struct jt_vm *vm = s->actors[i]->vm;
-        vm->pt = NULL;
-        vm->pf = NULL;
-        vm->pw = &jt_no_pending;
-        vm->poke = &jt_no_pending;
-        vm->stmt_pos = NULL;
-        vm->heap.pt = NULL;
-        vm->heap.pf = NULL;
+        struct jt_rt *rt = s->actors[i]->rt;
+        rt->pt = NULL;
+        rt->pf = NULL;
+        rt->pw = &jt_no_pending;
+        rt->poke = &jt_no_pending;
+        rt->stmt_pos = NULL;
+        rt->heap.pt = NULL;
+        rt->heap.pf = NULL;
     }
     if (r < 0) {
         *setup_err = r;

@@ -23,7 +23,7 @@ struct jt_actor {
     uint32_t id;
     enum astate state;
     enum want want;
-    struct jt_vm *vm; /* main: the root; else its own */
+    struct jt_rt *rt; /* main: the root; else its own */
     ucontext_t ctx;
     void *stack;
     size_t stack_len;
@@ -81,7 +81,7 @@ struct jt_sched {
     pthread_t ticker;
     bool ticker_on;
     uint32_t ticker_stop;
-    struct jt_vm *root;
+    struct jt_rt *root;
     jettprof_run *run;
     bool hook_heap;
 };
@@ -94,9 +94,9 @@ void jt_sched_queue(struct jt_sched *s, struct jt_actor *a); /* runnable, at the
 void jt_sched_yield(struct jt_actor *a);
 /* Leaves for good without unwinding (the run is over). */
 void jt_sched_abandon(struct jt_actor *a) __attribute__((noreturn));
-/* A spawned actor running f(args) (args detached, consumed) on its own VM, queued; the first
+/* A spawned actor running f(args) (args detached, consumed) on its own state, queued; the first
  * spawn starts the slice ticker. NULL when out of memory. */
-struct jt_actor *jt_sched_start(struct jt_sched *s, struct jt_vm *vm, const struct jt_fn *f,
+struct jt_actor *jt_sched_start(struct jt_sched *s, struct jt_rt *rt, const struct jt_fn *f,
                                 jv *args, const struct jt_node *at);
 
 #endif

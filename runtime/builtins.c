@@ -13,13 +13,13 @@
 #include "interp.h"
 #include "jettprof.h"
 
-static void emit(struct jt_vm *vm, bool to_err, const char *p, size_t n)
+static void emit(struct jt_rt *rt, bool to_err, const char *p, size_t n)
 {
-    struct jt_vm *root = vm->root; /* the run's outputs are main's */
+    struct jt_rt *root = rt->root; /* the run's outputs are main's */
     if (root->capture) {
-        jt_actor_lock_shared(vm);
+        jt_actor_lock_shared(rt);
         jt_buf_put(to_err ? &root->err : &root->out, p, n);
-        jt_actor_unlock_shared(vm);
+        jt_actor_unlock_shared(rt);
         return;
     }
     fwrite(p, 1, n, to_err ? stderr : stdout); /* one locked stdio call: lines never mix */
@@ -75,15 +75,15 @@ static void to_text(const jv v, struct jp_buf *b, int depth)
     }
 }
 
-static bool want_int(struct jt_vm *vm, const struct jt_node *at, jv v, const char *what)
+static bool want_int(struct jt_rt *rt, const struct jt_node *at, jv v, const char *what)
 {
     if (v.k == JV_INT)
         return true;
-    jt_rt_error(vm, at, "%s expects int, got %s", what, jt_kind_name(v.k));
+    jt_rt_error(rt, at, "%s expects int, got %s", what, jt_kind_name(v.k));
     return false;
 }
 
-static void sleep_ms(struct jt_vm *vm, int64_t ms)
+static void sleep_ms(struct jt_rt *rt, int64_t ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -95,7 +95,7 @@ static void sleep_ms(struct jt_vm *vm, int64_t ms)
     }
     /* Slices of at most 10 ms so an interrupt is honoured promptly. */
     for (;;) {
-        if (__atomic_load_n(vm->interrupt, __ATOMIC_RELAXED))
+        if (__atomic_load_n(rt->interrupt, __ATOMIC_RELAXED))
             return;
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -112,26 +112,26 @@ static void sleep_ms(struct jt_vm *vm, int64_t ms)
 
 /* Every argument is evaluated first, left to right (an error there is an ordinary runtime
  * error, and what was evaluated is released), then the builtin applies to the values. */
-jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
+jv jt_call_builtin(struct jt_rt *rt, const struct jt_node *n)
 {
     jv small[3], *a = small;
     if (n->nkids > 3 && !(a = calloc(n->nkids, sizeof *a))) { /* log's many arguments */
-        jt_rt_error(vm, n, "out of memory: cannot evaluate the arguments of %s",
+        jt_rt_error(rt, n, "out of memory: cannot evaluate the arguments of %s",
                     jt_builtin_name(n->op));
         return NIL;
     }
     uint32_t got = 0;
     for (; got < n->nkids; got++) {
-        a[got] = jt_eval(vm, n->kids[got]);
-        if (vm->ctl)
+        a[got] = jt_eval(rt, n->kids[got]);
+        if (rt->ctl)
             break;
     }
     jv r = NIL;
-    if (!vm->ctl) {
-        r = jt_builtin_apply(vm, n, a, got);
+    if (!rt->ctl) {
+        r = jt_builtin_apply(rt, n, a, got);
     } else {
         for (uint32_t i = 0; i < got; i++)
-            jv_release(&vm->heap, a[i]);
+            jv_release(&rt->heap, a[i]);
     }
     if (a != small)
         free(a);
@@ -140,28 +140,28 @@ jv jt_call_builtin(struct jt_vm *vm, const struct jt_node *n)
 
 /* log(level, message, key, value, ...): the call is recorded or rejected; a rejection is no
  * error. */
-static void apply_log(struct jt_vm *vm, const struct jt_node *n, const jv *a, uint32_t nargs)
+static void apply_log(struct jt_rt *rt, const struct jt_node *n, const jv *a, uint32_t nargs)
 {
-    jt_actor_lock_shared(vm); /* one sequence of log numbers for the run */
-    int lr = jt_runlog_log(&vm->root->runlog, vm->fn->src, n->line, n->col, a, nargs);
-    jt_actor_unlock_shared(vm);
+    jt_actor_lock_shared(rt); /* one sequence of log numbers for the run */
+    int lr = jt_runlog_log(&rt->root->runlog, rt->fn->src, n->line, n->col, a, nargs);
+    jt_actor_unlock_shared(rt);
     if (lr < 0)
-        jt_rt_error(vm, n, "out of memory: cannot record a log record");
+        jt_rt_error(rt, n, "out of memory: cannot record a log record");
 }
 
-jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t nargs)
+jv jt_builtin_apply(struct jt_rt *rt, const struct jt_node *n, jv *a, uint32_t nargs)
 {
     jv r = NIL;
     switch (n->op) {
     case JT_B_LOG:
-        apply_log(vm, n, a, nargs);
+        apply_log(rt, n, a, nargs);
         break;
     case JT_B_PRINT:
     case JT_B_EPRINT: {
         struct jp_buf b = {0};
         to_text(a[0], &b, 0);
         jt_buf_put(&b, "\n", 1);
-        emit(vm, n->op == JT_B_EPRINT, b.p, b.len);
+        emit(rt, n->op == JT_B_EPRINT, b.p, b.len);
         jp_buf_free(&b);
         break;
     }
@@ -172,11 +172,11 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         } else if (a[0].k == JV_INT) { /* the common case, without a text buffer */
             char d[24];
             size_t len = int_text(a[0].u.i, d + sizeof d);
-            jt_new_str(vm, n, d + sizeof d - len, len, &r, JV_STR);
+            jt_new_str(rt, n, d + sizeof d - len, len, &r, JV_STR);
         } else {
             struct jp_buf b = {0};
             to_text(a[0], &b, 0);
-            jt_new_str(vm, n, b.p, b.len, &r, JV_STR);
+            jt_new_str(rt, n, b.p, b.len, &r, JV_STR);
             jp_buf_free(&b);
         }
         break;
@@ -186,19 +186,19 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         else if (a[0].k == JV_LIST)
             r = mk_int((int64_t)((struct jt_list *)a[0].u.o)->len);
         else
-            jt_rt_error(vm, n, "len expects str, secret or list, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "len expects str, secret or list, got %s", jt_kind_name(a[0].k));
         break;
     case JT_B_PUSH: {
         if (a[0].k != JV_LIST) {
-            jt_rt_error(vm, n, "push expects a list first, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "push expects a list first, got %s", jt_kind_name(a[0].k));
             break;
         }
         struct jt_list *l = (struct jt_list *)a[0].u.o;
         if (l->len == l->cap) {
             /* Growth policy (LANGUAGE.md): 0 -> 4 slots, then doubling. */
             uint64_t nc = l->cap ? l->cap * 2 : 4;
-            if (jt_heap_list_grow(&vm->heap, l, nc) < 0) {
-                jt_rt_error(vm, n, "out of memory: cannot grow a list to %" PRIu64 " slots", nc);
+            if (jt_heap_list_grow(&rt->heap, l, nc) < 0) {
+                jt_rt_error(rt, n, "out of memory: cannot grow a list to %" PRIu64 " slots", nc);
                 break;
             }
         }
@@ -208,59 +208,59 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
     }
     case JT_B_POP: {
         if (a[0].k != JV_LIST) {
-            jt_rt_error(vm, n, "pop expects a list, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "pop expects a list, got %s", jt_kind_name(a[0].k));
             break;
         }
         struct jt_list *l = (struct jt_list *)a[0].u.o;
         if (l->len == 0) {
-            jt_rt_error(vm, n, "pop from an empty list");
+            jt_rt_error(rt, n, "pop from an empty list");
             break;
         }
         r = l->items[--l->len];
         break;
     }
     case JT_B_SLEEP:
-        if (!want_int(vm, n, a[0], "sleep"))
+        if (!want_int(rt, n, a[0], "sleep"))
             break;
         if (a[0].u.i < 0 || a[0].u.i > 86400000) {
-            jt_rt_error(vm, n, "sleep expects milliseconds from 0 to 86400000, got %" PRId64,
+            jt_rt_error(rt, n, "sleep expects milliseconds from 0 to 86400000, got %" PRId64,
                         a[0].u.i);
             break;
         }
-        if (jt_actor_sleep(vm, n, a[0].u.i)) /* parked: its worker runs another actor */
+        if (jt_actor_sleep(rt, n, a[0].u.i)) /* parked: its worker runs another actor */
             break;
-        if (vm->pt)
-            jettprof_set_state(vm->pt, JETTPROF_STATE_WAITING);
-        sleep_ms(vm, a[0].u.i);
-        if (vm->pt)
-            jettprof_set_state(vm->pt, JETTPROF_STATE_JETT);
-        jt_safe_point(vm);
+        if (rt->pt)
+            jettprof_set_state(rt->pt, JETTPROF_STATE_WAITING);
+        sleep_ms(rt, a[0].u.i);
+        if (rt->pt)
+            jettprof_set_state(rt->pt, JETTPROF_STATE_JETT);
+        jt_safe_point(rt);
         break;
     case JT_B_SEND:
-        r = jt_actor_send(vm, n, a[0], a[1]);
+        r = jt_actor_send(rt, n, a[0], a[1]);
         break;
     case JT_B_RECEIVE:
-        r = jt_actor_receive(vm, n);
+        r = jt_actor_receive(rt, n);
         break;
     case JT_B_JOIN:
-        r = jt_actor_join(vm, n, a[0]);
+        r = jt_actor_join(rt, n, a[0]);
         break;
     case JT_B_SELF:
-        r = mk_int(jt_actor_id(vm));
+        r = mk_int(jt_actor_id(rt));
         break;
     case JT_B_FAIL: {
         struct jp_buf b = {0};
         to_text(a[0], &b, 0);
-        jt_rt_error(vm, n, "%s", b.p ? b.p : "");
+        jt_rt_error(rt, n, "%s", b.p ? b.p : "");
         jp_buf_free(&b);
         break;
     }
     case JT_B_DEBUG: {
-        jt_actor_lock_shared(vm);
-        int dr = jt_runlog_debug(&vm->root->runlog, vm->fn->src, n->line, n->col, a[0]);
-        jt_actor_unlock_shared(vm);
+        jt_actor_lock_shared(rt);
+        int dr = jt_runlog_debug(&rt->root->runlog, rt->fn->src, n->line, n->col, a[0]);
+        jt_actor_unlock_shared(rt);
         if (dr < 0) {
-            jt_rt_error(vm, n, "out of memory: cannot record a debug row");
+            jt_rt_error(rt, n, "out of memory: cannot record a debug row");
             break;
         }
         r = a[0];
@@ -269,7 +269,7 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
     }
     case JT_B_SECRET:
         if (a[0].k != JV_STR && a[0].k != JV_SECRET) {
-            jt_rt_error(vm, n, "secret expects str, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "secret expects str, got %s", jt_kind_name(a[0].k));
             break;
         }
         r = a[0];
@@ -278,33 +278,33 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         break;
     case JT_B_SUBSTR: {
         if (a[0].k != JV_STR) {
-            jt_rt_error(vm, n, "substr expects str first, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "substr expects str first, got %s", jt_kind_name(a[0].k));
             break;
         }
-        if (!want_int(vm, n, a[1], "substr's start") || !want_int(vm, n, a[2], "substr's length"))
+        if (!want_int(rt, n, a[1], "substr's start") || !want_int(rt, n, a[2], "substr's length"))
             break;
         const struct jt_str *s = (const struct jt_str *)a[0].u.o;
         if (a[1].u.i < 0 || a[2].u.i < 0 || (uint64_t)a[1].u.i > s->len ||
             (uint64_t)a[2].u.i > s->len - (uint64_t)a[1].u.i) {
-            jt_rt_error(vm, n,
+            jt_rt_error(rt, n,
                         "substr(%" PRId64 ", %" PRId64 ") is outside a string of %" PRIu64
                         " bytes",
                      a[1].u.i, a[2].u.i, s->len);
             break;
         }
-        jt_new_str(vm, n, s->data + a[1].u.i, (uint64_t)a[2].u.i, &r, JV_STR);
+        jt_new_str(rt, n, s->data + a[1].u.i, (uint64_t)a[2].u.i, &r, JV_STR);
         break;
     }
     case JT_B_BYTE: {
         if (a[0].k != JV_STR) {
-            jt_rt_error(vm, n, "byte expects str first, got %s", jt_kind_name(a[0].k));
+            jt_rt_error(rt, n, "byte expects str first, got %s", jt_kind_name(a[0].k));
             break;
         }
-        if (!want_int(vm, n, a[1], "byte's index"))
+        if (!want_int(rt, n, a[1], "byte's index"))
             break;
         const struct jt_str *s = (const struct jt_str *)a[0].u.o;
         if (a[1].u.i < 0 || (uint64_t)a[1].u.i >= s->len) {
-            jt_rt_error(vm, n, "byte index %" PRId64 " is outside a string of %" PRIu64 " bytes",
+            jt_rt_error(rt, n, "byte index %" PRId64 " is outside a string of %" PRIu64 " bytes",
                      a[1].u.i, s->len);
             break;
         }
@@ -312,27 +312,27 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         break;
     }
     case JT_B_CHR: {
-        if (!want_int(vm, n, a[0], "chr"))
+        if (!want_int(rt, n, a[0], "chr"))
             break;
         if (a[0].u.i < 0 || a[0].u.i > 255) {
-            jt_rt_error(vm, n, "chr expects a byte value from 0 to 255, got %" PRId64, a[0].u.i);
+            jt_rt_error(rt, n, "chr expects a byte value from 0 to 255, got %" PRId64, a[0].u.i);
             break;
         }
         char c = (char)a[0].u.i;
-        jt_new_str(vm, n, &c, 1, &r, JV_STR);
+        jt_new_str(rt, n, &c, 1, &r, JV_STR);
         break;
     }
     case JT_B_LIST: {
-        if (!want_int(vm, n, a[0], "list's count"))
+        if (!want_int(rt, n, a[0], "list's count"))
             break;
         if (a[0].u.i < 0 || (uint64_t)a[0].u.i > JT_MAX_LIST_SLOTS) {
-            jt_rt_error(vm, n, "list expects a count from 0 to %" PRIu64 ", got %" PRId64,
+            jt_rt_error(rt, n, "list expects a count from 0 to %" PRIu64 ", got %" PRId64,
                      JT_MAX_LIST_SLOTS, a[0].u.i);
             break;
         }
         struct jt_list *l;
-        if (jt_heap_list(&vm->heap, (uint64_t)a[0].u.i, &l) < 0) {
-            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %" PRId64 " slots",
+        if (jt_heap_list(&rt->heap, (uint64_t)a[0].u.i, &l) < 0) {
+            jt_rt_error(rt, n, "out of memory: cannot allocate a list of %" PRId64 " slots",
                         a[0].u.i);
             break;
         }
@@ -345,13 +345,13 @@ jv jt_builtin_apply(struct jt_vm *vm, const struct jt_node *n, jv *a, uint32_t n
         break;
     }
     default:
-        jt_rt_error(vm, n, "unknown builtin");
+        jt_rt_error(rt, n, "unknown builtin");
         break;
     }
     for (uint32_t i = 0; i < nargs; i++) /* what the builtin did not take */
-        jv_release(&vm->heap, a[i]);
-    if (vm->ctl) {
-        jv_release(&vm->heap, r);
+        jv_release(&rt->heap, a[i]);
+    if (rt->ctl) {
+        jv_release(&rt->heap, r);
         return NIL;
     }
     return r;

@@ -4,8 +4,8 @@
  * Both backends run the same language on the same values, heap and allocation boundary: the
  * VM evaluates operands in the tree walker's order and applies them with the operations
  * interp.h shares (jt_op_*, jt_builtin_apply, the spawn steps), and makes its calls with the
- * tree walker's protocol (interp.c's call_body: the same enter, leave, safe points, frame
- * records and releases, in the same order), so it allocates and releases the
+ * tree walker's protocol (call.h: the same frame records, enter, leave, safe points, return
+ * conversions and releases, in the same order), so it allocates and releases the
  * same objects in the same order, reports the same errors at the same positions, and passes
  * the same safe points (each statement, call entry, return and loop back-edge) with the same
  * current statement. A memory profile is therefore the same events in the same order, and a
@@ -17,7 +17,7 @@
  * current statement, builtins record it). Every call instruction has its own call-site cache
  * (`sites`), which the agent's inline enter uses.
  *
- * Temporaries live on the actor's value stack (vm->stack) above the running function's local
+ * Temporaries live on the actor's value stack (rt->stack) above the running function's local
  * slots; `max_temps` is how many a function can hold at once, so a call checks for room for
  * its locals and temporaries before its arguments are evaluated.
  */
@@ -105,11 +105,11 @@ int jt_bc_compile(struct jt_program *prog);
 /* Frees what jt_bc_compile made (jt_program_free calls it). */
 void jt_bc_free_program(struct jt_program *prog);
 
-struct jt_vm;
-/* Runs f's body in the frame call_body set up (vm->base, vm->sp = base + f->nslots): a
- * `return` leaves its value in vm->retv with vm->ctl CTL_RETURN, as the tree walker does. */
-void jt_bc_exec(struct jt_vm *vm, const struct jt_fn *f);
-/* Evaluates a global's initialiser: an owned value, or NIL while vm->ctl unwinds. */
-jv jt_bc_eval(struct jt_vm *vm, const struct jt_bc *bc);
+struct jt_rt;
+/* Runs f's body in the frame jt_call_enter set up (rt->base, rt->sp = base + f->nslots): a
+ * `return` leaves its value in rt->retv with rt->ctl CTL_RETURN, as the tree walker does. */
+void jt_bc_exec(struct jt_rt *rt, const struct jt_fn *f);
+/* Evaluates a global's initialiser: an owned value, or NIL while rt->ctl unwinds. */
+jv jt_bc_eval(struct jt_rt *rt, const struct jt_bc *bc);
 
 #endif

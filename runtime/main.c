@@ -218,7 +218,7 @@ static const char usage_text[] =
     "error, 3 compile error, 4 profiler setup failure. See jett(1).\n";
 
 struct runner {
-    struct jt_vm vm;
+    struct jt_rt rt;
     enum jt_outcome outcome;
     bool setup_failed;
     bool hook_heap; /* memory mode: the heap reports its events */
@@ -234,7 +234,7 @@ static void *runtime_main(void *arg)
     /* This thread is worker 0; the scheduler starts and registers the others (actors.c). */
     struct jt_sched_config cfg = {.workers = R->workers, .run = R->run, .hook_heap = R->hook_heap};
     int err = 0;
-    R->outcome = jt_sched_run(&R->vm, &cfg, &err);
+    R->outcome = jt_sched_run(&R->rt, &cfg, &err);
     if (err < 0) {
         R->setup_failed = true;
         R->setup_err = err;
@@ -532,10 +532,10 @@ static int run_command(int argc, char **argv)
         jt_bc_compile(prog);
 
     struct runner *R = jt_xcalloc(1, sizeof *R);
-    jt_vm_init(&R->vm, prog, &g_interrupt);
-    R->vm.capture = agent;
+    jt_rt_init(&R->rt, prog, &g_interrupt);
+    R->rt.capture = agent;
     R->workers = cli.workers;
-    R->vm.runlog.human = agent ? NULL : stderr; /* kept for the envelope, or one line each */
+    R->rt.runlog.human = agent ? NULL : stderr; /* kept for the envelope, or one line each */
     int code = 0;
     int capture_fd = -1;
     bool capture_created = false, user_code_started = false;
@@ -647,7 +647,7 @@ static int run_command(int argc, char **argv)
         code = EXIT_RUNTIME_ERROR;
         termination = termination_word[TERM_RUNTIME_ERROR];
         error_kind = failure_word[FAIL_RUNTIME_ERROR];
-        error = R->vm.errmsg.p ? R->vm.errmsg.p : "runtime error";
+        error = R->rt.errmsg.p ? R->rt.errmsg.p : "runtime error";
         break;
     case JT_OUT_INTERRUPTED:
         code = EXIT_INTERRUPTED;
@@ -688,8 +688,8 @@ static int run_command(int argc, char **argv)
     if (agent) {
         struct envelope e = {
             .status = error_kind ? "error" : "ok", .termination = termination, .exit_code = code,
-            .out = R->vm.out.p, .out_len = R->vm.out.len, .err = R->vm.err.p,
-            .err_len = R->vm.err.len, .runlog = &R->vm.runlog, .prog = prog,
+            .out = R->rt.out.p, .out_len = R->rt.out.len, .err = R->rt.err.p,
+            .err_len = R->rt.err.len, .runlog = &R->rt.runlog, .prog = prog,
             .run_id = have_res ? res.run_id : 0,
             .profile = profile, .profile_len = profile_len,
             .error_kind = error_kind, .error = error,
@@ -733,7 +733,7 @@ out:
             remove_own_capture(cli.capture_path, capture_fd);
         close(capture_fd);
     }
-    jt_vm_fini(&R->vm);
+    jt_rt_fini(&R->rt);
     free(R);
     jt_program_free(prog);
     return code;

@@ -1,12 +1,13 @@
 /* The bytecode VM (bytecode.h): one dispatch loop, threaded with computed gotos where the
  * compiler has them. The first call of main or of an actor comes from C (interp.c's call_body,
- * which then runs the callee here); a call made by bytecode stays in the loop: CALL saves the
- * caller in vm->bc_frames and jumps, RETURN and END run call_body's epilogue in place. Actors,
+ * which then runs the callee here); a call made by bytecode stays in the loop, through the
+ * same call protocol (call.h): CALL enters and saves where the caller goes on in
+ * rt->bc_frames, then jumps; RETURN and END exit in place and go on in the caller. Actors,
  * preemption at safe points and migration work on the VM unchanged: an actor's coroutine stack
- * holds its loop, its value stack (vm->stack) the locals and temporaries of all its calls.
+ * holds its loop, its value stack (rt->stack) the locals and temporaries of all its calls.
  *
  * Ownership is the tree walker's: every value on the stack is an owned reference. An error or
- * interrupt sets vm->ctl; the loop then releases the current call's temporaries, top first,
+ * interrupt sets rt->ctl; the loop then releases the current call's temporaries, top first,
  * runs its epilogue (leave, release the frame) and goes on unwinding in the caller, until the
  * call it was entered for, which returns to C.
  *
@@ -18,6 +19,7 @@
 
 #include "actors.h"
 #include "bytecode.h"
+#include "call.h"
 #include "interp.h"
 
 #if defined(__GNUC__)
@@ -40,20 +42,6 @@ static inline jv top_value(const jv *p)
     return v;
 }
 
-/* Whether a value already has a declared type (jt_convert would leave it as it is). */
-static inline bool has_type(enum jt_type ty, uint32_t k)
-{
-    switch (ty) {
-    case JT_TY_ANY: return true;
-    case JT_TY_INT: return k == JV_INT;
-    case JT_TY_BOOL: return k == JV_BOOL;
-    case JT_TY_STR: return k == JV_STR;
-    case JT_TY_LIST: return k == JV_LIST;
-    case JT_TY_SECRET: return k == JV_SECRET;
-    default: return false;
-    }
-}
-
 static inline void push_value(jv *sp, jv v)
 {
     sp->k = v.k;
@@ -66,32 +54,28 @@ static inline void push_local(jv *sp, jv v)
     *sp = v;
 }
 
-/* What a call made inside the loop keeps of its caller, at vm->bc_frames[depth before the
- * call] (the depth the tree walker's call_body would be at). */
+/* Where the caller of a call made inside the loop goes on, at rt->bc_frames[depth before the
+ * call], beside that call's frame record (call.h), which keeps the rest. */
 struct bc_frame {
-    const uint32_t *pc;          /* where the caller goes on */
+    const uint32_t *pc;          /* the caller's next instruction */
     const struct jt_bc *bc;      /* the caller's code */
-    const struct jt_fn *caller;  /* vm->fn before the call */
-    const struct jt_node *at;    /* the call node: the return value's conversion errors */
-    uint64_t caller_base;
-    uint32_t line, col;          /* the caller's statement */
 };
 
-/* Runs bc with its temporaries from vm->stack[floor]; the function's locals are at vm->base.
- * Returns VALUE's result (an owned value), else NIL; vm->sp is floor on return. */
-static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
+/* Runs bc with its temporaries from rt->stack[floor]; the function's locals are at rt->base.
+ * Returns VALUE's result (an owned value), else NIL; rt->sp is floor on return. */
+static jv run(struct jt_rt *rt, const struct jt_bc *bc, uint64_t floor)
 {
-    jv *const stack = vm->stack;
-    jv *locals = stack + vm->base;
+    jv *const stack = rt->stack;
+    jv *locals = stack + rt->base;
     jv *const bottom = stack + floor;
     jv *sp = bottom;
     const uint32_t *code = bc->code;
     const uint32_t *pc = code;
     const struct jt_node *const *pos = bc->pos;
-    struct jt_heap *const heap = &vm->heap;
+    struct jt_heap *const heap = &rt->heap;
     /* Calls made here run in this loop; the frame run() was called for is at entry_depth. */
-    const uint32_t entry_depth = vm->depth;
-    struct bc_frame *frames = vm->bc_frames;
+    const uint32_t entry_depth = rt->depth;
+    struct bc_frame *frames = rt->bc_frames;
     jv r;
 
 #if JT_THREADED
@@ -112,9 +96,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 
     CASE(STMT)
     {
-        jt_prof_stmt(vm, pc[1], pc[2]); /* P's line and column, inline */
+        jt_prof_stmt(rt, pc[1], pc[2]); /* P's line and column, inline */
         pc += 3;
-        if (!jt_safe_point(vm))
+        if (!jt_safe_point(rt))
             goto unwind;
         NEXT;
     }
@@ -132,8 +116,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(LOCAL) push_local(sp++, locals[*pc++]); NEXT;
     CASE(GLOBAL)
     {
-        jv v = jt_read_global(vm, pos[*pc++]);
-        if (vm->ctl)
+        jv v = jt_read_global(rt, pos[*pc++]);
+        if (rt->ctl)
             goto unwind;
         *sp++ = v;
         NEXT;
@@ -145,7 +129,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         pc += 2;
         struct jt_list *l;
         if (jt_heap_list(heap, cap, &l) < 0) {
-            jt_rt_error(vm, n, "out of memory: cannot allocate a list of %u slots", cap);
+            jt_rt_error(rt, n, "out of memory: cannot allocate a list of %u slots", cap);
             goto unwind;
         }
         *sp++ = (jv){.k = JV_LIST, .u.o = &l->h};
@@ -258,8 +242,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[pc[0]];
         pc += pc[-1] == JT_OP_DIV_K || pc[-1] == JT_OP_MOD_K ? 6 : 3;
         sp--;
-        r = jt_op_binary(vm, n, sp[0], mk_int(n->b->ival));
-        if (vm->ctl)
+        r = jt_op_binary(rt, n, sp[0], mk_int(n->b->ival));
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -269,8 +253,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 2;
-        r = jt_op_binary(vm, n, sp[0], sp[1]);
-        if (vm->ctl)
+        r = jt_op_binary(rt, n, sp[0], sp[1]);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -284,8 +268,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             sp[-1] = n->op == JT_T_NOT ? mk_bool(!v) : mk_int(-v);
             NEXT;
         }
-        r = jt_op_unary(vm, n, top_value(--sp));
-        if (vm->ctl)
+        r = jt_op_unary(rt, n, top_value(--sp));
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -294,8 +278,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 2;
-        r = jt_op_index(vm, n, sp[0], sp[1]);
-        if (vm->ctl)
+        r = jt_op_index(rt, n, sp[0], sp[1]);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -304,7 +288,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         if (sp[-1].k != JV_BOOL) {
-            jt_truthy(vm, n, *--sp); /* the error; the value released */
+            jt_truthy(rt, n, *--sp); /* the error; the value released */
             goto unwind;
         }
         NEXT;
@@ -314,7 +298,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
-            jt_truthy(vm, pos[pc[0]], c);
+            jt_truthy(rt, pos[pc[0]], c);
             goto unwind;
         }
         pc = c.u.i ? pc + 2 : code + pc[1];
@@ -324,7 +308,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         jv c = top_value(--sp);
         if (__builtin_expect(c.k != JV_BOOL, 0)) {
-            jt_truthy(vm, pos[pc[0]], c);
+            jt_truthy(rt, pos[pc[0]], c);
             goto unwind;
         }
         pc = c.u.i ? code + pc[1] : pc + 2;
@@ -355,9 +339,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         jv v = top_value(--sp);
-        if (n->ty != JT_TY_ANY && !jt_convert(vm, n, n->ty, &v, "variable", n->name))
+        if (n->ty != JT_TY_ANY && !jt_convert(rt, n, n->ty, &v, "variable", n->name))
             goto unwind;
-        jt_store(vm, &locals[n->slot], v);
+        jt_store(rt, &locals[n->slot], v);
         NEXT;
     }
     CASE(SET_LOCAL)
@@ -371,8 +355,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(SET_GLOBAL)
     {
         const struct jt_node *n = pos[*pc++];
-        jt_assign_global(vm, n, *--sp);
-        if (vm->ctl)
+        jt_assign_global(rt, n, *--sp);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -380,8 +364,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         sp -= 3;
-        jt_op_setindex(vm, n, sp[0], sp[1], sp[2]);
-        if (vm->ctl)
+        jt_op_setindex(rt, n, sp[0], sp[1], sp[2]);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -389,17 +373,9 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         const struct jt_fn *f = n->fn;
-        if (__builtin_expect(vm->depth >= JT_MAX_DEPTH, 0)) {
-            jt_rt_error(vm, n, "stack overflow: more than %u nested calls", JT_MAX_DEPTH);
-            goto unwind;
-        }
         /* The callee's locals and temporaries start here (its arguments are pushed next). */
-        if (__builtin_expect((uint64_t)(sp - stack) + f->nslots + f->bc->max_temps >
-                                 JT_STACK_SLOTS,
-                             0)) {
-            jt_rt_error(vm, n, "stack overflow: too many local variables in active calls");
+        if (!jt_call_room(rt, n, (uint64_t)(sp - stack) + f->nslots + f->bc->max_temps))
             goto unwind;
-        }
         NEXT;
     }
     CASE(PARAM)
@@ -407,8 +383,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[pc[0]];
         uint32_t i = pc[1];
         pc += 2;
-        if (!has_type(n->fn->params[i].ty, sp[-1].k) &&
-            !jt_convert(vm, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
+        if (!jt_has_type(n->fn->params[i].ty, sp[-1].k) &&
+            !jt_convert(rt, n->kids[i], n->fn->params[i].ty, &sp[-1], "parameter",
                         n->fn->params[i].name)) {
             sp--; /* released by the conversion */
             goto unwind;
@@ -417,8 +393,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(CALL)
     {
-        /* The tree walker's call_body (interp.c), in the loop: the frame record, enter through
-         * this instruction's call-site cache, the call's safe point, then the callee's code. */
+        /* The call protocol (call.h) in the loop: enter through this instruction's call-site
+         * cache, then the callee's code; its RETURN or END comes back to the caller here. */
         const struct jt_node *n = pos[pc[0]];
         struct jettprof_site *site = &bc->sites[pc[1]];
         pc += 2;
@@ -427,26 +403,19 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         for (jv *e = base + f->nslots; sp < e;)
             *sp++ = NIL;
         if (__builtin_expect(!frames, 0)) {
-            frames = vm->bc_frames = malloc(sizeof *frames * (JT_MAX_DEPTH + 1));
+            frames = rt->bc_frames = malloc(sizeof *frames * (JT_MAX_DEPTH + 1));
             if (!frames) {
-                jt_rt_error(vm, n, "out of memory: cannot call %s", f->name);
+                jt_rt_error(rt, n, "out of memory: cannot call %s", f->name);
                 goto unwind;
             }
         }
-        frames[vm->depth] = (struct bc_frame){pc, bc, vm->fn, n, vm->base, vm->line, vm->col};
-        vm->frames[vm->depth] = (struct jt_frame_rec){f->prof_frame, vm->line, vm->col};
-        vm->fn = f;
-        vm->base = (uint64_t)(base - stack);
-        vm->depth++;
-        if (vm->pf)
-            jettprof_enter_fast(vm->pf, site, f->prof_frame);
-        else if (vm->pt)
-            jettprof_enter(vm->pt, f->prof_frame);
+        frames[rt->depth] = (struct bc_frame){pc, bc};
+        bool go = jt_call_enter(rt, n, site, f, (uint64_t)(base - stack));
         bc = f->bc;
         code = bc->code;
         pos = bc->pos;
         locals = base;
-        if (!jt_safe_point(vm)) { /* call */
+        if (!go) {
             r = NIL;
             goto leave;
         }
@@ -459,8 +428,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t nargs = pc[1];
         pc += 2;
         sp -= nargs; /* the builtin owns them now */
-        r = jt_builtin_apply(vm, n, sp, nargs);
-        if (vm->ctl)
+        r = jt_builtin_apply(rt, n, sp, nargs);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -474,7 +443,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             sp[-1] = mk_int((int64_t)((const struct jt_list *)v.u.o)->len);
         } else {
             sp--;
-            r = jt_builtin_apply(vm, pos[*pc++], sp, 1); /* its error */
+            r = jt_builtin_apply(rt, pos[*pc++], sp, 1); /* its error */
             goto unwind;
         }
         pc++;
@@ -493,12 +462,12 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
             NEXT;
         }
         sp -= 2;
-        r = jt_builtin_apply(vm, pos[*pc++], sp, 2); /* its error */
+        r = jt_builtin_apply(rt, pos[*pc++], sp, 2); /* its error */
         goto unwind;
     }
     CASE(SPAWN_OK)
     {
-        if (!jt_actor_spawn_allowed(vm, pos[*pc++]))
+        if (!jt_actor_spawn_allowed(rt, pos[*pc++]))
             goto unwind;
         NEXT;
     }
@@ -508,8 +477,8 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t i = pc[1];
         pc += 2;
         jv v = *--sp;
-        *sp++ = jt_actor_spawn_copy(vm, n->a->kids[i], v);
-        if (vm->ctl)
+        *sp++ = jt_actor_spawn_copy(rt, n->a->kids[i], v);
+        if (rt->ctl)
             goto unwind;
         NEXT;
     }
@@ -519,13 +488,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         uint32_t np = n->a->fn->nparams;
         jv *args = calloc(np ? np : 1, sizeof *args);
         if (!args) {
-            jt_rt_error(vm, n, "out of memory: cannot start an actor");
+            jt_rt_error(rt, n, "out of memory: cannot start an actor");
             goto unwind;
         }
         sp -= np;
         memcpy(args, sp, sizeof *args * np);
-        r = jt_actor_spawn_start(vm, n, args);
-        if (vm->ctl)
+        r = jt_actor_spawn_start(rt, n, args);
+        if (rt->ctl)
             goto unwind;
         push_value(sp++, r);
         NEXT;
@@ -534,7 +503,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     {
         const struct jt_node *n = pos[*pc++];
         if (sp[-2].k != JV_INT || sp[-1].k != JV_INT) {
-            jt_rt_error(vm, n, "a range expects int bounds, got %s..%s", jt_kind_name(sp[-2].k),
+            jt_rt_error(rt, n, "a range expects int bounds, got %s..%s", jt_kind_name(sp[-2].k),
                         jt_kind_name(sp[-1].k));
             goto unwind;
         }
@@ -554,7 +523,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     }
     CASE(RANGE_LOOP)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         int64_t i = sp[-2].u.i;
         if (i < sp[-1].u.i) {
@@ -571,12 +540,12 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         const struct jt_node *n = pos[*pc++];
         jv l = *--sp;
         if (l.k != JV_LIST) {
-            jt_rt_error(vm, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
+            jt_rt_error(rt, n, "for ... in expects a list or a range, got %s", jt_kind_name(l.k));
             jv_release(heap, l);
             goto unwind;
         }
         /* the hidden slot keeps the list alive while it is walked */
-        jt_store(vm, &locals[(uint32_t)n->ival], l);
+        jt_store(rt, &locals[(uint32_t)n->ival], l);
         *sp++ = mk_int(0);
         NEXT;
     }
@@ -592,13 +561,13 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         pc += 2;
         jv e = l->items[i];
         jv_retain(e);
-        jt_store(vm, &locals[n->slot], e);
+        jt_store(rt, &locals[n->slot], e);
         sp[-1] = mk_int((int64_t)(i + 1));
         NEXT;
     }
     CASE(EACH_LOOP)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         const struct jt_node *n = pos[pc[0]];
         const struct jt_list *l = (const struct jt_list *)locals[(uint32_t)n->ival].u.o;
@@ -606,7 +575,7 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
         if (i < l->len) {
             jv e = l->items[i];
             jv_retain(e);
-            jt_store(vm, &locals[n->slot], e);
+            jt_store(rt, &locals[n->slot], e);
             sp[-1] = mk_int((int64_t)(i + 1));
             pc = code + pc[1];
             NEXT;
@@ -617,88 +586,63 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
     CASE(EACH_END)
     {
         const struct jt_node *n = pos[*pc++];
-        jt_store(vm, &locals[n->slot], NIL);
-        jt_store(vm, &locals[(uint32_t)n->ival], NIL);
+        jt_store(rt, &locals[n->slot], NIL);
+        jt_store(rt, &locals[(uint32_t)n->ival], NIL);
         NEXT;
     }
     CASE(DROP) sp -= *pc++; NEXT;
     CASE(BACK_EDGE)
     {
-        if (!jt_safe_point(vm)) /* loop back-edge */
+        if (!jt_safe_point(rt)) /* loop back-edge */
             goto unwind;
         NEXT;
     }
     CASE(RETURN)
     {
         r = top_value(--sp);
-        if (vm->depth == entry_depth) { /* call_body returns it */
+        if (rt->depth == entry_depth) { /* the call from C (interp.c) returns it */
             while (sp > bottom) /* loop state: ints */
                 jv_release(heap, *--sp);
-            vm->retv = r;
-            vm->ctl = CTL_RETURN;
-            vm->sp = floor;
+            rt->retv = r;
+            rt->ctl = CTL_RETURN;
+            rt->sp = floor;
             return NIL;
         }
-        goto returned;
+        goto leave;
     }
     CASE(END)
     {
-        if (vm->depth == entry_depth) {
-            vm->sp = floor;
+        if (rt->depth == entry_depth) {
+            rt->sp = floor;
             return NIL;
         }
         r = NIL;
-    returned:
-        if (!jt_safe_point(vm)) /* return */
-            goto leave;
-        {
-            /* call_body's epilogue for a call made in this loop; with vm->ctl set (an error
-             * or interrupt in the callee, r NIL) it releases the frame and goes on unwinding
-             * in the caller. */
-            const struct jt_fn *f;
-            struct bc_frame *fr;
-        leave:
-            f = vm->fn;
-            if (vm->pf)
-                jettprof_leave_fast(vm->pf);
-            else if (vm->pt)
-                jettprof_leave(vm->pt);
-            vm->depth--;
-            fr = &frames[vm->depth];
-            vm->fn = fr->caller;
-            vm->base = fr->caller_base;
-            if (!vm->ctl) {
-                jt_prof_stmt(vm, fr->line, fr->col); /* the caller's statement again */
-                if (!has_type(f->ret, r.k))
-                    jt_convert(vm, fr->at, f->ret, &r, "the return value of", f->name);
-            }
-            for (jv *e = locals + f->nslots; sp > e;) /* temporaries left by an unwinding */
-                jv_release(heap, *--sp);
-            for (uint32_t i = 0; i < f->nslots; i++)
-                jv_release(heap, locals[i]);
-            sp = locals;
-            bc = fr->bc;
-            code = bc->code;
-            pos = bc->pos;
-            pc = fr->pc;
-            locals = stack + vm->base;
-            if (vm->ctl) {
-                jv_release(heap, r);
-                goto unwind;
-            }
-            push_value(sp++, r);
-            NEXT;
-        }
+    }
+    leave: /* the exit of a call made in this loop; with rt->ctl set (an error or interrupt in
+            * the callee, r NIL) it releases the frame and goes on unwinding in the caller */
+    {
+        r = jt_call_exit(rt, r, locals, sp);
+        const struct bc_frame *fr = &frames[rt->depth];
+        sp = locals;
+        bc = fr->bc;
+        code = bc->code;
+        pos = bc->pos;
+        pc = fr->pc;
+        locals = stack + rt->base;
+        if (rt->ctl)
+            goto unwind;
+        push_value(sp++, r);
+        NEXT;
     }
     CASE(VALUE)
     {
         r = top_value(--sp);
-        vm->sp = floor;
+        rt->sp = floor;
         return r;
     }
 #if !JT_THREADED
         default:
-            jt_rt_error(vm, NULL, "internal: bad bytecode");
+            jt_rt_error(rt, NULL, "internal: bad bytecode");
             goto unwind;
         }
 #endif
@@ -706,22 +650,22 @@ static jv run(struct jt_vm *vm, const struct jt_bc *bc, uint64_t floor)
 #undef NEXT
 
 unwind:
-    if (vm->depth != entry_depth) { /* a call made here: its epilogue, then the caller's */
+    if (rt->depth != entry_depth) { /* a call made here: its epilogue, then the caller's */
         r = NIL;
         goto leave;
     }
     while (sp > bottom)
         jv_release(heap, *--sp);
-    vm->sp = floor;
+    rt->sp = floor;
     return NIL;
 }
 
-void jt_bc_exec(struct jt_vm *vm, const struct jt_fn *f)
+void jt_bc_exec(struct jt_rt *rt, const struct jt_fn *f)
 {
-    run(vm, f->bc, vm->sp);
+    run(rt, f->bc, rt->sp);
 }
 
-jv jt_bc_eval(struct jt_vm *vm, const struct jt_bc *bc)
+jv jt_bc_eval(struct jt_rt *rt, const struct jt_bc *bc)
 {
-    return run(vm, bc, vm->sp);
+    return run(rt, bc, rt->sp);
 }

@@ -295,16 +295,16 @@ Test(heap, retained_objects_are_exactly_what_globals_reach)
     struct jt_diags d = {0};
     struct jt_program *prog = NULL;
     cr_assert_eq(jt_compile(path, NULL, &prog, &d), 0, "%s", d.text.p);
-    struct jt_vm vm;
-    jt_vm_init(&vm, prog, &never);
-    cr_assert_eq(jt_vm_run(&vm), JT_OUT_RETURNED, "%s", vm.errmsg.p);
+    struct jt_rt rt;
+    jt_rt_init(&rt, prog, &never);
+    cr_assert_eq(jt_rt_run(&rt), JT_OUT_RETURNED, "%s", rt.errmsg.p);
     /* strings "k0".."k36": 10 of 2 bytes, 27 of 3; the global list; the self-cycle of 1 slot */
     uint64_t strings = 10 * 2 + 27 * 3;
     uint64_t expect = strings + grown_cap(37) * JT_SLOT_BYTES + 1 * JT_SLOT_BYTES;
-    cr_expect_eq(vm.heap.live_bytes, expect, "live %llu, expected %llu",
-                 (unsigned long long)vm.heap.live_bytes, (unsigned long long)expect);
-    cr_expect_eq(vm.heap.objects, 37 + 1 + 1);
-    jt_vm_fini(&vm);
+    cr_expect_eq(rt.heap.live_bytes, expect, "live %llu, expected %llu",
+                 (unsigned long long)rt.heap.live_bytes, (unsigned long long)expect);
+    cr_expect_eq(rt.heap.objects, 37 + 1 + 1);
+    jt_rt_fini(&rt);
     jt_program_free(prog);
     jp_buf_free(&d.text);
     jtt_rmtree(dir);

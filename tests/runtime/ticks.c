@@ -19,10 +19,10 @@ void jt_test_ticks_start(jettprof_run *run)
     jp_timer_stop(run); /* no thread is registered yet: no real tick reached one */
 }
 
-void jt_test_tick(struct jt_vm *vm)
+void jt_test_tick(struct jt_rt *rt)
 {
     /* The tick is raised as the timer raises it (jp_timer_tick), so it is counted, coalesced
      * or charged to a waiting thread exactly as a real one. */
-    if (every && vm->pt && ++passed % every == 0)
-        jp_timer_tick(vm->pt->run);
+    if (every && rt->pt && ++passed % every == 0)
+        jp_timer_tick(rt->pt->run);
 }
