@@ -482,7 +482,15 @@ static inline void ln_prefetch(struct jp_engine *e, uint32_t key)
  * past the newest page, UINT64_MAX). When it opens a page past the newest, the newest closes
  * first; if that page is too sparse to keep, *sparse is set to an id of it (its live values
  * are to move to the tables, jpe_pg_next_live), else left alone. */
-int jpe_pg_admit(struct jp_engine *e, uint64_t id, uint64_t *sparse);
+int jpe_pg_admit_slow(struct jp_engine *e, uint64_t id, uint64_t *sparse);
+static inline int jpe_pg_admit(struct jp_engine *e, uint64_t id, uint64_t *sparse)
+{
+    /* the common survivor: in order, within the newest page (or the first of all) */
+    if (id >= e->pg_next && id != UINT64_MAX &&
+        (!e->pg_n || (id >> PG_ID_BITS) < e->pg_base + e->pg_n))
+        return 1;
+    return jpe_pg_admit_slow(e, id, sparse);
+}
 /* Appends an admitted id's value to its page, made or grown as needed: 1, 0 when the budget
  * refused the room, -ENOMEM. */
 int jpe_pg_append(struct jp_engine *e, uint64_t id, uint64_t val);

@@ -10,7 +10,7 @@
 /* A page the pages gave up on (page_id: an id of it): its live values to the tables, in id
  * order. A refusal leaves the values not yet moved where they are (every one still found
  * exactly once): 0, or the table's error. */
-static int page_to_tables(struct jp_engine *e, uint64_t page_id)
+__attribute__((noinline)) static int page_to_tables(struct jp_engine *e, uint64_t page_id)
 {
     uint32_t cursor = 0, *v;
     uint64_t id;

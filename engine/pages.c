@@ -251,7 +251,7 @@ static int page_room(struct jp_engine *e, uint64_t id, struct pg_page ***out)
     return 0;
 }
 
-int jpe_pg_admit(struct jp_engine *e, uint64_t id, uint64_t *sparse)
+int jpe_pg_admit_slow(struct jp_engine *e, uint64_t id, uint64_t *sparse)
 {
     if (id < e->pg_next || id == UINT64_MAX)
         return 0;
