@@ -192,6 +192,28 @@ int jpt_capture_cmd(char *const argv[], char **out, size_t *out_len, char **err)
     return st;
 }
 
+int jpt_serve_tmp(struct jpt_served *s, const char *const extra[], int *err_fd)
+{
+    if (!(s->dir = jpt_tmpdir()))
+        return -errno;
+    snprintf(s->sock, sizeof s->sock, "%s/d.sock", s->dir);
+    s->pid = jpt_serve(s->sock, extra, err_fd);
+    if (s->pid < 0) {
+        int e = (int)s->pid;
+        jpt_served_clean(s);
+        return e;
+    }
+    return 0;
+}
+
+void jpt_served_clean(struct jpt_served *s)
+{
+    unlink(s->sock);
+    rmdir(s->dir);
+    free(s->dir);
+    s->dir = NULL;
+}
+
 char *jpt_tmpdir(void)
 {
     const char *base = getenv("TMPDIR");

@@ -124,6 +124,16 @@ const char *jpt_daemon_bin(void);
 pid_t jpt_spawn(char *const argv[], int keep_fd, int *err_fd);
 /* Spawns `jettprofd serve --socket PATH extra...` and waits until it accepts. */
 pid_t jpt_serve(const char *sock, const char *const extra[], int *err_fd);
+/* A serving daemon (jpt_serve) listening in a fresh temporary directory. */
+struct jpt_served {
+    pid_t pid;
+    char *dir;     /* malloc'ed */
+    char sock[600];
+};
+/* 0, or -errno with nothing left behind. */
+int jpt_serve_tmp(struct jpt_served *s, const char *const extra[], int *err_fd);
+/* Its directory removed and freed, once the daemon was stopped (tl_stop). */
+void jpt_served_clean(struct jpt_served *s);
 /* A private daemon (jettprofd --session-fd) on one end of a socketpair, c open on the other:
  * its pid, or -errno. err_fd as jpt_spawn's. */
 pid_t jpt_private(struct jpt_client *c, int *err_fd);

@@ -19,6 +19,7 @@
 
 #include "support.h"
 #include "tests/lib/clock.h"
+#include "tests/lib/stop.h"
 
 struct flood {
     const char *sock;
@@ -119,14 +120,11 @@ static void flood_body(struct flood *f)
 
 Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
 {
-    char *dir = jpt_tmpdir();
-    cr_assert_not_null(dir);
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
     /* One worker: both runs share one loop, whose slicing is what is tested here. */
     static const char *const one[] = {"--workers", "1", NULL};
-    pid_t d = jpt_serve(sock, one, NULL);
-    cr_assert_gt(d, 0);
+    struct jpt_served sv;
+    cr_assert_eq(jpt_serve_tmp(&sv, one, NULL), 0);
+    const char *sock = sv.sock;
 
     static struct flood f;
     f = (struct flood){.sock = sock};
@@ -180,11 +178,8 @@ Test(fairness, a_flooding_run_does_not_keep_another_from_finishing)
     cr_assert_eq(f.got.status, JP_STATUS_COMPLETE, "flooding run: %s", f.got.reason);
     jpt_result_free(&f.got);
 
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 10000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    rmdir(dir);
-    free(dir);
+    tl_stop(sv.pid, 10000);
+    jpt_served_clean(&sv);
 }
 
 /* The hostile flood: every slot of the ring holds a one-slot PAD record, written once; from
@@ -250,12 +245,9 @@ static void *second_run(void *arg)
 
 Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
 {
-    char *dir = jpt_tmpdir();
-    cr_assert_not_null(dir);
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t d = jpt_serve(sock, NULL, NULL);
-    cr_assert_gt(d, 0);
+    struct jpt_served sv;
+    cr_assert_eq(jpt_serve_tmp(&sv, NULL, NULL), 0);
+    const char *sock = sv.sock;
 
     static struct flood f;
     f = (struct flood){.sock = sock};
@@ -275,7 +267,7 @@ Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
     while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE) && tl_now_s() - t0 < 15.0)
         nap_us(10000);
     if (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
-        kill(d, SIGKILL);
+        kill(sv.pid, SIGKILL);
         cr_assert_fail("the second run did not finish within 15 s next to a pad flood");
     }
     pthread_join(th2, NULL);
@@ -294,11 +286,8 @@ Test(fairness, a_producer_flooding_pad_records_cannot_stall_the_daemon)
     jpt_result_free(&r.got);
 
     /* The daemon is still responsive: SIGTERM ends it cleanly. */
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 10000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon status %d", st);
-    rmdir(dir);
-    free(dir);
+    tl_stop(sv.pid, 10000);
+    jpt_served_clean(&sv);
 }
 
 /* ---- held records: a run whose rings hold costs its own slice only ---- */
@@ -402,13 +391,10 @@ static double median3(double a, double b, double c)
 Test(fairness, held_records_of_other_runs_neither_starve_a_run_nor_keep_sigterm_waiting,
      .timeout = 180)
 {
-    char *dir = jpt_tmpdir();
-    cr_assert_not_null(dir);
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
     static const char *const one[] = {"--workers", "1", NULL};
-    pid_t d = jpt_serve(sock, one, NULL);
-    cr_assert_gt(d, 0);
+    struct jpt_served sv;
+    cr_assert_eq(jpt_serve_tmp(&sv, one, NULL), 0);
+    const char *sock = sv.sock;
     setenv("JETTPROFD_SOCKET", sock, 1);
     double alone = median3(victim_run(), victim_run(), victim_run());
 
@@ -436,8 +422,8 @@ Test(fairness, held_records_of_other_runs_neither_starve_a_run_nor_keep_sigterm_
                  "alone", beside, alone);
 
     double t0 = tl_now_s();
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 10000);
+    kill(sv.pid, SIGTERM);
+    int st = tl_wait(sv.pid, 10000);
     double took = tl_now_s() - t0;
     cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
               "the daemon did not exit within 10 s of SIGTERM (status %d)", st);
@@ -447,6 +433,5 @@ Test(fairness, held_records_of_other_runs_neither_starve_a_run_nor_keep_sigterm_
         pthread_join(th[i], NULL);
     }
     unsetenv("JETTPROFD_SOCKET");
-    rmdir(dir);
-    free(dir);
+    jpt_served_clean(&sv);
 }

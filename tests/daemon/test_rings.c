@@ -23,6 +23,7 @@
 #include "protocol/ring.h"
 #include "support.h"
 #include "tests/lib/recbuild.h"
+#include "tests/lib/stop.h"
 
 #define MAX_RINGS 70
 
@@ -519,24 +520,33 @@ Test(rings, a_worker_ring_message_without_its_fd_fails_the_run)
 
 /* A serving daemon's byte cap: WELCOME states it; a client past it fails its own run while
  * another client's run on the same daemon completes. */
-Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
+/* A serving daemon whose --max-run-ring-bytes is cap, and a client of it that said HELLO and
+ * saw WELCOME state the cap. */
+static void serve_capped(struct jpt_served *sv, uint64_t cap, int *errfd, struct jpt_client *c)
 {
-    char *dir = jpt_tmpdir();
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    uint64_t cap = 2u * (JP_RING_HEADER_SIZE + 1024u * JP_SLOT_SIZE);
     char capstr[32];
     snprintf(capstr, sizeof capstr, "%llu", (unsigned long long)cap);
     const char *extra[] = {"--max-run-ring-bytes", capstr, NULL};
-    int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
-
-    struct jpt_client bad, good;
-    cr_assert_eq(jpt_client_connect(&bad, sock), 0);
+    cr_assert_eq(jpt_serve_tmp(sv, extra, errfd), 0);
+    cr_assert_eq(jpt_client_connect(c, sv->sock), 0);
     uint64_t stated = 0;
-    hello(&bad, &stated);
+    hello(c, &stated);
     cr_assert_eq(stated, cap, "WELCOME states the cap");
+}
+
+static void serve_capped_end(struct jpt_served *sv, int errfd)
+{
+    tl_stop(sv->pid, 30000);
+    close(errfd);
+    jpt_served_clean(sv);
+}
+
+Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
+{
+    struct jpt_served sv;
+    int errfd;
+    struct jpt_client bad, good;
+    serve_capped(&sv, 2u * (JP_RING_HEADER_SIZE + 1024u * JP_SLOT_SIZE), &errfd, &bad);
     struct jp_ring r0, r1, r2;
     send_ring(&bad, JP_CTL_RING, &r0, 1024, -1);
     send_ring(&bad, JP_CTL_WORKER_RING, &r1, 1024, -1); /* exactly at the cap */
@@ -546,7 +556,7 @@ Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
     f.rings = 0; /* the good run: everything on its main ring */
     for (uint32_t i = 0; i < f.n; i++)
         f.r[i].ring = 0;
-    cr_assert_eq(jpt_client_connect(&good, sock), 0);
+    cr_assert_eq(jpt_client_connect(&good, sv.sock), 0);
     hello(&good, NULL);
     struct jp_ring g0;
     send_ring(&good, JP_CTL_RING, &g0, 1024, -1);
@@ -570,12 +580,7 @@ Test(rings, the_run_ring_byte_cap_is_stated_and_enforced_per_run)
     jp_ring_unmap(&r2);
     jp_ring_unmap(&g0);
     fixture_free(&f);
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 30000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    close(errfd);
-    rmdir(dir);
-    free(dir);
+    serve_capped_end(&sv, errfd);
 }
 
 /* The order protocol/ring.h gives a runtime thread that registers while the run goes on: it
@@ -710,31 +715,15 @@ Test(rings, a_resize_sequence_that_never_comes_is_one_violation)
  * the cap WELCOME states is refused as bad_ring, with the reason. */
 Test(rings, a_main_ring_past_the_run_ring_byte_cap_is_refused)
 {
-    char *dir = jpt_tmpdir();
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    uint64_t cap = JP_RING_HEADER_SIZE + 4096u * JP_SLOT_SIZE;
-    char capstr[32];
-    snprintf(capstr, sizeof capstr, "%llu", (unsigned long long)cap);
-    const char *extra[] = {"--max-run-ring-bytes", capstr, NULL};
+    struct jpt_served sv;
     int errfd;
-    pid_t d = jpt_serve(sock, extra, &errfd);
-    cr_assert_gt(d, 0);
     struct jpt_client bad;
-    cr_assert_eq(jpt_client_connect(&bad, sock), 0);
-    uint64_t stated = 0;
-    hello(&bad, &stated);
-    cr_assert_eq(stated, cap, "WELCOME states the cap");
+    serve_capped(&sv, JP_RING_HEADER_SIZE + 4096u * JP_SLOT_SIZE, &errfd, &bad);
     struct jp_ring r0;
     send_ring(&bad, JP_CTL_RING, &r0, 8192, -1); /* twice the cap */
     expect_error(&bad, JP_CTLE_BAD_RING,
                  "the run's rings exceed this daemon's cap (--max-run-ring-bytes)");
     jpt_client_close(&bad);
     jp_ring_unmap(&r0);
-    kill(d, SIGTERM);
-    int st = tl_wait(d, 30000);
-    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    close(errfd);
-    rmdir(dir);
-    free(dir);
+    serve_capped_end(&sv, errfd);
 }
