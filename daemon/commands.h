@@ -31,6 +31,10 @@ struct jpd_loaded {
 /* Reads a capture into a fresh engine. 0 with the verdict in *out (the engine is usable unless
  * integrity is INVALID or MISSING), or -errno for I/O trouble other than a missing file. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out);
+/* The same for the first `until` records of its merged stream only: when the stream has that
+ * many, *out's ending is JP_END_RUNNING (render it as a snapshot covering them); when it has
+ * fewer, it is loaded whole as jpd_load_capture would (out->records says how many). */
+int jpd_load_capture_until(const char *path, uint64_t until, struct jpd_loaded *out);
 void jpd_loaded_free(struct jpd_loaded *l);
 /* What is wrong with a capture that is not complete: its reason, and the byte offset when one
  * is known. */

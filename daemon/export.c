@@ -60,10 +60,29 @@ struct loaded_run {
     struct jp_report *r;
 };
 
+/* A capture, or a point of one (diff's `CAPTURE@N`: its first N records, as `replay
+ * --until-record N` takes them) when no file has that whole name and what follows the last '@'
+ * is a record count. */
 static int load_run(const char *cmd, const char *file, struct loaded_run *run)
 {
     memset(run, 0, sizeof *run);
-    int rc = jpd_load_capture(file, &run->l);
+    char path[4096];
+    uint64_t until = UINT64_MAX;
+    const char *at = strrchr(file, '@');
+    if (at && !strcmp(cmd, "diff") && access(file, F_OK) != 0 &&
+        (size_t)(at - file) < sizeof path && jpd_parse_u64(at + 1, 1, UINT64_MAX - 1u, &until) == 0) {
+        memcpy(path, file, (size_t)(at - file));
+        path[at - file] = '\0';
+        file = path;
+    }
+    int rc = jpd_load_capture_until(file, until, &run->l);
+    if (rc == 0 && until != UINT64_MAX && run->l.ending != JP_END_RUNNING &&
+        run->l.integrity != JP_CAPI_MISSING) {
+        fprintf(stderr, "jettprofd %s: %s@%llu: the capture holds %llu records\n", cmd, file,
+                (unsigned long long)until, (unsigned long long)run->l.records);
+        jpd_loaded_free(&run->l);
+        return 1;
+    }
     if (rc < 0) {
         fprintf(stderr, "jettprofd %s: cannot read %s: %s\n", cmd, file, jpd_error_text(rc));
         return 1;
@@ -79,7 +98,8 @@ static int load_run(const char *cmd, const char *file, struct loaded_run *run)
         return 1;
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = run->l.ending, .outputs = 0};
+                               .ending = run->l.ending, .outputs = 0,
+                               .records_taken = run->l.records};
     rc = jp_engine_view(run->l.eng, &run->v);
     if (rc == 0)
         rc = jp_report_build(&run->v, &o, &run->r);

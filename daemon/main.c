@@ -10,7 +10,7 @@
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
  *   jettprofd runs [--socket PATH] [--format human|json] [--limit N]
- *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]
+ *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P] [--until-record N]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
  *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
@@ -134,10 +134,12 @@ static const struct command {
      "start, duration, program, mode, status and reason.\n"},
     {"replay",
      "jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P]\n"
-     "                 [--profile-limit N]\n",
+     "                 [--profile-limit N] [--until-record N]\n",
      "Rebuilds a run's profile from its capture, byte-identical to the live one; a damaged\n"
      "capture gives the profile of every complete block before the damage and a caveat.\n"
-     "--verbose ends the human text with every total under its TOON name.\n"},
+     "--verbose ends the human text with every total under its TOON name. --until-record N\n"
+     "gives the snapshot of the first N records of the run's stream, as a live snapshot that\n"
+     "said records_taken: N (its durations aside).\n"},
     {"summarize",
      "jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
      "                    [--exit-code C] CAPTURE...\n",
@@ -162,7 +164,8 @@ static const struct command {
      "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
      "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
      "of its share of each run's total, largest change first; svg is a differential\n"
-     "flame graph (red grew, blue shrank).\n"},
+     "flame graph (red grew, blue shrank). Either side may be a point of a capture,\n"
+     "CAPTURE@N: its first N records, as replay --until-record N takes them.\n"},
 };
 
 static const char usage_tail[] =

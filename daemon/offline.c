@@ -86,6 +86,11 @@ static int feed_one(struct jpd_loaded *out, const void *rec, uint32_t len, int *
  * that could not be read for want of memory says nothing about the capture. */
 int jpd_load_capture(const char *path, struct jpd_loaded *out)
 {
+    return jpd_load_capture_until(path, UINT64_MAX, out);
+}
+
+int jpd_load_capture_until(const char *path, uint64_t until, struct jpd_loaded *out)
+{
     memset(out, 0, sizeof *out);
     struct jp_capture_reader *rd = NULL;
     int r = jp_capture_open(path, &rd);
@@ -107,13 +112,15 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
         return r;
     }
     int stop_fed = 0;
-    for (;;) {
+    while (out->records < until) {
         /* A run of events goes to the engine a run at a time, as the drain feeds them; an
          * event the engine declines, and every other record, one at a time. */
         const void *run;
         uint32_t nrun;
         if (jp_capture_next_run(rd, &run, &nrun) == 1) {
             const uint8_t *q = run;
+            if (nrun > until - out->records) /* the rest of this run stays unread */
+                nrun = (uint32_t)(until - out->records);
             while (nrun && r == 0) {
                 uint64_t fed = 0;
                 r = jp_engine_feed_slots(out->eng, q, nrun, &fed);
@@ -142,6 +149,15 @@ int jpd_load_capture(const char *path, struct jpd_loaded *out)
             jpd_loaded_free(out);
             return r < 0 ? r : 0;
         }
+    }
+    if (out->records == until && until != UINT64_MAX) {
+        /* A point of the stream (--until-record): the profile of its first records, taken as
+         * a live snapshot is; what follows is not read, so nothing is said of it. */
+        jp_capture_close(rd);
+        out->integrity = JP_CAPI_COMPLETE;
+        out->reason = "";
+        out->ending = JP_END_RUNNING;
+        return 0;
     }
     const char *reason = NULL;
     uint64_t off = 0;
@@ -182,13 +198,14 @@ int jpd_cmd_replay(int argc, char **argv)
     const char *file = NULL;
     uint32_t outputs = JP_OUT_HUMAN;
     int32_t threshold = -1, limit = -1;
+    uint64_t until = UINT64_MAX;
     bool verbose = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--verbose")) {
             verbose = true;
         } else if (!strcmp(a, "--format") || !strcmp(a, "--profile-threshold") ||
-            !strcmp(a, "--profile-limit")) {
+            !strcmp(a, "--profile-limit") || !strcmp(a, "--until-record")) {
             if (i + 1 >= argc)
                 return usage_error("replay", "missing value for", a);
             const char *v = argv[++i];
@@ -199,6 +216,12 @@ int jpd_cmd_replay(int argc, char **argv)
                     outputs = JP_OUT_TOON;
                 else
                     return usage_error("replay", "--format must be human or toon, not", v);
+            } else if (!strcmp(a, "--until-record")) {
+                if (until != UINT64_MAX)
+                    return usage_error("replay", "--until-record given more than once", NULL);
+                if (jpd_parse_u64(v, 1, UINT64_MAX - 1u, &until) < 0)
+                    return usage_error("replay", "--until-record must be a record count of at "
+                                                 "least 1, not", v);
             } else if (!strcmp(a, "--profile-threshold")) {
                 uint32_t bp;
                 if (jp_parse_percent_bp(v, &bp) < 0)
@@ -228,9 +251,15 @@ int jpd_cmd_replay(int argc, char **argv)
                                      "every total)", NULL);
 
     struct jpd_loaded l;
-    int r = jpd_load_capture(file, &l);
+    int r = jpd_load_capture_until(file, until, &l);
     if (r < 0) {
         fprintf(stderr, "jettprofd replay: cannot read %s: %s\n", file, jpd_error_text(r));
+        return 1;
+    }
+    if (until != UINT64_MAX && l.ending != JP_END_RUNNING && l.integrity != JP_CAPI_MISSING) {
+        fprintf(stderr, "jettprofd replay: --until-record %llu: %s holds %llu records\n",
+                (unsigned long long)until, file, (unsigned long long)l.records);
+        jpd_loaded_free(&l);
         return 1;
     }
     char why[256];
@@ -245,7 +274,8 @@ int jpd_cmd_replay(int argc, char **argv)
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = threshold, .limit = limit,
                                .ending = l.ending,
-                               .outputs = outputs | (verbose ? JP_OUT_VERBOSE : 0u)};
+                               .outputs = outputs | (verbose ? JP_OUT_VERBOSE : 0u),
+                               .records_taken = l.records};
     struct jp_rendered out;
     memset(&out, 0, sizeof out);
     r = jp_profile_render(l.eng, &o, &out);

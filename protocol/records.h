@@ -139,9 +139,10 @@ enum {
 };
 /* How a run's stream ended, as the runs log, the daemon's log lines and `jettprofd runs` name
  * it: X(NAME, value, "word"). The report turns each into the run's partial reason (render). */
+/* RUNNING is no ending: a snapshot's, the profile of a run in flight (render/REPORT.md). */
 #define JP_ENDINGS(X) X(STOP, 0, "stop") X(PRODUCER_LOST, 1, "producer_lost") \
     X(SHUTDOWN, 2, "shutdown") X(TRUNCATED, 3, "truncated") \
-    X(COLLECTOR_FAILURE, 4, "collector_failure")
+    X(COLLECTOR_FAILURE, 4, "collector_failure") X(RUNNING, 5, "running")
 enum {
 #define JP_X(n, v, s) JP_END_##n = v,
     JP_ENDINGS(JP_X)

@@ -256,6 +256,7 @@ static const char *const reason_words[JP_REASON_COUNT] = {
         "the retention metadata budget ran out, so live figures are not exact",
     [JP_REASON_BIT_CPU_METADATA_LIMIT] = "the CPU metadata budget ran out, so detail stopped",
     [JP_REASON_BIT_STACK_CAPTURE_LIMIT] = "a call stack deeper than 128 frames was cut",
+    [JP_REASON_BIT_IN_PROGRESS] = "the run goes on; this is a live snapshot of it",
 };
 
 static void h_reason(struct jp_buf *s, const char *word)
@@ -291,6 +292,13 @@ static void h_status(struct jp_buf *s, const struct jp_report *r, const struct j
                       v->stop_record_count, v->records_counted);
     if (o->run_id)
         jp_buf_printf(s, "run id: %" PRIu64 "\n", o->run_id);
+    if (r->snapshot) {
+        jp_buf_printf(s, "live snapshot: the first %" PRIu64 " records of the run", r->records_taken);
+        if (r->elapsed_ns)
+            jp_buf_printf(s, ", %" PRIu64 ".%03" PRIu64 " s into it",
+                          r->elapsed_ns / 1000000000u, r->elapsed_ns / 1000000u % 1000u);
+        jp_buf_puts(s, "\n");
+    }
 }
 
 static void h_termination(struct jp_buf *s, struct h_totals *t, const struct jp_report *r)
@@ -343,7 +351,7 @@ static void h_samples(struct jp_buf *s, struct h_totals *t, const struct jp_repo
                       r->denominator, JP_HUMAN_FEW_SAMPLES);
 }
 
-static void h_memory_totals(struct jp_buf *s, struct h_totals *t)
+static void h_memory_totals(struct jp_buf *s, struct h_totals *t, const struct jp_report *r)
 {
     const struct jp_wr_item *allocs = h_take(t, "allocation_count");
     const struct jp_wr_item *resizes = h_take(t, "resize_count");
@@ -370,6 +378,11 @@ static void h_memory_totals(struct jp_buf *s, struct h_totals *t)
     jp_buf_puts(s, " freed, ");
     h_value_bytes(s, peak);
     jp_buf_puts(s, " at peak, ");
+    if (r->snapshot) { /* nothing is retained before the run ends: what is live now */
+        h_value_bytes(s, live);
+        jp_buf_puts(s, " live now\n");
+        return;
+    }
     h_value_bytes(s, kept);
     jp_buf_puts(s, " retained");
     /* live_bytes is the live total at the end, the retained bytes by definition: shown once
@@ -438,7 +451,8 @@ static int h_top_sites(struct jp_buf *s, struct jp_buf *tmp, const struct jp_rep
                        bool peak)
 {
     const struct jp_engine_view *v = r->v;
-    jp_buf_puts(s, peak ? "live at the peak, largest sites" : "retained at the end, largest sites");
+    jp_buf_puts(s, peak ? "live at the peak, largest sites"
+                        : r->snapshot ? "live now, largest sites" : "retained at the end, largest sites");
     if (!r->live_exact) {
         jp_buf_puts(s, ": unavailable (the live figures of this profile are not exact)\n");
         return 0;
@@ -586,7 +600,7 @@ static void h_entry(struct jp_buf *s, struct jp_buf *tmp, const struct jp_report
         if (r->live_exact) {
             jp_buf_puts(s, "; freed ");
             h_bytes(s, f->freed);
-            jp_buf_puts(s, ", retained ");
+            jp_buf_puts(s, r->snapshot ? ", live now " : ", retained ");
             h_bytes(s, f->live);
             jp_buf_puts(s, ", live at peak ");
             h_bytes(s, jp_func_live_at_peak(f, v->peak_epoch));
@@ -602,7 +616,7 @@ static void h_entry(struct jp_buf *s, struct jp_buf *tmp, const struct jp_report
             jp_buf_puts(s, ", ");
             h_count(s, c->count, "allocation", "allocations");
             if (r->live_exact) {
-                jp_buf_puts(s, ", retained ");
+                jp_buf_puts(s, r->snapshot ? ", live now " : ", retained ");
                 h_bytes(s, c->live);
             }
             jp_buf_puts(s, ": ");
@@ -697,7 +711,7 @@ int jp_write_human(const struct jp_report *r, const struct jp_report_opts *o, ch
     if (cpu)
         h_samples(&s, &t, r);
     else
-        h_memory_totals(&s, &t);
+        h_memory_totals(&s, &t, r);
     h_bottleneck_counts(&s, &t, r, cpu);
 
     if (r->emitted) {

@@ -193,7 +193,7 @@ static void add_suggestions(const struct jp_engine_view *v, const struct jp_repo
     } else {
         if (f->mem.allocated > 0)
             en->sugg[en->nsugg++] = JP_RULE_MEM_ALLOCATION_PRESSURE;
-        if (r->live_exact && f->live > 0 && eligible(f->live, v->attributed_allocated,
+        if (r->live_exact && !r->snapshot && f->live > 0 && eligible(f->live, v->attributed_allocated,
                                                      r->threshold_bp))
             en->sugg[en->nsugg++] = JP_RULE_MEM_RETAINED;
     }
@@ -330,6 +330,9 @@ int jp_report_build(const struct jp_engine_view *view, const struct jp_report_op
     r->view = *view;
     const struct jp_engine_view *v = r->v = &r->view;
     r->ending = o->ending;
+    r->snapshot = o->ending == JP_END_RUNNING;
+    r->records_taken = o->records_taken;
+    r->elapsed_ns = o->elapsed_ns;
     r->threshold_bp = threshold;
     r->limit = limit;
     r->denominator = v->mode == JP_MODE_CPU ? v->state_samples[JP_STATE_JETT]

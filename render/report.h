@@ -22,6 +22,10 @@ struct jp_report_opts {
                               text's full totals block (the writers; building ignores it) */
     uint64_t run_id;       /* the long-lived daemon's id of the run, named in the human text's
                               header; 0: none (private daemon, replay) */
+    /* A snapshot (ending JP_END_RUNNING): the records of the run's merged stream it covers, and
+     * how long the run had been going (0: not known, as in a replay). */
+    uint64_t records_taken;
+    uint64_t elapsed_ns;
 };
 
 
@@ -36,7 +40,8 @@ struct jp_report_opts {
     X(RECORDS_DROPPED, "records_dropped")                                                         \
     X(RETENTION_METADATA_LIMIT, "retention_metadata_limit")                                       \
     X(CPU_METADATA_LIMIT, "cpu_metadata_limit")                                                   \
-    X(STACK_CAPTURE_LIMIT, "stack_capture_limit")
+    X(STACK_CAPTURE_LIMIT, "stack_capture_limit")                                                 \
+    X(IN_PROGRESS, "in_progress")
 enum {
 #define JP_X(n, s) JP_REASON_BIT_##n,
     JP_REASONS(JP_X)
@@ -94,6 +99,8 @@ struct jp_report {
     bool detail_partial;
     bool live_exact; /* memory: freed/live/peak/retained are exact (jp_view_live_exact) */
     uint64_t record_mismatch; /* |RUN_STOP.record_count - records received|, 0 without stop */
+    bool snapshot;            /* ending JP_END_RUNNING: a profile of a run in flight */
+    uint64_t records_taken, elapsed_ns; /* a snapshot's (jp_report_opts) */
     uint64_t denominator;
     struct jp_entry *entries; /* eligible, in order; the first `emitted` are reported */
     uint32_t eligible, emitted;

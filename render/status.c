@@ -12,7 +12,9 @@ void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp
 #define SET(n) (reasons |= 1u << JP_REASON_BIT_##n)
     if (ending == JP_END_COLLECTOR_FAILURE)
         SET(COLLECTOR_FAILURE);
-    if (!v->have_stop) {
+    if (ending == JP_END_RUNNING) {
+        SET(IN_PROGRESS); /* a snapshot: the run goes on, whatever the records say */
+    } else if (!v->have_stop) {
         if (ending == JP_END_PRODUCER_LOST)
             SET(PRODUCER_LOST);
         else if (ending == JP_END_SHUTDOWN)
@@ -22,7 +24,7 @@ void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp
     } else if (v->termination == JP_TERM_INTERRUPTED) {
         SET(INTERRUPTED);
     }
-    r->record_mismatch = jp_view_record_mismatch(v);
+    r->record_mismatch = ending == JP_END_RUNNING ? 0 : jp_view_record_mismatch(v);
     /* Dropped ticks are an ordinary total like coalesced ones (READINGS.md #15): an opportunity
      * not taken, not an account left incomplete. Records that did not arrive are. */
     if (c->lost_records || r->record_mismatch)
@@ -38,10 +40,18 @@ void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp
     r->reasons = reasons;
     r->status = JP_STATUS_COMPLETE;
     r->reason = "";
+    /* A snapshot's reason is a bounded-detail one that already holds, as the final profile
+     * will say it, else in_progress (render/REPORT.md, "Snapshots"). */
+    uint32_t primary = ending != JP_END_RUNNING ? reasons
+                       : reasons & ((1u << JP_REASON_BIT_COLLECTOR_FAILURE) |
+                                    (1u << JP_REASON_BIT_RETENTION_METADATA_LIMIT) |
+                                    (1u << JP_REASON_BIT_CPU_METADATA_LIMIT) |
+                                    (1u << JP_REASON_BIT_STACK_CAPTURE_LIMIT) |
+                                    (1u << JP_REASON_BIT_IN_PROGRESS));
     if (reasons) {
         r->status = JP_STATUS_PARTIAL;
         for (unsigned b = 0; b < JP_REASON_COUNT; b++)
-            if (reasons & (1u << b)) {
+            if (primary & (1u << b)) {
                 r->reason = jp_reason_name(b);
                 break;
             }
@@ -49,7 +59,9 @@ void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp
     /* A collector that failed before anything was recorded leaves nothing to be partial of. */
     if ((reasons & (1u << JP_REASON_BIT_COLLECTOR_FAILURE)) && !v->producer_records)
         r->status = JP_STATUS_UNAVAILABLE;
-    if (v->have_stop)
+    if (ending == JP_END_RUNNING)
+        r->termination = "running";
+    else if (v->have_stop)
         r->termination = jp_termination_name(v->termination);
     else
         r->termination = ending == JP_END_SHUTDOWN ? "interrupted" : "unavailable";

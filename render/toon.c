@@ -116,7 +116,7 @@ static void toon_mem_chains(struct jp_buf *s, struct jp_buf *t, const struct jp_
         indent(s, 4);
         jp_buf_printf(s, "- allocated_bytes: %" PRIu64 "\n", c->allocated);
         kv_u64(s, 5, "allocation_count", c->count);
-        kv_opt(s, 5, "retained_bytes", r->live_exact, c->live);
+        kv_opt(s, 5, "retained_bytes", r->live_exact && !r->snapshot, c->live);
         toon_frames(s, t, v, en->chain[i], 5);
     }
 }
@@ -258,7 +258,7 @@ int jp_write_toon(const struct jp_report *r, char **out, size_t *len)
             kv_u64(&s, 3, "allocated_bytes", f->mem.allocated);
             kv_hundredths(&s, 3, "allocation_percent", true, pct);
             kv_opt(&s, 3, "freed_bytes", live, f->freed);
-            kv_opt(&s, 3, "retained_bytes", live, f->live);
+            kv_opt(&s, 3, "retained_bytes", live && !r->snapshot, f->live);
             kv_opt(&s, 3, "live_at_peak_bytes", live, jp_func_live_at_peak(f, v->peak_epoch));
             kv_u64(&s, 3, "resize_count", f->resize_count);
         }

@@ -91,7 +91,9 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
     it[n++] = (struct jp_wr_item){(key), (avail) ? JP_WR_U64 : JP_WR_UNAVAILABLE, (val)}
     if (v->mode == JP_MODE_CPU) {
         uint64_t rec = recorded_samples(v);
-        bool wall = v->have_stop && v->wall_ns;
+        /* a snapshot's duration is the run's so far, when the daemon knows it */
+        uint64_t wall_ns = r->snapshot ? r->elapsed_ns : v->have_stop ? v->wall_ns : 0;
+        bool wall = wall_ns != 0;
         ADD("requested_ticks", true, c->requested_ticks);
         ADD("recorded_samples", true, rec);
         ADD("attributed_samples", true, v->state_samples[JP_STATE_JETT]);
@@ -107,14 +109,15 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
         if (wall) {
             /* samples per second in hundredths, rounded half up: rec * 1e9 * 100 / wall */
             __extension__ typedef unsigned __int128 u128;
-            uint64_t rate = (uint64_t)(((u128)rec * UINT64_C(100000000000) + v->wall_ns / 2u) /
-                                       v->wall_ns);
+            uint64_t rate = (uint64_t)(((u128)rec * UINT64_C(100000000000) + wall_ns / 2u) /
+                                       wall_ns);
             it[n++] = (struct jp_wr_item){"observed_rate_hz", JP_WR_HUNDREDTHS, rate};
         } else {
             ADD("observed_rate_hz", false, 0);
         }
-        ADD("wall_duration_ns", v->have_stop, v->wall_ns);
-        ADD("process_cpu_duration_ns", v->have_stop && v->process_cpu_ns != JP_NS_UNAVAILABLE,
+        ADD("wall_duration_ns", wall || (v->have_stop && !r->snapshot), wall_ns);
+        ADD("process_cpu_duration_ns",
+            v->have_stop && !r->snapshot && v->process_cpu_ns != JP_NS_UNAVAILABLE,
             v->process_cpu_ns);
     } else {
         bool live = r->live_exact;
@@ -123,11 +126,12 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
         ADD("allocated_bytes", true, v->allocated_bytes);
         ADD("freed_bytes", live, v->freed_bytes);
         ADD("peak_live_bytes", live, v->peak_bytes);
-        ADD("retained_bytes", live, v->live_bytes);
+        ADD("retained_bytes", live && !r->snapshot, v->live_bytes); /* live at the end */
         ADD("live_bytes", live, v->live_bytes);
         ADD("attributed_allocated_bytes", true, v->attributed_allocated);
         ADD("truncated_stacks", true, v->truncated_stacks);
-        ADD("wall_duration_ns", v->have_stop, v->wall_ns);
+        ADD("wall_duration_ns", r->snapshot ? r->elapsed_ns > 0 : v->have_stop,
+            r->snapshot ? r->elapsed_ns : v->wall_ns);
     }
     ADD("lost_records", true, c->lost_records);
     ADD("producer_wait_ns", true, c->producer_wait_ns); /* ns the program waited for room */
@@ -139,6 +143,8 @@ unsigned jp_wr_totals(const struct jp_report *r, struct jp_wr_item *it)
     /* appended after the contract's fields: distinct runtime threads over the producer's
      * events (CPU samples; memory allocation events) */
     ADD("runtime_threads", v->threads_exact && v->runtime_threads, v->runtime_threads);
+    if (r->snapshot) /* only a snapshot says how much of the run's stream it covers */
+        ADD("records_taken", true, r->records_taken);
 #undef ADD
     return n;
 }

@@ -168,7 +168,7 @@ static struct feed_result run_cpu(int how, uint64_t samples, uint32_t nnodes)
     }
     if (how != FEED_VALIDATE) {
         /* inclusive and chain counts are settled from the node counts at report time */
-        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0};
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_TRUNCATED, JP_OUT_TOON, 0, 0, 0};
         struct jp_rendered out;
         double r0 = tl_now_s();
         must(jp_profile_render(e, &o, &out), "render");

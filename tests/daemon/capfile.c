@@ -52,7 +52,7 @@ char *jpt_capfile_expected(uint32_t mode, uint32_t seed, uint64_t events, uint64
                      (unsigned long long)n, why ? why : "");
     cr_assert_eq(n, nrecs, "the stream has %llu records", (unsigned long long)n);
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = ending, .outputs = outputs};
+                               .ending = ending, .outputs = outputs, .records_taken = nrecs};
     struct jp_rendered r;
     memset(&r, 0, sizeof r);
     cr_assert_eq(jp_profile_render(e, &o, &r), 0, "render");

@@ -17,8 +17,8 @@ uint64_t jpt_capfile_write_format(const char *path, uint32_t mode, uint32_t seed
                                   uint64_t events, uint32_t format);
 
 /* The profile the engine renders for the first nrecs records of that stream, with the given
- * ending (JP_END_*) and outputs (JP_OUT_HUMAN or JP_OUT_TOON), threshold and limit as the run
- * asked. The text is malloc'ed. */
+ * ending (JP_END_*: RUNNING for the snapshot that covers them) and outputs (JP_OUT_HUMAN or
+ * JP_OUT_TOON), threshold and limit as the run asked. The text is malloc'ed. */
 char *jpt_capfile_expected(uint32_t mode, uint32_t seed, uint64_t events, uint64_t nrecs,
                            uint32_t ending, uint32_t outputs, size_t *len);
 

@@ -571,3 +571,138 @@ Test(replay, a_stored_version_2_capture_replays_byte_identical)
         free(out), free(err), free(want);
     }
 }
+
+/* ---- a point of a capture: --until-record N, diff CAPTURE@N ---- */
+
+/* `jettprofd replay FILE --until-record N --format F`: the exit status, stdout and stderr. */
+static int replay_until(const char *file, const char *n, const char *format, char **out,
+                        size_t *len, char **err)
+{
+    char *argv[] = {(char *)jpt_daemon_bin(), "replay", (char *)file, "--until-record",
+                    (char *)n, "--format", (char *)format, NULL};
+    return jpt_capture_cmd(argv, out, len, err);
+}
+
+/* The snapshot of the first N records of a capture is what the engine renders for exactly
+ * those records as a run in flight, in both formats and both modes, at points all through the
+ * stream (the last one just before RUN_STOP); its TOON says so (running, partial in_progress,
+ * records_taken) and, in memory mode, leaves retained bytes unavailable. */
+static void expect_points(uint32_t mode, uint32_t seed)
+{
+    char *dir = jpt_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.jpcap", dir);
+    uint64_t events = 3000, nrecs = jpt_capfile_write(path, mode, seed, events);
+    const uint64_t points[] = {1, 2, 57, nrecs / 2, nrecs - 1};
+    for (unsigned i = 0; i < sizeof points / sizeof points[0]; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)points[i]);
+        for (int toon = 0; toon < 2; toon++) {
+            char *out, *err;
+            size_t len;
+            int st = replay_until(path, n, toon ? "toon" : "human", &out, &len, &err);
+            cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--until-record %s: %s", n, err);
+            size_t wlen;
+            char *want = jpt_capfile_expected(mode, seed, events, points[i], JP_END_RUNNING,
+                                              toon ? JP_OUT_TOON : JP_OUT_HUMAN, &wlen);
+            cr_assert_eq(len, wlen, "--until-record %s:\n%s\nwant:\n%s", n, out, want);
+            cr_assert_eq(memcmp(out, want, len), 0, "--until-record %s:\n%s\nwant:\n%s", n, out,
+                         want);
+            if (toon) {
+                char line[64];
+                snprintf(line, sizeof line, "\n    records_taken: %s\n", n);
+                cr_assert(strstr(out, line), "%s", out);
+                cr_assert(strstr(out, "\n  termination: running\n"), "%s", out);
+                if (points[i] > 1) /* RUN_START alone is no run yet */
+                    cr_assert(strstr(out, "\n  partial_reason: in_progress\n"), "%s", out);
+                if (mode == JP_MODE_MEMORY && points[i] > 1)
+                    cr_assert(strstr(out, "\n    retained_bytes: unavailable\n"), "%s", out);
+            } else if (points[i] > 1) {
+                cr_assert(strstr(out, "live snapshot: the first "), "%s", out);
+            }
+            free(want);
+            free(out);
+            free(err);
+        }
+    }
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+Test(replay, until_record_gives_the_snapshot_of_a_cpu_captures_first_records)
+{
+    expect_points(JP_MODE_CPU, 31);
+}
+
+Test(replay, until_record_gives_the_snapshot_of_a_memory_captures_first_records)
+{
+    expect_points(JP_MODE_MEMORY, 32);
+}
+
+/* Past the stream's end, or not a count: a clear error naming what was wrong. */
+Test(replay, until_record_past_the_end_or_not_a_count_is_an_error)
+{
+    char *dir = jpt_tmpdir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/p.jpcap", dir);
+    uint64_t nrecs = jpt_capfile_write(path, JP_MODE_CPU, 33, 200);
+    char n[32];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)nrecs + 1u);
+    char *out, *err;
+    size_t len;
+    int st = replay_until(path, n, "toon", &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    char want[128];
+    snprintf(want, sizeof want, "holds %llu records", (unsigned long long)nrecs);
+    cr_assert(strstr(err, want) && len == 0, "%s", err);
+    free(out);
+    free(err);
+    const char *bad[] = {"0", "-1", "12x", ""};
+    for (unsigned i = 0; i < 4; i++) {
+        st = replay_until(path, bad[i], "toon", &out, &len, &err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d", bad[i], st);
+        cr_assert(strstr(err, "--until-record must be a record count"), "%s", err);
+        free(out);
+        free(err);
+    }
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+
+/* diff takes a point of a capture as either side: the first half of a memory run against the
+ * whole of it, and a point against itself (nothing changed). */
+Test(replay, diff_takes_a_point_of_a_capture)
+{
+    char *dir = jpt_tmpdir();
+    char path[600], half[640], self[1300];
+    snprintf(path, sizeof path, "%s/p.jpcap", dir);
+    uint64_t nrecs = jpt_capfile_write(path, JP_MODE_MEMORY, 34, 2000);
+    snprintf(half, sizeof half, "%s@%llu", path, (unsigned long long)nrecs / 2u);
+    char *argv[] = {(char *)jpt_daemon_bin(), "diff", half, path, "--format", "toon", NULL};
+    char *out, *err;
+    size_t len;
+    int st = jpt_capture_cmd(argv, &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+    cr_assert(strstr(out, "diff:"), "%s", out);
+    free(out);
+    free(err);
+    char *same[] = {(char *)jpt_daemon_bin(), "diff", half, half, NULL};
+    st = jpt_capture_cmd(same, &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+    cr_assert(strstr(out, "+0.00"), "a point against itself changes nothing:\n%s", out);
+    cr_assert_null(strstr(out, "+0.01"), "%s", out);
+    free(out);
+    free(err);
+    snprintf(self, sizeof self, "%s@%llu", path, (unsigned long long)nrecs + 5u);
+    char *past[] = {(char *)jpt_daemon_bin(), "diff", self, path, NULL};
+    st = jpt_capture_cmd(past, &out, &len, &err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "%s", err);
+    cr_assert(strstr(err, "the capture holds"), "%s", err);
+    free(out);
+    free(err);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}

@@ -392,7 +392,7 @@ void t_render_opts(struct jp_engine *e, const struct jp_report_opts *o, char **t
 void t_render(struct jp_engine *e, uint32_t ending, char **toon, char **human, char **json,
               uint32_t *status)
 {
-    struct jp_report_opts o = {sizeof o, -1, -1, ending, JP_OUT_HUMAN | JP_OUT_TOON, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, ending, JP_OUT_HUMAN | JP_OUT_TOON, 0, 0, 0};
     t_render_opts(e, &o, toon, human, json, status);
 }
 

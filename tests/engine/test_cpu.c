@@ -34,7 +34,7 @@ Test(cpu, inclusive_self_recursion_hot_lines_chains)
     t_golden_cpu_program(e);
     t_golden_cpu_samples(e);
 
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, 0, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, 0, 0, 0, 0};
     struct jp_ctl_excerpt_key *keys;
     uint32_t nkeys;
     struct jp_engine_view v;

@@ -234,7 +234,7 @@ static int run_once(const struct stream *s, struct result *res)
     if (rc < 0)
         return rc;
     cr_assert_eq(jp_engine_set_hash_seed(e, 0x5eed), 0);
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_HUMAN | JP_OUT_TOON, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_HUMAN | JP_OUT_TOON, 0, 0, 0};
     struct jp_ctl_excerpt_key *keys = NULL;
     struct jp_engine_view v;
     struct jp_report *rep = NULL;
@@ -246,7 +246,7 @@ static int run_once(const struct stream *s, struct result *res)
         (rc = feed_run(e, &s->stop)) == 0 &&
         (rc = jp_engine_summary(e, &res->sum)) == 0 && (rc = jp_engine_view(e, &v)) == 0) {
         struct jp_rendered a, b;
-        struct jp_report_opts all = {sizeof all, 0, 100, JP_END_STOP, JP_OUT_TOON, 0};
+        struct jp_report_opts all = {sizeof all, 0, 100, JP_END_STOP, JP_OUT_TOON, 0, 0, 0};
         jp_report_rebind(rep, &v, JP_END_STOP);
         rc = jp_report_write(rep, &o, &a);
         if (rc == 0) {
@@ -383,7 +383,7 @@ Test(oom, an_engine_out_of_memory_refuses_further_records)
     memcpy(&h, t->buf + off, sizeof h);
     cr_assert_eq(jp_engine_feed(e, t->buf + off, h.size, NULL), -ENOMEM, "latched");
     struct jp_rendered r;
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST, JP_OUT_TOON, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST, JP_OUT_TOON, 0, 0, 0};
     cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     cr_assert_not_null(strstr(r.toon, "mode: cpu"));
     jp_rendered_free(&r);

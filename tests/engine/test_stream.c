@@ -24,7 +24,7 @@ Test(stream, nothing_before_run_start)
     cr_assert_eq(t_feed_raw(e, &c, sizeof c, &why), -EPROTO);
     cr_assert_str_eq(why, "record before RUN_START");
     struct jp_rendered r;
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_STOP, JP_OUT_TOON, 0, 0, 0};
     cr_assert_eq(jp_profile_render(e, &o, &r), -ENODATA);
     jp_engine_free(e);
 }
@@ -205,7 +205,7 @@ Test(stream, collector_failure_with_nothing_recorded_is_unavailable)
               "%s", human);
     cr_assert(strstr(human, "\nalso: records_dropped: records were lost") != NULL, "%s", human);
     struct jp_rendered r;
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, JP_OUT_TOON, 0};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, JP_OUT_TOON, 0, 0, 0};
     cr_assert_eq(jp_profile_render(e, &o, &r), 0);
     cr_assert_str_eq(r.reason, "collector_failure");
     cr_assert_null(r.human);
@@ -244,7 +244,7 @@ Test(stream, hostile_bytes_never_crash)
         }
         struct jp_rendered out;
         struct jp_report_opts o = {sizeof o, -1, -1, JP_END_PRODUCER_LOST,
-                                   JP_OUT_TOON | JP_OUT_HUMAN, 0};
+                                   JP_OUT_TOON | JP_OUT_HUMAN, 0, 0, 0};
         cr_assert_eq(jp_profile_render(e, &o, &out), 0);
         size_t at = 0;
         cr_assert_eq(jp_utf8_validate(out.toon, out.toon_len, &at), 0, "TOON byte %zu", at);

@@ -28,7 +28,7 @@ static void same_as_general(uint32_t mode, uint64_t lost, uint64_t run_id)
     struct jp_engine *e = t_engine();
     cr_assert_eq(t_feed_raw(e, &rs, sizeof rs, NULL), 0);
     cr_assert_eq(t_feed_raw(e, &c, sizeof c, NULL), 0);
-    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, outputs, run_id};
+    struct jp_report_opts o = {sizeof o, -1, -1, JP_END_COLLECTOR_FAILURE, outputs, run_id, 0, 0};
     struct jp_rendered general;
     cr_assert_eq(jp_profile_render(e, &o, &general), 0);
 

@@ -69,7 +69,7 @@ Test(report, threshold_compares_exact_counts_not_rounded_display)
     J_EQ(json, "profile.totals.eligible_bottlenecks", "2");
     J_EQ(json, "profile.bottlenecks.1.allocation_percent", "33.33");
     free(json);
-    struct jp_report_opts o = {sizeof o, 3334, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN, 0};
+    struct jp_report_opts o = {sizeof o, 3334, -1, JP_END_STOP, JP_OUT_TOON | JP_OUT_HUMAN, 0, 0, 0};
     t_render_opts(e, &o, NULL, NULL, &json, NULL);
     J_EQ(json, "profile.config.threshold_basis_points", "3334");
     J_EQ(json, "profile.totals.eligible_bottlenecks", "1");
@@ -318,7 +318,7 @@ static void human_matches_toon(struct jp_engine *e, uint32_t ending)
     free(human);
     free(json);
     struct jp_report_opts o = {sizeof o, -1, -1, ending,
-                               JP_OUT_HUMAN | JP_OUT_TOON | JP_OUT_VERBOSE, 0};
+                               JP_OUT_HUMAN | JP_OUT_TOON | JP_OUT_VERBOSE, 0, 0, 0};
     t_render_opts(e, &o, NULL, &human, &json, NULL);
     char keys[40][48], vals[40][48], names[100][64];
     int nk, nn;
