@@ -138,8 +138,8 @@ static const struct command {
      "Rebuilds a run's profile from its capture, byte-identical to the live one; a damaged\n"
      "capture gives the profile of every complete block before the damage and a caveat.\n"
      "--verbose ends the human text with every total under its TOON name. --until-record N\n"
-     "gives the snapshot of the first N records of the run's stream, as a live snapshot that\n"
-     "said records_taken: N (its durations aside).\n"},
+     "gives the snapshot of the first N records of the run's stream: the profile of the run\n"
+     "in flight as it stood then (termination running, records_taken N).\n"},
     {"summarize",
      "jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N]\n"
      "                    [--exit-code C] CAPTURE...\n",
