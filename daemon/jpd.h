@@ -124,6 +124,7 @@ struct jpd_live {
     pid_t pid;
     uint32_t mode;
     uint64_t start_ns;  /* uv_hrtime() */
+    struct jpd_loop *lp; /* the loop the run is drained on: where its snapshot is built */
     uint64_t records;   /* fed to the engine so far */
     uint64_t fill, slots; /* the fullest ring's fill at the last drain, of its slot_count */
     uint64_t waits;     /* times the drain woke the producer sleeping for room */

@@ -120,7 +120,8 @@ static const struct command {
      "                            mode, host or __*; V without ',', '{', '}', '=')\n"},
     {"show",
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
-     "Prints the profile of a finished run of the daemon serving on PATH.\n"},
+     "Prints the profile of a finished run of the daemon serving on PATH, or the snapshot of\n"
+     "a run in flight: the profile of the records taken so far (termination running).\n"},
     {"status",
      "jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]\n",
      "Prints what the daemon serving on PATH is doing: its uptime, workers, RSS, totals and\n"

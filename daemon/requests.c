@@ -1,8 +1,9 @@
-/* The requests a client makes of a serving daemon instead of a run: SHOW a kept run, the
- * daemon's STATUS, the RUNS it finished. The answers are the server's: they read what the main
- * loop owns (the kept store, the runs log's recent rows, the live runs' figures), after the
- * workers' posts, so a client that got its RESULT finds its run. A live run's snapshot will be
- * one more request here.
+/* The requests a client makes of a serving daemon instead of a run: SHOW a kept run or a
+ * snapshot of a live one, the daemon's STATUS, the RUNS it finished. The answers are the
+ * server's: they read what the main loop owns (the kept store, the runs log's recent rows, the
+ * live runs' figures), after the workers' posts, so a client that got its RESULT finds its run.
+ * A live run's snapshot is the one answer not built here: only the run's own loop may read its
+ * engine, so the request goes there (session.c, answer_snapshot).
  */
 #include <string.h>
 
@@ -10,16 +11,33 @@
 #include "server.h"
 #include "status.h"
 
-/* SHOW: one answer for a run that is not kept and one of another user, since telling them
- * apart would tell other users which run ids exist. */
+/* The loop a live run of this id, visible to uid, is drained on, or NULL. */
+static struct jpd_loop *live_run_loop(struct jpd_daemon *d, uid_t uid, uint64_t run_id)
+{
+    struct jpd_loop *lp = NULL;
+    pthread_mutex_lock(&d->live_mu);
+    for (const struct jpd_live *l = d->live; l; l = l->next)
+        if (l->run_id == run_id && (uid == 0 || uid == l->uid)) {
+            lp = l->lp;
+            break;
+        }
+    pthread_mutex_unlock(&d->live_mu);
+    return lp;
+}
+
+/* SHOW: a kept run's profile, or a live run's snapshot (built on its loop); one answer for a
+ * run that is neither and one of another user, since telling them apart would tell other users
+ * which run ids exist. */
 static uint32_t answer_show(struct jpd_daemon *d, uid_t uid, const struct jp_ctl_msg *m,
-                            struct jp_ctl_msg *r, const char **why)
+                            struct jp_ctl_msg *r, const char **why, struct jpd_loop **on)
 {
     if (m->u.show.outputs & ~(uint32_t)(JP_OUT_HUMAN | JP_OUT_TOON)) {
         *why = "show.outputs names an unknown output";
         return JP_CTLE_BAD_MESSAGE;
     }
     const struct jpd_kept *k = jpd_find_kept(d, m->u.show.run_id);
+    if (!k && (*on = live_run_loop(d, uid, m->u.show.run_id)) != NULL)
+        return 0;
     if (!k || (uid != 0 && uid != k->uid)) {
         *why = "no such run visible to you";
         return JP_CTLE_NO_SUCH_RUN;
@@ -38,11 +56,13 @@ static uint32_t answer_show(struct jpd_daemon *d, uid_t uid, const struct jp_ctl
 }
 
 uint32_t jpd_server_answer(struct jpd_daemon *d, uid_t uid, const struct jp_ctl_msg *m,
-                           struct jp_ctl_msg *reply, struct jp_buf *text, const char **why)
+                           struct jp_ctl_msg *reply, struct jp_buf *text, const char **why,
+                           struct jpd_loop **snapshot_on)
 {
+    *snapshot_on = NULL;
     jpd_workers_absorb(d); /* what workers posted before now is kept and listed */
     if (m->type == JP_CTL_SHOW)
-        return answer_show(d, uid, m, reply, why);
+        return answer_show(d, uid, m, reply, why, snapshot_on);
     if (m->type == JP_CTL_RUNS)
         jpd_runs_text(d, uid, m->u.runs.format, m->u.runs.limit, text);
     else

@@ -62,6 +62,9 @@ void jpd_workers_join(struct jpd_daemon *d);
 /* For sessions, on the main loop: queues t (a session that left the main loop, whose fn adopts
  * it) to the worker with the fewest runs. */
 void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_task *t);
+/* For sessions, on the main loop: queues t to worker w (a request that must be answered on the
+ * loop of the run it asks about). */
+void jpd_workers_hand_to(struct jpd_loop *w, struct jpd_task *t);
 /* Main loop: runs what was posted and hands on the sessions freed on workers, so what follows
  * sees every post made before it. Called from the post handle and before anything that reads
  * the state the posts change. */
@@ -79,9 +82,12 @@ void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 /* requests.c. For sessions, on the main loop: the answer to a SHOW, STATUS or RUNS request of
  * a client of uid: 0 with *reply filled (its strings point into the kept store or *text, which
  * the caller frees, and stay valid until the main loop's next turn), else the JP_CTLE_* code
- * that ends the session, with *why. */
+ * that ends the session, with *why. A SHOW of a run in flight the client may see is answered
+ * with 0 and *snapshot_on set to the loop the run lives on (*reply untouched): the snapshot is
+ * built there, on the run's own thread, between its drains. */
 uint32_t jpd_server_answer(struct jpd_daemon *d, uid_t uid, const struct jp_ctl_msg *m,
-                           struct jp_ctl_msg *reply, struct jp_buf *text, const char **why);
+                           struct jp_ctl_msg *reply, struct jp_buf *text, const char **why,
+                           struct jpd_loop **snapshot_on);
 
 /* kept.c. For sessions, on any loop: the store given one finished run (copied), and a
  * runs-log row written, each posted to the main loop from a worker. */

@@ -297,6 +297,7 @@ static void link_session(struct jpd_loop *lp, struct jpd_session *s)
 
 static void adopt(struct jpd_loop *lp, struct jpd_task *t);
 static void session_shutdown(struct jpd_session *s);
+static void answer_snapshot(struct jpd_session *s);
 
 static void on_moved(uv_handle_t *h)
 {
@@ -306,7 +307,11 @@ static void on_moved(uv_handle_t *h)
     unlink_session(s);
     s->lp = NULL;
     s->move.fn = adopt;
-    jpd_workers_hand_over(s->d, &s->move); /* the last the main loop does with it */
+    /* the last the main loop does with it */
+    if (s->snap_to)
+        jpd_workers_hand_to(s->snap_to, &s->move);
+    else
+        jpd_workers_hand_over(s->d, &s->move);
 }
 
 /* On the worker's thread: the session handed over joins lp and goes on where the main loop
@@ -343,7 +348,9 @@ static void adopt(struct jpd_loop *lp, struct jpd_task *t)
     if (s->closing || s->state == JPD_S_DONE)
         return;
     jpd_conn_update_poll(s);
-    if (lp->shutting_down)
+    if (s->state == JPD_S_SNAPSHOT)
+        answer_snapshot(s);
+    else if (lp->shutting_down)
         session_shutdown(s);
 }
 
@@ -436,7 +443,7 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     s->start_unix_s = (int64_t)time(NULL);
     s->start_ns = uv_hrtime();
     s->live = (struct jpd_live){.run_id = s->run_id, .uid = s->peer.uid, .pid = s->peer.pid,
-                                .mode = s->mode, .start_ns = s->start_ns,
+                                .mode = s->mode, .start_ns = s->start_ns, .lp = s->lp,
                                 .slots = s->ring.slot_count};
     jpd_live_begin(s->d, &s->live);
     set_state(s, JPD_S_LIVE);
@@ -503,20 +510,82 @@ static int admit_request(struct jpd_session *s)
     return 1;
 }
 
-/* SHOW, STATUS or RUNS, admitted: the server's answer, sent, or the error it gave. */
+/* SHOW, STATUS or RUNS, admitted: the server's answer, sent, or the error it gave; a SHOW of
+ * a run in flight moves to the run's loop to be answered there (answer_snapshot). */
 static void answer_request(struct jpd_session *s, const struct jp_ctl_msg *m)
 {
     struct jp_ctl_msg r;
     struct jp_buf text = {0};
     const char *why = NULL;
-    uint32_t code = jpd_server_answer(s->d, s->peer.uid, m, &r, &text, &why);
-    if (code)
+    struct jpd_loop *on = NULL;
+    uint32_t code = jpd_server_answer(s->d, s->peer.uid, m, &r, &text, &why, &on);
+    if (!code && on) {
+        s->snap_run_id = m->u.show.run_id;
+        s->snap_outputs = m->u.show.outputs;
+        s->snap_to = on;
+        set_state(s, JPD_S_SNAPSHOT);
+        if (on == s->lp)
+            answer_snapshot(s);
+        else
+            begin_move(s);
+    } else if (code)
         jpd_session_fail(s, code, why);
     else if (jpd_conn_send(s, &r) < 0)
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
     else
         jpd_session_done(s);
     jp_buf_free(&text);
+}
+
+/* On the run's loop, between its drains: the snapshot of the run asked for (the profile of the
+ * records its engine has taken, docs/READINGS.md #21), sent as the answer to SHOW. The run
+ * may have ended on the way here: then the client is told so, and `show` again finds its
+ * final profile. No lock: the engine is read on the one thread that feeds it. */
+static void answer_snapshot(struct jpd_session *s)
+{
+    struct jpd_session *run = NULL;
+    for (struct jpd_session *it = s->lp->sessions; it && !run; it = it->next)
+        if (it != s && it->run_id == s->snap_run_id && it->state == JPD_S_LIVE && it->eng)
+            run = it;
+    if (!run) {
+        jpd_session_fail(s, JP_CTLE_NO_SUCH_RUN,
+                         "the run ended while its snapshot was asked for: show it again for "
+                         "its profile");
+        return;
+    }
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_RUNNING, .outputs = s->snap_outputs,
+                               .run_id = run->run_id, .records_taken = run->fed,
+                               .elapsed_ns = uv_hrtime() - run->start_ns};
+    struct jp_rendered out;
+    memset(&out, 0, sizeof out);
+    int r = jp_profile_render(run->eng, &o, &out);
+    if (r < 0) {
+        jpd_session_fail(s, r == -ENOMEM ? JP_CTLE_INTERNAL : JP_CTLE_NO_SUCH_RUN,
+                         r == -ENOMEM ? "the daemon is out of memory"
+                                      : "the run has no profile to show yet");
+        return;
+    }
+    if (out.human_len + out.toon_len > s->d->cfg->max_export_bytes) {
+        jp_rendered_free(&out);
+        jpd_session_fail(s, JP_CTLE_INTERNAL,
+                         "the snapshot is larger than this daemon's --max-export-bytes");
+        return;
+    }
+    struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
+    m.u.result.status = out.status;
+    m.u.result.reason = out.reason;
+    m.u.result.reason_len = strlen(out.reason);
+    m.u.result.human = out.human ? out.human : "";
+    m.u.result.human_len = out.human ? out.human_len : 0;
+    m.u.result.toon = out.toon ? out.toon : "";
+    m.u.result.toon_len = out.toon ? out.toon_len : 0;
+    int e = jpd_conn_send(s, &m);
+    jp_rendered_free(&out);
+    if (e < 0)
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+    else
+        jpd_session_done(s);
 }
 
 void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)

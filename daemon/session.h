@@ -50,6 +50,7 @@ enum {
     JPD_S_RING,
     JPD_S_LIVE,
     JPD_S_EXCERPTS,
+    JPD_S_SNAPSHOT, /* a SHOW of a live run, on its way to the run's loop to be answered there */
     JPD_S_DONE,  /* nothing more is read; pending output is flushed, then the session closes */
 };
 
@@ -88,6 +89,11 @@ struct jpd_session {
     struct jpd_daemon *d;
     struct jpd_loop *lp;      /* the loop it lives on; NULL while handed over */
     struct jpd_task move;     /* its hand-over to a worker (jpd_workers_hand_over) */
+    /* JPD_S_SNAPSHOT: the run whose snapshot was asked for, the outputs asked, and the loop
+     * the run lives on (the request moves there to be answered) */
+    uint64_t snap_run_id;
+    uint32_t snap_outputs;
+    struct jpd_loop *snap_to;
     struct jpd_session *prev, *next;
     uv_poll_t poll;
     uv_timer_t timer;

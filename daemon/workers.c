@@ -202,6 +202,12 @@ void jpd_workers_hand_over(struct jpd_daemon *d, struct jpd_task *t)
     queue(best, t);
 }
 
+void jpd_workers_hand_to(struct jpd_loop *w, struct jpd_task *t)
+{
+    __atomic_add_fetch(&w->assigned, 1u, __ATOMIC_RELAXED);
+    queue(w, t);
+}
+
 void jpd_workers_shutdown(struct jpd_daemon *d, void (*fn)(struct jpd_loop *, struct jpd_task *))
 {
     for (uint32_t i = 0; i < d->nworkers; i++) {

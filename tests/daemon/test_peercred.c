@@ -323,3 +323,64 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
     rmdir(dir);
     free(dir);
 }
+
+/* In a child as uid/gid: a run started and left in flight, its id written to *run_id; the
+ * child holds it until killed. */
+static pid_t live_run_as(const char *sock, uid_t uid, gid_t gid, uint64_t *run_id)
+{
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    pid_t pid = tl_fork();
+    if (pid == 0) {
+        jpt_become(uid, gid);
+        struct jpt_client c;
+        if (jpt_client_connect(&c, sock) < 0)
+            _exit(98);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_MEMORY, uid, 2000);
+        struct jp_ring ring;
+        uint64_t id;
+        if (jpt_start_run(&c, &s, 256, -1, 200, &ring, &id) < 0)
+            _exit(97);
+        if (write(p[1], &id, sizeof id) != sizeof id)
+            _exit(96);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    cr_assert_eq(read(p[0], run_id, sizeof *run_id), (ssize_t)sizeof *run_id);
+    close(p[0]);
+    return pid;
+}
+
+/* A run in flight is seen by its owner (a snapshot) and root, and by no other user: the same
+ * answer as for a run that does not exist. */
+Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t id;
+    pid_t run = live_run_as(sock, 4001, GROUP, &id);
+    char ids[2][32];
+    snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
+    snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
+    char *foreign, *missing, *own;
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[0], &foreign), 1);
+    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[1], &missing), 1);
+    cr_assert_str_eq(foreign, missing, "the answers must not tell the two apart");
+    cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
+    cr_assert_eq(show_cmd_as(sock, 4001, GROUP, ids[0], &own), 0, "the owner: %s", own);
+    cr_assert_eq(show_as(sock, 0, 0, id), 0, "root sees every run");
+    free(foreign);
+    free(missing);
+    free(own);
+    kill(run, SIGKILL);
+    tl_wait(run, 10000);
+    tl_stop(d, 20000);
+    rmdir(dir);
+    free(dir);
+}
