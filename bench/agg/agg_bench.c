@@ -4,9 +4,10 @@
  * measured in the same run (the same records through jp_rec_validate only: the least any
  * consumer must do). Never asserts timing.
  *
- * Usage: agg_bench [scale [cpu|mem [64|65536 [runs]]]]   (scale 1 = the default sizes; smaller for a
- * quick look; the second argument runs one half only, e.g. under perf; the third one lifetime
- * mix only; the fourth fewer runs than 5, e.g. one under callgrind)
+ * Usage: agg_bench [scale [cpu|mem|snapshot [64|65536 [runs]]]]   (scale 1 = the default sizes;
+ * smaller for a quick look; the second argument runs one half only, e.g. under perf, or the
+ * snapshot costs alone; the third one lifetime mix only; the fourth fewer runs than 5, e.g. one
+ * under callgrind)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +251,66 @@ static struct feed_result run_mem(int how, uint64_t allocs, uint32_t window, uin
     return res;
 }
 
+/* What a snapshot costs the run it is taken of (`jettprofd show` of a run in flight): it is
+ * built on the run's loop between two drains, so for that long nothing is drained and the
+ * producer may wait for room once its ring is full. A run of `n` sites (memory: every node
+ * allocates, a tenth kept; CPU: every node sampled), then the snapshot rendered as `show`
+ * renders it (both texts), median of the runs; beside it, how many events (samples; allocations
+ * with their frees) the drain feeds in that time in the same run: the ring room that keeps the
+ * producer from waiting. */
+static void snapshot_cost(uint32_t mode, uint32_t n)
+{
+    struct jp_engine *e;
+    must(jp_engine_new(&e), "new");
+    rng = 0x243F6A8885A308D3u;
+    start(e, mode, 64u << 20);
+    define_program(e, n, n);
+    static uint8_t chunk[CHUNK_SLOTS * JP_SLOT_SIZE] __attribute__((aligned(64)));
+    uint64_t events = (uint64_t)n * 20u < 400000u ? 400000u : (uint64_t)n * 20u;
+    struct feed_result res = {0};
+    uint32_t nrec = 0;
+    for (uint64_t i = 0; i < events; i++) {
+        uint64_t x = next();
+        uint32_t node = 1 + (uint32_t)(i % n);
+        if (mode == JP_MODE_CPU) {
+            struct jp_rec_cpu_sample r = {.h = {JP_REC_CPU_SAMPLE, sizeof r},
+                                          .state = JP_STATE_JETT, .flags = JP_SAMPLE_HAS_STMT,
+                                          .node = node, .stmt_line = 1 + (uint32_t)(x % 8u),
+                                          .stmt_col = 1, .requested_tick = i};
+            memcpy(chunk + (size_t)nrec++ * JP_SLOT_SIZE, &r, sizeof r);
+        } else {
+            struct jp_rec_alloc a = {.h = {JP_REC_ALLOC, sizeof a}, .node = node,
+                                     .allocation_id = i + 1u, .size = 16u + (x & 255u)};
+            memcpy(chunk + (size_t)nrec++ * JP_SLOT_SIZE, &a, sizeof a);
+            if (x % 10u) { /* freed at once: nine in ten */
+                struct jp_rec_free f = {.h = {JP_REC_FREE, sizeof f}, .node = node,
+                                        .allocation_id = i + 1u, .old_size = a.size};
+                memcpy(chunk + (size_t)nrec++ * JP_SLOT_SIZE, &f, sizeof f);
+            }
+        }
+        res.events = i + 1u;
+        if (nrec + 2u > CHUNK_SLOTS || i + 1u == events) {
+            flush_chunk(e, FEED_SLOTS, chunk, nrec, &res);
+            nrec = 0;
+        }
+    }
+    double t[RUNS_MAX];
+    for (int i = 0; i < runs; i++) {
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_RUNNING, JP_OUT_TOON | JP_OUT_HUMAN,
+                                   0, res.events, 1};
+        struct jp_rendered out;
+        double r0 = tl_now_s();
+        must(jp_profile_render(e, &o, &out), "snapshot");
+        t[i] = tl_now_s() - r0;
+        jp_rendered_free(&out);
+    }
+    double snap = bench_median(t, runs), per = res.seconds / (double)res.events;
+    printf("  %s, %6u sites: snapshot %8.3f ms (%d runs: %.3f-%.3f); the drain feeds %.0f "
+           "events in that time\n", mode == JP_MODE_CPU ? "cpu   " : "memory", (unsigned)n,
+           snap * 1e3, runs, t[0] * 1e3, t[runs - 1] * 1e3, snap / per);
+    jp_engine_free(e);
+}
+
 int main(int argc, char **argv)
 {
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
@@ -265,6 +326,14 @@ int main(int argc, char **argv)
     double me, mb;
     if (strcmp(only, "mem") == 0)
         goto mem;
+    if (strcmp(only, "snapshot") == 0) {
+        printf("snapshots of a run in flight (median, min-max; built between two drains):\n");
+        static const uint32_t sizes[] = {10, 1000, 100000};
+        for (unsigned m = 0; m < 2; m++)
+            for (unsigned k = 0; k < 3; k++)
+                snapshot_cost(m ? JP_MODE_MEMORY : JP_MODE_CPU, sizes[k]);
+        return 0;
+    }
 
     /* Each run feeds the same samples through the drain's call, record by record and through
      * validation only, in turn; rates per second of this thread's CPU time, as below. */
