@@ -130,3 +130,28 @@ Test(budget, cpu_growth_transient_must_fit)
         jp_engine_free(e);
     }
 }
+
+/* A snapshot of a run past its budget says the budget's reason, as its final profile will,
+ * not in_progress; a run within it says in_progress. Both say running. */
+Test(budget, a_snapshot_of_a_run_past_its_budget_shows_the_budgets_reason)
+{
+    char *json;
+    struct jp_engine *e = mem_run(64 * MiB, &json);
+    uint64_t steady = jp_engine_metadata_bytes(e);
+    free(json);
+    jp_engine_free(e);
+    for (int tight = 0; tight < 2; tight++) {
+        e = mem_run(tight ? steady : 64 * MiB, &json);
+        free(json);
+        struct jp_report_opts o = {sizeof o, -1, -1, JP_END_RUNNING, JP_OUT_TOON | JP_OUT_HUMAN,
+                                   0, 123, 0};
+        t_render_opts(e, &o, NULL, NULL, &json, NULL);
+        J_EQ(json, "profile.status", "partial");
+        J_EQ(json, "profile.termination", "running");
+        J_EQ(json, "profile.partial_reason", tight ? "retention_metadata_limit" : "in_progress");
+        J_EQ(json, "profile.totals.records_taken", "123");
+        J_EQ(json, "profile.totals.retained_bytes", "unavailable");
+        free(json);
+        jp_engine_free(e);
+    }
+}
