@@ -247,8 +247,8 @@ int jpd_cmd_export(int argc, char **argv)
                                              "svg, not", v);
             else if (!strcmp(a, "--value") && jp_export_value_parse(v, &o.value) < 0)
                 return usage_error("export", "--value must be samples, alloc_bytes, "
-                                             "alloc_count, retained_bytes, peak_bytes or "
-                                             "retained_count, not", v);
+                                             "alloc_count, retained_bytes, peak_bytes, "
+                                             "retained_count or live_bytes, not", v);
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("export", "unknown option", a);
         } else if (file) {
@@ -300,16 +300,21 @@ int jpd_cmd_export(int argc, char **argv)
 int jpd_cmd_diff(int argc, char **argv)
 {
     const char *files[2] = {NULL, NULL}, *out = "-";
-    uint32_t format = JP_DIFF_HUMAN;
+    uint32_t format = JP_DIFF_HUMAN, value = JP_XVAL_DEFAULT;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--format") || !strcmp(a, "-o")) {
+        if (!strcmp(a, "--format") || !strcmp(a, "-o") || !strcmp(a, "--value")) {
             if (i + 1 >= argc)
                 return usage_error("diff", "missing value for", a);
             const char *v = argv[++i];
             if (!strcmp(a, "-o"))
                 out = v;
-            else if (jp_diff_format_parse(v, &format) < 0)
+            else if (!strcmp(a, "--value")) {
+                if (jp_export_value_parse(v, &value) < 0 || value == JP_XVAL_RETAINED_COUNT)
+                    return usage_error("diff", "--value must be samples, alloc_bytes, "
+                                               "alloc_count, live_bytes, retained_bytes or "
+                                               "peak_bytes, not", v);
+            } else if (jp_diff_format_parse(v, &format) < 0)
                 return usage_error("diff", "--format must be human, toon, folded or svg, not",
                                    v);
         } else if (a[0] == '-' && a[1] != '\0') {
@@ -332,12 +337,19 @@ int jpd_cmd_diff(int argc, char **argv)
     }
     char *doc = NULL;
     size_t len = 0;
-    int rc = jp_diff_write(run[0].r, run[1].r, format, &doc, &len);
+    int rc = jp_diff_write(run[0].r, run[1].r, format, value, &doc, &len);
     if (rc == -EDOM)
         fprintf(stderr, "jettprofd diff: %s is a %s capture and %s a %s capture: captures of "
                         "different modes do not compare\n", files[0],
                 run[0].v.mode == JP_MODE_CPU ? "CPU" : "memory", files[1],
                 run[1].v.mode == JP_MODE_CPU ? "CPU" : "memory");
+    else if (rc == -EINVAL)
+        fprintf(stderr, "jettprofd diff: --value %s does not apply to %s captures\n",
+                jp_export_value_name(value), run[0].v.mode == JP_MODE_CPU ? "CPU" : "memory");
+    else if (rc == -ENODATA)
+        fprintf(stderr, "jettprofd diff: --value %s: a run compared has no exact live figures "
+                        "(its retention budget ran out or records were lost)\n",
+                jp_export_value_name(value));
     else if (rc < 0)
         fprintf(stderr, "jettprofd diff: cannot render the diff: %s\n", jpd_error_text(rc));
     free_run(&run[0]);

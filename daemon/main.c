@@ -162,11 +162,14 @@ static const struct command {
      "                modification time and from that less the run's duration\n"
      "  --label K=V   one more label (repeatable, as for serve)\n"},
     {"diff",
-     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]\n",
+     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [--value V] [-o FILE|-]\n",
      "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
      "of its share of each run's total, largest change first; svg is a differential\n"
      "flame graph (red grew, blue shrank). Either side may be a point of a capture,\n"
-     "CAPTURE@N: its first N records, as replay --until-record N takes them.\n"},
+     "CAPTURE@N: its first N records, as replay --until-record N takes them. --value V\n"
+     "compares a memory run by alloc_count, live_bytes, retained_bytes or peak_bytes\n"
+     "instead of allocated bytes: diff run.jpcap@N run.jpcap --value live_bytes names the\n"
+     "sites whose live bytes grew after record N.\n"},
 };
 
 static const char usage_tail[] =

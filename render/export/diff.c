@@ -1,5 +1,6 @@
 /* The diff of two runs: per function (CPU: inclusive samples) or site (memory: attributed
- * allocated bytes), each run's impact as a share of that run's own denominator (the report's:
+ * allocated bytes, or the value asked for: allocations, live, retained or peak bytes), each
+ * run's impact as a share of that run's own total of it (by default the report's denominator:
  * jett samples, attributed allocated bytes), so runs of different length compare; ranked by
  * the absolute change of share, then by name and path. A function is matched across the runs
  * by its qualified name and relative path (its declaration span moves when the program is
@@ -57,21 +58,84 @@ static int key_cmp(const char *a, size_t la, const char *b, size_t lb)
     return c ? c : (la > lb) - (la < lb);
 }
 
-static uint64_t impact_of(const struct jp_engine_view *v, const struct jp_func *f)
+/* What the diff compares (--value): a function's or site's impact, the run's total of it (the
+ * shares' denominator), and the words its headings use. */
+static uint64_t impact_of(const struct jp_engine_view *v, const struct jp_func *f,
+                          uint32_t value)
 {
-    return v->mode == JP_MODE_CPU ? f->cpu.inclusive : f->mem.allocated;
+    switch (value) {
+    case JP_XVAL_SAMPLES:
+        return f->cpu.inclusive;
+    case JP_XVAL_ALLOC_COUNT:
+        return f->mem.count;
+    case JP_XVAL_LIVE_BYTES:
+    case JP_XVAL_RETAINED_BYTES:
+        return f->live;
+    case JP_XVAL_PEAK_BYTES:
+        return jp_func_live_at_peak(f, v->peak_epoch);
+    default:
+        return f->mem.allocated;
+    }
+}
+
+static uint64_t total_of(const struct jp_report *r, uint32_t value)
+{
+    const struct jp_engine_view *v = r->v;
+    switch (value) {
+    case JP_XVAL_ALLOC_COUNT:
+        return v->allocation_count;
+    case JP_XVAL_LIVE_BYTES:
+    case JP_XVAL_RETAINED_BYTES:
+        return v->live_bytes;
+    case JP_XVAL_PEAK_BYTES:
+        return v->peak_bytes;
+    default: /* the report's own denominator: jett samples, attributed allocated bytes */
+        return r->denominator;
+    }
+}
+
+/* The total's key (TOON) and words (human), and the impact's key and words. */
+static void value_words(uint32_t value, const char **total_key, const char **total_words,
+                        const char **impact_key, const char **impact_words)
+{
+    switch (value) {
+    case JP_XVAL_SAMPLES:
+        *total_key = "attributed_samples", *total_words = "jett samples";
+        *impact_key = "inclusive_samples", *impact_words = "inclusive samples";
+        return;
+    case JP_XVAL_ALLOC_COUNT:
+        *total_key = "allocation_count", *total_words = "allocations";
+        *impact_key = "allocation_count", *impact_words = "allocations";
+        return;
+    case JP_XVAL_LIVE_BYTES:
+        *total_key = "live_bytes", *total_words = "live bytes";
+        *impact_key = "live_bytes", *impact_words = "live bytes";
+        return;
+    case JP_XVAL_RETAINED_BYTES:
+        *total_key = "retained_bytes", *total_words = "retained bytes";
+        *impact_key = "retained_bytes", *impact_words = "retained bytes";
+        return;
+    case JP_XVAL_PEAK_BYTES:
+        *total_key = "peak_live_bytes", *total_words = "bytes live at the peak";
+        *impact_key = "live_at_peak_bytes", *impact_words = "bytes live at the peak";
+        return;
+    default:
+        *total_key = "attributed_allocated_bytes", *total_words = "attributed bytes";
+        *impact_key = "allocated_bytes", *impact_words = "allocated bytes";
+        return;
+    }
 }
 
 /* Appends a row per function of one run with an impact (rows of equal key are merged
  * later, merge_rows). */
-static int add_run(const struct jp_report *r, int side, struct drow **rows, size_t *n,
-                   size_t *cap)
+static int add_run(const struct jp_report *r, int side, uint32_t value, struct drow **rows,
+                   size_t *n, size_t *cap)
 {
     const struct jp_engine_view *v = r->v;
     struct jp_buf k = {0};
     for (uint32_t i = 0; i < v->nfuncs; i++) {
         const struct jp_func *f = &v->funcs[i];
-        uint64_t imp = impact_of(v, f);
+        uint64_t imp = impact_of(v, f, value);
         if (!imp)
             continue;
         k.len = 0;
@@ -171,6 +235,7 @@ static void put_signed(struct jp_buf *b, int64_t h, bool fixed)
 
 struct diff {
     const struct jp_report *run[2];
+    uint32_t value; /* JP_XVAL_*, the default resolved */
     uint64_t den[2];
     struct drow *rows;
     size_t n;
@@ -198,7 +263,8 @@ static const char *status_of(const struct jp_report *r)
 
 static void human(struct jp_buf *b, const struct diff *d)
 {
-    const char *unit = d->run[0]->v->mode == JP_MODE_CPU ? "jett samples" : "attributed bytes";
+    const char *tk, *unit, *ik, *iw;
+    value_words(d->value, &tk, &unit, &ik, &iw);
     jp_buf_printf(b, "%s profile diff\n", d->run[0]->v->mode == JP_MODE_CPU ? "CPU" : "Memory");
     static const char *const label[2] = {"base", "new"};
     for (int s = 0; s < 2; s++) {
@@ -210,8 +276,7 @@ static void human(struct jp_buf *b, const struct diff *d)
     bool cpu = d->run[0]->v->mode == JP_MODE_CPU;
     jp_buf_printf(b, "%zu %s%s, largest change first (change of share in percentage points, "
                      "base share -> new share, base -> new %s):\n",
-                  d->n, cpu ? "function" : "site", d->n == 1 ? "" : "s",
-                  cpu ? "inclusive samples" : "allocated bytes");
+                  d->n, cpu ? "function" : "site", d->n == 1 ? "" : "s", iw);
     u128 den = diff_den(d);
     for (size_t i = 0; i < d->n; i++) {
         const struct drow *w = &d->rows[i];
@@ -236,6 +301,8 @@ static void human(struct jp_buf *b, const struct diff *d)
 static void toon(struct jp_buf *b, const struct diff *d)
 {
     const bool cpu = d->run[0]->v->mode == JP_MODE_CPU;
+    const char *tk, *tw, *ik, *iw;
+    value_words(d->value, &tk, &tw, &ik, &iw);
     JP_BUF_LIT(b, "diff:\n  schema: " DIFF_SCHEMA "\n");
     jp_buf_printf(b, "  mode: %s\n", cpu ? "cpu" : "memory");
     static const char *const label[2] = {"base", "new"};
@@ -244,13 +311,11 @@ static void toon(struct jp_buf *b, const struct diff *d)
         jp_buf_printf(b, "  %s:\n    status: %s\n", label[s], status_of(r));
         if (r->reason[0])
             jp_buf_printf(b, "    reason: %s\n", r->reason);
-        jp_buf_printf(b, "    %s: %" PRIu64 "\n",
-                      cpu ? "attributed_samples" : "attributed_allocated_bytes", d->den[s]);
+        jp_buf_printf(b, "    %s: %" PRIu64 "\n", tk, d->den[s]);
     }
     jp_buf_printf(b, "  changes[%zu]{namespace_function,path,base_%s,new_%s,base_percent,"
                      "new_percent,change_points}:\n",
-                  d->n, cpu ? "inclusive_samples" : "allocated_bytes",
-                  cpu ? "inclusive_samples" : "allocated_bytes");
+                  d->n, ik, ik);
     u128 den = diff_den(d);
     for (size_t i = 0; i < d->n; i++) {
         const struct drow *w = &d->rows[i];
@@ -528,7 +593,7 @@ static int svg(struct jp_buf *b, const struct jpx_prof *x, const struct diff *d)
 }
 
 int jp_diff_write(const struct jp_report *base, const struct jp_report *next, uint32_t format,
-                  char **out, size_t *len)
+                  uint32_t value, char **out, size_t *len)
 {
     if (!base || !next || format >= JP_DIFF_FORMAT_COUNT || !out || !len)
         return -EINVAL;
@@ -536,17 +601,26 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
     *len = 0;
     if (base->v->mode != next->v->mode)
         return -EDOM;
-    struct diff d = {{base, next}, {base->denominator, next->denominator}, NULL, 0};
+    if (value == JP_XVAL_DEFAULT)
+        value = base->v->mode == JP_MODE_CPU ? JP_XVAL_SAMPLES : JP_XVAL_ALLOC_BYTES;
+    if (value >= JP_XVAL_COUNT || value == JP_XVAL_RETAINED_COUNT ||
+        (value == JP_XVAL_SAMPLES) != (base->v->mode == JP_MODE_CPU))
+        return -EINVAL;
+    if ((value == JP_XVAL_LIVE_BYTES || value == JP_XVAL_RETAINED_BYTES ||
+         value == JP_XVAL_PEAK_BYTES) && !(base->live_exact && next->live_exact))
+        return -ENODATA;
+    struct diff d = {{base, next}, value, {total_of(base, value), total_of(next, value)}, NULL,
+                     0};
     struct jp_buf b = {0};
     jp_buf_put(&b, "", 0);
     int rc = 0;
     if (format == JP_DIFF_FOLDED || format == JP_DIFF_SVG) {
         struct jpx_prof x[2];
-        if ((rc = jpx_prof_build(base, JP_XVAL_DEFAULT, &x[0])) < 0) {
+        if ((rc = jpx_prof_build(base, value, &x[0])) < 0) {
             jp_buf_free(&b);
             return rc;
         }
-        if ((rc = jpx_prof_build(next, JP_XVAL_DEFAULT, &x[1])) < 0) {
+        if ((rc = jpx_prof_build(next, value, &x[1])) < 0) {
             jpx_prof_free(&x[0]);
             jp_buf_free(&b);
             return rc;
@@ -556,9 +630,9 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
         jpx_prof_free(&x[1]);
     } else {
         size_t cap = 0;
-        rc = add_run(base, 0, &d.rows, &d.n, &cap);
+        rc = add_run(base, 0, value, &d.rows, &d.n, &cap);
         if (rc == 0)
-            rc = add_run(next, 1, &d.rows, &d.n, &cap);
+            rc = add_run(next, 1, value, &d.rows, &d.n, &cap);
         if (rc == 0) {
             /* one row per key: the same function in both runs (or twice in one, for names
              * that only the declaration span told apart) is one row */

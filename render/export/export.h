@@ -34,7 +34,8 @@
     X(ALLOC_COUNT, "alloc_count", JP_MODE_MEMORY, "allocations")                                  \
     X(RETAINED_BYTES, "retained_bytes", JP_MODE_MEMORY, "bytes")                                  \
     X(PEAK_BYTES, "peak_bytes", JP_MODE_MEMORY, "bytes")                                          \
-    X(RETAINED_COUNT, "retained_count", JP_MODE_MEMORY, "allocations")
+    X(RETAINED_COUNT, "retained_count", JP_MODE_MEMORY, "allocations")                           \
+    X(LIVE_BYTES, "live_bytes", JP_MODE_MEMORY, "bytes")
 enum {
 #define JP_X(n, w, m, u) JP_XVAL_##n,
     JP_EXPORT_VALUES(JP_X)
@@ -79,10 +80,14 @@ enum {
 int jp_diff_format_parse(const char *word, uint32_t *format);
 
 /* The change from run `base` to run `next`, per function (CPU: inclusive samples) or site
- * (memory: attributed allocated bytes), each as a share of its own run's denominator so runs
- * of different length compare; ranked by the absolute change of share. 0; -EINVAL (bad
- * format), -EDOM (the runs are of different modes), -ENOMEM (nothing to free). */
+ * (memory: by value, JP_XVAL_DEFAULT for attributed allocated bytes; alloc_count, live_bytes,
+ * retained_bytes or peak_bytes), each as a share of its own run's total of it so runs of
+ * different length compare; ranked by the absolute change of share. Either run may be a
+ * snapshot (a point of a run): live_bytes is then what was live at that point. 0; -EINVAL
+ * (bad format, a value of the other mode, retained_count), -EDOM (the runs are of different
+ * modes), -ENODATA (a live value while a run's live figures are unavailable), -ENOMEM
+ * (nothing to free). */
 int jp_diff_write(const struct jp_report *base, const struct jp_report *next, uint32_t format,
-                  char **out, size_t *len);
+                  uint32_t value, char **out, size_t *len);
 
 #endif

@@ -92,13 +92,13 @@ static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t
         const struct jp_chain *ch = &v->chains[c];
         vals[c] = value == JP_XVAL_ALLOC_BYTES      ? ch->allocated
                   : value == JP_XVAL_ALLOC_COUNT    ? ch->count
-                  : value == JP_XVAL_RETAINED_BYTES ? ch->live
+                  : value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_LIVE_BYTES ? ch->live
                   : value == JP_XVAL_RETAINED_COUNT ? ch->live_count
                                                     : jp_chain_live_at_peak(ch, v->peak_epoch);
     }
     *total = value == JP_XVAL_ALLOC_BYTES      ? v->allocated_bytes
              : value == JP_XVAL_ALLOC_COUNT    ? v->allocation_count
-             : value == JP_XVAL_RETAINED_BYTES ? v->live_bytes
+             : value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_LIVE_BYTES ? v->live_bytes
              : value == JP_XVAL_RETAINED_COUNT ? v->live_count
                                                : v->peak_bytes;
     return 0;
@@ -119,7 +119,7 @@ int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p
     if (value >= JP_XVAL_COUNT || values[value].mode != v->mode)
         return -EINVAL;
     if ((value == JP_XVAL_RETAINED_BYTES || value == JP_XVAL_PEAK_BYTES ||
-         value == JP_XVAL_RETAINED_COUNT) && !r->live_exact)
+         value == JP_XVAL_RETAINED_COUNT || value == JP_XVAL_LIVE_BYTES) && !r->live_exact)
         return -ENODATA;
     uint32_t cap = v->nchains + 1u;
     uint64_t *vals = calloc(cap, sizeof *vals);
