@@ -71,6 +71,19 @@ Test(snapshot, a_live_run_is_snapshotted_on_its_loop_and_its_replay_agrees, .tim
     uint64_t run_id;
     cr_assert_eq(jpt_start_run(&c, &s, 4096, fd, 2000, &ring, &run_id), 0);
     close(fd);
+    /* The run is live once its worker has taken its ring; until then it is no run to show. */
+    for (int i = 0;; i++) {
+        char *out, *err;
+        int st = show(sv.sock, run_id, "toon", &out, &err);
+        int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        free(out);
+        free(err);
+        if (ok)
+            break;
+        cr_assert_lt(i, 500, "the run never became visible to show");
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
 
     /* Snapshots while the stream goes on: one every 500 records pushed (some 10 ms apart). */
     char *snaps[64];
