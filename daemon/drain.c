@@ -191,6 +191,11 @@ static int drain_stream(struct jpd_session *s, struct jpd_stream *st, uint32_t *
                 r = -EPROTO;
                 break;
             }
+            if (h.type == JP_REC_TIME) {
+                *why = "a ring carries a time mark, which only the daemon writes";
+                r = -EPROTO;
+                break;
+            }
             if (h.type == JP_REC_PAD) {
                 used += slots;
                 budget--; /* PAD too: a producer committing nothing but PADs must not keep us */
@@ -397,11 +402,29 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
     }
 }
 
+void jpd_drain_mark_time(struct jpd_session *s, int always)
+{
+    uint64_t now = uv_hrtime();
+    /* After RUN_START (the engine takes nothing before it); RUN_STOP, held until the run's
+     * excerpts are in, is fed after every mark. */
+    if (!s->fed || !s->eng ||
+        (!always && now - s->mark_ns < (uint64_t)JPD_TIME_MARK_MS * 1000000u))
+        return;
+    struct jp_rec_time t = {.h = {JP_REC_TIME, sizeof t}, .ns = now - s->start_ns};
+    const char *why;
+    if (jpd_drain_feed(s, &t, sizeof t, &why) == 0) {
+        s->mark_ns = now;
+        s->injected++; /* RUN_STOP counts it, as it counts the EXECs the merge injects */
+    }
+}
+
 /* One drain, and what `status` shows of the run after it (an empty ring included: its fill
  * and the producer's gauges move without records). */
 static int drain(struct jpd_session *s, uint32_t budget, const char **why)
 {
     int r = drain_slots(s, budget, why);
+    if (r >= 0)
+        jpd_drain_mark_time(s, 0);
     const struct jp_ring *rings[JP_CTL_MAX_WORKER_RINGS + 1];
     rings[0] = &s->ring;
     for (uint32_t i = 0; i < s->nwr; i++)

@@ -44,6 +44,8 @@
 #define JPD_DRAIN_SLICE 32768u    /* records per session per loop turn: fairness between runs */
 #define JPD_DRAIN_SLICE_ALONE 262144u /* ... when only one run is live */
 #define JPD_RELEASE_SLOTS 2048u   /* a drain releases the slots it consumed at least this often */
+#define JPD_TIME_MARK_MS 10u      /* the daemon marks time in a run's stream at most this often
+                                   * (the timeline's first stretch: engine/timeline.c) */
 #define JPD_HOLD_MS 1000u         /* a held record is judged after this long, once enough passes
                                    * went by (daemon/drain.c, "The merge") */
 #define JPD_STOP_DRAIN_MS 2000u   /* after SIGTERM, the runs in flight are drained for at most

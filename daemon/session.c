@@ -165,6 +165,7 @@ void jpd_session_begin_excerpts(struct jpd_session *s)
 void jpd_session_feed_stop(struct jpd_session *s)
 {
     const char *why = NULL;
+    jpd_drain_mark_time(s, 1); /* the run's last stretch ends with its stop */
     if (s->injected && s->stop_len == sizeof(struct jp_rec_run_stop)) {
         /* The EXEC records the merge injected are in the stream the engine and the capture
          * read: RUN_STOP counts them too. */

@@ -115,6 +115,7 @@ struct jpd_session {
     uint64_t handshake_deadline_ns; /* uv_hrtime() by which HELLO and RING must be in */
     int64_t start_unix_s;   /* wall clock when the run started (its ring mapped) */
     uint64_t start_ns;      /* uv_hrtime() then */
+    uint64_t mark_ns;       /* uv_hrtime() of the last time mark fed (drain.c) */
     struct jpd_live live;   /* what `status` sees of the run while it is live */
     struct jpd_peer peer;
     uint64_t run_id;
@@ -226,6 +227,9 @@ void jpd_drain_pump(struct jpd_session *s);
 /* Drains what is in the ring now, bounded by its size (a live producer cannot keep us here).
  * 0, or -errno after the session was failed for it. */
 int jpd_drain_now(struct jpd_session *s);
+/* Feeds a time mark (JP_REC_TIME) when JPD_TIME_MARK_MS have passed since the last (always:
+ * whenever the engine may take one), counted as injected. */
+void jpd_drain_mark_time(struct jpd_session *s, int always);
 /* The main stream's merge state, once its ring is mapped. */
 void jpd_drain_init(struct jpd_session *s);
 /* WORKER_RING: maps a registered thread's own ring into the run (ring_fd is taken); a ring

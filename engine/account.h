@@ -100,9 +100,12 @@ static inline void mem_live_add(struct jp_engine *e, struct jp_chain *c, uint64_
     if (c)
         chain_live(e, c, bytes, 0, (int)objs);
     e->live_bytes += bytes;
-    if (e->live_bytes > e->peak_bytes) {
-        e->peak_bytes = e->live_bytes;
-        e->peak_epoch++;
+    if (e->live_bytes > e->tl_live_max) { /* at most the peak: the peak is tested only then */
+        e->tl_live_max = e->live_bytes;
+        if (e->live_bytes > e->peak_bytes) {
+            e->peak_bytes = e->live_bytes;
+            e->peak_epoch++;
+        }
     }
     e->live_count += objs;
 }

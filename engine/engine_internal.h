@@ -61,6 +61,7 @@
  *   pages.c       the window's survivors in id order, appended to pages of PG_IDS ids
  *   live_table.c  the exact live tables: sharded cuckoo (narrow ids), Robin Hood (wide ids),
  *                 the overflow array for values that do not pack
+ *   timeline.c    the run over time: at most 512 points placed by the daemon's time marks
  *   excerpt.c     EXCERPT records (the runtime's redacted code for hot lines)
  *   feed.c        life cycle and record dispatch
  *   view.c        the read-only view (view.h) and the totals (jp_engine_summary)
@@ -232,6 +233,11 @@ struct jp_engine {
      * live block was ever resized, so the rest cost nothing. */
     bool seq_stream;
     struct live_wide rseq; uint64_t rseq_max;
+    /* The timeline (timeline.c): its points, the stretch each covers, how many are drawn, and
+     * the run's figures at the last time mark (what the next mark's point adds); tl_live_max is
+     * the most bytes live since that mark (mem_live_add keeps it). */
+    struct jp_timeline_point *tl; uint32_t tl_n; uint64_t tl_stretch_ns;
+    uint64_t tl_samples[JP_STATE_LIMIT], tl_allocated, tl_count, tl_live_max;
 };
 
 
@@ -381,6 +387,11 @@ static inline int thread_note(struct jp_engine *e)
 {
     return e->thread_epoch == e->exec_epoch ? 0 : jpe_thread_note_slow(e);
 }
+
+/* ---- timeline.c --------------------------------------------------------------------------- */
+
+/* A TIME record: what came since the last mark goes to the point of its time. 0, -ENOMEM. */
+int jpe_on_time(struct jp_engine *e, const struct jp_rec_time *r);
 
 /* ---- cpu.c -------------------------------------------------------------------------------- */
 

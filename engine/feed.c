@@ -81,7 +81,7 @@ void jp_engine_free(struct jp_engine *e)
     free(e->exec_tuples); free(e->exec_tab.slot); free(e->threads); free(e->thread_tab.slot);
     for (unsigned i = 0; i < LN_SHARDS; i++)
         free(e->ln[i].b);
-    free(e->lw.ent); free(e->win); free(e->seen_extra.ent); free(e->rseq.ent);
+    free(e->lw.ent); free(e->win); free(e->seen_extra.ent); free(e->rseq.ent); free(e->tl);
     free(e->ovf); free(e->seen);
     jpe_pg_free_all(e);
     free(e);
@@ -158,6 +158,11 @@ static inline int feed_record(struct jp_engine *e, const void *rec, uint32_t len
     case JP_REC_COUNTERS:
         memcpy(&e->counters, p, sizeof e->counters); /* cumulative: the last one wins */
         return 0;
+    case JP_REC_TIME: {
+        struct jp_rec_time t;
+        memcpy(&t, p, sizeof t);
+        return jpe_on_time(e, &t);
+    }
     case JP_REC_EXCERPT:
         return jpe_on_excerpt(e, p);
     case JP_REC_RESIZE_SEQ: {

@@ -44,6 +44,9 @@ static void fill_view(const struct jp_engine *e, struct jp_engine_view *v)
     v->exec_exact = !e->exec_lost;
     v->runtime_threads = e->nthreads;
     v->threads_exact = !e->threads_lost;
+    v->timeline = e->tl;
+    v->timeline_n = e->tl_n;
+    v->timeline_stretch_ns = e->tl_stretch_ns;
 }
 
 int jp_engine_view(struct jp_engine *e, struct jp_engine_view *v)

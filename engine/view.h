@@ -105,8 +105,21 @@ struct jp_excerpt_ent {
     uint32_t text_len;
 };
 
+/* The run over time (engine/timeline.c): at most JP_TIMELINE_POINTS points, point i covering
+ * [i * stretch_ns, (i + 1) * stretch_ns) of the run as the daemon's time marks placed its
+ * records; when the run outgrows them, neighbours merge and the stretch doubles. */
+#define JP_TIMELINE_POINTS 512u
+struct jp_timeline_point {
+    uint64_t samples[JP_STATE_LIMIT]; /* CPU: samples by state */
+    uint64_t live_max;                /* memory: the most bytes live at once in the stretch */
+    uint64_t allocated, count;        /* memory: bytes and allocations made in it */
+};
+
 struct jp_engine_view {
     uint32_t mode;
+    const struct jp_timeline_point *timeline; /* timeline_n points (NULL: no mark yet) */
+    uint32_t timeline_n;
+    uint64_t timeline_stretch_ns;
     const struct jp_rec_run_start *start;
     bool have_stop;
     uint32_t termination;

@@ -77,6 +77,7 @@ static const uint16_t rec_fixed[JP_REC_TYPE_LIMIT] = {
     [JP_REC_EXCERPT] = sizeof(struct jp_rec_excerpt),
     [JP_REC_RUN_STOP] = sizeof(struct jp_rec_run_stop),
     [JP_REC_RESIZE_SEQ] = sizeof(struct jp_rec_resize_seq),
+    [JP_REC_TIME] = sizeof(struct jp_rec_time),
 };
 /* The list's fixed_size column must agree with the structs. */
 #define JP_FIXED(name) (rec_list_size_##name)
@@ -95,6 +96,7 @@ _Static_assert(JP_FIXED(FREE) == sizeof(struct jp_rec_free), "FREE size");
 _Static_assert(JP_FIXED(COUNTERS) == sizeof(struct jp_rec_counters), "COUNTERS size");
 _Static_assert(JP_FIXED(RUN_STOP) == sizeof(struct jp_rec_run_stop), "RUN_STOP size");
 _Static_assert(JP_FIXED(RESIZE_SEQ) == sizeof(struct jp_rec_resize_seq), "RESIZE_SEQ size");
+_Static_assert(JP_FIXED(TIME) == sizeof(struct jp_rec_time), "TIME size");
 _Static_assert(JP_FIXED(PAD) == 0 && JP_FIXED(SOURCE_DEF) == 0 && JP_FIXED(FRAME_DEF) == 0 &&
                    JP_FIXED(EXCERPT) == 0,
                "variable-length records");

@@ -65,7 +65,8 @@
     X(COUNTERS, 11, 64)                                                                           \
     X(EXCERPT, 12, 0)                                                                             \
     X(RUN_STOP, 13, 32)                                                                           \
-    X(RESIZE_SEQ, 14, 40)
+    X(RESIZE_SEQ, 14, 40)                                                                         \
+    X(TIME, 15, 16)
 
 enum {
 #define JP_X_ENUM(name, value, size) JP_REC_##name = value,
@@ -361,6 +362,17 @@ struct jp_rec_excerpt {
     uint8_t reserved0;
     uint16_t text_len; /* 0..JP_EXCERPT_MAX */
     /* uint8_t text[text_len]; */
+};
+
+/* A mark of time the daemon writes into the stream it takes (never a producer: a ring that
+ * carries one fails its run): ns since the run's start on the daemon's monotonic clock. It
+ * places what came before it on the run's timeline (engine/timeline.c), and a capture keeps
+ * it, so a replay draws the same timeline. Counted in RUN_STOP's record_count like the EXECs
+ * the merge injects. */
+struct jp_rec_time {
+    struct jp_rec_hdr h;
+    uint32_t reserved0;
+    uint64_t ns;
 };
 
 /* Last record of a finished stream. record_count counts every record before this one except

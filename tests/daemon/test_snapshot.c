@@ -99,8 +99,8 @@ Test(snapshot, a_live_run_is_snapshotted_on_its_loop_and_its_replay_agrees, .tim
             cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "show of a live run: %s", err);
             cr_assert(strstr(out, "\n  termination: running\n"), "%s", out);
             cr_assert(strstr(out, "\n  status: partial\n"), "%s", out);
-            taken[nsnaps] = records_taken(out);
-            cr_assert_leq(taken[nsnaps], pushed);
+            taken[nsnaps] = records_taken(out); /* the run's records and the daemon's marks */
+            cr_assert(nsnaps == 0 || taken[nsnaps] >= taken[nsnaps - 1u]);
             snaps[nsnaps++] = out;
             free(err);
         }
