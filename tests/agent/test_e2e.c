@@ -792,11 +792,14 @@ Test(e2e, finish_rejects_bad_arguments_and_keeps_the_run)
 /* ---- a long-lived daemon ---- */
 
 /* `jettprofd serve` on dir/d.sock (dir: a mkdtemp template); returns once the socket exists. */
-static pid_t spawn_serve(char *dir, char *sock, size_t cap)
+/* jettprofd serve on a socket in dir (a mkdtemp template), with --max-run-ring-bytes run_cap
+ * when it is not NULL. */
+static pid_t spawn_serve_capped(char *dir, char *sock, size_t cap, const char *run_cap)
 {
     cr_assert_not_null(mkdtemp(dir));
     snprintf(sock, cap, "%s/d.sock", dir);
-    char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock, NULL};
+    char *argv[] = {(char *)"jettprofd", (char *)"serve", (char *)"--socket", sock,
+                    run_cap ? (char *)"--max-run-ring-bytes" : NULL, (char *)run_cap, NULL};
     pid_t d = tl_spawn(getenv("JETTPROFD"), argv, NULL); /* dies with this test */
     cr_assert_gt(d, 0, "jettprofd serve: %s", strerror((int)-d));
     struct stat st;
@@ -804,6 +807,11 @@ static pid_t spawn_serve(char *dir, char *sock, size_t cap)
         usleep(10000);
     cr_assert_eq(stat(sock, &st), 0, "jettprofd serve did not create its socket");
     return d;
+}
+
+static pid_t spawn_serve(char *dir, char *sock, size_t cap)
+{
+    return spawn_serve_capped(dir, sock, cap, NULL);
 }
 
 /* One allocation in a memory run, finished into *res (whose size the caller set). */
@@ -1117,9 +1125,9 @@ Test(e2e, a_daemon_error_mid_run_is_a_collector_failure)
 
 /* ---- a real threaded program: blocks handed between 100 threads ---- */
 
-/* 100 threads (more than the run's 64 worker rings, so the last ones share the main ring)
- * register at staggered times while the others run, allocate blocks of a few sizes, and hand
- * them to each other through one queue: a block is allocated on one thread, resized (often back
+/* 100 threads (more than the run's 64 slots and worker rings: they take turns, a thread that
+ * registers reusing the ring of one that left) register at staggered times while the others
+ * run, allocate blocks of a few sizes, and hand them to each other through one queue: a block is allocated on one thread, resized (often back
  * to a size it had before) on whichever thread takes it next, handed on again or freed there.
  * The threads end at staggered times; the blocks left in the queue are what the run retains.
  * Each thread keeps its own model of what it did; the profile must equal their sum exactly,
@@ -1131,10 +1139,16 @@ Test(e2e, a_daemon_error_mid_run_is_a_collector_failure)
 struct ht_block {
     uint64_t id, size, seq;
 };
+/* A run holds at most 64 registered threads at once (the agent's slots, as many as its
+ * worker rings): the 100 take turns, at most HT_AT_ONCE registered at a time, each waiting
+ * for a slot while the others run. */
+#define HT_AT_ONCE 60u
 struct ht_shared {
     jettprof_run *run;
     uint32_t f_make, f_pass;
     pthread_mutex_t mu;
+    pthread_cond_t slot_free;   /* under mu: `registered` fell */
+    uint32_t registered;        /* under mu */
     struct ht_block q[HT_QCAP]; /* under mu: a FIFO of n blocks from head */
     uint32_t head, n;
 };
@@ -1152,6 +1166,11 @@ static void *ht_main(void *arg)
     struct ht_thread *me = arg;
     struct ht_shared *sh = me->sh;
     usleep(200u * me->index); /* registrations arrive while the first threads already run */
+    pthread_mutex_lock(&sh->mu);
+    while (sh->registered == HT_AT_ONCE)
+        pthread_cond_wait(&sh->slot_free, &sh->mu);
+    sh->registered++;
+    pthread_mutex_unlock(&sh->mu);
     jettprof_thread *t;
     cr_assert_eq(jettprof_thread_register(sh->run, me->index + 1u, &t), 0, "%s",
                  jettprof_last_reason());
@@ -1210,6 +1229,10 @@ static void *ht_main(void *arg)
         }
     }
     jettprof_thread_unregister(t);
+    pthread_mutex_lock(&sh->mu);
+    sh->registered--;
+    pthread_cond_signal(&sh->slot_free);
+    pthread_mutex_unlock(&sh->mu);
     return NULL;
 }
 
@@ -1248,6 +1271,7 @@ static void handoff_run(uint32_t ring_slots)
     static struct ht_thread th[HT_THREADS];
     memset(&sh, 0, sizeof sh);
     pthread_mutex_init(&sh.mu, NULL);
+    pthread_cond_init(&sh.slot_free, NULL);
     int r = jettprof_start(&c, &sh.run);
     cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
     uint32_t src;
@@ -1273,6 +1297,7 @@ static void handoff_run(uint32_t ring_slots)
     struct jettprof_result res = {.size = sizeof res};
     cr_assert_eq(jettprof_finish(sh.run, JETTPROF_TERM_RETURNED, &res), 0);
     pthread_mutex_destroy(&sh.mu);
+    pthread_cond_destroy(&sh.slot_free);
     close(fd);
     char *j = decoded(&res);
     cr_assert_eq(jnum(j, "profile.totals.protocol_violations"), 0, "%s", res.toon);
@@ -1313,13 +1338,16 @@ Test(e2e, a_hundred_threads_handing_blocks_around_are_exact_on_a_private_daemon,
     hogs_stop(hog);
 }
 
+/* The serving daemon's --max-run-ring-bytes (20 MiB) holds a main ring and 64 worker rings of
+ * 8192 slots, but beside the default 16 MiB main ring no 16 MiB worker ring: there every thread
+ * shares the main ring. */
 Test(e2e, a_hundred_threads_handing_blocks_around_are_exact_on_a_serving_daemon,
      .timeout = 600)
 {
     need_daemon();
     char dir[] = "/tmp/jp_agent_serveXXXXXX";
     char sock[128];
-    pid_t d = spawn_serve(dir, sock, sizeof sock);
+    pid_t d = spawn_serve_capped(dir, sock, sizeof sock, "20971520");
     setenv("JETTPROFD_SOCKET", sock, 1);
     pid_t hog[2];
     hogs_start(hog);
