@@ -56,8 +56,10 @@ static int hello_as(const char *sock, uid_t uid, gid_t gid)
     return hello_with(sock, uid, gid, 0, NULL);
 }
 
-/* In a child as uid/gid: a whole small run; exit 0 and the run id through the pipe. */
-static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
+/* In a child as uid/gid: a small memory run, its id written to *run_id. live: the run is left
+ * in flight (200 records, no stop) and the child, returned, holds it until killed; else the
+ * run is whole and the child has exited 0 when this returns (0 is returned then). */
+static pid_t start_as(const char *sock, uid_t uid, gid_t gid, int live, uint64_t *run_id)
 {
     int p[2];
     cr_assert_eq(pipe(p), 0);
@@ -70,21 +72,36 @@ static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
         struct jpt_stream s;
         jpt_stream_init(&s, JP_MODE_MEMORY, uid, 2000);
         struct jpt_result r;
-        if (jpt_run(&c, &s, 256, -1, &r) < 0 || r.error_code)
+        struct jp_ring ring;
+        if (live ? jpt_start_run(&c, &s, 256, -1, 200, &ring, &r.run_id) < 0
+                 : jpt_run(&c, &s, 256, -1, &r) < 0 || r.error_code)
             _exit(97);
         if (write(p[1], &r.run_id, sizeof r.run_id) != sizeof r.run_id)
             _exit(96);
-        _exit(0);
+        if (!live)
+            _exit(0);
+        for (;;)
+            pause();
     }
     close(p[1]);
-    uint64_t id = 0;
-    ssize_t n = read(p[0], &id, sizeof id);
+    ssize_t n = read(p[0], run_id, sizeof *run_id);
     close(p[0]);
-    int st;
-    waitpid(pid, &st, 0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run as %u failed: %d", (unsigned)uid,
-              WEXITSTATUS(st));
-    cr_assert_eq(n, (ssize_t)sizeof id);
+    if (!live) {
+        int st;
+        waitpid(pid, &st, 0);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "run as %u failed: %d",
+                  (unsigned)uid, WEXITSTATUS(st));
+        pid = 0;
+    }
+    cr_assert_eq(n, (ssize_t)sizeof *run_id);
+    return pid;
+}
+
+/* A whole small run as uid/gid: its id. */
+static uint64_t run_as(const char *sock, uid_t uid, gid_t gid)
+{
+    uint64_t id = 0;
+    start_as(sock, uid, gid, 0, &id);
     return id;
 }
 
@@ -324,35 +341,6 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
     free(dir);
 }
 
-/* In a child as uid/gid: a run started and left in flight, its id written to *run_id; the
- * child holds it until killed. */
-static pid_t live_run_as(const char *sock, uid_t uid, gid_t gid, uint64_t *run_id)
-{
-    int p[2];
-    cr_assert_eq(pipe(p), 0);
-    pid_t pid = tl_fork();
-    if (pid == 0) {
-        jpt_become(uid, gid);
-        struct jpt_client c;
-        if (jpt_client_connect(&c, sock) < 0)
-            _exit(98);
-        struct jpt_stream s;
-        jpt_stream_init(&s, JP_MODE_MEMORY, uid, 2000);
-        struct jp_ring ring;
-        uint64_t id;
-        if (jpt_start_run(&c, &s, 256, -1, 200, &ring, &id) < 0)
-            _exit(97);
-        if (write(p[1], &id, sizeof id) != sizeof id)
-            _exit(96);
-        for (;;)
-            pause();
-    }
-    close(p[1]);
-    cr_assert_eq(read(p[0], run_id, sizeof *run_id), (ssize_t)sizeof *run_id);
-    close(p[0]);
-    return pid;
-}
-
 /* A run in flight is seen by its owner (a snapshot) and root, and by no other user: the same
  * answer as for a run that does not exist. */
 Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
@@ -364,7 +352,7 @@ Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
     pid_t d = jpt_serve(sock, extra, NULL);
     cr_assert_gt(d, 0);
     uint64_t id;
-    pid_t run = live_run_as(sock, 4001, GROUP, &id);
+    pid_t run = start_as(sock, 4001, GROUP, 1, &id);
     char ids[2][32];
     snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
     snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
