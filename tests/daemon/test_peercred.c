@@ -293,15 +293,10 @@ Test(peercred, show_refused_prints_the_daemons_reason)
     free(dir);
 }
 
-Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
+/* Another user (4002) asking for run `id` gets, byte for byte, the answer for a run that does
+ * not exist. */
+static void expect_foreign_like_missing(const char *sock, uint64_t id)
 {
-    char *dir = open_dir();
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    const char *extra[] = {"--allow-group", "4242", NULL};
-    pid_t d = jpt_serve(sock, extra, NULL);
-    cr_assert_gt(d, 0);
-    uint64_t id = run_as(sock, 4001, GROUP);
     char ids[2][32];
     snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
     snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
@@ -312,6 +307,17 @@ Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
     cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
     free(foreign);
     free(missing);
+}
+
+Test(peercred, show_answers_a_foreign_run_like_a_missing_one)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    expect_foreign_like_missing(sock, run_as(sock, 4001, GROUP));
     tl_stop(d, 10000);
     rmdir(dir);
     free(dir);
@@ -353,24 +359,17 @@ Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
     cr_assert_gt(d, 0);
     uint64_t id;
     pid_t run = start_as(sock, 4001, GROUP, 1, &id);
-    char ids[2][32];
-    snprintf(ids[0], sizeof ids[0], "%llu", (unsigned long long)id);
-    snprintf(ids[1], sizeof ids[1], "%llu", (unsigned long long)id + 1000);
-    char *foreign, *missing, *own;
+    char idstr[32], *own;
+    snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
     /* the run is live once its worker has taken its ring: the owner sees it then */
-    for (int i = 0; show_cmd_as(sock, 4001, GROUP, ids[0], &own) != 0; i++) {
+    for (int i = 0; show_cmd_as(sock, 4001, GROUP, idstr, &own) != 0; i++) {
         cr_assert_lt(i, 500, "the owner never saw its run: %s", own);
         free(own);
         usleep(10000);
     }
-    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[0], &foreign), 1);
-    cr_assert_eq(show_cmd_as(sock, 4002, GROUP, ids[1], &missing), 1);
-    cr_assert_str_eq(foreign, missing, "the answers must not tell the two apart");
-    cr_assert(strstr(missing, "no such run visible to you"), "stderr: %s", missing);
-    cr_assert_eq(show_as(sock, 0, 0, id), 0, "root sees every run");
-    free(foreign);
-    free(missing);
     free(own);
+    expect_foreign_like_missing(sock, id);
+    cr_assert_eq(show_as(sock, 0, 0, id), 0, "root sees every run");
     kill(run, SIGKILL);
     tl_wait(run, 10000);
     tl_stop(d, 20000);
