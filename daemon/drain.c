@@ -16,9 +16,11 @@
  *      from a ring, the merge feeds an EXEC with that ring's identity if the engine's differs
  *      (an injected EXEC: counted in the records, so the held RUN_STOP's record_count is raised
  *      by as many before it is fed).
- * While the run has worker rings the engine is in hold mode (engine.h): an event that names an
- * id not live (or live with another size or resize sequence) or a node not defined is handed
- * back, and its ring stops there for this pass while the others go on. The producer committed
+ * The engine is in hold mode (engine.h) from the run's first record, before any worker ring is
+ * known (the first may be announced while a drain of the main ring is under way): an event that
+ * names an id not live (or live with another size or resize sequence) or a node not defined is
+ * handed back, and its ring stops there for this pass while the others go on. A run with only
+ * its main ring takes the same passes (one ring each). The producer committed
  * whatever that event depends on (an allocation made on another worker before the object
  * moved, a definition) before it committed the event, and announced every ring on the socket
  * before it wrote to that ring; so once the socket has been read to its end after the event
@@ -326,10 +328,6 @@ static int drain_slots(struct jpd_session *s, uint32_t budget, const char **why)
     s->last_found = 0;
     s->last_slots = s->ring.slot_count;
     note_fill(s, &s->ring, jp_ring_fill(&s->ring));
-    if (s->nwr == 0) {
-        s->main_st.limit = UINT64_MAX;
-        return drain_stream(s, &s->main_st, &budget, why);
-    }
     for (;;) {
         /* A pass costs a unit of the slice for each ring it visits, whatever it takes. */
         uint32_t cost = s->nwr + 1u;
@@ -592,8 +590,6 @@ void jpd_drain_add_ring(struct jpd_session *s, uint32_t slot_count, int ring_fd)
     w->worker = 1;
     s->wr[s->nwr++] = w;
     s->ring_bytes += bytes;
-    /* From the first worker ring on, events may arrive before what they name (hold mode). */
-    jp_engine_set_hold(s->eng, 1);
 }
 
 void jpd_drain_unmap_workers(struct jpd_session *s)

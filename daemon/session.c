@@ -440,6 +440,9 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
         jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not start an engine");
         return;
     }
+    /* Hold mode from the first record: a worker ring the client announces may come after the
+     * drain met what depends on it (drain.c, the merge). */
+    jp_engine_set_hold(s->eng, 1);
     s->run_started = 1;
     s->start_unix_s = (int64_t)time(NULL);
     s->start_ns = uv_hrtime();
