@@ -89,6 +89,33 @@ static int same_msg(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         return a->u.error.code == b->u.error.code &&
                same_str(a->u.error.message, a->u.error.message_len, b->u.error.message,
                         b->u.error.message_len);
+    case JP_CTL_TOP:
+        return a->u.top.run_id == b->u.top.run_id && a->u.top.rows == b->u.top.rows;
+    case JP_CTL_TOP_FRAME: {
+        const __typeof__(a->u.top_frame) *x = &a->u.top_frame, *y = &b->u.top_frame;
+        if (x->run_id != y->run_id || x->mode != y->mode || x->elapsed_ns != y->elapsed_ns ||
+            x->records != y->records || x->fill != y->fill || x->slots != y->slots ||
+            x->lost != y->lost || x->violations != y->violations ||
+            x->stretch_ns != y->stretch_ns || x->nfigures != y->nfigures ||
+            x->npoints != y->npoints || x->nrows != y->nrows ||
+            !same_str(x->program, x->program_len, y->program, y->program_len))
+            return 0;
+        for (uint32_t i = 0; i < x->nfigures; i++)
+            if (x->figures[i] != y->figures[i])
+                return 0;
+        for (uint32_t i = 0; i < x->npoints; i++)
+            if (x->timeline[i] != y->timeline[i])
+                return 0;
+        for (uint32_t i = 0; i < x->nrows; i++)
+            if (!same_str(x->rows[i].name, x->rows[i].name_len, y->rows[i].name,
+                          y->rows[i].name_len) ||
+                !same_str(x->rows[i].path, x->rows[i].path_len, y->rows[i].path,
+                          y->rows[i].path_len) ||
+                x->rows[i].line != y->rows[i].line ||
+                memcmp(x->rows[i].v, y->rows[i].v, sizeof x->rows[i].v))
+                return 0;
+        return 1;
+    }
     default:
         return 0;
     }
@@ -169,6 +196,16 @@ static void check_ranges(const struct jp_ctl_msg *m)
         FUZZ_CHECK(m->u.error.code > JP_CTLE_NONE && m->u.error.code < JP_CTLE_LIMIT,
                    "error.code %u", m->u.error.code);
         sink += touch(m->u.error.message, m->u.error.message_len);
+        break;
+    case JP_CTL_TOP_FRAME:
+        sink += touch(m->u.top_frame.program, m->u.top_frame.program_len);
+        for (uint32_t i = 0; i < m->u.top_frame.nrows; i++)
+            sink += touch(m->u.top_frame.rows[i].name, m->u.top_frame.rows[i].name_len) +
+                    touch(m->u.top_frame.rows[i].path, m->u.top_frame.rows[i].path_len);
+        for (uint32_t i = 0; i < m->u.top_frame.npoints; i++)
+            sink += (size_t)m->u.top_frame.timeline[i];
+        for (uint32_t i = 0; i < m->u.top_frame.nfigures; i++)
+            sink += (size_t)m->u.top_frame.figures[i];
         break;
     default:
         break;

@@ -387,7 +387,7 @@ static void control_seeds(void)
         {1, 14, 5, 0, "let total = total + weight(x)", 29},
         {2, 42, 5, JP_EXCERPT_REDACTED, "parts.push(<redacted>)", 22},
         {2, 43, 1, JP_EXCERPT_UNAVAILABLE, "", 0}};
-    struct jp_ctl_msg m[12];
+    struct jp_ctl_msg m[14];
     memset(m, 0, sizeof m);
     m[0].type = JP_CTL_HELLO;
     m[0].u.hello.version = JP_CTL_VERSION;
@@ -435,8 +435,27 @@ static void control_seeds(void)
     m[11].type = JP_CTL_RUNS;
     m[11].u.runs.format = 0;
     m[11].u.runs.limit = 20;
+    static const uint64_t figures[4] = {4096, 8192, 65536, 12};
+    static const uint64_t points[2] = {1024, 4096};
+    static const struct jp_ctl_top_row rows[1] = {
+        {.name = "m.f", .name_len = 3, .path = "src/m.jett", .path_len = 10, .line = 2,
+         .v = {4096, 65536, 12}}};
+    m[12].type = JP_CTL_TOP;
+    m[12].u.top.run_id = 3;
+    m[12].u.top.rows = 20;
+    m[13].type = JP_CTL_TOP_FRAME;
+    m[13].u.top_frame.run_id = 3;
+    m[13].u.top_frame.mode = JP_MODE_MEMORY;
+    m[13].u.top_frame.program = "app.jett";
+    m[13].u.top_frame.program_len = 8;
+    m[13].u.top_frame.figures = figures;
+    m[13].u.top_frame.nfigures = 4;
+    m[13].u.top_frame.timeline = points;
+    m[13].u.top_frame.npoints = 2;
+    m[13].u.top_frame.rows = rows;
+    m[13].u.top_frame.nrows = 1;
     /* Each message alone, whole, production frame limit. */
-    for (unsigned i = 0; i < 12; i++) {
+    for (unsigned i = 0; i < 14; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s.ctl", jp_ctl_type_name(m[i].type));
         write_control(name, &m[i], 1, 0x08, NULL);

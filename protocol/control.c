@@ -70,6 +70,8 @@ enum field_kind {
     F_ERRCODE, /* uint32_t enum jp_ctl_error at off, as its wire word */
     F_KEYS,    /* const struct jp_ctl_excerpt_key * at off, uint32_t count at off2 */
     F_ITEMS,   /* const struct jp_ctl_excerpt * at off, uint32_t count at off2 */
+    F_U64S,    /* const uint64_t * at off, uint32_t count (<= hi) at off2 */
+    F_ROWS,    /* const struct jp_ctl_top_row * at off, uint32_t count at off2 */
 };
 
 struct field {
@@ -88,6 +90,8 @@ struct field {
 #define U64(msg, name) {#name, F_U64, OFF(msg.name), 0, 0, 0, REASONS(msg, name)}
 #define STR(msg, name) {#name, F_STR, OFF(msg.name), OFF(msg.name##_len), 0, 0, REASONS(msg, name)}
 #define ANY UINT32_MAX
+#define ARR(kind, msg, name, count, hi)                                                           \
+    {#name, kind, OFF(msg.name), OFF(msg.count), 0, hi, REASONS(msg, name)}
 
 static const struct field hello_fields[] = {
     U32(hello, version, 0, ANY), /* any value: the daemon answers unsupported_version */
@@ -145,6 +149,25 @@ static const struct field runs_fields[] = {
 static const struct field worker_ring_fields[] = {
     U32(worker_ring, slot_count, JP_RING_MIN_SLOTS, JP_RING_MAX_SLOTS),
 };
+static const struct field top_fields[] = {
+    U64(top, run_id),
+    U32(top, rows, 1, JP_CTL_MAX_TOP_ROWS),
+};
+static const struct field top_frame_fields[] = {
+    U64(top_frame, run_id),
+    U32(top_frame, mode, JP_MODE_CPU, JP_MODE_MEMORY),
+    STR(top_frame, program),
+    U64(top_frame, elapsed_ns),
+    U64(top_frame, records),
+    U64(top_frame, fill),
+    U64(top_frame, slots),
+    U64(top_frame, lost),
+    U64(top_frame, violations),
+    ARR(F_U64S, top_frame, figures, nfigures, JP_CTL_MAX_TOP_FIGURES),
+    U64(top_frame, stretch_ns),
+    ARR(F_U64S, top_frame, timeline, npoints, JP_CTL_MAX_TOP_POINTS),
+    ARR(F_ROWS, top_frame, rows, nrows, JP_CTL_MAX_TOP_ROWS),
+};
 static const struct field error_fields[] = {
     {"code", F_ERRCODE, OFF(error.code), 0, 1, JP_CTLE_LIMIT - 1, REASONS(error, code)},
     STR(error, message),
@@ -171,9 +194,13 @@ static const struct schema schemas[JP_CTL_TYPE_LIMIT] = {
     [JP_CTL_STATUS_REPLY] = SCHEMA(status_reply_fields, "status_reply"),
     [JP_CTL_RUNS] = SCHEMA(runs_fields, "runs"),
     [JP_CTL_WORKER_RING] = SCHEMA(worker_ring_fields, "worker_ring"),
+    [JP_CTL_TOP] = SCHEMA(top_fields, "top"),
+    [JP_CTL_TOP_FRAME] = SCHEMA(top_frame_fields, "top_frame"),
 };
-#define MAX_FIELDS 8u
-_Static_assert(sizeof hello_fields / sizeof hello_fields[0] <= MAX_FIELDS, "seen-mask width");
+#define MAX_FIELDS 32u
+_Static_assert(sizeof top_frame_fields / sizeof top_frame_fields[0] <= MAX_FIELDS,
+               "seen-mask width");
+#define MAX_ARRAYS 3u /* array fields of one message, each decoded into its own allocation */
 
 static uint32_t get_u32(const struct jp_ctl_msg *m, uint16_t off)
 {
@@ -214,12 +241,20 @@ static int check_field(const struct jp_ctl_msg *m, const struct field *f)
         return len == 0 || s ? 0 : -EINVAL;
     }
     case F_KEYS:
-    case F_ITEMS: {
+    case F_ITEMS:
+    case F_U64S:
+    case F_ROWS: {
         const void *p;
         memcpy(&p, base + f->off, sizeof p);
         uint32_t n = get_u32(m, f->off2);
         if (n > f->hi || (n && !p))
             return -EINVAL;
+        if (f->kind == F_ROWS) {
+            const struct jp_ctl_top_row *r = p;
+            for (uint32_t i = 0; i < n; i++)
+                if ((r[i].name_len && !r[i].name) || (r[i].path_len && !r[i].path))
+                    return -EINVAL;
+        }
         if (f->kind == F_ITEMS) {
             const struct jp_ctl_excerpt *it = p;
             for (uint32_t i = 0; i < n; i++)
@@ -284,6 +319,31 @@ static int pack_field(msgpack_packer *pk, const struct jp_ctl_msg *m, const stru
                 return -1;
         return 0;
     }
+    case F_U64S: {
+        const uint64_t *v;
+        memcpy(&v, base + f->off, sizeof v);
+        uint32_t n = get_u32(m, f->off2);
+        if (msgpack_pack_array(pk, n) < 0)
+            return -1;
+        for (uint32_t i = 0; i < n; i++)
+            if (msgpack_pack_uint64(pk, v[i]) < 0)
+                return -1;
+        return 0;
+    }
+    case F_ROWS: {
+        const struct jp_ctl_top_row *r;
+        memcpy(&r, base + f->off, sizeof r);
+        uint32_t n = get_u32(m, f->off2);
+        if (msgpack_pack_array(pk, n) < 0)
+            return -1;
+        for (uint32_t i = 0; i < n; i++)
+            if (msgpack_pack_array(pk, 6) < 0 || pack_str(pk, r[i].name, r[i].name_len) < 0 ||
+                pack_str(pk, r[i].path, r[i].path_len) < 0 ||
+                msgpack_pack_uint32(pk, r[i].line) < 0 || msgpack_pack_uint64(pk, r[i].v[0]) < 0 ||
+                msgpack_pack_uint64(pk, r[i].v[1]) < 0 || msgpack_pack_uint64(pk, r[i].v[2]) < 0)
+                return -1;
+        return 0;
+    }
     default:
         return -1;
     }
@@ -339,7 +399,8 @@ struct jp_ctl_decoder {
     size_t frame_cap;
     msgpack_unpacked up;
     int up_live;
-    void *arr; /* keys or items of the last message */
+    void *arr[MAX_ARRAYS]; /* the array fields of the last message */
+    unsigned narr;
 };
 
 int jp_ctl_decoder_new(uint32_t max_frame, struct jp_ctl_decoder **out)
@@ -367,8 +428,9 @@ static void release_last(struct jp_ctl_decoder *d)
     if (d->up_live)
         msgpack_unpacked_destroy(&d->up);
     d->up_live = 0;
-    free(d->arr);
-    d->arr = NULL;
+    for (unsigned i = 0; i < d->narr; i++)
+        free(d->arr[i]);
+    d->narr = 0;
 }
 
 void jp_ctl_decoder_free(struct jp_ctl_decoder *d)
@@ -543,10 +605,10 @@ static const char *decode_field(struct jp_ctl_decoder *d, struct jp_ctl_msg *m,
             return f->out_of_range;
         size_t each = f->kind == F_KEYS ? sizeof(struct jp_ctl_excerpt_key)
                                         : sizeof(struct jp_ctl_excerpt);
-        free(d->arr);
-        d->arr = n ? calloc(n, each) : NULL;
-        if (n && !d->arr)
+        void *arr = n ? calloc(n, each) : NULL;
+        if (n && !arr)
             return "out of memory";
+        d->arr[d->narr++] = arr; /* a message's fields are each decoded once */
         for (uint32_t i = 0; i < n; i++) {
             const msgpack_object *e = &v->via.array.ptr[i];
             uint32_t want = f->kind == F_KEYS ? 3 : 5;
@@ -557,11 +619,11 @@ static const char *decode_field(struct jp_ctl_decoder *d, struct jp_ctl_msg *m,
             if (obj_u32(&a[0], &sid) || obj_u32(&a[1], &line) || obj_u32(&a[2], &col))
                 return f->wrong_type;
             if (f->kind == F_KEYS) {
-                struct jp_ctl_excerpt_key *k = (struct jp_ctl_excerpt_key *)d->arr + i;
+                struct jp_ctl_excerpt_key *k = (struct jp_ctl_excerpt_key *)arr + i;
                 k->source_id = sid, k->line = line, k->col = col;
                 continue;
             }
-            struct jp_ctl_excerpt *it = (struct jp_ctl_excerpt *)d->arr + i;
+            struct jp_ctl_excerpt *it = (struct jp_ctl_excerpt *)arr + i;
             uint32_t flags;
             if (obj_u32(&a[3], &flags) || a[4].type != MSGPACK_OBJECT_STR)
                 return f->wrong_type;
@@ -573,7 +635,47 @@ static const char *decode_field(struct jp_ctl_decoder *d, struct jp_ctl_msg *m,
             it->text = a[4].via.str.size ? a[4].via.str.ptr : "";
             it->text_len = a[4].via.str.size;
         }
-        void *arr = d->arr;
+        memcpy(base + f->off, &arr, sizeof arr);
+        put_u32(m, f->off2, n);
+        return NULL;
+    }
+    case F_U64S:
+    case F_ROWS: {
+        if (v->type != MSGPACK_OBJECT_ARRAY)
+            return f->wrong_type;
+        uint32_t n = v->via.array.size;
+        if (n > f->hi)
+            return f->out_of_range;
+        size_t each = f->kind == F_U64S ? sizeof(uint64_t) : sizeof(struct jp_ctl_top_row);
+        void *arr = n ? calloc(n, each) : NULL;
+        if (n && !arr)
+            return "out of memory";
+        d->arr[d->narr++] = arr;
+        for (uint32_t i = 0; i < n; i++) {
+            const msgpack_object *e = &v->via.array.ptr[i];
+            if (f->kind == F_U64S) {
+                if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                    return f->wrong_type;
+                ((uint64_t *)arr)[i] = e->via.u64;
+                continue;
+            }
+            if (e->type != MSGPACK_OBJECT_ARRAY || e->via.array.size != 6)
+                return f->wrong_type;
+            const msgpack_object *a = e->via.array.ptr;
+            struct jp_ctl_top_row *r = (struct jp_ctl_top_row *)arr + i;
+            if (a[0].type != MSGPACK_OBJECT_STR || a[1].type != MSGPACK_OBJECT_STR ||
+                obj_u32(&a[2], &r->line))
+                return f->wrong_type;
+            for (int k = 0; k < 3; k++) {
+                if (a[3 + k].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+                    return f->wrong_type;
+                r->v[k] = a[3 + k].via.u64;
+            }
+            r->name = a[0].via.str.size ? a[0].via.str.ptr : "";
+            r->name_len = a[0].via.str.size;
+            r->path = a[1].via.str.size ? a[1].via.str.ptr : "";
+            r->path_len = a[1].via.str.size;
+        }
         memcpy(base + f->off, &arr, sizeof arr);
         put_u32(m, f->off2, n);
         return NULL;
@@ -622,15 +724,15 @@ static const char *decode_map(struct jp_ctl_decoder *d, const msgpack_object *o,
             f++;
         if (f == sc->count)
             return sc->unknown_field;
-        if (seen & (1u << f))
+        if (seen & (UINT32_C(1) << f))
             return sc->fields[f].duplicate;
-        seen |= 1u << f;
+        seen |= UINT32_C(1) << f;
         const char *why = decode_field(d, m, &sc->fields[f], &kv[i].val);
         if (why)
             return why;
     }
     for (unsigned f = 0; f < sc->count; f++)
-        if (!(seen & (1u << f)))
+        if (!(seen & (UINT32_C(1) << f)))
             return sc->fields[f].missing;
     return NULL;
 }

@@ -49,7 +49,9 @@
     X(STATUS, "status")             /* client -> long-lived daemon: what it is doing */          \
     X(STATUS_REPLY, "status_reply") /* daemon -> client: the status (or runs) text, then close */ \
     X(RUNS, "runs")                 /* client -> long-lived daemon: recent finished runs */    \
-    X(WORKER_RING, "worker_ring")   /* agent -> daemon: a registered thread's own ring fd */
+    X(WORKER_RING, "worker_ring")   /* agent -> daemon: a registered thread's own ring fd */ \
+    X(TOP, "top")                   /* client -> daemon: a frame of a live run, for top */      \
+    X(TOP_FRAME, "top_frame")       /* daemon -> client: that frame */
 
 enum jp_ctl_type {
     JP_CTL_NONE = 0,
@@ -121,6 +123,22 @@ enum jp_ctl_error {
 };
 const char *jp_ctl_error_name(uint32_t code);
 
+/* TOP: the most rows a frame carries; the most points of its timeline (the engine's). */
+#define JP_CTL_MAX_TOP_ROWS 1000u
+#define JP_CTL_MAX_TOP_POINTS 512u
+/* A frame's figures ("figures", by mode):
+ *   CPU:    samples in all, then samples by state (JP_STATE_* order, JP_STATE_LIMIT of them);
+ *   memory: live bytes now, peak live bytes so far, allocated bytes, allocation count.
+ * A row's three values: CPU self samples, inclusive samples, 0; memory live bytes now,
+ * allocated bytes, allocation count (of the allocations created in that function). */
+#define JP_CTL_MAX_TOP_FIGURES 16u
+struct jp_ctl_top_row {
+    const char *name; size_t name_len; /* "namespace.function" */
+    const char *path; size_t path_len; /* "" when the source is unavailable */
+    uint32_t line;                     /* its declaration's line, 0 when unavailable */
+    uint64_t v[3];
+};
+
 struct jp_ctl_excerpt_key {
     uint32_t source_id, line, col;
 };
@@ -185,6 +203,25 @@ struct jp_ctl_msg {
             const char *toon; size_t toon_len;     /* "" unless requested */
             uint32_t capture_errno; /* 0, or the errno that ended the run's capture early */
         } result;
+        /* A frame of a live run (run_id 0: the one run of a private daemon), answered by
+         * TOP_FRAME, by RESULT (the human text of its final profile) once the run has ended,
+         * or by ERROR. rows: 1..JP_CTL_MAX_TOP_ROWS. The connection stays open for the next
+         * TOP; a run that ends while it is open sends its RESULT unasked. */
+        struct { uint64_t run_id; uint32_t rows; } top;
+        struct {
+            uint64_t run_id;
+            uint32_t mode;                        /* JP_MODE_* */
+            const char *program; size_t program_len;
+            uint64_t elapsed_ns, records;         /* into the run; records taken */
+            uint64_t fill, slots;                 /* the fullest ring's fill, its slots */
+            uint64_t lost, violations;
+            const uint64_t *figures; uint32_t nfigures; /* see JP_CTL_MAX_TOP_FIGURES */
+            uint64_t stretch_ns;                  /* what one timeline point covers */
+            /* CPU: samples in each stretch; memory: the most bytes live at once in it */
+            const uint64_t *timeline; uint32_t npoints;
+            /* the rows with the most of any of their values, at most top.rows, any order */
+            const struct jp_ctl_top_row *rows; uint32_t nrows;
+        } top_frame;
         struct {
             uint32_t code; /* enum jp_ctl_error */
             const char *message; size_t message_len;

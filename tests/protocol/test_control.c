@@ -22,7 +22,7 @@ static const struct jp_ctl_excerpt_key keys[3] = {{1, 2, 3}, {UINT32_MAX, 0, 7},
 static struct jp_ctl_excerpt items[2];
 static char long_text[JP_EXCERPT_MAX];
 
-#define SAMPLE_MAX 24u
+#define SAMPLE_MAX 28u
 /* One message of every type, with edge values. */
 static unsigned sample_messages(struct jp_ctl_msg *out)
 {
@@ -84,6 +84,38 @@ static unsigned sample_messages(struct jp_ctl_msg *out)
     out[n++].u.runs.limit = 20;
     out[n].type = JP_CTL_WORKER_RING;
     out[n++].u.worker_ring.slot_count = JP_RING_MAX_SLOTS;
+    out[n].type = JP_CTL_TOP;
+    out[n].u.top.run_id = 0;
+    out[n++].u.top.rows = JP_CTL_MAX_TOP_ROWS;
+    static const uint64_t figures[4] = {1u << 20, 1u << 21, UINT64_MAX, 3};
+    static const uint64_t points[3] = {0, 7, UINT64_MAX};
+    static const struct jp_ctl_top_row rows[2] = {
+        {.name = "m.f", .name_len = 3, .path = "src/m.jett", .path_len = 10, .line = 4,
+         .v = {1, 2, UINT64_MAX}},
+        {.name = "\xc3\xa9.g", .name_len = 4, .path = "", .path_len = 0, .line = 0,
+         .v = {0, 0, 0}},
+    };
+    out[n].type = JP_CTL_TOP_FRAME;
+    out[n].u.top_frame.run_id = 9;
+    out[n].u.top_frame.mode = JP_MODE_MEMORY;
+    out[n].u.top_frame.program = "app.jett";
+    out[n].u.top_frame.program_len = 8;
+    out[n].u.top_frame.elapsed_ns = 1500000000u;
+    out[n].u.top_frame.records = 12345;
+    out[n].u.top_frame.fill = 10;
+    out[n].u.top_frame.slots = 65536;
+    out[n].u.top_frame.lost = 1;
+    out[n].u.top_frame.violations = 2;
+    out[n].u.top_frame.figures = figures;
+    out[n].u.top_frame.nfigures = 4;
+    out[n].u.top_frame.stretch_ns = 10000000u;
+    out[n].u.top_frame.timeline = points;
+    out[n].u.top_frame.npoints = 3;
+    out[n].u.top_frame.rows = rows;
+    out[n++].u.top_frame.nrows = 2;
+    out[n].type = JP_CTL_TOP_FRAME; /* no points, no rows yet */
+    out[n].u.top_frame.mode = JP_MODE_CPU;
+    out[n++].u.top_frame.program_len = 0;
     out[n].type = JP_CTL_ERROR;
     out[n].u.error.code = JP_CTLE_INTERNAL;
     out[n].u.error.message = "boom";
@@ -172,6 +204,33 @@ static void assert_same(const struct jp_ctl_msg *a, const struct jp_ctl_msg *b)
         assert_str(a->u.status_reply.text, a->u.status_reply.text_len, b->u.status_reply.text,
                    b->u.status_reply.text_len, "text");
         break;
+    case JP_CTL_TOP:
+        cr_assert(a->u.top.run_id == b->u.top.run_id && a->u.top.rows == b->u.top.rows, "top");
+        break;
+    case JP_CTL_TOP_FRAME: {
+        const __typeof__(a->u.top_frame) *x = &a->u.top_frame, *y = &b->u.top_frame;
+        cr_assert(x->run_id == y->run_id && x->mode == y->mode && x->elapsed_ns == y->elapsed_ns &&
+                  x->records == y->records && x->fill == y->fill && x->slots == y->slots &&
+                  x->lost == y->lost && x->violations == y->violations &&
+                  x->stretch_ns == y->stretch_ns, "top_frame figures");
+        assert_str(x->program, x->program_len, y->program, y->program_len, "program");
+        cr_assert_eq(x->nfigures, y->nfigures, "figures");
+        cr_assert_eq(x->npoints, y->npoints, "points");
+        cr_assert_eq(x->nrows, y->nrows, "rows");
+        for (uint32_t i = 0; i < x->nfigures; i++)
+            cr_assert_eq(x->figures[i], y->figures[i], "figure %u", i);
+        for (uint32_t i = 0; i < x->npoints; i++)
+            cr_assert_eq(x->timeline[i], y->timeline[i], "point %u", i);
+        for (uint32_t i = 0; i < x->nrows; i++) {
+            assert_str(x->rows[i].name, x->rows[i].name_len, y->rows[i].name, y->rows[i].name_len,
+                       "row name");
+            assert_str(x->rows[i].path, x->rows[i].path_len, y->rows[i].path, y->rows[i].path_len,
+                       "row path");
+            cr_assert(x->rows[i].line == y->rows[i].line &&
+                      !memcmp(x->rows[i].v, y->rows[i].v, sizeof x->rows[i].v), "row %u", i);
+        }
+        break;
+    }
     case JP_CTL_ERROR:
         cr_assert_eq(a->u.error.code, b->u.error.code, "code");
         assert_str(a->u.error.message, a->u.error.message_len, b->u.error.message,
