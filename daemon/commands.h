@@ -43,6 +43,10 @@ int jpd_cmd_replay(int argc, char **argv);
 int jpd_cmd_summarize(int argc, char **argv);
 
 
+/* top.c: `jettprofd top`. */
+int jpd_cmd_top(int argc, char **argv);
+
+
 /* export.c */
 int jpd_cmd_export(int argc, char **argv);
 int jpd_cmd_diff(int argc, char **argv);

@@ -29,6 +29,8 @@
 #define JPD_HANDSHAKE_MS 3000u    /* HELLO + RING must arrive within this (an agent sends both
                                    * at once): a silent connection holds a slot no longer */
 #define JPD_FLUSH_MS 5000u        /* a peer that does not read its RESULT is dropped after */
+#define JPD_TOP_IDLE_MS 120000u   /* a watcher (top) that asks nothing for this long is dropped
+                                   * (top asks at least once a minute) */
 #define JPD_EXCERPT_MS 10000u     /* a runtime that does not answer EXCERPT_REQUEST: render
                                    * without excerpts after this */
 #define JPD_MAX_CLIENT_FRAME (1u << 21) /* clients send small frames (the largest: EXCERPTS of
@@ -200,6 +202,7 @@ struct jpd_daemon {
     uv_timer_t accept_retry; /* after EMFILE: stop polling the listener for a moment */
     int accept_retry_active;
     char *created_socket;  /* a path we bound and must unlink at exit */
+    int private_run_gone;  /* private mode: the run's session is freed (watchers may remain) */
 
     uv_signal_t sigterm, sigint, sighup; /* signals.c */
     int signals_active;

@@ -122,6 +122,20 @@ static const struct command {
      "jettprofd show RUN_ID [--socket PATH] [--format human|toon]\n",
      "Prints the profile of a finished run of the daemon serving on PATH, or the snapshot of\n"
      "a run in flight: the profile of the records taken so far (termination running).\n"},
+    {"top",
+     "jettprofd top [RUN_ID] [--socket PATH | --pid PID] [--interval SECONDS] [--batch]\n"
+     "              [--frames N]\n",
+     "A live view of a run in flight, refreshed every SECONDS (0.1 to 60, default 1):\n"
+     "the program, mode, time into the run, records/s, ring fill, lost records and\n"
+     "violations; live bytes (memory) or samples (CPU) over time as a strip; the top\n"
+     "functions (CPU: share of the last interval and of the run, self and inclusive) or\n"
+     "sites (memory: live bytes now, their change since the previous frame, allocated in\n"
+     "the last interval, allocations). Keys: q quits, space pauses the table, s cycles the\n"
+     "sort, + and - change the interval. On a terminal it draws in place; with --batch or\n"
+     "when stdout is not a terminal it prints one plain frame per interval (--frames N\n"
+     "stops after N). Without RUN_ID it lists the runs in flight you may see. When the run\n"
+     "ends it prints the final profile. --pid PID watches a private run (`jett run\n"
+     "--profile[-memory]`, PID the program's), for its own user only.\n"},
     {"status",
      "jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]\n",
      "Prints what the daemon serving on PATH is doing: its uptime, workers, RSS, totals and\n"
@@ -516,6 +530,8 @@ int main(int argc, char **argv)
         return cmd_show(argc - 2, argv + 2);
     if (!strcmp(cmd, "status"))
         return cmd_status(argc - 2, argv + 2);
+    if (!strcmp(cmd, "top"))
+        return jpd_cmd_top(argc - 2, argv + 2);
     if (!strcmp(cmd, "runs"))
         return cmd_runs(argc - 2, argv + 2);
     if (!strcmp(cmd, "replay"))

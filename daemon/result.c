@@ -190,6 +190,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     jpd_log_run(s->d, &row);
     if (!s->d->private_mode)
         jpd_keep_run(s->d, s->run_id, s->peer.uid, &out);
+    jpd_watch_run_ended(s, &out); /* `top` shows the final profile and says so */
     struct rendered_export px = {0}; /* serve --push: the run's pprof */
 
     if (deliver && !s->eof) {

@@ -90,7 +90,14 @@ static void stop_listening(struct jpd_daemon *d)
 void jpd_server_sessions_gone(struct jpd_daemon *d, uint32_t n)
 {
     d->nsessions -= n;
-    if (d->private_mode || (d->shutting_down && d->nsessions == 0)) {
+    if (d->private_mode && d->private_run_gone) {
+        /* The watch socket goes with the run; its watchers were given the run's end. */
+        stop_listening(d);
+        if (d->nsessions)
+            jpd_session_shutdown_loop(&d->main, NULL);
+    }
+    if ((d->private_mode && d->private_run_gone && d->nsessions == 0) ||
+        (d->shutting_down && d->nsessions == 0)) {
         stop_listening(d);
         jpd_signals_stop(d);
         jpd_workers_stop(d);
@@ -221,6 +228,73 @@ static int open_dirs(struct jpd_daemon *d, const struct jpd_config *cfg)
     return 0;
 }
 
+/* The poll on d->listen_fd (and the timer that retries accept): 0, or a libuv error with the
+ * fd closed. Accepting starts with uv_poll_start(on_accept). */
+static int watch_listener(struct jpd_daemon *d)
+{
+    int r = uv_poll_init(d->loop, &d->listen, d->listen_fd);
+    if (r < 0) {
+        close(d->listen_fd);
+        d->listen_fd = -1;
+        return r;
+    }
+    d->listen.data = d;
+    d->listen_active = 1;
+    uv_timer_init(d->loop, &d->accept_retry);
+    d->accept_retry.data = d;
+    d->accept_retry_active = 1;
+    return 0;
+}
+
+static int bind_socket(struct jpd_daemon *d, const char *path, int quiet);
+static void on_accept(uv_poll_t *h, int status, int events);
+
+int jpd_watch_path(uid_t uid, uint32_t pid, int where, int create, char *buf, size_t cap)
+{
+    char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    int n;
+    if (where == 0) {
+        if (!rt || rt[0] != '/')
+            return -ENOENT;
+        n = snprintf(dir, sizeof dir, "%s/jettprof", rt);
+    } else {
+        n = snprintf(dir, sizeof dir, "/tmp/jettprof-%u", (unsigned)uid);
+    }
+    if (n < 0 || (size_t)n >= sizeof dir)
+        return -ENAMETOOLONG;
+    if (create && mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    struct stat st;
+    if (lstat(dir, &st) < 0)
+        return -errno;
+    /* /tmp is everyone's: a directory someone else made, or one others may enter, is not
+     * where this user's run is watched. */
+    if (!S_ISDIR(st.st_mode) || st.st_uid != uid || (st.st_mode & 077))
+        return -EPERM;
+    n = snprintf(buf, cap, "%s/%u.sock", dir, (unsigned)pid);
+    return n < 0 || (size_t)n >= cap || (size_t)n >= sizeof dir ? -ENAMETOOLONG : 0;
+}
+
+/* The private run's watch socket (jpd_watch_path): its own user may ask it for the run's
+ * snapshot and frames while it runs. Best effort and silent: a run that cannot be watched
+ * runs the same. */
+static void listen_for_watchers(struct jpd_daemon *d, uint32_t pid)
+{
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    int fd = -1;
+    for (int where = 0; where < 2 && fd < 0; where++)
+        if (jpd_watch_path(d->self_uid, pid, where, 1, path, sizeof path) == 0)
+            fd = bind_socket(d, path, 1);
+    if (fd < 0)
+        return;
+    d->listen_fd = fd;
+    if (watch_listener(d) == 0)
+        uv_poll_start(&d->listen, UV_READABLE, on_accept);
+    else
+        stop_listening(d); /* unlinks it */
+}
+
 /* ---- private mode ---- */
 
 int jpd_run_private(int fd)
@@ -257,11 +331,13 @@ int jpd_run_private(int fd)
         close(fd);
         return 1;
     }
-    r = jpd_session_start(&d, fd, &peer);
+    r = jpd_session_start(&d, fd, &peer, 0);
     if (r < 0) {
         jpd_log("cannot serve the session: %s", strerror(-r));
         jpd_signals_stop(&d);
         d.exit_code = 1;
+    } else if (peer.pid > 0) {
+        listen_for_watchers(&d, (uint32_t)peer.pid);
     }
     return daemon_run(&d);
 }
@@ -297,6 +373,8 @@ static int peer_in_group(int fd, gid_t gid)
 
 static int peer_allowed(const struct jpd_daemon *d, int fd, const struct ucred *uc)
 {
+    if (d->private_mode)
+        return uc->uid == d->self_uid; /* a private run is its own user's, root's neither */
     if (uc->uid == 0 || uc->uid == d->self_uid)
         return 1;
     if (d->cfg->allow_group < 0)
@@ -353,7 +431,8 @@ static void on_accept(uv_poll_t *h, int status, int events)
         if (!allowed || d->nsessions >= JPD_MAX_SESSIONS || jpd_prehello_full(d, uc.uid))
             jpd_live_refused(d);
         if (!allowed) {
-            jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
+            if (!d->private_mode) /* private: stderr is the program's user's terminal */
+                jpd_log("refused a connection from uid %u", (unsigned)uc.uid);
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_PERMISSION_DENIED,
                                    "this user may not attach to this daemon");
         } else if (d->nsessions >= JPD_MAX_SESSIONS) {
@@ -363,9 +442,9 @@ static void on_accept(uv_poll_t *h, int status, int events)
             r = jpd_session_refuse(d, fd, &peer, JP_CTLE_TOO_MANY_RUNS,
                                    "too many connections waiting for their hello");
         } else {
-            r = jpd_session_start(d, fd, &peer);
+            r = jpd_session_start(d, fd, &peer, d->private_mode);
         }
-        if (r < 0)
+        if (r < 0 && !d->private_mode)
             jpd_log("cannot start a session: %s", strerror(-r));
     }
 }
@@ -402,26 +481,29 @@ static int check_listener(int fd)
     return 0;
 }
 
-/* Binds and listens on path (--socket or the default). The fd, or -errno with the
- * command-line error (naming the option and the path) on stderr. */
-static int bind_socket(struct jpd_daemon *d, const char *path)
+/* Binds and listens on path (--socket or the default; a private daemon's watch socket). The
+ * fd, or -errno with the command-line error (naming the option and the path) on stderr unless
+ * quiet (a private daemon's stderr is its program's). */
+#define say(...) (quiet ? (void)0 : (void)fprintf(stderr, __VA_ARGS__))
+static int bind_socket(struct jpd_daemon *d, const char *path, int quiet)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof sa.sun_path) {
-        fprintf(stderr, "jettprofd: --socket: path is too long for a unix socket\n");
+        say("jettprofd: --socket: path is too long for a unix socket\n");
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         int e = errno;
-        jpd_log("cannot create a socket: %s", strerror(e));
+        if (!quiet)
+            jpd_log("cannot create a socket: %s", strerror(e));
         return -e;
     }
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            fprintf(stderr, "jettprofd: --socket: %s exists and is not a socket\n", path);
+            say("jettprofd: --socket: %s exists and is not a socket\n", path);
             close(fd);
             return -EEXIST;
         }
@@ -431,7 +513,7 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
         if (probe >= 0)
             close(probe);
         if (live) {
-            fprintf(stderr, "jettprofd: --socket: another daemon listens on %s\n", path);
+            say("jettprofd: --socket: another daemon listens on %s\n", path);
             close(fd);
             return -EADDRINUSE;
         }
@@ -444,13 +526,13 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
     int e = errno;
     umask(old);
     if (r < 0) {
-        fprintf(stderr, "jettprofd: --socket: cannot bind %s: %s\n", path, strerror(e));
+        say("jettprofd: --socket: cannot bind %s: %s\n", path, strerror(e));
         close(fd);
         return -e;
     }
     if (d->cfg->allow_group >= 0 && chown(path, (uid_t)-1, (gid_t)d->cfg->allow_group) < 0) {
         e = errno;
-        fprintf(stderr, "jettprofd: --allow-group: cannot give the socket to group %d: %s\n",
+        say("jettprofd: --allow-group: cannot give the socket to group %d: %s\n",
                 d->cfg->allow_group, strerror(e));
         unlink(path);
         close(fd);
@@ -458,20 +540,22 @@ static int bind_socket(struct jpd_daemon *d, const char *path)
     }
     if (chmod(path, mode) < 0 || listen(fd, 128) < 0) {
         e = errno;
-        fprintf(stderr, "jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(e));
+        say("jettprofd: --socket: cannot listen on %s: %s\n", path, strerror(e));
         unlink(path);
         close(fd);
         return -e;
     }
     d->created_socket = strdup(path);
     if (!d->created_socket) {
-        jpd_log("out of memory");
+        if (!quiet)
+            jpd_log("out of memory");
         unlink(path);
         close(fd);
         return -ENOMEM;
     }
     return fd;
 }
+#undef say
 
 int jpd_run_serve(const struct jpd_config *cfg)
 {
@@ -492,7 +576,7 @@ int jpd_run_serve(const struct jpd_config *cfg)
         char buf[sizeof(((struct sockaddr_un *)0)->sun_path) + 32];
         const char *path = cfg->socket_path ? cfg->socket_path
                                             : jpd_default_socket(buf, sizeof buf);
-        fd = bind_socket(&d, path);
+        fd = bind_socket(&d, path, 0);
         if (fd < 0)
             goto fail;
     }
@@ -504,18 +588,11 @@ int jpd_run_serve(const struct jpd_config *cfg)
     }
     jpd_capture_prune(&d);
     jpd_state_load(&d, jpd_kept_load);
-    r = uv_poll_init(&loop, &d.listen, fd);
+    r = watch_listener(&d);
     if (r < 0) {
         jpd_log("cannot watch the listening socket: %s", uv_strerror(r));
-        close(fd);
-        d.listen_fd = -1;
         goto fail;
     }
-    d.listen.data = &d;
-    d.listen_active = 1;
-    uv_timer_init(&loop, &d.accept_retry);
-    d.accept_retry.data = &d;
-    d.accept_retry_active = 1;
     if (cfg->push && (r = jpd_push_start(cfg->push, &d.push)) < 0) {
         jpd_log("cannot start the push thread: %s", jpd_error_text(r));
         stop_listening(&d);

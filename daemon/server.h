@@ -41,6 +41,14 @@ void jpd_server_stop(struct jpd_daemon *d);
 /* The socket `serve` listens on and the clients ask: $JETTPROFD_SOCKET, else
  * $XDG_RUNTIME_DIR/jettprofd.sock when not root, else /run/jettprofd.sock; in buf[cap]. */
 const char *jpd_default_socket(char *buf, size_t cap);
+/* Where a private daemon lets its own user watch its run (`jettprofd top --pid PID`): the
+ * socket PID.sock (PID the program's) in a directory only uid may enter, `where` 0:
+ * $XDG_RUNTIME_DIR/jettprof (when that is an absolute path), 1: /tmp/jettprof-UID. With create,
+ * the directory is made (0700) when missing. Either way it must be a directory (not a link)
+ * owned by uid that no one else may enter: 0 with the socket's path in buf[cap], -ENOENT
+ * (no such place: `where` 0 without $XDG_RUNTIME_DIR, or not created), -EPERM (it is there
+ * but not private to uid: never used), -ENAMETOOLONG, or -errno. */
+int jpd_watch_path(uid_t uid, uint32_t pid, int where, int create, char *buf, size_t cap);
 
 /* signals.c: what each signal does (jettprofd(8), SIGNALS). jpd_signals_start sets every
  * action and starts the main loop's signal handles (0 or -errno); jpd_signals_stop closes the
@@ -79,15 +87,17 @@ int jpd_post(struct jpd_daemon *d, jpd_post_fn *fn, const void *payload, size_t 
 /* From a worker: one of its sessions was freed (counted, never lost to a failed allocation). */
 void jpd_post_gone(struct jpd_daemon *d, struct jpd_loop *lp);
 
-/* requests.c. For sessions, on the main loop: the answer to a SHOW, STATUS or RUNS request of
- * a client of uid: 0 with *reply filled (its strings point into the kept store or *text, which
- * the caller frees, and stay valid until the main loop's next turn), else the JP_CTLE_* code
- * that ends the session, with *why. A SHOW of a run in flight the client may see is answered
- * with 0 and *snapshot_on set to the loop the run lives on (*reply untouched): the snapshot is
- * built there, on the run's own thread, between its drains. */
+/* requests.c. For sessions, on the main loop: the answer to a SHOW, STATUS, RUNS or TOP
+ * request of a client of uid: 0 with *reply filled (its strings point into the kept store or
+ * *text, which the caller frees, and stay valid until the main loop's next turn), else the
+ * JP_CTLE_* code that ends the session, with *why. A SHOW or TOP of a run in flight the client
+ * may see is answered with 0, *snapshot_on set to the loop the run lives on and *run_id to the
+ * run (TOP's run 0 on a private daemon: its run) (*reply untouched): the snapshot or frame is
+ * built there, on the run's own thread, between its drains. A TOP of a run that has ended and
+ * is kept is answered like SHOW with its human text. */
 uint32_t jpd_server_answer(struct jpd_daemon *d, uid_t uid, const struct jp_ctl_msg *m,
                            struct jp_ctl_msg *reply, struct jp_buf *text, const char **why,
-                           struct jpd_loop **snapshot_on);
+                           struct jpd_loop **snapshot_on, uint64_t *run_id);
 
 /* kept.c. For sessions, on any loop: the store given one finished run (copied), and a
  * runs-log row written, each posted to the main loop from a worker. */

@@ -213,6 +213,11 @@ static void on_timer(uv_timer_t *t)
     case JPD_S_DONE:
         jpd_session_close(s); /* the peer did not take its output in time */
         return;
+    case JPD_S_TOP:
+        /* A watcher holds one of its uid's requests while it watches: not a silent one. */
+        jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "no top request within " JP_STR(JPD_TOP_IDLE_MS)
+                                                 " ms");
+        return;
     }
 }
 
@@ -494,6 +499,16 @@ static void on_excerpts(struct jpd_session *s, const struct jp_ctl_msg *m)
     jpd_session_feed_stop(s);
 }
 
+/* What a connection may ask instead of starting a run: SHOW, STATUS, RUNS and TOP of a serving
+ * daemon; SHOW and TOP of the run of a private daemon, on its watch socket. */
+static int may_ask(const struct jpd_session *s, uint32_t type)
+{
+    if (s->d->private_mode)
+        return s->watcher && (type == JP_CTL_SHOW || type == JP_CTL_TOP);
+    return type == JP_CTL_SHOW || type == JP_CTL_STATUS || type == JP_CTL_RUNS ||
+           type == JP_CTL_TOP;
+}
+
 /* SHOW, STATUS and RUNS count against their uid's requests from here until the socket closes:
  * 1 to answer, 0 when the session was failed instead (too many of this uid's requests, or of
  * its output, are waiting to be read). */
@@ -522,10 +537,12 @@ static void answer_request(struct jpd_session *s, const struct jp_ctl_msg *m)
     struct jp_buf text = {0};
     const char *why = NULL;
     struct jpd_loop *on = NULL;
-    uint32_t code = jpd_server_answer(s->d, s->peer.uid, m, &r, &text, &why, &on);
+    uint64_t run_id = 0;
+    uint32_t code = jpd_server_answer(s->d, s->peer.uid, m, &r, &text, &why, &on, &run_id);
     if (!code && on) {
-        s->snap_run_id = m->u.show.run_id;
-        s->snap_outputs = m->u.show.outputs;
+        s->snap_run_id = run_id;
+        s->snap_outputs = m->type == JP_CTL_TOP ? 0 : m->u.show.outputs;
+        s->snap_rows = m->type == JP_CTL_TOP ? m->u.top.rows : 0;
         s->snap_to = on;
         set_state(s, JPD_S_SNAPSHOT);
         if (on == s->lp)
@@ -549,12 +566,21 @@ static void answer_snapshot(struct jpd_session *s)
 {
     struct jpd_session *run = NULL;
     for (struct jpd_session *it = s->lp->sessions; it && !run; it = it->next)
-        if (it != s && it->run_id == s->snap_run_id && it->state == JPD_S_LIVE && it->eng)
+        if (it != s && it->run_id == s->snap_run_id && it->eng && !it->run_finished &&
+            (it->state == JPD_S_LIVE || it->state == JPD_S_EXCERPTS))
             run = it;
     if (!run) {
         jpd_session_fail(s, JP_CTLE_NO_SUCH_RUN,
                          "the run ended while its snapshot was asked for: show it again for "
                          "its profile");
+        return;
+    }
+    if (s->snap_rows) {
+        if (jpd_watch_answer(s, run) == 0) {
+            set_state(s, JPD_S_TOP);
+            uv_timer_stop(&s->timer);
+            uv_timer_start(&s->timer, on_timer, JPD_TOP_IDLE_MS, 0);
+        }
         return;
     }
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
@@ -603,13 +629,21 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
     case JPD_S_HELLO:
         if (m->type == JP_CTL_HELLO)
             on_hello(s, m);
-        else if ((m->type == JP_CTL_SHOW || m->type == JP_CTL_STATUS ||
-                  m->type == JP_CTL_RUNS) && !s->d->private_mode && admit_request(s))
+        else if (may_ask(s, m->type) && admit_request(s))
             answer_request(s, m);
         else if (s->requested)
             return; /* refused: admit_request failed the session */
         else
             jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected hello");
+        return;
+    case JPD_S_TOP:
+        if (m->type != JP_CTL_TOP || (m->u.top.run_id && m->u.top.run_id != s->snap_run_id)) {
+            jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "a top connection asks for its run's frames only");
+            return;
+        }
+        s->snap_rows = m->u.top.rows;
+        set_state(s, JPD_S_SNAPSHOT);
+        answer_snapshot(s); /* on the run's loop already */
         return;
     case JPD_S_RING:
         if (m->type == JP_CTL_RING)
@@ -693,6 +727,8 @@ static void on_closed(uv_handle_t *h)
     jp_report_free(s->report);
     jp_engine_free(s->eng);
     unlink_session(s);
+    if (d->private_mode && !s->watcher)
+        d->private_run_gone = 1; /* the one run: its daemon ends once its watchers are gone */
     free(s);
     jpd_server_session_gone(d, lp);
 }
@@ -743,12 +779,13 @@ static int session_new(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     return 0;
 }
 
-int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer)
+int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, int watcher)
 {
     struct jpd_session *s;
     int r = session_new(d, fd, peer, &s);
     if (r < 0)
         return r;
+    s->watcher = watcher;
     s->state = JPD_S_HELLO;
     s->handshake_deadline_ns = uv_hrtime() + (uint64_t)jpd_handshake_timeout_ms * 1000000u;
     uv_timer_start(&s->timer, on_timer, jpd_handshake_timeout_ms, 0);

@@ -7,6 +7,7 @@
  *              idle handle that brings a busy ring back on the next loop turn
  *   capture.c  the session's capture writers and what happens when one fails
  *   result.c   the end of a run: render, log, keep, deliver
+ *   watch.c    the watchers of a live run (`jettprofd top`): its frames, its end
  * Only these files include this header; the server sees a session through jpd.h, and a
  * session reaches the daemon's services only through the calls jpd.h marks "for sessions".
  *
@@ -50,7 +51,8 @@ enum {
     JPD_S_RING,
     JPD_S_LIVE,
     JPD_S_EXCERPTS,
-    JPD_S_SNAPSHOT, /* a SHOW of a live run, on its way to the run's loop to be answered there */
+    JPD_S_SNAPSHOT, /* a SHOW or TOP of a live run, on its way to the run's loop to be answered there */
+    JPD_S_TOP,      /* a watcher of a live run, on its loop: answered, waiting for its next TOP */
     JPD_S_DONE,  /* nothing more is read; pending output is flushed, then the session closes */
 };
 
@@ -93,6 +95,8 @@ struct jpd_session {
      * the run lives on (the request moves there to be answered) */
     uint64_t snap_run_id;
     uint32_t snap_outputs;
+    uint32_t snap_rows;       /* TOP's rows; 0 for a SHOW */
+    int watcher;              /* accepted on a private daemon's watch socket (server.c) */
     struct jpd_loop *snap_to;
     struct jpd_session *prev, *next;
     uv_poll_t poll;
@@ -181,6 +185,15 @@ void jpd_session_begin_excerpts(struct jpd_session *s);
 /* Feeds the held RUN_STOP and finishes the run. */
 void jpd_session_feed_stop(struct jpd_session *s);
 void jpd_session_unmap_ring(struct jpd_session *s);
+
+/* watch.c */
+/* On run's loop: the frame of run for watcher w (TOP_FRAME, w->snap_rows rows), sent: 0, and
+ * w waits in JPD_S_TOP for its next TOP; -1 when w was failed instead (out of memory fails the
+ * watcher, never the run). */
+int jpd_watch_answer(struct jpd_session *w, struct jpd_session *run);
+/* The run has its final profile (out): each of its watchers gets it as RESULT (the human
+ * text) and is done. */
+void jpd_watch_run_ended(struct jpd_session *run, const struct jp_rendered *out);
 
 /* conn.c */
 /* The decoder (bounded to JPD_MAX_SMALL_FRAME until excerpts are asked for) and the poll

@@ -14,8 +14,10 @@ extern uint32_t jpd_excerpt_timeout_ms;
 /* How long a connection may take to send HELLO and RING: JPD_HANDSHAKE_MS, or the test knob
  * JETTPROFD_HANDSHAKE_TIMEOUT_MS read once at start (main.c). */
 extern uint32_t jpd_handshake_timeout_ms;
-/* Takes ownership of fd (a connected, non-blocking stream socket). 0 or -errno. */
-int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer);
+/* Takes ownership of fd (a connected, non-blocking stream socket). watcher: it came to a
+ * private daemon's watch socket (it may ask SHOW and TOP of the run, nothing else). 0 or
+ * -errno. */
+int jpd_session_start(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, int watcher);
 /* Sends ERROR{code, message} and closes once it is written. Takes ownership of fd. */
 int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer, uint32_t code,
                        const char *message);

@@ -80,6 +80,11 @@ static void h_bytes(struct jp_buf *s, uint64_t b)
                   (uint64_t)(tenths % 10u), unit[u]);
 }
 
+void jp_report_bytes(struct jp_buf *s, uint64_t b)
+{
+    h_bytes(s, b);
+}
+
 /* Nanoseconds as seconds with millisecond precision, rounded half up: `1.612 s`; a non-zero
  * duration under half a millisecond is `< 0.001 s`, not a misleading zero. */
 static void h_secs(struct jp_buf *s, uint64_t ns)

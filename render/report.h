@@ -13,6 +13,8 @@
 #include "engine/view.h"
 #include "render/rendered.h"
 
+struct jp_buf;
+
 struct jp_report_opts {
     uint32_t size;         /* sizeof(struct jp_report_opts) */
     int32_t threshold_bp;  /* -1: as the run asked (RUN_START) */
@@ -149,6 +151,12 @@ void jp_report_rebind(struct jp_report *r, const struct jp_engine_view *v, uint3
  * archive so the collector-failure profile uses it too). */
 void jp_report_status(const struct jp_engine_view *v, uint32_t ending, struct jp_report *r);
 void jp_report_free(struct jp_report *r);
+
+/* For other views of a run (`jettprofd top`), the report's own rules: a function's qualified
+ * name as the writers give it (raw bytes: make them safe for where they go), and bytes for a
+ * person as the human text writes them (`1023 B`, `1.5 MiB`). */
+void jp_report_func_name(struct jp_buf *s, const struct jp_func *f);
+void jp_report_bytes(struct jp_buf *s, uint64_t b);
 
 /* ---- the writers library (render/toon.c, human.c, dispatch.c); it never builds a report ---- */
 

@@ -22,6 +22,11 @@ void jp_wr_qualified(struct jp_buf *s, const struct jp_func *f)
     jp_buf_put(s, f->fn, f->fn_len);
 }
 
+void jp_report_func_name(struct jp_buf *s, const struct jp_func *f)
+{
+    jp_wr_qualified(s, f);
+}
+
 static uint64_t recorded_samples(const struct jp_engine_view *v)
 {
     uint64_t n = v->counters->waiting_ticks + v->counters->runtime_ticks;

@@ -8,11 +8,11 @@ packages=(gcc pkg-config meson ninja-build libuv1-dev libmsgpack-dev libcriterio
           systemd libsystemd-dev nodejs npm clang libclang-rt-14-dev libzstd-dev
           groff-base heaptrack time valgrind
           protobuf-c-compiler libprotobuf-c-dev zlib1g-dev golang-go librsvg2-bin
-          libcurl4-openssl-dev)
+          libcurl4-openssl-dev tmux)
 # (the exports: protoc-c compiles render/export/profile.proto, zlib gzips pprof; the export
 # suite checks pprof with `go tool pprof` and renders the SVG with rsvg-convert; libcurl
 # sends `--push` profiles over HTTP(S); bench/run counts the examples' instructions with
-# valgrind's cachegrind)
+# valgrind's cachegrind; `jettprofd top` is tested in a real terminal under tmux)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
