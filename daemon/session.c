@@ -627,14 +627,16 @@ void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)
     }
     switch (s->state) {
     case JPD_S_HELLO:
-        if (m->type == JP_CTL_HELLO)
+        if (m->type == JP_CTL_HELLO && !s->watcher) /* a watcher starts no run */
             on_hello(s, m);
         else if (may_ask(s, m->type) && admit_request(s))
             answer_request(s, m);
         else if (s->requested)
             return; /* refused: admit_request failed the session */
         else
-            jpd_session_fail(s, JP_CTLE_BAD_MESSAGE, "expected hello");
+            jpd_session_fail(s, JP_CTLE_BAD_MESSAGE,
+                             s->watcher ? "a watch connection may ask show or top, nothing else"
+                                        : "expected hello");
         return;
     case JPD_S_TOP:
         if (m->type != JP_CTL_TOP || (m->u.top.run_id && m->u.top.run_id != s->snap_run_id)) {
@@ -800,6 +802,7 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
     int r = session_new(d, fd, peer, &s);
     if (r < 0)
         return r;
+    s->watcher = d->private_mode; /* a private daemon refuses only would-be watchers */
     s->state = JPD_S_HELLO;
     jpd_session_fail(s, code, message);
     return 0;

@@ -376,3 +376,63 @@ Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
     rmdir(dir);
     free(dir);
 }
+
+/* `jettprofd top RUN_ID` of a run in flight: its owner watches it, another user gets the answer
+ * a run that does not exist gets. */
+Test(peercred, a_live_run_is_watched_by_its_owner_only)
+{
+    char *dir = open_dir();
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    const char *extra[] = {"--allow-group", "4242", NULL};
+    pid_t d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(d, 0);
+    uint64_t id;
+    pid_t run = start_as(sock, 4001, GROUP, 1, &id);
+    char idstr[32], *own;
+    snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
+    for (int i = 0; show_cmd_as(sock, 4001, GROUP, idstr, &own) != 0; i++) {
+        cr_assert_lt(i, 500, "the owner never saw its run: %s", own);
+        free(own);
+        usleep(10000);
+    }
+    free(own);
+    const char *top[] = {"top", idstr, "--socket", sock, "--batch", "--frames", "1"};
+    for (uid_t uid = 4001; uid <= 4002; uid++) {
+        int ep[2], op[2];
+        cr_assert_eq(pipe(ep), 0);
+        cr_assert_eq(pipe(op), 0);
+        pid_t pid = tl_fork();
+        if (pid == 0) {
+            jpt_become(uid, GROUP);
+            dup2(op[1], STDOUT_FILENO);
+            dup2(ep[1], STDERR_FILENO);
+            char *argv[9] = {(char *)jpt_daemon_bin()};
+            for (int i = 0; i < 7; i++)
+                argv[i + 1] = (char *)top[i];
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        close(ep[1]);
+        close(op[1]);
+        char *out = jpt_slurp_fd(op[0]), *err = jpt_slurp_fd(ep[0]);
+        close(op[0]);
+        close(ep[0]);
+        int st = tl_wait(pid, 20000);
+        cr_assert(st >= 0 && WIFEXITED(st));
+        if (uid == 4001) {
+            cr_assert_eq(WEXITSTATUS(st), 0, "%s", err);
+            cr_assert(strstr(out, "jettprofd top - run "), "%s", out);
+        } else {
+            cr_assert_eq(WEXITSTATUS(st), 1, "another user watched the run: %s", out);
+            cr_assert(strstr(err, "no such run visible to you"), "%s", err);
+        }
+        free(out);
+        free(err);
+    }
+    kill(run, SIGKILL);
+    tl_wait(run, 10000);
+    tl_stop(d, 20000);
+    rmdir(dir);
+    free(dir);
+}

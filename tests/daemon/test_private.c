@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -457,4 +458,133 @@ Test(private, finalize_without_a_stop_record_is_a_collector_failure)
     cr_assert_eq(exit_status_of(p.pid), 0);
     jp_ring_unmap(&ring);
     jpt_client_close(&p.c);
+}
+
+/* Where a private daemon whose program is pid lets its user watch it: the rule jettprofd(8)
+ * states ($XDG_RUNTIME_DIR/jettprof when that is set, else /tmp/jettprof-UID). */
+static void watch_socket(pid_t pid, char *dir, size_t dcap, char *path, size_t pcap)
+{
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    if (rt && rt[0] == '/')
+        snprintf(dir, dcap, "%s/jettprof", rt);
+    else
+        snprintf(dir, dcap, "/tmp/jettprof-%u", (unsigned)getuid());
+    snprintf(path, pcap, "%s/%d.sock", dir, (int)pid);
+}
+
+/* argv run as uid (0: as we are), stdout and stderr captured: its exit status. */
+static int run_as(uid_t uid, char *const argv[], char **out, char **err)
+{
+    int op[2], ep[2];
+    cr_assert_eq(pipe(op), 0);
+    cr_assert_eq(pipe(ep), 0);
+    pid_t pid = tl_fork();
+    if (pid == 0) {
+        if (uid)
+            jpt_become(uid, uid);
+        dup2(op[1], STDOUT_FILENO);
+        dup2(ep[1], STDERR_FILENO);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(op[1]);
+    close(ep[1]);
+    *out = jpt_slurp_fd(op[0]);
+    *err = jpt_slurp_fd(ep[0]);
+    close(op[0]);
+    close(ep[0]);
+    int st = tl_wait(pid, 20000);
+    cr_assert(st >= 0 && WIFEXITED(st), "%s did not exit", argv[1]);
+    return WEXITSTATUS(st);
+}
+
+/* `jettprofd top --pid PID` reaches a private run for its own user, through a socket in a
+ * directory only that user may enter; another user finds nothing, and one let through the
+ * directory and the socket's mode is still refused by the daemon, which checks the peer on the
+ * connection. The socket goes when the run ends. */
+Test(private, a_private_run_is_watched_by_its_user_only_and_its_socket_goes_with_it)
+{
+    struct priv p;
+    start_private(&p, 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 12, 5000);
+    struct jp_ring ring;
+    uint64_t run_id;
+    cr_assert_eq(jpt_start_run(&p.c, &s, 4096, -1, 5000, &ring, &run_id), 0);
+    char dir[600], path[700];
+    watch_socket(getpid(), dir, sizeof dir, path, sizeof path); /* its program: us */
+    struct stat st;
+    for (int i = 0; stat(path, &st) != 0; i++) {
+        cr_assert_lt(i, 500, "no watch socket at %s", path);
+        usleep(10000);
+    }
+    cr_assert_eq(st.st_mode & 0777, 0600, "socket mode %o", st.st_mode & 0777);
+    cr_assert_eq(lstat(dir, &st), 0);
+    cr_assert(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 && st.st_uid == getuid());
+
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    char *argv[] = {(char *)jpt_daemon_bin(), "top", "--pid", pid, "--batch", "--frames", "2",
+                    "--interval", "0.1", NULL};
+    char *out, *err;
+    cr_assert_eq(run_as(0, argv, &out, &err), 0, "%s", err);
+    cr_assert(strstr(out, "jettprofd top - run ") && strstr(out, " - memory - "), "%s", out);
+    cr_assert(strstr(out, "LIVE NOW"), "%s", out);
+    cr_assert_null(strchr(out, '\x1b'), "a batch frame has no escape code:\n%s", out);
+    free(out);
+    free(err);
+    cr_assert_eq(run_as(4002, argv, &out, &err), 1, "another user watched the run: %s", out);
+    cr_assert(strstr(err, "no run of pid"), "%s", err);
+    free(out);
+    free(err);
+
+    /* Its own user may watch, not start a second run there. */
+    struct jpt_client h;
+    cr_assert_eq(jpt_client_connect(&h, path), 0);
+    struct jpt_stream other;
+    jpt_stream_init(&other, JP_MODE_MEMORY, 13, 10);
+    uint64_t other_id;
+    struct jpt_result refused;
+    memset(&refused, 0, sizeof refused);
+    cr_assert_neq(jpt_client_hello(&h, &other, JP_OUT_TOON, &other_id, &refused), 0);
+    cr_assert_eq(refused.error_code, JP_CTLE_BAD_MESSAGE, "%s", refused.error);
+    jpt_client_close(&h);
+
+    /* Let 4002 through the directory and the socket's mode: the daemon itself refuses it. */
+    cr_assert_eq(chmod(dir, 0711), 0);
+    cr_assert_eq(chmod(path, 0666), 0);
+    pid_t child = tl_fork();
+    if (child == 0) {
+        jpt_become(4002, 4002);
+        struct jpt_client w;
+        if (jpt_client_connect(&w, path) < 0)
+            _exit(98);
+        struct jp_ctl_msg q = {.type = JP_CTL_TOP};
+        q.u.top.rows = 10;
+        (void)jp_ctl_send(w.fd, &q, NULL, 0);
+        struct jp_ctl_msg a;
+        if (jpt_client_recv(&w, &a, 5000) != 1)
+            _exit(96);
+        _exit(a.type == JP_CTL_ERROR ? 10 + (int)a.u.error.code : 94);
+    }
+    int ws = tl_wait(child, 10000);
+    chmod(dir, 0700);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 10 + JP_CTLE_PERMISSION_DENIED,
+              "another uid on the socket: %d", WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+
+    uint8_t buf[JP_REC_MAX_SIZE];
+    uint32_t len = jpt_stream_stop(&s, buf);
+    cr_assert_eq(jpt_push(&ring, buf, len), 0);
+    struct jp_ctl_msg m = {.type = JP_CTL_FINALIZE};
+    m.u.finalize.termination = JP_TERM_RETURNED;
+    cr_assert_eq(jp_ctl_send(p.c.fd, &m, NULL, 0), 0);
+    struct jpt_result r;
+    cr_assert_eq(jpt_finish(&p.c, &r, 30000), 0);
+    cr_assert_eq(r.error_code, 0, "%s", r.error);
+    jpt_result_free(&r);
+    cr_assert_eq(exit_status_of(p.pid), 0);
+    cr_assert_neq(stat(path, &st), 0, "the watch socket outlived its run");
+    cr_assert_eq(errno, ENOENT);
+    jpt_client_close(&p.c);
+    jp_ring_unmap(&ring);
 }
