@@ -285,7 +285,8 @@ static void put_cell(struct jp_buf *b, const char *s, size_t n, size_t w, int ri
         jp_buf_free(&c_);                                                                         \
     } while (0)
 
-/* The timeline as a strip of at most w cells, each the largest of the points it covers. */
+/* The timeline as a strip of at most w cells, each the largest of the points it covers, then
+ * its scale: the top cell's figure (memory: bytes live; CPU: samples a second). */
 static void put_strip(struct jp_buf *b, const struct frame *f, size_t w)
 {
     static const char *const bars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
@@ -293,6 +294,17 @@ static void put_strip(struct jp_buf *b, const struct frame *f, size_t w)
         JP_BUF_LIT(b, "(no points yet)");
         return;
     }
+    uint64_t most = 0;
+    for (uint32_t i = 0; i < f->npoints; i++)
+        most = f->points[i] > most ? f->points[i] : most;
+    JP_BUF_LIT(b, "(top ");
+    if (f->mode == JP_MODE_CPU) {
+        put_count(b, f->stretch_ns ? round_u64((double)most * 1e9 / (double)f->stretch_ns) : most);
+        JP_BUF_LIT(b, "/s");
+    } else {
+        jp_report_bytes(b, most);
+    }
+    jp_buf_printf(b, ", %.2f s a point) ", (double)f->stretch_ns / 1e9);
     size_t cells = f->npoints < w ? f->npoints : w;
     uint64_t top = 0;
     for (uint32_t i = 0; i < f->npoints; i++)
@@ -376,10 +388,8 @@ static void draw(struct jp_buf *b, const struct frame *f, const struct frame *pr
     }
     end_line(b, at, vw);
     at = b->len;
-    jp_buf_puts(b, cpu ? "samples over time " : "live bytes over time ");
-    put_strip(b, f, vw->width > 40 ? (size_t)vw->width - 40u : 72u);
-    if (f->npoints && f->stretch_ns)
-        jp_buf_printf(b, " (%.2f s a point)", (double)f->stretch_ns / 1e9);
+    jp_buf_puts(b, cpu ? "samples over time " : "live over time ");
+    put_strip(b, f, vw->width > 70 ? (size_t)vw->width - 60u : vw->width ? 10u : 48u);
     end_line(b, at, vw);
     at = b->len;
     uint32_t nsorts;

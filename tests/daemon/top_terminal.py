@@ -145,7 +145,7 @@ def check(run, tmp):
     wait_for("the shell answers", lambda: "MARKER-BEFORE" in screen())
     start_top(pid)
     text = screen()
-    for want in ("- memory -", "LIVE NOW", "watch.me.grow", "live bytes over time",
+    for want in ("- memory -", "LIVE NOW", "watch.me.grow", "live over time",
                  "q quit, space pause, s sort, +/- interval"):
         if want not in text:
             fail("the frame lacks %r:\n%s" % (want, text))
