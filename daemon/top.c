@@ -778,10 +778,8 @@ static int run_top(const struct top_args *a, const char *where)
             if (b.p && !b.failed)
                 (void)jpd_write_all(STDOUT_FILENO, b.p, b.len);
             jp_buf_free(&b);
-            if (m.type == JP_CTL_TOP_FRAME && r == 1 && a->frames && ++shown >= a->frames)
-                quit = 1;
-            else if (r == 1 && m.type == JP_CTL_TOP_FRAME && !a->frames)
-                shown++;
+            if (r == 1 && m.type == JP_CTL_TOP_FRAME && ++shown == a->frames)
+                quit = 1; /* --frames N: the N-th frame drawn */
         }
     }
     if (vw.tty)
