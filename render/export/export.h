@@ -51,12 +51,44 @@ int jp_export_format_parse(const char *word, uint32_t *format);
 const char *jp_export_value_name(uint32_t value);
 int jp_export_value_parse(const char *word, uint32_t *value);
 
+/* A run's counts at one cut (docs/READINGS.md #21, windows): per creation chain, CPU samples,
+ * or memory allocations and bytes, and the run's totals of them. An export given a base is
+ * the window since that cut: every counted value (samples, alloc_count, alloc_bytes) less the
+ * base's, so the windows between consecutive cuts add up to the run's; level values (live and
+ * retained bytes and counts) stay what they are at the export, the window's end. It holds
+ * 8 (CPU) or 16 (memory) bytes per chain of the run. */
+struct jp_export_base {
+    uint32_t nchains, cap;
+    uint64_t *v[2];     /* [0] samples or alloc_count, [1] alloc_bytes; per chain */
+    uint64_t total[2];
+};
+/* The counts of r's run now into b (grown as the run's chains grew): 0 or -ENOMEM (b as it
+ * was). */
+int jp_export_base_take(struct jp_export_base *b, const struct jp_report *r);
+void jp_export_base_free(struct jp_export_base *b);
+
+/* What a pprof profile carries (JP_PPROF_*): everything, or for a receiver that sums
+ * every profile with a duration (Parca) the counted types and the in-use ones apart. */
+#define JP_PPROF_ALL 0u
+#define JP_PPROF_COUNTS 1u /* memory: alloc_objects and alloc_space only */
+#define JP_PPROF_INUSE 2u  /* memory: inuse_objects and inuse_space only, duration 0 */
+
 struct jp_export_opts {
     uint32_t size;   /* sizeof(struct jp_export_opts) */
     uint32_t format; /* JP_EXPORT_* */
     uint32_t value;  /* JP_XVAL_*, or JP_XVAL_DEFAULT */
     uint64_t max_bytes; /* 0: no cap; else the most bytes the export may have, and the most
                          * its writer holds while building it (pprof: its packed message too) */
+    const struct jp_export_base *base; /* NULL: the run so far; else the window since base */
+    /* pprof only: */
+    int64_t time_nanos;     /* 0: none; else the profile's time_nanos (wall clock) */
+    int64_t duration_nanos; /* with time_nanos: its duration_nanos (else the run's wall time) */
+    uint32_t pprof_types;   /* JP_PPROF_* */
+    uint32_t max_samples;   /* 0: no cap; else the smallest samples past it are merged into
+                             * one sample of the single frame `<cut>` (the sums stay) */
+    uint64_t max_raw_bytes; /* 0: no cap; else samples are merged so the message, before
+                             * gzip, has at most this many bytes */
+    uint64_t *cut;          /* NULL, or where the count of samples merged is added */
 };
 
 /* Writes the export of a built report. *out is malloc'ed (NUL-terminated at *len for the

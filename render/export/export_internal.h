@@ -15,6 +15,7 @@
 /* The chain index of the one stack holding what no chain holds (export.h) */
 #define JPX_STACK_UNATTRIBUTED UINT32_MAX
 #define JPX_FRAME_UNATTRIBUTED "<unattributed>"
+#define JPX_FRAME_CUT "<cut>" /* pprof: the samples a receiver's limit left out, merged */
 
 struct jpx_stack {
     uint32_t chain; /* index into view->chains, or JPX_STACK_UNATTRIBUTED */
@@ -32,10 +33,14 @@ struct jpx_prof {
     struct jpx_stack *st;
     uint32_t n;
     uint64_t total;
+    const struct jp_export_base *base; /* a window's start (export.h), or NULL */
 };
 
-/* 0; -EINVAL (a value of the other mode), -ENODATA (live figures unavailable), -ENOMEM. */
+/* 0; -EINVAL (a value of the other mode), -ENODATA (live figures unavailable), -ENOMEM.
+ * jpx_prof_since: the window since base (NULL: the run so far). */
 int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p);
+int jpx_prof_since(const struct jp_report *r, uint32_t value, const struct jp_export_base *base,
+                   struct jpx_prof *p);
 void jpx_prof_free(struct jpx_prof *p);
 
 /* A stack's frames, root first, into seq[JP_MAX_DEPTH]: function indices, v->nfuncs standing
@@ -80,7 +85,8 @@ void jpx_folded_stack(struct jp_buf *b, struct jp_buf *tmp, const struct jpx_pro
 /* The writers, each appending its document to b (which latches out of memory). */
 void jpx_write_folded(struct jp_buf *b, const struct jpx_prof *p);
 /* max_bytes: 0, or the cap on the packed message and on the gzip bytes (-EFBIG past it). */
-int jpx_write_pprof(const struct jpx_prof *p, uint64_t max_bytes, char **out, size_t *len);
+int jpx_write_pprof(const struct jpx_prof *p, const struct jp_export_opts *o, char **out,
+                    size_t *len);
 void jpx_write_speedscope(struct jp_buf *b, const struct jpx_prof *p);
 void jpx_write_svg(struct jp_buf *b, const struct jpx_prof *p);
 

@@ -76,6 +76,14 @@ const char *jpx_frame_path(const struct jp_engine_view *v, const struct jp_func 
     return v->sources[f->source].path;
 }
 
+/* A counted value's slot in a base (export.h), or -1 for a level value. */
+static int base_slot(uint32_t value)
+{
+    return value == JP_XVAL_SAMPLES || value == JP_XVAL_ALLOC_COUNT ? 0
+           : value == JP_XVAL_ALLOC_BYTES                          ? 1
+                                                                    : -1;
+}
+
 /* The value of every chain (vals[chain]) and the report's total for the value. Only called
  * with a value of the run's mode. */
 static int chain_values(const struct jp_engine_view *v, uint32_t value, uint64_t *vals,
@@ -112,6 +120,43 @@ static int stack_order(const void *a, const void *b, void *v)
 
 int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p)
 {
+    return jpx_prof_since(r, value, NULL, p);
+}
+
+int jp_export_base_take(struct jp_export_base *b, const struct jp_report *r)
+{
+    const struct jp_engine_view *v = r->v;
+    if (v->nchains > b->cap) {
+        uint32_t cap = v->nchains + v->nchains / 2u + 16u;
+        for (int k = 0; k < 2; k++) {
+            uint64_t *n = realloc(b->v[k], (size_t)cap * sizeof *n);
+            if (!n)
+                return -ENOMEM; /* the slots grown so far are only larger */
+            b->v[k] = n;
+        }
+        b->cap = cap;
+    }
+    /* the slots of base_slot: CPU samples; memory allocations and bytes */
+    if (v->mode == JP_MODE_CPU) {
+        (void)chain_values(v, JP_XVAL_SAMPLES, b->v[0], &b->total[0]);
+    } else {
+        (void)chain_values(v, JP_XVAL_ALLOC_COUNT, b->v[0], &b->total[0]);
+        (void)chain_values(v, JP_XVAL_ALLOC_BYTES, b->v[1], &b->total[1]);
+    }
+    b->nchains = v->nchains;
+    return 0;
+}
+
+void jp_export_base_free(struct jp_export_base *b)
+{
+    free(b->v[0]);
+    free(b->v[1]);
+    memset(b, 0, sizeof *b);
+}
+
+int jpx_prof_since(const struct jp_report *r, uint32_t value, const struct jp_export_base *base,
+                   struct jpx_prof *p)
+{
     const struct jp_engine_view *v = r->v;
     memset(p, 0, sizeof *p);
     if (value == JP_XVAL_DEFAULT)
@@ -133,6 +178,13 @@ int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p
         free(st);
         return rc;
     }
+    int slot = base ? base_slot(value) : -1;
+    if (slot >= 0) {
+        /* A window: counts only grow, chain by chain and in all, so nothing goes below 0. */
+        for (uint32_t c = 0; c < v->nchains && c < base->nchains; c++)
+            vals[c] -= base->v[slot][c];
+        total -= base->total[slot];
+    }
     uint32_t n = 0;
     uint64_t sum = 0;
     for (uint32_t c = 0; c < v->nchains; c++)
@@ -147,7 +199,7 @@ int jpx_prof_build(const struct jp_report *r, uint32_t value, struct jpx_prof *p
     else
         total = sum;
     free(vals);
-    *p = (struct jpx_prof){r, v, value, st, n, total};
+    *p = (struct jpx_prof){r, v, value, st, n, total, base};
     return 0;
 }
 
@@ -177,11 +229,11 @@ int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, c
     *out = NULL;
     *len = 0;
     struct jpx_prof p;
-    int rc = jpx_prof_build(r, o->value, &p);
+    int rc = jpx_prof_since(r, o->value, o->base, &p);
     if (rc < 0)
         return rc;
     if (o->format == JP_EXPORT_PPROF) {
-        rc = jpx_write_pprof(&p, o->max_bytes, out, len);
+        rc = jpx_write_pprof(&p, o, out, len);
         jpx_prof_free(&p);
         return rc;
     }

@@ -118,7 +118,7 @@ static int stack_cmp(const struct jp_engine_view *v, const struct jpx_stack *a,
     return jp_chain_lex_cmp(v, a->chain, b->chain);
 }
 
-static int types_build(const struct jpx_prof *p, struct types *t)
+static int types_build(const struct jpx_prof *p, uint32_t which, struct types *t)
 {
     memset(t, 0, sizeof *t);
     const struct jp_engine_view *v = p->v;
@@ -137,11 +137,13 @@ static int types_build(const struct jpx_prof *p, struct types *t)
         {JP_XVAL_RETAINED_BYTES, "inuse_space", "bytes"},
     };
     for (uint32_t i = 0; i < sizeof mem / sizeof mem[0]; i++) {
+        if ((which == JP_PPROF_COUNTS && i >= 2u) || (which == JP_PPROF_INUSE && i < 2u))
+            continue;
         if (mem[i].value == p->value) {
             t->prof[t->n] = *p;
             t->prof[t->n].st = NULL; /* borrowed: not freed with the others */
         } else {
-            int rc = jpx_prof_build(p->r, mem[i].value, &t->prof[t->n]);
+            int rc = jpx_prof_since(p->r, mem[i].value, p->base, &t->prof[t->n]);
             if (rc == -ENODATA)
                 continue; /* retained bytes unavailable: no in-use type */
             if (rc < 0)
@@ -169,13 +171,43 @@ static const struct jpx_stack *types_stack(const struct types *t, const struct j
     return k < x->n ? &x->st[k] : NULL;
 }
 
-int jpx_write_pprof(const struct jpx_prof *p, uint64_t max_bytes, char **out, size_t *len)
+/* The samples past max (by their default type's value, largest kept, ties in stack order)
+ * merged into the last one kept, which becomes the single frame <cut>: the sums stay. Returns
+ * the new count; *cut gets how many were merged into it. */
+static int by_value_desc(const void *a, const void *b, void *arg)
 {
+    const uint32_t k = *(const uint32_t *)arg;
+    const pb_sample *x = *(pb_sample *const *)a, *y = *(pb_sample *const *)b;
+    if (x->value[k] != y->value[k])
+        return x->value[k] > y->value[k] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static uint32_t cut_samples(pb_sample **sp, uint32_t n, uint32_t max, uint32_t k, uint32_t ntypes,
+                            uint64_t cut_loc, uint64_t *cut)
+{
+    if (max == 0 || n <= max)
+        return n;
+    qsort_r(sp, n, sizeof *sp, by_value_desc, &k);
+    pb_sample *last = sp[max - 1u];
+    for (uint32_t i = max; i < n; i++)
+        for (uint32_t t = 0; t < ntypes; t++)
+            last->value[t] += sp[i]->value[t];
+    last->location_id[0] = cut_loc;
+    last->n_location_id = 1;
+    *cut += n - (max - 1u);
+    return max;
+}
+
+int jpx_write_pprof(const struct jpx_prof *p, const struct jp_export_opts *o, char **out,
+                    size_t *len)
+{
+    const uint64_t max_bytes = o->max_bytes;
     const struct jp_engine_view *v = p->v;
     struct types t;
-    int rc = types_build(p, &t);
+    int rc = types_build(p, v->mode == JP_MODE_MEMORY ? o->pprof_types : JP_PPROF_ALL, &t);
     struct strtab st = {0};
-    uint32_t nf = v->nfuncs + 1u; /* + <unattributed> */
+    uint32_t nf = v->nfuncs + 2u; /* + <unattributed>, + <cut> */
     uint64_t *fid = calloc(nf, sizeof *fid);        /* function id per function, 0: unused */
     int64_t *src_str = calloc(v->nsources + 1u, sizeof *src_str);
     size_t nsamp_cap = 0;
@@ -299,11 +331,62 @@ int jpx_write_pprof(const struct jpx_prof *p, uint64_t max_bytes, char **out, si
     prof.string_table = st.s;
     prof.n_string_table = st.n;
     prof.duration_nanos = (int64_t)v->wall_ns;
+    if (o->time_nanos) {
+        prof.time_nanos = o->time_nanos;
+        prof.duration_nanos = o->duration_nanos;
+    }
+    if (o->pprof_types == JP_PPROF_INUSE && v->mode == JP_MODE_MEMORY)
+        prof.duration_nanos = 0; /* a point in time: no receiver sums it as a delta */
     prof.period_type = &period_type;
     prof.period = (int64_t)(v->mode == JP_MODE_CPU ? t.mul[1] : 1u);
+    uint32_t deflt = 0;
     for (uint32_t i = 0; i < t.n; i++)
-        if (v->mode == JP_MODE_CPU ? i == 1u : t.prof[i].value == p->value)
+        if (v->mode == JP_MODE_CPU ? i == 1u : t.prof[i].value == p->value) {
             prof.default_sample_type = vt[i].type;
+            deflt = i;
+        }
+    /* The receiver's limits: at most max_samples samples, at most max_raw_bytes before gzip;
+     * what does not fit is merged into one <cut> sample, never dropped. */
+    uint64_t cut = 0, cut_loc = 0;
+    if ((o->max_samples && nsamp > o->max_samples) || o->max_raw_bytes) {
+        pb_function *fn = &funcs[nfunc];
+        jettprof__pprof__function__init(fn);
+        fn->id = nfunc + 1u;
+        fn->name = fn->system_name = str_lit(&st, JPX_FRAME_CUT);
+        pb_line *ln = &lines[nfunc];
+        jettprof__pprof__line__init(ln);
+        ln->function_id = fn->id;
+        pb_location *lc = &locations[nfunc];
+        jettprof__pprof__location__init(lc);
+        lc->id = fn->id;
+        cut_loc = lc->id;
+        if (st.failed) {
+            rc = -ENOMEM;
+            goto done;
+        }
+    }
+    uint32_t max_samples = o->max_samples;
+    for (;;) {
+        uint32_t kept = cut_samples(sample_ptr, nsamp, max_samples, deflt, t.n, cut_loc, &cut);
+        if (kept != nsamp) {
+            nsamp = kept;
+            prof.n_sample = nsamp;
+            if (!prof.n_location || loc_ptr[prof.n_location - 1u] != &locations[nfunc]) {
+                func_ptr[nfunc] = &funcs[nfunc];
+                line_ptr[nfunc] = &lines[nfunc];
+                locations[nfunc].line = &line_ptr[nfunc];
+                locations[nfunc].n_line = 1;
+                loc_ptr[nfunc] = &locations[nfunc];
+                prof.n_location = prof.n_function = nfunc + 1u;
+            }
+        }
+        if (!o->max_raw_bytes || nsamp <= 1u ||
+            jettprof__pprof__profile__get_packed_size(&prof) <= o->max_raw_bytes)
+            break;
+        max_samples = nsamp / 2u; /* halve until it fits */
+    }
+    if (o->cut)
+        *o->cut += cut;
     size_t plen = jettprof__pprof__profile__get_packed_size(&prof);
     if (max_bytes && plen > max_bytes) {
         rc = -EFBIG;

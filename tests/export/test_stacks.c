@@ -10,6 +10,29 @@
 #include "render/export/export.h"
 #include "tests/engine/helpers.h"
 
+/* The folded export (value: JP_XVAL_*) of the engine's run since base (NULL: all of it),
+ * malloc'ed; with take, base then holds the run's counts now. */
+static char *folded_since(struct jp_engine *e, uint32_t value, struct jp_export_base *base,
+                          int take)
+{
+    struct jp_engine_view v;
+    cr_assert_eq(jp_engine_view(e, &v), 0);
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_RUNNING};
+    struct jp_report *r;
+    cr_assert_eq(jp_report_build(&v, &o, &r), 0);
+    struct jp_export_opts x = {.size = sizeof x, .format = JP_EXPORT_FOLDED, .value = value,
+                               .base = base && base->nchains ? base : NULL};
+    char *out;
+    size_t len;
+    int rc = jp_export_write(r, &x, &out, &len);
+    cr_assert_eq(rc, 0, "export: %d", rc);
+    if (take)
+        cr_assert_eq(jp_export_base_take(base, r), 0);
+    jp_report_free(r);
+    return out;
+}
+
 /* The folded export (value: JP_XVAL_*) of the engine's run, malloc'ed. */
 static char *folded(struct jp_engine *e, uint32_t value)
 {
@@ -149,5 +172,73 @@ Test(stacks, a_value_of_the_other_mode_is_refused)
     x.value = JP_XVAL_DEFAULT;
     cr_expect_eq(jp_export_write(r, &x, &out, &len), -EINVAL, "an unknown format");
     jp_report_free(r);
+    jp_engine_free(e);
+}
+
+/* Windows (export.h, struct jp_export_base): a window is what the run counted since the cut
+ * before, chain by chain, including what only the unattributed stack holds; level values (the
+ * live bytes) are the window's end. Three windows of one run add up to the whole. */
+Test(stacks, a_window_is_what_each_chain_counted_since_the_cut_before)
+{
+    struct jp_engine *e = t_engine();
+    t_start(e, JP_MODE_MEMORY, 0, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/m.jett");
+    t_frame(e, 1, 1, "<root>", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    t_frame(e, 2, 1, "<root>", "build", 10, 19, 2, JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    t_node(e, 2, 1, 2);
+    struct jp_export_base bytes = {0}, count = {0};
+    t_alloc(e, 2, 1, 100);
+    t_alloc(e, 1, 2, 40);
+    char *f = folded_since(e, JP_XVAL_ALLOC_BYTES, &bytes, 1);
+    cr_expect_str_eq(f, "main 40\nmain;build 100\n", "the first window is the run so far");
+    free(f);
+    free(folded_since(e, JP_XVAL_ALLOC_COUNT, &count, 1));
+    t_free(e, 2, 1, 100);
+    t_alloc(e, 2, 3, 7);
+    t_alloc(e, 2, 4, 8);
+    f = folded_since(e, JP_XVAL_ALLOC_BYTES, &bytes, 0);
+    cr_expect_str_eq(f, "main;build 15\n", "only what was allocated since");
+    free(f);
+    f = folded_since(e, JP_XVAL_ALLOC_COUNT, &count, 1);
+    cr_expect_str_eq(f, "main;build 2\n");
+    free(f);
+    f = folded_since(e, JP_XVAL_LIVE_BYTES, &bytes, 0);
+    cr_expect_str_eq(f, "main 40\nmain;build 15\n", "in use at the window's end");
+    free(f);
+    f = folded_since(e, JP_XVAL_ALLOC_BYTES, &bytes, 1);
+    free(f);
+    f = folded_since(e, JP_XVAL_ALLOC_BYTES, &bytes, 1);
+    cr_expect_str_eq(f, "", "nothing since: an empty window");
+    free(f);
+    t_alloc(e, 1, 5, 2);
+    f = folded_since(e, JP_XVAL_ALLOC_COUNT, &count, 0);
+    cr_expect_str_eq(f, "main 1\n", "a chain that counted nothing for a while");
+    free(f);
+    jp_export_base_free(&bytes);
+    jp_export_base_free(&count);
+    jp_engine_free(e);
+}
+
+Test(stacks, a_cpu_window_holds_the_samples_since_the_cut_before_unattributed_too)
+{
+    struct jp_engine *e = t_engine();
+    program(e, 4096); /* a budget that keeps a few nodes only */
+    uint32_t n = 0;
+    for (; n < 400; n++)
+        t_node(e, n + 1u, n, 1u + n % 5u);
+    struct jp_export_base base = {0};
+    t_sample(e, JP_STATE_JETT, 1, 1, 1);
+    t_sample(e, JP_STATE_JETT, n, 1, 1);
+    char *f = folded_since(e, JP_XVAL_SAMPLES, &base, 1);
+    cr_expect_str_eq(f, "app.main 1\n<unattributed> 1\n");
+    free(f);
+    t_sample(e, JP_STATE_JETT, n, 1, 1);
+    t_sample(e, JP_STATE_JETT, n, 1, 1);
+    t_sample(e, JP_STATE_JETT, 1, 1, 1);
+    f = folded_since(e, JP_XVAL_SAMPLES, &base, 1);
+    cr_expect_str_eq(f, "app.main 1\n<unattributed> 2\n");
+    free(f);
+    jp_export_base_free(&base);
     jp_engine_free(e);
 }
