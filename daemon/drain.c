@@ -421,8 +421,10 @@ void jpd_drain_mark_time(struct jpd_session *s, int always)
 static int drain(struct jpd_session *s, uint32_t budget, const char **why)
 {
     int r = drain_slots(s, budget, why);
-    if (r >= 0)
+    if (r >= 0) {
         jpd_drain_mark_time(s, 0);
+        jpd_window_tick(s); /* between drains: a window's cut sees whole records only */
+    }
     const struct jp_ring *rings[JP_CTL_MAX_WORKER_RINGS + 1];
     rings[0] = &s->ring;
     for (uint32_t i = 0; i < s->nwr; i++)

@@ -88,6 +88,8 @@ struct jpd_config {
     uint64_t max_retention_budget; /* ceiling on a run's retention_budget_bytes */
     uint64_t max_export_bytes;     /* all of one run's exports together, > 0 (result.c) */
     const struct jpd_push_opts *push; /* serve --push and --label (push.h); NULL: none */
+    uint32_t push_interval_s;      /* serve --push-interval: windows of runs in flight; 0: one
+                                    * push per finished run (window.c) */
 };
 
 struct jpd_kept {
@@ -134,6 +136,8 @@ struct jpd_live {
     uint64_t waits;     /* times the drain woke the producer sleeping for room */
     uint64_t lost, wait_ns; /* the producer's gauges at the last drain (ring.h: advisory) */
     uint64_t cap_waits, cap_wait_ns; /* the drain's waits for the capture compressor */
+    uint64_t live_bytes, allocations, samples; /* the engine's at the last drain (memory:
+                                                * bytes live now, allocations; CPU: samples) */
     uint32_t sources_seen;  /* engine sources looked at for the program so far */
     char program[JPD_PROGRAM_MAX]; /* the run's first project source, "" until one is known */
 };

@@ -6,7 +6,7 @@
  *                   [--max-runs-per-uid N] [--max-ring-bytes B] [--max-run-ring-bytes B]
  *                   [--max-cpu-budget B] [--max-retention-budget B] [--max-export-bytes N]
  *                   [--workers N]
- *                   [--push URL [--label K=V]...]
+ *                   [--push URL [--label K=V]... [--push-interval SECONDS]]
  *   jettprofd show RUN_ID [--socket PATH] [--format human|toon]
  *   jettprofd status [--socket PATH] [--format human|json|prometheus] [-o FILE]
  *   jettprofd runs [--socket PATH] [--format human|json] [--limit N]
@@ -70,7 +70,7 @@ static const struct command {
      "                [--max-run-ring-bytes B]\n"
      "                [--max-cpu-budget B] [--max-retention-budget B]\n"
      "                [--max-export-bytes N] [--workers N]\n"
-     "                [--push URL [--label K=V]...]\n",
+     "                [--push URL [--label K=V]... [--push-interval SECONDS]]\n",
      "Serves many runs on a unix socket (JETTPROFD_SOCKET=PATH jett run ...).\n"
      "  --socket PATH             where to listen, unless systemd handed over a socket\n"
      "                            (default: $JETTPROFD_SOCKET, else\n"
@@ -115,6 +115,12 @@ static const struct command {
      "                            408, 429 or 5xx; counted in `status`. A PATH ending\n"
      "                            in /profiles/writeraw is Parca's WriteRaw: the pprof\n"
      "                            in its JSON request instead\n"
+     "  --push-interval SECONDS   with --push, push each run in flight every SECONDS\n"
+     "                            (1..3600) as a window, on multiples of SECONDS of the\n"
+     "                            wall clock: CPU samples and allocations made in the\n"
+     "                            window, memory in use at its end (to Parca: apart, with\n"
+     "                            duration 0); the last window ends with the run. Without\n"
+     "                            it, one profile per finished run\n"
      "  --label K=V               one more label on every pushed profile (repeatable, up\n"
      "                            to 16; K matches [A-Za-z_][A-Za-z0-9_]*, not program,\n"
      "                            mode, host or __*; V without ',', '{', '}', '=')\n"},
@@ -204,6 +210,10 @@ static const char usage_tail[] =
     "                                       instead of 3000\n"
     "       JETTPROFD_EXPORT_CHUNK_BYTES=N  send a run's exports in pieces of N bytes\n"
     "                                       (1..600000) instead of 4 MiB\n"
+    "       JETTPROFD_TEST_TIME_SCALE=N     run the clocks push windows are cut and\n"
+    "                                       stamped by N times as fast (1..100000)\n"
+    "       JETTPROFD_TEST_WALL_FILE=PATH   move the wall clock of push windows by the\n"
+    "                                       whole seconds PATH holds, read at each cut\n"
     "       JETTPROFD_PUSH_BACKOFF_MS=N     wait N ms (1..600000) instead of 1000 before\n"
     "                                       the first push retry (twice that before the\n"
     "                                       second)\n"
@@ -275,7 +285,7 @@ static int cmd_serve(int argc, char **argv)
                                                  "--max-run-ring-bytes",
                                                  "--max-retention-budget", "--max-export-bytes",
                                                  "--workers",
-                                                 "--push", "--label"};
+                                                 "--push", "--label", "--push-interval"};
         int known = 0;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
             known |= !strcmp(a, with_value[k]);
@@ -296,6 +306,11 @@ static int cmd_serve(int argc, char **argv)
             }
             if (r < 0)
                 return bad("serve", why, NULL);
+        } else if (!strcmp(a, "--push-interval")) {
+            if (jpd_parse_u64(v, 1, 3600, &n) < 0)
+                return bad("serve", "--push-interval must be an integer of seconds 1..3600, not",
+                           v);
+            cfg.push_interval_s = (uint32_t)n;
         } else if (!strcmp(a, "--capture-dir")) {
             cfg.capture_dir = v;
         } else if (!strcmp(a, "--state-dir")) {
@@ -369,6 +384,8 @@ static int cmd_serve(int argc, char **argv)
                    NULL);
     if (push.nlabels && !push.url)
         return bad("serve", "--label needs --push", push.labels[0]);
+    if (cfg.push_interval_s && !push.url)
+        return bad("serve", "--push-interval needs --push", NULL);
     if (!push.url)
         return jpd_run_serve(&cfg);
     cfg.push = &push;
@@ -496,6 +513,18 @@ int main(int argc, char **argv)
         }
         *knobs[i].ms = (uint32_t)ms;
     }
+    const char *scale = getenv("JETTPROFD_TEST_TIME_SCALE");
+    if (scale) {
+        uint64_t n;
+        if (jpd_parse_u64(scale, 1, 100000, &n) < 0) {
+            fprintf(stderr, "jettprofd: JETTPROFD_TEST_TIME_SCALE must be an integer 1..100000, "
+                            "not: %s\n", scale);
+            return 2;
+        }
+        jpd_time_scale = (uint32_t)n;
+    }
+    jpd_wall_step_file = getenv("JETTPROFD_TEST_WALL_FILE");
+    jpd_window_clock_init();
     if (argc < 2)
         return usage();
     const char *cmd = argv[1];

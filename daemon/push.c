@@ -64,7 +64,7 @@ struct jpd_push {
     int busy;       /* a profile is being sent */
     int stopping;
     int abort;      /* atomic: see the top of the file */
-    uint64_t pushed, failed, retried, dropped;
+    uint64_t pushed, failed, retried, dropped, cut;
     char last_error[200];
 };
 
@@ -474,6 +474,15 @@ void jpd_push_stop(struct jpd_push *p)
     push_free(p);
 }
 
+void jpd_push_note_cut(struct jpd_push *p, uint64_t n)
+{
+    if (!p || !n)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->cut += n;
+    pthread_mutex_unlock(&p->mu);
+}
+
 int jpd_push_stats(struct jpd_push *p, struct jpd_push_stats *out)
 {
     if (!p)
@@ -486,6 +495,7 @@ int jpd_push_stats(struct jpd_push *p, struct jpd_push_stats *out)
     out->retried = p->retried;
     out->dropped = p->dropped;
     out->queued = p->nqueued + (uint32_t)p->busy;
+    out->cut = p->cut;
     snprintf(out->last_error, sizeof out->last_error, "%s", p->last_error);
     pthread_mutex_unlock(&p->mu);
     return 1;

@@ -18,6 +18,11 @@
 #define JPD_PUSH_CONNECT_MS 5000u   /* one attempt's connection (DNS, TCP, TLS) at most */
 #define JPD_PUSH_TIMEOUT_MS 30000u  /* one attempt as a whole at most */
 #define JPD_PUSH_GRACE_MS 5000u     /* at shutdown, queued pushes get this long, then go */
+/* A pushed profile is cut to Grafana Pyroscope's default limits (pkg/validation/limits.go:
+ * max_profile_stacktrace_samples, max_profile_size_bytes before compression): the smallest
+ * samples merged into one `<cut>` sample, counted (window.c). */
+#define JPD_PUSH_MAX_SAMPLES 16000u
+#define JPD_PUSH_MAX_RAW_BYTES (4u << 20)
 
 /* Test knobs read once at start (main.c), like the JETTPROFD_*_MS knobs of jpd.h:
  * JETTPROFD_PUSH_BACKOFF_MS, JETTPROFD_PUSH_TIMEOUT_MS (the connect timeout is the smaller
@@ -86,6 +91,8 @@ int jpd_push_start(const struct jpd_push_opts *o, struct jpd_push **out);
  * profile larger than the byte cap, itself. p may be NULL: then body is freed. */
 void jpd_push_queue(struct jpd_push *p, uint64_t run_id, const struct jpd_push_meta *m,
                     char *body, size_t len);
+/* Counts n samples merged into a `<cut>` sample for the receiver's limits (p NULL: none). */
+void jpd_push_note_cut(struct jpd_push *p, uint64_t n);
 /* Counts a run whose profile could not be rendered for the push as failed, with why. */
 void jpd_push_render_failed(struct jpd_push *p, uint64_t run_id, const char *why);
 /* The end: queued profiles get jpd_push_grace_ms to go out, then the one in flight is
@@ -101,6 +108,7 @@ struct jpd_push_stats {
     uint64_t retried;      /* attempts after a first one failed */
     uint64_t dropped;      /* profiles dropped unsent: the queue was full, or shutdown */
     uint32_t queued;       /* profiles waiting or being sent now */
+    uint64_t cut;          /* samples merged into `<cut>` samples for the receiver's limits */
     char last_error[200];  /* the last failed attempt's error, "" when none */
 };
 /* 1 with *out filled when p is a push, 0 when p is NULL (no --push). */

@@ -1,6 +1,7 @@
 /* The end of a run: the profile built and written once, the run logged, kept for `show` and
  * delivered to whoever can still take it (with the exports its FINALIZE asked for, rendered
- * from that same report), then, under `serve --push`, its pprof queued for the push thread.
+ * from that same report), then, under `serve --push`, its last window or its one profile
+ * queued for the push thread (window.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -38,9 +39,8 @@ static int render_one(struct jpd_session *s, uint32_t format, uint64_t cap,
  * client can only ask for less: each export is rendered within what is left of the cap and
  * handed to the output queue, which sends it piece by piece as the socket takes it; one that
  * would pass the cap is refused (EFBIG: `jett run` prints export_too_large) and the profile
- * and the other exports still go. Under --push, a copy of the pprof export is kept in *push.
- * Stops when the peer is gone. 0 or -errno. */
-static int send_exports(struct jpd_session *s, struct rendered_export *push)
+ * and the other exports still go. Stops when the peer is gone. 0 or -errno. */
+static int send_exports(struct jpd_session *s)
 {
     uint64_t left = s->d->cfg->max_export_bytes;
     for (unsigned f = 0; f < JP_EXPORT_FORMAT_COUNT; f++) {
@@ -60,47 +60,11 @@ static int send_exports(struct jpd_session *s, struct rendered_export *push)
                     jp_export_format_name(f), strerror(-r));
         else
             left -= x.len;
-        if (push && f == JP_EXPORT_PPROF && !x.error) {
-            push->data = malloc(x.len ? x.len : 1u);
-            if (push->data) {
-                memcpy(push->data, x.data, x.len);
-                push->len = x.len;
-            } else {
-                push->error = ENOMEM;
-            }
-        }
         r = jpd_conn_send_export(s, f, (uint32_t)x.error, x.data, x.len);
         if (r < 0)
             return r;
     }
     return 0;
-}
-
-/* serve --push: the run's pprof export with its default value, the bytes `jettprofd export
- * CAPTURE --format pprof` gives for the run's capture (the copy send_exports kept when the
- * client asked for pprof too: the same bytes), rendered within the export cap. Rendered and
- * queued after the RESULT went. */
-static void render_push(struct jpd_session *s, struct rendered_export *px)
-{
-    if (!px->data && !px->error)
-        (void)render_one(s, JP_EXPORT_PPROF, s->d->cfg->max_export_bytes, px);
-}
-
-/* Hands the rendered profile (taken) to the push thread, with the run's labels and times: from
- * its start to now. Never waits on the network. */
-static void queue_push(struct jpd_session *s, const struct jpd_run_row *row,
-                       struct rendered_export *px)
-{
-    if (px->error) {
-        jpd_push_render_failed(s->d->push, s->run_id,
-                               px->error == EFBIG ? "its pprof export passes the export cap"
-                                                  : jpd_error_text(-px->error));
-        return;
-    }
-    struct jpd_push_meta m = {.program = row->program, .mode = row->sum.mode,
-                              .from_s = row->start_unix_s, .until_s = (int64_t)time(NULL)};
-    jpd_push_queue(s->d->push, s->run_id, &m, px->data, px->len);
-    px->data = NULL;
 }
 
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
@@ -191,7 +155,6 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     if (!s->d->private_mode)
         jpd_keep_run(s->d, s->run_id, s->peer.uid, &out);
     jpd_watch_run_ended(s, &out); /* `top` shows the final profile and says so */
-    struct rendered_export px = {0}; /* serve --push: the run's pprof */
 
     if (deliver && !s->eof) {
         struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
@@ -203,7 +166,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
         m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
         m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
         m.u.result.capture_errno = (uint32_t)s->cap_errno;
-        r = send_exports(s, s->d->push ? &px : NULL);
+        r = send_exports(s);
         if (r == 0 && !s->eof)
             r = jpd_conn_send(s, &m);
         if (r < 0)
@@ -214,12 +177,7 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
          * process vanished lands there. */
         (void)jpd_write_all(STDERR_FILENO, out.human, out.human_len);
     }
-    if (s->d->push) {
-        /* after the result went: the push's render never delays it */
-        render_push(s, &px);
-        queue_push(s, &row, &px);
-    }
-    free(px.data);
+    jpd_window_end(s); /* after the result went: the push's render never delays it */
     jp_report_free(s->report);
     s->report = NULL;
     jp_rendered_free(&out);

@@ -451,6 +451,7 @@ static void on_ring(struct jpd_session *s, const struct jp_ctl_msg *m)
     s->run_started = 1;
     s->start_unix_s = (int64_t)time(NULL);
     s->start_ns = uv_hrtime();
+    jpd_window_begin(s);
     s->live = (struct jpd_live){.run_id = s->run_id, .uid = s->peer.uid, .pid = s->peer.pid,
                                 .mode = s->mode, .start_ns = s->start_ns, .lp = s->lp,
                                 .slots = s->ring.slot_count};
@@ -728,6 +729,7 @@ static void on_closed(uv_handle_t *h)
     jpd_live_end(d, &s->live); /* a run ends before its session; this is for safety only */
     jp_report_free(s->report);
     jp_engine_free(s->eng);
+    jp_export_base_free(&s->win_base);
     unlink_session(s);
     if (d->private_mode && !s->watcher)
         d->private_run_gone = 1; /* the one run: its daemon ends once its watchers are gone */

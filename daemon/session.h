@@ -8,6 +8,7 @@
  *   capture.c  the session's capture writers and what happens when one fails
  *   result.c   the end of a run: render, log, keep, deliver
  *   watch.c    the watchers of a live run (`jettprofd top`): its frames, its end
+ *   window.c   serve --push: the run's windows (--push-interval) or its one profile
  * Only these files include this header; the server sees a session through jpd.h, and a
  * session reaches the daemon's services only through the calls jpd.h marks "for sessions".
  *
@@ -41,6 +42,7 @@
 #define JETTPROF_DAEMON_SESSION_H
 
 #include "jpd.h"
+#include "render/export/export.h"
 #include "server.h"
 #include "session_api.h"
 #include "status.h"
@@ -161,6 +163,14 @@ struct jpd_session {
     int final_drain;      /* jpd_drain_now: the socket is not waited for (the run is ending) */
     uint64_t ring_bytes;
     uint64_t last_slots;  /* slot_count of the ring last_found was found in */
+    /* serve --push (window.c): the window going on (its start on both clocks), the run's
+     * counts at the last cut (win_taken: there was one), the next cut's time (0: none), the
+     * wall clock less the monotonic one when it was scheduled, and the windows pushed. */
+    struct jp_export_base win_base;
+    int win_taken;
+    uint64_t win_from_mono, win_next_mono;
+    int64_t win_from_wall, win_offset;
+    uint64_t windows;
     uint8_t stop_rec[JP_REC_MAX_SIZE];
     uint8_t rec[JP_REC_MAX_SIZE];
 };
@@ -185,6 +195,14 @@ void jpd_session_begin_excerpts(struct jpd_session *s);
 /* Feeds the held RUN_STOP and finishes the run. */
 void jpd_session_feed_stop(struct jpd_session *s);
 void jpd_session_unmap_ring(struct jpd_session *s);
+
+/* window.c */
+/* The run started: its first window starts now (and, with --push-interval, the schedule). */
+void jpd_window_begin(struct jpd_session *s);
+/* After a drain: the window is cut and pushed when its time has come. */
+void jpd_window_tick(struct jpd_session *s);
+/* The run has its final report (s->report): its last window, or its one profile, pushed. */
+void jpd_window_end(struct jpd_session *s);
 
 /* watch.c */
 /* On run's loop: the frame of run for watcher w (TOP_FRAME, w->snap_rows rows), sent: 0, and

@@ -27,6 +27,14 @@ int jpd_session_refuse(struct jpd_daemon *d, int fd, const struct jpd_peer *peer
 void jpd_session_shutdown_loop(struct jpd_loop *lp, struct jpd_task *t);
 
 
+/* window.c: the test knobs of the windows' clocks (main.c reads them once at start):
+ * JETTPROFD_TEST_TIME_SCALE=N runs them N times as fast (a two-hour run in seconds), and
+ * JETTPROFD_TEST_WALL_FILE=PATH moves the wall clock by the whole seconds PATH holds, read at
+ * every cut (a clock step). jpd_window_clock_init marks their origin. */
+extern uint32_t jpd_time_scale;
+extern const char *jpd_wall_step_file;
+void jpd_window_clock_init(void);
+
 /* conn.c */
 /* Data bytes per EXPORT message: JP_CTL_EXPORT_CHUNK, or the test knob
  * JETTPROFD_EXPORT_CHUNK_BYTES, so a test can see an export travel in many pieces. */

@@ -9,12 +9,14 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,8 +189,8 @@ static char *capture_of_run(const char *dir, uint64_t id)
     return found;
 }
 
-/* `go tool pprof -raw` on the bytes: its sample types line ("Samples:" header's next). */
-static char *go_pprof_types(const char *dir, const char *body, size_t len)
+/* `go tool pprof -raw` on the bytes: its whole text (malloc'ed). */
+static char *go_pprof_raw(const char *dir, const char *body, size_t len)
 {
     const char *go = getenv("JETT_TEST_GO");
     cr_assert(go && *go, "JETT_TEST_GO is not set: go (golang-go) is needed for `go tool "
@@ -208,13 +210,50 @@ static char *go_pprof_types(const char *dir, const char *body, size_t len)
     size_t olen;
     int st = jpt_capture_cmd(argv, &out, &olen, &err);
     cr_assert_eq(st, 0, "go tool pprof -raw: %s", err);
+    free(err);
+    return out;
+}
+
+/* Its sample types line ("Samples:" header's next). */
+static char *go_pprof_types(const char *dir, const char *body, size_t len)
+{
+    char *out = go_pprof_raw(dir, body, len);
     const char *s = strstr(out, "Samples:\n");
     cr_assert_not_null(s, "%s", out);
     s += 9;
     char *types = strndup(s, strcspn(s, "\n"));
     free(out);
-    free(err);
     return types;
+}
+
+/* The sums of each sample type's values in a `go tool pprof -raw` text, into sum[4]; the
+ * samples' lines are "v1 v2 ...: loc loc ...". Returns the count of types. */
+static int raw_sums(const char *raw, long long sum[4])
+{
+    memset(sum, 0, 4 * sizeof sum[0]);
+    const char *s = strstr(raw, "Samples:\n");
+    cr_assert_not_null(s, "%s", raw);
+    s = strchr(s + 9, '\n') + 1; /* past the types line */
+    const char *end = strstr(s, "Locations");
+    int ntypes = 0;
+    while (s < end && *s) {
+        const char *eol = strchr(s, '\n');
+        const char *colon = memchr(s, ':', (size_t)(eol - s));
+        if (colon) {
+            int k = 0;
+            for (const char *q = s; q < colon && k < 4;) {
+                char *after;
+                long long v = strtoll(q, &after, 10);
+                if (after == q)
+                    break;
+                sum[k++] += v;
+                q = after;
+            }
+            ntypes = k > ntypes ? k : ntypes;
+        }
+        s = eol + 1;
+    }
+    return ntypes;
 }
 
 static void set_knob(const char *name, const char *value)
@@ -351,11 +390,18 @@ Test(push, serve_pushes_each_finished_run_as_its_captures_pprof)
         cr_expect_str_eq(format, "pprof");
         cr_expect_str_eq(spy, "jettprofd");
 
+        /* The pushed profile is the capture's pprof export, stamped with the run's start and
+         * length (time_nanos, duration_nanos): the same samples. */
         char *cap = capture_of_run(caps, cpu ? 1 : 2);
         size_t elen;
         char *exported = export_pprof(cap, &elen);
-        cr_expect_eq(q->len, elen, "the pushed body is the capture's pprof export");
-        cr_expect(q->len == elen && !memcmp(q->body, exported, elen), "bytes differ");
+        char *pushed_raw = go_pprof_raw(dir, q->body, q->len);
+        char *export_raw = go_pprof_raw(dir, exported, elen);
+        cr_expect_str_eq(strstr(pushed_raw, "Samples:"), strstr(export_raw, "Samples:"));
+        cr_expect(strstr(pushed_raw, "\nTime: ") && !strstr(export_raw, "\nTime: "),
+                  "the push has a time, an export of a capture none:\n%s", pushed_raw);
+        free(pushed_raw);
+        free(export_raw);
         char *types = go_pprof_types(dir, q->body, q->len);
         cr_expect_str_eq(types, cpu ? "samples/count cpu/nanoseconds[dflt]"
                                     : "alloc_objects/count alloc_space/bytes[dflt] "
@@ -418,8 +464,9 @@ Test(push, a_push_that_always_fails_is_counted_and_the_run_is_unaffected)
     char *human, *err;
     size_t len;
     cr_assert_eq(jpt_capture_cmd(argv, &human, &len, &err), 0);
-    cr_expect(strstr(human, "push: 0 pushed, 1 failed, 2 retried, 0 dropped, 0 queued; to "
-                            "http://***@127.0.0.1:"), "%s", human);
+    cr_expect(strstr(human, "push: 0 pushed, 1 failed, 2 retried, 0 dropped, 0 queued, 0 samples "
+                            "cut to the receiver's limits; to http://***@127.0.0.1:"),
+              "%s", human);
     cr_expect(strstr(human, "push last error: run 1: HTTP 500: scripted 5\n"), "%s", human);
     cr_expect(!strstr(human, "s3cr3tpw"), "%s", human);
     free(human);
@@ -795,8 +842,12 @@ Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
     char *pprof = parca_profile(dir, q, head, &plen);
     char *cap = capture_of_run(caps, 1);
     char *exported = export_pprof(cap, &elen);
-    cr_expect(plen == elen && !memcmp(pprof, exported, elen),
-              "rawProfile is the capture's pprof export (%zu, %zu bytes)", plen, elen);
+    char *pushed_raw = go_pprof_raw(dir, pprof, plen), *export_raw = go_pprof_raw(dir, exported,
+                                                                                  elen);
+    cr_expect_str_eq(strstr(pushed_raw, "Samples:"), strstr(export_raw, "Samples:"),
+                     "rawProfile holds the samples of the capture's pprof export");
+    free(pushed_raw);
+    free(export_raw);
     char *types = go_pprof_types(dir, pprof, plen);
     cr_expect_str_eq(types, "samples/count cpu/nanoseconds[dflt]");
     free(types);
@@ -820,4 +871,278 @@ Test(push, a_parca_writeraw_url_gets_the_same_pprof_as_a_label_set_in_json)
     tl_http_stop(rx);
     free(prog);
     free(dir);
+}
+
+/* ---- windows (serve --push-interval) ---- */
+
+/* A program that allocates for about 3 s, keeping some of it; and one that computes as long. */
+static const char growing_src[] = "var kept = []\n"
+                                  "fn grow(i: int) -> str {\n"
+                                  "  return \"item \" + str(i)\n"
+                                  "}\n"
+                                  "fn main() {\n"
+                                  "  var t = 0\n"
+                                  "  for r in 0..30 {\n"
+                                  "    for i in 0..40 { push(kept, grow(r * 40 + i)) }\n"
+                                  "    t = t + len(grow(r))\n"
+                                  "    sleep(100)\n"
+                                  "  }\n"
+                                  "  print(str(t))\n"
+                                  "}\n";
+static const char busy_src[] = "fn leaf(n: int) -> int {\n"
+                               "  var h = 0\n"
+                               "  for i in 0..n { h = (h * 31 + i) % 1000003 }\n"
+                               "  return h\n"
+                               "}\n"
+                               "fn main() {\n"
+                               "  var t = 0\n"
+                               "  for r in 0..30 { t = t + leaf(20000)\n sleep(60) }\n"
+                               "  print(str(t))\n"
+                               "}\n";
+
+/* One pushed window as the receiver got it: its query's from and until, the pprof's time and
+ * duration (ns, from `go tool pprof -raw`'s Time and the query), and its sums by type. */
+struct window {
+    long long from, until;
+    long long sum[4];
+    int ntypes;
+    int has_time;
+};
+
+static void read_window(const char *dir, const struct tl_http_req *q, struct window *w)
+{
+    char *from = tl_http_query_get(q->query, "from");
+    char *until = tl_http_query_get(q->query, "until");
+    cr_assert(from && until, "query: %s", q->query);
+    w->from = atoll(from);
+    w->until = atoll(until);
+    free(from);
+    free(until);
+    char *raw = go_pprof_raw(dir, q->body, q->len);
+    w->ntypes = raw_sums(raw, w->sum);
+    w->has_time = strstr(raw, "\nTime: ") != NULL;
+    free(raw);
+}
+
+static int by_from(const void *a, const void *b)
+{
+    const struct window *x = a, *y = b;
+    return x->from != y->from ? (x->from < y->from ? -1 : 1) : (x->until > y->until) - (x->until < y->until);
+}
+
+/* The TOON total key of run id's final profile (`jettprofd show`). */
+static long long final_total(const char *sock, uint64_t id, const char *key)
+{
+    char ids[32];
+    snprintf(ids, sizeof ids, "%llu", (unsigned long long)id);
+    char *argv[] = {(char *)jpt_daemon_bin(), (char *)"show", ids, (char *)"--socket",
+                    (char *)sock, (char *)"--format", (char *)"toon", NULL};
+    char *out, *err;
+    size_t len;
+    cr_assert_eq(jpt_capture_cmd(argv, &out, &len, &err), 0, "show: %s", err);
+    char pat[96];
+    snprintf(pat, sizeof pat, "\n    %s: ", key);
+    const char *p = strstr(out, pat);
+    cr_assert_not_null(p, "no %s in\n%s", key, out);
+    long long v = atoll(p + strlen(pat));
+    free(out);
+    free(err);
+    return v;
+}
+
+/* All of the run's windows, once the daemon has pushed them (status: nothing queued, and the
+ * run over): sorted by time; *n of them (malloc'ed). */
+static struct window *windows_of(struct setup *t, int *n)
+{
+    char *j = status_when(t->d.sock, "pushed", 1);
+    free(j);
+    for (int i = 0;; i++) {
+        j = status_json(t->d.sock);
+        int idle = push_figure(j, "queued") == 0 && strstr(j, "\"live\":[]");
+        free(j);
+        if (idle)
+            break;
+        cr_assert_lt(i, 3000, "the pushes never settled");
+        usleep(10000);
+    }
+    *n = tl_http_count(t->rx);
+    struct window *w = calloc((size_t)*n, sizeof *w);
+    for (int i = 0; i < *n; i++)
+        read_window(t->dir, received(t->rx, i), &w[i]);
+    qsort(w, (size_t)*n, sizeof *w, by_from);
+    return w;
+}
+
+/* Windows tile the run: each begins where the one before ended, none longer than `longest`
+ * seconds. */
+static void expect_tiled(const struct window *w, int n, long long longest)
+{
+    for (int i = 0; i < n; i++) {
+        cr_expect(w[i].has_time, "window %d has no time_nanos", i);
+        cr_expect(w[i].until >= w[i].from && w[i].until - w[i].from <= longest,
+                  "window %d: %lld..%lld", i, w[i].from, w[i].until);
+        if (i)
+            cr_expect_eq(w[i].from, w[i - 1].until, "window %d starts at %lld, the one before "
+                         "ended at %lld", i, w[i].from, w[i - 1].until);
+    }
+}
+
+Test(push, windows_of_a_memory_run_tile_it_and_add_up_to_its_profile, .timeout = 120)
+{
+    static const int ok[] = {200};
+    const char *more[] = {"--push-interval", "1", NULL};
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
+    char *prog = write_file(t.dir, "grow.jett", growing_src);
+    jett_run(t.d.sock, prog, "--profile-memory");
+    int n;
+    struct window *w = windows_of(&t, &n);
+    cr_assert_geq(n, 3, "a run of about 3 s in 1 s windows: %d", n);
+    expect_tiled(w, n, 1);
+    long long objects = 0, bytes = 0;
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(w[i].ntypes, 4, "alloc_objects alloc_space inuse_objects inuse_space");
+        objects += w[i].sum[0];
+        bytes += w[i].sum[1];
+    }
+    cr_expect_eq(objects, final_total(t.d.sock, 1, "allocation_count"));
+    cr_expect_eq(bytes, final_total(t.d.sock, 1, "allocated_bytes"));
+    cr_expect_eq(w[n - 1].sum[3], final_total(t.d.sock, 1, "retained_bytes"),
+                 "the last window's in-use bytes are what the run retained");
+    free(w);
+    free(prog);
+    setup_stop(&t);
+}
+
+Test(push, windows_of_a_cpu_run_add_up_to_its_samples, .timeout = 120)
+{
+    static const int ok[] = {200};
+    const char *more[] = {"--push-interval", "1", NULL};
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
+    char *prog = write_file(t.dir, "busy.jett", busy_src);
+    jett_run(t.d.sock, prog, "--profile");
+    int n;
+    struct window *w = windows_of(&t, &n);
+    cr_assert_geq(n, 2, "%d windows", n);
+    expect_tiled(w, n, 1);
+    long long samples = 0;
+    for (int i = 0; i < n; i++)
+        samples += w[i].sum[0]; /* samples/count (a window may have none) */
+    cr_expect_eq(samples, final_total(t.d.sock, 1, "attributed_samples"));
+    free(w);
+    free(prog);
+    setup_stop(&t);
+}
+
+/* Two hours of a run in seconds (the windows' clocks 3600 times as fast): windows of five
+ * minutes, so at the time each is pushed it began five minutes ago, well inside Pyroscope's
+ * one-hour limit on a profile's age (a run pushed whole would be three hours old); and they
+ * still tile the run. */
+Test(push, a_two_hour_run_is_pushed_in_windows_no_older_than_the_interval, .timeout = 120)
+{
+    static const int ok[] = {200};
+    set_knob("JETTPROFD_TEST_TIME_SCALE", "3600");
+    const char *more[] = {"--push-interval", "300", NULL};
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
+    unsetenv("JETTPROFD_TEST_TIME_SCALE");
+    char *prog = write_file(t.dir, "grow.jett", growing_src);
+    jett_run(t.d.sock, prog, "--profile-memory");
+    int n;
+    struct window *w = windows_of(&t, &n);
+    cr_assert_geq(n, 24, "3 s at 3600 times: some 3 hours in 5-minute windows: %d", n);
+    /* A cut comes with the drain after its time (within 16 ms, a minute at this speed). */
+    expect_tiled(w, n, 300 + 120);
+    for (int i = 0; i < n; i++)
+        cr_expect_lt(w[i].until - w[i].from, 3600, "window %d is older than an hour", i);
+    long long objects = 0;
+    for (int i = 0; i < n; i++)
+        objects += w[i].sum[0];
+    cr_expect_eq(objects, final_total(t.d.sock, 1, "allocation_count"));
+    cr_expect_geq(w[n - 1].until - w[0].from, 7200, "it ran past two hours of its clock");
+    free(w);
+    free(prog);
+    setup_stop(&t);
+}
+
+/* The wall clock steps an hour forward in the middle of the run: the window that sees it ends
+ * at the new time and the schedule goes on from there, with no window for the hour skipped. */
+Test(push, a_clock_step_starts_a_new_schedule_without_catch_up_windows, .timeout = 120)
+{
+    static const int ok[] = {200};
+    struct setup t;
+    char step[700];
+    const char *more[] = {"--push-interval", "1", NULL};
+    char *dir = jpt_tmpdir();
+    snprintf(step, sizeof step, "%s/step", dir);
+    FILE *f = fopen(step, "we");
+    cr_assert_not_null(f);
+    fputs("0\n", f);
+    fclose(f);
+    set_knob("JETTPROFD_TEST_WALL_FILE", step);
+    setup_start(&t, ok, 1, NULL, more, 0);
+    unsetenv("JETTPROFD_TEST_WALL_FILE");
+    char *prog = write_file(t.dir, "grow.jett", growing_src);
+    pid_t run = tl_fork();
+    if (run == 0) {
+        setenv("JETTPROFD_SOCKET", t.d.sock, 1);
+        char *argv[] = {(char *)jett_bin(), (char *)"run", prog, (char *)"--profile-memory",
+                        NULL};
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    cr_assert(tl_http_wait(t.rx, 1, 30000), "a first window");
+    f = fopen(step, "we");
+    cr_assert_not_null(f);
+    fputs("3600\n", f);
+    fclose(f);
+    int st = tl_wait(run, 60000);
+    cr_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "the run");
+    int n;
+    struct window *w = windows_of(&t, &n);
+    cr_assert_leq(n, 8, "no catch-up windows for the hour skipped: %d windows", n);
+    int steps = 0;
+    for (int i = 1; i < n; i++) {
+        cr_expect(w[i].until - w[i].from <= 1, "window %d: %lld..%lld", i, w[i].from, w[i].until);
+        if (w[i].from - w[i - 1].until >= 3590)
+            steps++; /* the window that saw the step begins an hour after the one before */
+        else
+            cr_expect_eq(w[i].from, w[i - 1].until, "window %d", i);
+    }
+    cr_expect_eq(steps, 1, "one step seen");
+    long long objects = 0;
+    for (int i = 0; i < n; i++)
+        objects += w[i].sum[0];
+    cr_expect_eq(objects, final_total(t.d.sock, 1, "allocation_count"));
+    free(w);
+    free(prog);
+    setup_stop(&t);
+    unlink(step);
+    rmdir(dir);
+    free(dir);
+}
+
+/* A receiver that never answers while windows keep coming (a minute's windows each second):
+ * the queue stays within its bound, the windows past it are dropped and counted, and the run's
+ * own result is untouched. */
+Test(push, windows_to_a_receiver_that_hangs_are_dropped_and_counted, .timeout = 120)
+{
+    static const int never[] = {0};
+    set_knob("JETTPROFD_PUSH_GRACE_MS", "100");
+    set_knob("JETTPROFD_TEST_TIME_SCALE", "60");
+    const char *more[] = {"--push-interval", "1", NULL};
+    struct setup t;
+    setup_start(&t, never, 1, NULL, more, 0);
+    unsetenv("JETTPROFD_TEST_TIME_SCALE");
+    char *prog = write_file(t.dir, "grow.jett", growing_src);
+    jett_run(t.d.sock, prog, "--profile-memory"); /* asserts the run's report came back */
+    char *j = status_when(t.d.sock, "dropped", 1);
+    cr_expect_leq(push_figure(j, "queued"), 65, "64 waiting and one in flight at most: %s", j);
+    free(j);
+    free(prog);
+    setup_stop(&t);
 }
