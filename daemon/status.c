@@ -42,6 +42,9 @@ void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records,
     char program[JPD_PROGRAM_MAX];
     /* outside the lock: the engine is this loop's; only the copy below is shared */
     int named = !l->program[0] && eng && jpd_program_of(eng, &l->sources_seen, program) == 0;
+    struct jp_engine_summary sum = {0};
+    if (eng)
+        (void)jp_engine_summary(eng, &sum);
     pthread_mutex_lock(&d->live_mu);
     l->records = records;
     l->fill = fill;
@@ -49,6 +52,9 @@ void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records,
     l->waits = wakes;
     l->lost = lost;
     l->wait_ns = wait_ns;
+    l->live_bytes = sum.retained_bytes; /* live now, while the run goes on */
+    l->allocations = sum.allocation_count;
+    l->samples = sum.recorded_samples;
     if (named)
         memcpy(l->program, program, sizeof program);
     pthread_mutex_unlock(&d->live_mu);
@@ -107,6 +113,7 @@ struct snap {
     uint64_t waits, lost, wait_ns;
     char program[JPD_PROGRAM_MAX];
     uint64_t cap_waits, cap_wait_ns;
+    uint64_t live_bytes, allocations, samples;
 };
 
 /* records per second over the run's age, whole */
@@ -128,10 +135,11 @@ static void push_human(struct jp_buf *b, const struct jpd_push_stats *ps)
 {
     if (!ps)
         return;
-    jp_buf_printf(b, "push: %llu pushed, %llu failed, %llu retried, %llu dropped, %u queued; "
-                  "to ", (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
+    jp_buf_printf(b, "push: %llu pushed, %llu failed, %llu retried, %llu dropped, %u queued, "
+                  "%llu samples cut to the receiver's limits; to ",
+                  (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
                   (unsigned long long)ps->retried, (unsigned long long)ps->dropped,
-                  (unsigned)ps->queued);
+                  (unsigned)ps->queued, (unsigned long long)ps->cut);
     jp_text_safe_str(b, ps->target);
     JP_BUF_LIT(b, "\n");
     if (ps->last_error[0]) {
@@ -148,9 +156,10 @@ static void push_json(struct jp_buf *b, const struct jpd_push_stats *ps)
     JP_BUF_LIT(b, ",\"push\":{\"target\":");
     jp_json_str(b, ps->target);
     jp_buf_printf(b, ",\"pushed\":%llu,\"failed\":%llu,\"retried\":%llu,\"dropped\":%llu,"
-                  "\"queued\":%u,\"last_error\":", (unsigned long long)ps->pushed,
-                  (unsigned long long)ps->failed, (unsigned long long)ps->retried,
-                  (unsigned long long)ps->dropped, (unsigned)ps->queued);
+                  "\"queued\":%u,\"cut_samples\":%llu,\"last_error\":",
+                  (unsigned long long)ps->pushed, (unsigned long long)ps->failed,
+                  (unsigned long long)ps->retried, (unsigned long long)ps->dropped,
+                  (unsigned)ps->queued, (unsigned long long)ps->cut);
     jp_json_str_or_null(b, ps->last_error);
     JP_BUF_LIT(b, "}");
 }
@@ -247,6 +256,8 @@ static void push_prometheus(struct jp_buf *b, const struct jpd_push_stats *ps)
         {"jettprofd_push_retried_total", "Push attempts after a failed one.", ps->retried},
         {"jettprofd_push_dropped_total", "Profiles dropped unpushed (queue full, shutdown).",
          ps->dropped},
+        {"jettprofd_push_cut_samples_total",
+         "Samples merged into a <cut> sample to keep within the receiver's limits.", ps->cut},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         prom_family(b, c[i].name, "counter", c[i].help);
@@ -256,9 +267,36 @@ static void push_prometheus(struct jp_buf *b, const struct jpd_push_stats *ps)
     jp_buf_printf(b, "jettprofd_push_queued %u\n", (unsigned)ps->queued);
 }
 
+/* A label value in the text format: backslash, double quote and line feed escaped. */
+static void prom_label_value(struct jp_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            jp_buf_put(b, "\\", 1);
+        if (*s == '\n')
+            JP_BUF_LIT(b, "\\n");
+        else
+            jp_buf_put(b, s, 1);
+    }
+}
+
+/* A fixed-point figure with `decimals` decimals, then the line's end. */
+static void prom_fixed(struct jp_buf *b, uint64_t v, unsigned decimals)
+{
+    uint64_t unit = 1;
+    for (unsigned k = 0; k < decimals; k++)
+        unit *= 10u;
+    if (decimals)
+        jp_buf_printf(b, "%llu.%0*llu\n", (unsigned long long)(v / unit), (int)decimals,
+                      (unsigned long long)(v % unit));
+    else
+        jp_buf_printf(b, "%llu\n", (unsigned long long)v);
+}
+
 /* The Prometheus text format, for node_exporter's textfile collector: counters end in _total;
- * per-run gauges carry {run_id,uid,mode}, whose values are decimal numbers and a mode word, so
- * nothing in a label needs escaping. */
+ * per-run gauges carry {run_id,uid,mode,program}, the program (a client's path, well-formed
+ * UTF-8 as every string of a stream) escaped as the format says; the first JPD_PROM_MAX_RUNS
+ * runs each, the rest added up in run_id="other" (the figures that add up). */
 static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers, uint64_t rss,
                               const uint64_t tot[4], const struct snap *v, uint32_t nv,
                               uint32_t hidden, const struct jpd_push_stats *ps)
@@ -286,42 +324,62 @@ static void render_prometheus(struct jp_buf *b, uint64_t up_ms, uint32_t workers
     prom_family(b, "jettprofd_live_runs_hidden", "gauge",
                 "Runs in flight of other users, not listed for this caller.");
     jp_buf_printf(b, "jettprofd_live_runs_hidden %u\n", (unsigned)hidden);
-    /* each per-run gauge: its name, help, and the decimals of its value (a fixed-point figure:
-     * milliseconds, per mille, nanoseconds shown in seconds or as a ratio) */
+    /* each per-run gauge: its name, help, the decimals of its value (a fixed-point figure:
+     * milliseconds, per mille, nanoseconds shown in seconds or as a ratio), and whether the
+     * runs past JPD_PROM_MAX_RUNS add up in it (run_id="other") */
     static const struct {
         const char *name, *help;
         unsigned decimals;
+        int sums;
     } per_run[] = {
-        {"jettprofd_run_age_seconds", "Seconds since the run started.", 3},
-        {"jettprofd_run_records", "Records fed to the run's engine so far.", 0},
-        {"jettprofd_run_records_per_second", "Records per second over the run's age.", 0},
-        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain.", 3},
+        {"jettprofd_run_age_seconds", "Seconds since the run started.", 3, 0},
+        {"jettprofd_run_records", "Records fed to the run's engine so far.", 0, 1},
+        {"jettprofd_run_records_per_second", "Records per second over the run's age.", 0, 1},
+        {"jettprofd_run_ring_fill_ratio", "Fill of the run's ring at its last drain.", 3, 0},
         {"jettprofd_run_producer_waits",
-         "Times the daemon woke the run's producer waiting for room.", 0},
+         "Times the daemon woke the run's producer waiting for room.", 0, 1},
         {"jettprofd_run_producer_wait_seconds", "Time the run's program waited for ring room.",
-         9},
-        {"jettprofd_run_lost_records", "Records the run's producer could not push.", 0},
+         9, 1},
+        {"jettprofd_run_lost_records", "Records the run's producer could not push.", 0, 1},
         {"jettprofd_run_capture_waits",
-         "Times the drain waited for the capture compressor (all its blocks in flight).", 0},
-        {"jettprofd_run_capture_wait_seconds", "Time the drain waited for the compressor.", 9},
+         "Times the drain waited for the capture compressor (all its blocks in flight).", 0, 1},
+        {"jettprofd_run_capture_wait_seconds", "Time the drain waited for the compressor.", 9, 1},
+        {"jettprofd_run_live_bytes", "Memory runs: bytes live now.", 0, 1},
+        {"jettprofd_run_allocations", "Memory runs: allocations made so far.", 0, 1},
+        {"jettprofd_run_allocations_per_second", "Memory runs: allocations a second over the "
+         "run's age.", 0, 1},
+        {"jettprofd_run_samples", "CPU runs: samples recorded so far.", 0, 1},
+        {"jettprofd_run_samples_per_second", "CPU runs: samples a second over the run's age.", 0,
+         1},
     };
-    for (size_t f = 0; nv && f < sizeof per_run / sizeof per_run[0]; f++) {
+    enum { NFIG = sizeof per_run / sizeof per_run[0] };
+    uint32_t listed = nv < JPD_PROM_MAX_RUNS ? nv : JPD_PROM_MAX_RUNS;
+    for (size_t f = 0; nv && f < NFIG; f++) {
         prom_family(b, per_run[f].name, "gauge", per_run[f].help);
+        uint64_t other = 0;
         for (uint32_t i = 0; i < nv; i++) {
             const struct snap *r = &v[i];
-            const uint64_t fig[] = {r->age_ms, r->records, rate(r), fill_pm(r), r->waits,
-                                    r->wait_ns, r->lost, r->cap_waits, r->cap_wait_ns};
-            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\"} ", per_run[f].name,
-                          (unsigned long long)r->run_id, (unsigned long)r->uid,
+            const uint64_t per_s = r->age_ms ? 1000u : 0u;
+            const uint64_t fig[NFIG] = {
+                r->age_ms, r->records, rate(r), fill_pm(r), r->waits, r->wait_ns, r->lost,
+                r->cap_waits, r->cap_wait_ns, r->live_bytes, r->allocations,
+                r->age_ms ? r->allocations * per_s / r->age_ms : 0, r->samples,
+                r->age_ms ? r->samples * per_s / r->age_ms : 0};
+            if (i >= listed) {
+                other += fig[f];
+                continue;
+            }
+            jp_buf_printf(b, "%s{run_id=\"%llu\",uid=\"%lu\",mode=\"%s\",program=\"",
+                          per_run[f].name, (unsigned long long)r->run_id, (unsigned long)r->uid,
                           jp_mode_name(r->mode));
-            uint64_t unit = 1;
-            for (unsigned k = 0; k < per_run[f].decimals; k++)
-                unit *= 10u;
-            if (per_run[f].decimals)
-                jp_buf_printf(b, "%llu.%0*llu\n", (unsigned long long)(fig[f] / unit),
-                              (int)per_run[f].decimals, (unsigned long long)(fig[f] % unit));
-            else
-                jp_buf_printf(b, "%llu\n", (unsigned long long)fig[f]);
+            prom_label_value(b, r->program);
+            JP_BUF_LIT(b, "\"} ");
+            prom_fixed(b, fig[f], per_run[f].decimals);
+        }
+        if (nv > listed && per_run[f].sums) {
+            jp_buf_printf(b, "%s{run_id=\"other\",uid=\"\",mode=\"\",program=\"\"} ",
+                          per_run[f].name);
+            prom_fixed(b, other, per_run[f].decimals);
         }
     }
 }
@@ -345,7 +403,8 @@ void jpd_status_text(struct jpd_daemon *d, uid_t viewer, uint32_t format, struct
         struct snap *r = &v[nv++];
         *r = (struct snap){l->run_id, l->uid, l->pid, l->mode,
                            (now - l->start_ns) / 1000000u, l->records, l->fill, l->slots,
-                           l->waits, l->lost, l->wait_ns, "", l->cap_waits, l->cap_wait_ns};
+                           l->waits, l->lost, l->wait_ns, "", l->cap_waits, l->cap_wait_ns,
+                           l->live_bytes, l->allocations, l->samples};
         memcpy(r->program, l->program, sizeof r->program);
     }
     tot[0] = d->runs_started;

@@ -4,11 +4,14 @@
 #include "jpd.h"
 
 /* status.c: the live runs, the totals and the texts of STATUS and RUNS. */
+/* `status --format prometheus` lists this many live runs one by one, the rest added up. */
+#define JPD_PROM_MAX_RUNS 100u
 /* On the run's loop: the run started (lists l) / drained (its figures) / ended (unlists l,
  * counts it finished with its records). _end on a run never begun does nothing. */
 void jpd_live_begin(struct jpd_daemon *d, struct jpd_live *l);
 /* _update takes the fill of the run's fullest ring (of its slots), sums the wakes and gauges of
- * all its rings and, until it is known, names the program. */
+ * all its rings, takes the engine's live bytes, allocations and samples and, until it is known,
+ * names the program. */
 void jpd_live_update(struct jpd_daemon *d, struct jpd_live *l, uint64_t records, uint64_t fill,
                      uint64_t slots, const struct jp_ring *const *rings, uint32_t nrings,
                      const struct jp_engine *eng);

@@ -418,14 +418,17 @@ Test(status, prometheus_output_is_well_formed_and_written_atomically)
     cr_expect(strstr(text, "\njettprofd_runs_started_total 1\n"), "%s", text);
     cr_expect(strstr(text, "\njettprofd_live_runs 1\n"), "%s", text);
     char want[160];
-    snprintf(want, sizeof want,
-             "\njettprofd_run_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} ",
-             (unsigned long long)id);
-    cr_expect(strstr(text, want), "%s", text);
-    snprintf(want, sizeof want,
-             "\njettprofd_run_lost_records{run_id=\"%llu\",uid=\"0\",mode=\"memory\"} 0\n",
-             (unsigned long long)id);
-    cr_expect(strstr(text, want), "%s", text);
+    /* every per-run series: run id, uid, mode and the program (its label escaped) */
+    static const char *const series[] = {"records", "lost_records", "live_bytes", "allocations",
+                                         "allocations_per_second", "samples"};
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        snprintf(want, sizeof want,
+                 "\njettprofd_run_%s{run_id=\"%llu\",uid=\"0\",mode=\"memory\",program=\"",
+                 series[k], (unsigned long long)id);
+        cr_expect(strstr(text, want), "no %s in:\n%s", want, text);
+    }
+    cr_expect(strstr(text, "\"} 0\n# HELP jettprofd_run_capture_waits "), "no lost records:\n%s",
+              text);
     cr_expect(strstr(text, "\n# TYPE jettprofd_run_producer_wait_seconds gauge\n"), "%s", text);
     free(text);
     /* nothing but the file itself and the socket is left in the directory */
