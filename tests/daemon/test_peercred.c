@@ -347,29 +347,30 @@ Test(peercred, a_supplementary_member_of_the_allowed_group_attaches)
     free(dir);
 }
 
-/* A run in flight is seen by its owner (a snapshot) and root, and by no other user: the same
- * answer as for a run that does not exist. */
-Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
+/* A daemon allowing group GROUP serving in a fresh directory (sock[600], *d), and a run of
+ * uid 4001 live in it (its id in idstr[32]), once its owner can see it: the run's client. */
+static pid_t live_run_of_4001(char **dir, char *sock, pid_t *d, uint64_t *id, char *idstr)
 {
-    char *dir = open_dir();
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    *dir = open_dir();
+    snprintf(sock, 600, "%s/d.sock", *dir);
     const char *extra[] = {"--allow-group", "4242", NULL};
-    pid_t d = jpt_serve(sock, extra, NULL);
-    cr_assert_gt(d, 0);
-    uint64_t id;
-    pid_t run = start_as(sock, 4001, GROUP, 1, &id);
-    char idstr[32], *own;
-    snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
+    *d = jpt_serve(sock, extra, NULL);
+    cr_assert_gt(*d, 0);
+    pid_t run = start_as(sock, 4001, GROUP, 1, id);
+    snprintf(idstr, 32, "%llu", (unsigned long long)*id);
     /* the run is live once its worker has taken its ring: the owner sees it then */
+    char *own;
     for (int i = 0; show_cmd_as(sock, 4001, GROUP, idstr, &own) != 0; i++) {
         cr_assert_lt(i, 500, "the owner never saw its run: %s", own);
         free(own);
         usleep(10000);
     }
     free(own);
-    expect_foreign_like_missing(sock, id);
-    cr_assert_eq(show_as(sock, 0, 0, id), 0, "root sees every run");
+    return run;
+}
+
+static void live_run_end(char *dir, pid_t d, pid_t run)
+{
     kill(run, SIGKILL);
     tl_wait(run, 10000);
     tl_stop(d, 20000);
@@ -377,26 +378,27 @@ Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
     free(dir);
 }
 
+/* A run in flight is seen by its owner (a snapshot) and root, and by no other user: the same
+ * answer as for a run that does not exist. */
+Test(peercred, a_live_runs_snapshot_is_for_its_owner_only)
+{
+    char *dir, sock[600], idstr[32];
+    pid_t d;
+    uint64_t id;
+    pid_t run = live_run_of_4001(&dir, sock, &d, &id, idstr);
+    expect_foreign_like_missing(sock, id);
+    cr_assert_eq(show_as(sock, 0, 0, id), 0, "root sees every run");
+    live_run_end(dir, d, run);
+}
+
 /* `jettprofd top RUN_ID` of a run in flight: its owner watches it, another user gets the answer
  * a run that does not exist gets. */
 Test(peercred, a_live_run_is_watched_by_its_owner_only)
 {
-    char *dir = open_dir();
-    char sock[600];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    const char *extra[] = {"--allow-group", "4242", NULL};
-    pid_t d = jpt_serve(sock, extra, NULL);
-    cr_assert_gt(d, 0);
+    char *dir, sock[600], idstr[32];
+    pid_t d;
     uint64_t id;
-    pid_t run = start_as(sock, 4001, GROUP, 1, &id);
-    char idstr[32], *own;
-    snprintf(idstr, sizeof idstr, "%llu", (unsigned long long)id);
-    for (int i = 0; show_cmd_as(sock, 4001, GROUP, idstr, &own) != 0; i++) {
-        cr_assert_lt(i, 500, "the owner never saw its run: %s", own);
-        free(own);
-        usleep(10000);
-    }
-    free(own);
+    pid_t run = live_run_of_4001(&dir, sock, &d, &id, idstr);
     const char *top[] = {"top", idstr, "--socket", sock, "--batch", "--frames", "1"};
     for (uid_t uid = 4001; uid <= 4002; uid++) {
         int ep[2], op[2];
@@ -430,9 +432,5 @@ Test(peercred, a_live_run_is_watched_by_its_owner_only)
         free(out);
         free(err);
     }
-    kill(run, SIGKILL);
-    tl_wait(run, 10000);
-    tl_stop(d, 20000);
-    rmdir(dir);
-    free(dir);
+    live_run_end(dir, d, run);
 }

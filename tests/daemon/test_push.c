@@ -987,16 +987,27 @@ static void expect_tiled(const struct window *w, int n, long long longest)
     }
 }
 
-Test(push, windows_of_a_memory_run_tile_it_and_add_up_to_its_profile, .timeout = 120)
+/* A daemon pushing to an accepting receiver with --push-interval every (its clocks scale
+ * times as fast), one run of src in mode through it: its windows, *n of them. */
+static struct window *run_in_windows(struct setup *t, const char *every, const char *scale,
+                                     const char *src, const char *mode, int *n)
 {
     static const int ok[] = {200};
-    const char *more[] = {"--push-interval", "1", NULL};
+    const char *more[] = {"--push-interval", every, NULL};
+    set_knob("JETTPROFD_TEST_TIME_SCALE", scale);
+    setup_start(t, ok, 1, NULL, more, 0);
+    unsetenv("JETTPROFD_TEST_TIME_SCALE");
+    char *prog = write_file(t->dir, "prog.jett", src);
+    jett_run(t->d.sock, prog, mode);
+    free(prog);
+    return windows_of(t, n);
+}
+
+Test(push, windows_of_a_memory_run_tile_it_and_add_up_to_its_profile, .timeout = 120)
+{
     struct setup t;
-    setup_start(&t, ok, 1, NULL, more, 0);
-    char *prog = write_file(t.dir, "grow.jett", growing_src);
-    jett_run(t.d.sock, prog, "--profile-memory");
     int n;
-    struct window *w = windows_of(&t, &n);
+    struct window *w = run_in_windows(&t, "1", "1", growing_src, "--profile-memory", &n);
     cr_assert_geq(n, 3, "a run of about 3 s in 1 s windows: %d", n);
     expect_tiled(w, n, 1);
     long long objects = 0, bytes = 0;
@@ -1010,20 +1021,14 @@ Test(push, windows_of_a_memory_run_tile_it_and_add_up_to_its_profile, .timeout =
     cr_expect_eq(w[n - 1].sum[3], final_total(t.d.sock, 1, "retained_bytes"),
                  "the last window's in-use bytes are what the run retained");
     free(w);
-    free(prog);
     setup_stop(&t);
 }
 
 Test(push, windows_of_a_cpu_run_add_up_to_its_samples, .timeout = 120)
 {
-    static const int ok[] = {200};
-    const char *more[] = {"--push-interval", "1", NULL};
     struct setup t;
-    setup_start(&t, ok, 1, NULL, more, 0);
-    char *prog = write_file(t.dir, "busy.jett", busy_src);
-    jett_run(t.d.sock, prog, "--profile");
     int n;
-    struct window *w = windows_of(&t, &n);
+    struct window *w = run_in_windows(&t, "1", "1", busy_src, "--profile", &n);
     cr_assert_geq(n, 2, "%d windows", n);
     expect_tiled(w, n, 1);
     long long samples = 0;
@@ -1031,7 +1036,6 @@ Test(push, windows_of_a_cpu_run_add_up_to_its_samples, .timeout = 120)
         samples += w[i].sum[0]; /* samples/count (a window may have none) */
     cr_expect_eq(samples, final_total(t.d.sock, 1, "attributed_samples"));
     free(w);
-    free(prog);
     setup_stop(&t);
 }
 
@@ -1041,16 +1045,9 @@ Test(push, windows_of_a_cpu_run_add_up_to_its_samples, .timeout = 120)
  * still tile the run. */
 Test(push, a_two_hour_run_is_pushed_in_windows_no_older_than_the_interval, .timeout = 120)
 {
-    static const int ok[] = {200};
-    set_knob("JETTPROFD_TEST_TIME_SCALE", "3600");
-    const char *more[] = {"--push-interval", "300", NULL};
     struct setup t;
-    setup_start(&t, ok, 1, NULL, more, 0);
-    unsetenv("JETTPROFD_TEST_TIME_SCALE");
-    char *prog = write_file(t.dir, "grow.jett", growing_src);
-    jett_run(t.d.sock, prog, "--profile-memory");
     int n;
-    struct window *w = windows_of(&t, &n);
+    struct window *w = run_in_windows(&t, "300", "3600", growing_src, "--profile-memory", &n);
     cr_assert_geq(n, 24, "3 s at 3600 times: some 3 hours in 5-minute windows: %d", n);
     /* A cut comes with the drain after its time (within 16 ms, a minute at this speed). */
     expect_tiled(w, n, 300 + 120);
@@ -1062,7 +1059,6 @@ Test(push, a_two_hour_run_is_pushed_in_windows_no_older_than_the_interval, .time
     cr_expect_eq(objects, final_total(t.d.sock, 1, "allocation_count"));
     cr_expect_geq(w[n - 1].until - w[0].from, 7200, "it ran past two hours of its clock");
     free(w);
-    free(prog);
     setup_stop(&t);
 }
 
