@@ -21,7 +21,7 @@ struct jp_buf {
 
 void jp_buf_put(struct jp_buf *b, const void *s, size_t n);
 void jp_buf_puts(struct jp_buf *b, const char *s);
-#define JP_BUF_LIT(b, lit) jp_buf_put((b), (lit), sizeof(lit) - 1)
+#define JP_BUF_LIT(b, lit) jp_buf_put((b), "" lit, sizeof(lit) - 1) /* a literal only */
 void jp_buf_printf(struct jp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void jp_buf_vprintf(struct jp_buf *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
