@@ -533,10 +533,15 @@ static void copy_reason(char dst[40], const char *s, size_t len)
     dst[len] = '\0';
 }
 
+/* Whether the caller's result struct (its size) covers export f: the exports array grew with
+ * the formats, and a caller compiled before a format passes the smaller size. */
+#define RESULT_HAS_EXPORT(r, f)                                                                   \
+    ((r)->size >= offsetof(struct jettprof_result, exports) + ((f) + 1u) * sizeof((r)->exports[0]))
+
 _Static_assert(JETTPROF_EXPORT_FOLDED == JP_EXPORT_FOLDED &&
                JETTPROF_EXPORT_PPROF == JP_EXPORT_PPROF &&
                JETTPROF_EXPORT_SPEEDSCOPE == JP_EXPORT_SPEEDSCOPE &&
-               JETTPROF_EXPORT_SVG == JP_EXPORT_SVG &&
+               JETTPROF_EXPORT_SVG == JP_EXPORT_SVG && JETTPROF_EXPORT_HTML == JP_EXPORT_HTML &&
                JETTPROF_EXPORT_COUNT == JP_EXPORT_FORMAT_COUNT,
                "the public export formats are the wire's");
 
@@ -549,7 +554,8 @@ static int take_export(struct jettprof_run *run, const struct jp_ctl_msg *m,
     uint32_t f = m->u.export_piece.format;
     uint64_t total = m->u.export_piece.total, off = m->u.export_piece.offset;
     size_t n = m->u.export_piece.data_len;
-    if (f >= JETTPROF_EXPORT_COUNT || !(run->cfg.exports & (1u << f)))
+    if (f >= JETTPROF_EXPORT_COUNT || !(run->cfg.exports & (1u << f)) ||
+        !RESULT_HAS_EXPORT(out, f))
         return -EPROTO;
     struct jettprof_export *x = &out->exports[f];
     if (m->u.export_piece.error) {
@@ -617,7 +623,8 @@ static int take_result(struct jettprof_run *run, uint32_t timeout_ms, struct jet
         out->collector_failed = 0;
         out->capture_errno = (int)a.u.result.capture_errno;
         for (uint32_t f = 0; run->cfg.exports && f < JETTPROF_EXPORT_COUNT; f++)
-            if (out->exports[f].data && have[f] != out->exports[f].len)
+            if (RESULT_HAS_EXPORT(out, f) && out->exports[f].data &&
+                have[f] != out->exports[f].len)
                 return -EPROTO; /* RESULT before the last piece of an export */
         if (run->cfg.outputs & JETTPROF_OUT_HUMAN) {
             out->human = dup_text(a.u.result.human, a.u.result.human_len);
@@ -692,8 +699,9 @@ int jettprof_finish(jettprof_run *run, uint32_t termination, struct jettprof_res
         return bad("termination is not returned, runtime_error or interrupted");
     if (!out || out->size < JP_RESULT_V1_SIZE)
         return bad("result size is smaller than this library's");
-    if (run->cfg.exports && !RESULT_HAS(out, exports))
-        return bad("result size does not cover the exports the configuration asks for");
+    for (uint32_t f = 0; f < JETTPROF_EXPORT_COUNT; f++)
+        if ((run->cfg.exports & (1u << f)) && !RESULT_HAS_EXPORT(out, f))
+            return bad("result size does not cover the exports the configuration asks for");
     uint32_t size = out->size;
     memset(out, 0, result_size(out));
     out->size = size;
@@ -733,7 +741,7 @@ void jettprof_result_release(struct jettprof_result *r)
         return;
     free(r->human);
     free(r->toon);
-    for (uint32_t f = 0; RESULT_HAS(r, exports) && f < JETTPROF_EXPORT_COUNT; f++)
+    for (uint32_t f = 0; f < JETTPROF_EXPORT_COUNT && RESULT_HAS_EXPORT(r, f); f++)
         free(r->exports[f].data);
     uint32_t size = r->size;
     memset(r, 0, result_size(r));

@@ -3,7 +3,7 @@
  * way `replay` does (jpd_load_capture), and its report built once; the export reads that
  * report, so its totals are the replayed profile's.
  *
- * export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ * export CAPTURE [--format folded|pprof|speedscope|svg|html] [--value V] [-o FILE|-]
  *   V: samples (CPU), alloc_bytes (memory default), alloc_count, retained_bytes, peak_bytes,
  *      retained_count.
  * export CAPTURE --push URL [--label K=V]...
@@ -12,7 +12,7 @@
  *   A capture holds no wall-clock time: until is the capture file's modification time (its
  *   last write, the run's end), from is until less the run's duration from its RUN_STOP
  *   (until itself when the capture has none).
- * diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
+ * diff BASE NEW [--format human|toon|folded|svg|html] [-o FILE|-]
  *
  *   complete capture        -> the document on stdout or in FILE; exit 0
  *   truncated or damaged    -> the document of what replay recovers, and the same caveat on
@@ -243,8 +243,8 @@ int jpd_cmd_export(int argc, char **argv)
             if (!strcmp(a, "-o"))
                 out = v;
             else if (!strcmp(a, "--format") && jp_export_format_parse(v, &o.format) < 0)
-                return usage_error("export", "--format must be folded, pprof, speedscope or "
-                                             "svg, not", v);
+                return usage_error("export", "--format must be folded, pprof, speedscope, "
+                                             "svg or html, not", v);
             else if (!strcmp(a, "--value") && jp_export_value_parse(v, &o.value) < 0)
                 return usage_error("export", "--value must be samples, alloc_bytes, "
                                              "alloc_count, retained_bytes, peak_bytes, "
@@ -315,7 +315,7 @@ int jpd_cmd_diff(int argc, char **argv)
                                                "alloc_count, live_bytes, retained_bytes or "
                                                "peak_bytes, not", v);
             } else if (jp_diff_format_parse(v, &format) < 0)
-                return usage_error("diff", "--format must be human, toon, folded or svg, not",
+                return usage_error("diff", "--format must be human, toon, folded, svg or html, not",
                                    v);
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error("diff", "unknown option", a);

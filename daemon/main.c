@@ -13,9 +13,9 @@
  *   jettprofd replay FILE [--format human|toon] [--verbose] [--profile-threshold P] [--until-record N]
  *                    [--profile-limit N]
  *   jettprofd summarize [--repetitions OUT.jsonl] [--execution-index N] [--exit-code C] CAPTURE...
- *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V] [-o FILE|-]
+ *   jettprofd export CAPTURE [--format folded|pprof|speedscope|svg|html] [--value V] [-o FILE|-]
  *   jettprofd export CAPTURE --push URL [--label K=V]...
- *   jettprofd diff BASE NEW [--format human|toon|folded|svg] [-o FILE|-]
+ *   jettprofd diff BASE NEW [--format human|toon|folded|svg|html] [-o FILE|-]
  *   jettprofd help [COMMAND] | --help | --version    (stdout, exit 0; so is CMD --help)
  *
  * Exit status: 0 success, 1 failure at run time (named on stderr), 2 bad command line (the
@@ -167,11 +167,13 @@ static const struct command {
      "Writes one JSON repetition row per capture (integrity and totals), to stdout or\n"
      "appended to OUT.jsonl.\n"},
     {"export",
-     "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg] [--value V]\n"
+     "jettprofd export CAPTURE [--format folded|pprof|speedscope|svg|html] [--value V]\n"
      "                 [-o FILE|-]\n"
      "       jettprofd export CAPTURE --push URL [--label K=V]...\n",
      "Writes a capture's profile for profile tools: folded stacks (default), pprof\n"
-     "(gzip), speedscope JSON, or an SVG flame graph; to stdout or FILE.\n"
+     "(gzip), speedscope JSON, an SVG flame graph, or the interactive HTML report (one\n"
+     "self-contained page: tables, a flame graph to zoom and search, memory or samples\n"
+     "over time); to stdout or FILE.\n"
      "  --value V     memory captures: alloc_bytes (default), alloc_count,\n"
      "                retained_bytes, peak_bytes, retained_count; CPU\n"
      "                captures: samples\n"
@@ -182,10 +184,11 @@ static const struct command {
      "                modification time and from that less the run's duration\n"
      "  --label K=V   one more label (repeatable, as for serve)\n"},
     {"diff",
-     "jettprofd diff BASE NEW [--format human|toon|folded|svg] [--value V] [-o FILE|-]\n",
+     "jettprofd diff BASE NEW [--format human|toon|folded|svg|html] [--value V] [-o FILE|-]\n",
      "Compares two captures of one mode: per function (CPU) or site (memory) the change\n"
      "of its share of each run's total, largest change first; svg is a differential\n"
-     "flame graph (red grew, blue shrank). Either side may be a point of a capture,\n"
+     "flame graph (red grew, blue shrank), html the same in the HTML report with the\n"
+     "largest changes. Either side may be a point of a capture,\n"
      "CAPTURE@N: its first N records, as replay --until-record N takes them. --value V\n"
      "compares a memory run by alloc_count, live_bytes, retained_bytes or peak_bytes\n"
      "instead of allocated bytes: diff run.jpcap@N run.jpcap --value live_bytes names the\n"

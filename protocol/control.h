@@ -73,7 +73,8 @@ const char *jp_ctl_type_name(uint32_t type);
     X(FOLDED, "folded")                                                                           \
     X(PPROF, "pprof")                                                                             \
     X(SPEEDSCOPE, "speedscope")                                                                   \
-    X(SVG, "svg")
+    X(SVG, "svg")                                                                                 \
+    X(HTML, "html")
 enum {
 #define JP_X(n, w) JP_EXPORT_##n,
     JP_EXPORT_FORMATS(JP_X)

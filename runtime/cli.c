@@ -71,7 +71,7 @@ static int parse_export(const char *val, struct jt_cli *c, char *err, size_t err
         }
     jt_shown(val, 40, v, sizeof v);
     snprintf(err, errcap, "--profile-export expects FORMAT:PATH with FORMAT folded, pprof, "
-             "speedscope or svg, got '%s'", v);
+             "speedscope, svg or html, got '%s'", v);
     return -EINVAL;
 }
 

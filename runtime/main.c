@@ -209,7 +209,7 @@ static const char usage_text[] =
     "  --profile-capture-overwrite    replace an existing capture file\n"
     "  --profile-verbose              end the report with every total, as the TOON names them\n"
     "  --profile-export FORMAT:PATH   also write the profile as FORMAT (folded, pprof,\n"
-    "                                 speedscope, svg) to PATH; repeatable\n"
+    "                                 speedscope, svg, html) to PATH; repeatable\n"
     "  --workers N                    run the actors on N worker threads, 1..64 (default 1)\n"
     "  --backend interp|vm            run on the tree-walking interpreter or the bytecode VM\n"
     "                                 (default vm)\n"

@@ -8,11 +8,12 @@ packages=(gcc pkg-config meson ninja-build libuv1-dev libmsgpack-dev libcriterio
           systemd libsystemd-dev nodejs npm clang libclang-rt-14-dev libzstd-dev
           groff-base heaptrack time valgrind
           protobuf-c-compiler libprotobuf-c-dev zlib1g-dev golang-go librsvg2-bin
-          libcurl4-openssl-dev tmux)
+          libcurl4-openssl-dev tmux chromium)
 # (the exports: protoc-c compiles render/export/profile.proto, zlib gzips pprof; the export
 # suite checks pprof with `go tool pprof` and renders the SVG with rsvg-convert; libcurl
 # sends `--push` profiles over HTTP(S); bench/run counts the examples' instructions with
-# valgrind's cachegrind; `jettprofd top` is tested in a real terminal under tmux)
+# valgrind's cachegrind; `jettprofd top` is tested in a real terminal under tmux, the HTML
+# report in Debian's chromium driven by playwright-core)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,7 +34,8 @@ if [ -f tests/toon/package-lock.json ] && [ ! -d tests/toon/node_modules/@toon-f
     echo "deps: installing the pinned TOON decoder (tests/toon)"
     (cd tests/toon && npm ci --no-audit --no-fund --loglevel=error)
 fi
-if [ -f tests/export/package-lock.json ] && [ ! -d tests/export/node_modules/speedscope ]; then
-    echo "deps: installing the pinned speedscope schema and its validator (tests/export)"
+if [ -f tests/export/package-lock.json ] && { [ ! -d tests/export/node_modules/speedscope ] ||
+        [ ! -d tests/export/node_modules/playwright-core ]; }; then
+    echo "deps: installing the pinned speedscope schema, its validator and playwright-core (tests/export)"
     (cd tests/export && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -116,7 +116,8 @@ extern "C" {
 #define JETTPROF_EXPORT_PPROF 1u      /* gzip-compressed pprof profile.proto */
 #define JETTPROF_EXPORT_SPEEDSCOPE 2u /* speedscope JSON */
 #define JETTPROF_EXPORT_SVG 3u        /* SVG flame graph */
-#define JETTPROF_EXPORT_COUNT 4u
+#define JETTPROF_EXPORT_HTML 4u       /* the interactive HTML report, one self-contained page */
+#define JETTPROF_EXPORT_COUNT 5u      /* grows: a result's size says which it covers */
 
 /* Source origins. */
 #define JETTPROF_ORIGIN_PROJECT 1u

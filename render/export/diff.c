@@ -11,7 +11,9 @@
  *   folded  the differential folded stacks: `frame;frame base new` per stack of either run;
  *   svg     a differential flame graph: the new run's graph, each box coloured by the change
  *           of its share (red: grew, blue: shrank, white: unchanged), both figures in its
- *           tooltip.
+ *           tooltip;
+ *   html    the HTML page (html.c) of the new run with that flame graph's colours and the
+ *           human diff's ranked changes.
  * Shares and changes are exact rationals; only the printed hundredths are rounded (half away
  * from zero), and the ranking compares the exact values. */
 #include <errno.h>
@@ -511,7 +513,10 @@ static int node_paths(const struct jpx_prof *p, const struct jpx_svg_node *nd, u
     return 0;
 }
 
-static int svg(struct jp_buf *b, const struct jpx_prof *x, const struct diff *d)
+/* The differential flame graph: as SVG, or (changes not NULL) as the HTML page with the
+ * changes' HTML after its tables. */
+static int svg(struct jp_buf *b, const struct jpx_prof *x, const struct diff *d,
+               const char *changes)
 {
     struct jpx_svg_node *nd[2] = {NULL, NULL};
     uint32_t n[2] = {0, 0};
@@ -573,6 +578,17 @@ static int svg(struct jp_buf *b, const struct jpx_prof *x, const struct diff *d)
                               x[s].total, jpx_value_unit(x[s].value));
             if (title.failed || sub.failed) {
                 rc = -ENOMEM;
+            } else if (changes) {
+                uint32_t *colour = malloc((n[1] + 1u) * sizeof *colour);
+                if (!colour) {
+                    rc = -ENOMEM;
+                } else {
+                    for (uint32_t i = 0; i < n[1]; i++)
+                        colour[i] = dsvg_fill(&g, i);
+                    jp_buf_printf(&title, " - %s", sub.p);
+                    jpx_write_html_diff(b, &x[1], title.p, colour, n[1], changes);
+                    free(colour);
+                }
             } else {
                 struct jpx_svg_style st = {&g, dsvg_fill, dsvg_tip, sub.p};
                 jpx_svg_doc(b, &x[1], nd[1], n[1], title.p, &st);
@@ -614,7 +630,22 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
     struct jp_buf b = {0};
     jp_buf_put(&b, "", 0);
     int rc = 0;
-    if (format == JP_DIFF_FOLDED || format == JP_DIFF_SVG) {
+    struct jp_buf changes = {0};
+    if (format == JP_DIFF_HTML) {
+        /* the page: the largest changes as the human diff has them, then the flame graph */
+        char *text = NULL;
+        size_t tlen = 0;
+        rc = jp_diff_write(base, next, JP_DIFF_HUMAN, value, &text, &tlen);
+        if (rc < 0) {
+            jp_buf_free(&b);
+            return rc;
+        }
+        JP_BUF_LIT(&changes, "<h2>largest changes</h2>\n<pre class=\"changes\">");
+        jpx_html_text(&changes, text, tlen);
+        JP_BUF_LIT(&changes, "</pre>\n");
+        free(text);
+    }
+    if (format == JP_DIFF_FOLDED || format == JP_DIFF_SVG || format == JP_DIFF_HTML) {
         struct jpx_prof x[2];
         if ((rc = jpx_prof_build(base, value, &x[0])) < 0) {
             jp_buf_free(&b);
@@ -625,7 +656,9 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
             jp_buf_free(&b);
             return rc;
         }
-        rc = format == JP_DIFF_FOLDED ? folded(&b, x) : svg(&b, x, &d);
+        rc = format == JP_DIFF_FOLDED ? folded(&b, x)
+             : changes.failed         ? -ENOMEM
+                                      : svg(&b, x, &d, format == JP_DIFF_HTML ? changes.p : NULL);
         jpx_prof_free(&x[0]);
         jpx_prof_free(&x[1]);
     } else {
@@ -662,6 +695,7 @@ int jp_diff_write(const struct jp_report *base, const struct jp_report *next, ui
             free(d.rows[i].key);
         free(d.rows);
     }
+    jp_buf_free(&changes);
     if (rc < 0) {
         jp_buf_free(&b);
         return rc;

@@ -102,7 +102,8 @@ int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, c
 /* ---- diff (render/export/diff.c) ---- */
 
 /* Diff formats: X(NAME, "word") */
-#define JP_DIFF_FORMATS(X) X(HUMAN, "human") X(TOON, "toon") X(FOLDED, "folded") X(SVG, "svg")
+#define JP_DIFF_FORMATS(X)                                                                        \
+    X(HUMAN, "human") X(TOON, "toon") X(FOLDED, "folded") X(SVG, "svg") X(HTML, "html")
 enum {
 #define JP_X(n, w) JP_DIFF_##n,
     JP_DIFF_FORMATS(JP_X)

@@ -89,5 +89,13 @@ int jpx_write_pprof(const struct jpx_prof *p, const struct jp_export_opts *o, ch
                     size_t *len);
 void jpx_write_speedscope(struct jp_buf *b, const struct jpx_prof *p);
 void jpx_write_svg(struct jp_buf *b, const struct jpx_prof *p);
+/* The HTML page (html.c); _diff: with a colour (0xRRGGBB) per flame node of p (jpx_svg_tree's
+ * order) and the changes' HTML after the tables. */
+void jpx_write_html(struct jp_buf *b, const struct jpx_prof *p);
+void jpx_write_html_diff(struct jp_buf *b, const struct jpx_prof *p, const char *title,
+                         const uint32_t *colour, uint32_t ncolour, const char *changes);
+/* Text for HTML (text or a quoted attribute): made safe for a person (common/text.h), then
+ * &, <, >, " and ' as references. */
+void jpx_html_text(struct jp_buf *b, const char *s, size_t n);
 
 #endif

@@ -243,6 +243,8 @@ int jp_export_write(const struct jp_report *r, const struct jp_export_opts *o, c
         jpx_write_folded(&b, &p);
     else if (o->format == JP_EXPORT_SPEEDSCOPE)
         jpx_write_speedscope(&b, &p);
+    else if (o->format == JP_EXPORT_HTML)
+        jpx_write_html(&b, &p);
     else
         jpx_write_svg(&b, &p);
     jpx_prof_free(&p);

@@ -266,6 +266,74 @@ static void speedscope_check(const char *dir, const char *file, uint64_t *sum, u
     free(script);
 }
 
+/* tests/export/html_check.mjs on dir/file with its flags: in Debian's chromium, headless. */
+static void html_check(const char *dir, const char *file, const char *flags)
+{
+    const char *node = env_or_fail("JETT_TEST_NODE", "node");
+    char *script = path_in(jtt_source_root(), "tests/export/html_check.mjs");
+    char *cmd = malloc(strlen(node) + strlen(script) + strlen(dir) + strlen(file) +
+                       strlen(flags) + 32);
+    sprintf(cmd, "'%s' '%s' '%s/%s' %s", node, script, dir, file, flags);
+    const char *argv[] = {"-c", cmd, NULL};
+    struct jt_run r;
+    jtt_run_exe("/bin/sh", dir, argv, &r);
+    cr_assert_eq(r.status, 0, "the HTML page in chromium (%s): %s%s", file, r.out, r.err);
+    jtt_run_free(&r);
+    free(cmd);
+    free(script);
+}
+
+/* The HTML report of a CPU and of a memory run (and a live run's own `--profile-export
+ * html:PATH`, the same bytes as the export of its capture), in a real browser. */
+Test(export, the_html_report_works_in_a_browser_and_matches_the_profile, .timeout = 240)
+{
+    char *dir = capture_of(CPU_PROGRAM, "--profile");
+    size_t len;
+    char *page = export_to(dir, "html", NULL, "cpu.html", &len);
+    /* its bottleneck table is the profile's, in its order */
+    const char *argv[] = {"replay", "cap.jpcap", "--format", "toon", NULL};
+    struct jt_run r;
+    jpd(dir, argv, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *at = page;
+    for (const char *f = r.out; (f = strstr(f, "\n      function: ")); f++) {
+        char name[128];
+        sscanf(f + strlen("\n      function: "), "%127s", name);
+        const char *next = strstr(at, name);
+        cr_expect(next, "bottleneck %s missing or out of order in the page", name);
+        if (next)
+            at = next;
+    }
+    jtt_run_free(&r);
+    free(page);
+    html_check(dir, "cpu.html", "");
+    jtt_rmtree(dir);
+    free(dir);
+    dir = memory_capture();
+    free(export_to(dir, "html", NULL, "mem.html", &len));
+    html_check(dir, "mem.html", "--memory");
+    jtt_rmtree(dir);
+    free(dir);
+    /* a live run's html export is its capture's */
+    dir = jtt_tmpdir();
+    jtt_write(dir, "main.jett", CPU_PROGRAM);
+    const char *run[] = {"run", "main.jett", "--profile-memory", "--profile-capture", "cap.jpcap",
+                         "--profile-export", "html:live.html", NULL};
+    jtt_run(dir, run, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    jtt_run_free(&r);
+    size_t llen, elen;
+    char *lp = path_in(dir, "live.html"), *live = tl_slurp(lp, &llen);
+    char *exported = export_to(dir, "html", NULL, "export.html", &elen);
+    cr_expect(live && llen == elen && !memcmp(live, exported, elen),
+              "html:PATH of the live run is the export of its capture");
+    free(live);
+    free(lp);
+    free(exported);
+    jtt_rmtree(dir);
+    free(dir);
+}
+
 Test(export, speedscope_is_valid_against_the_speedscope_schema)
 {
     char *dir = capture_of(CPU_PROGRAM, "--profile");
@@ -374,8 +442,8 @@ Test(export, every_format_is_byte_deterministic_and_has_no_absolute_path)
     jtt_run(dir, argv, &r);
     cr_assert_eq(r.status, 0, "%s", r.err);
     jtt_run_free(&r);
-    static const char *const formats[] = {"folded", "pprof", "speedscope", "svg"};
-    for (int i = 0; i < 4; i++) {
+    static const char *const formats[] = {"folded", "pprof", "speedscope", "svg", "html"};
+    for (int i = 0; i < 5; i++) {
         size_t la, lb;
         char *a = export_to(dir, formats[i], NULL, "one", &la);
         char *b = export_to(dir, formats[i], NULL, "two", &lb);
@@ -557,6 +625,12 @@ Test(diff, the_function_made_slower_rises_with_a_positive_change, .timeout = 240
               "red for a rise: %.20s", fill);
     cr_expect(strstr(box, "change +"), "%.200s", box);
     jtt_run_free(&r);
+    /* the HTML diff: the same colours, the ranked changes, in a browser */
+    const char *html[] = {"diff", bcap, ncap, "--format", "html", "-o", "diff.html", NULL};
+    jpd(next, html, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    jtt_run_free(&r);
+    html_check(next, "diff.html", "--diff");
     const char *human[] = {"diff", bcap, ncap, NULL};
     jpd(NULL, human, &r);
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -692,7 +766,7 @@ Test(live_export, refuses_what_it_must_not_write_before_user_code)
                            "pprof:gone/out.pb.gz", NULL};
     expect_refused(dir, nodir, 4, "'gone/out.pb.gz': No such file or directory");
     const char *fmt[] = {"run", "main.jett", "--profile", "--profile-export", "png:out.png", NULL};
-    expect_refused(dir, fmt, 2, "FORMAT folded, pprof, speedscope or svg, got 'png:out.png'");
+    expect_refused(dir, fmt, 2, "FORMAT folded, pprof, speedscope, svg or html, got 'png:out.png'");
     const char *nopath[] = {"run", "main.jett", "--profile", "--profile-export", "svg:", NULL};
     expect_refused(dir, nopath, 2, "--profile-export expects FORMAT:PATH");
     const char *nomode[] = {"run", "main.jett", "--profile-export", "svg:out.svg", NULL};

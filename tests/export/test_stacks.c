@@ -4,6 +4,8 @@
  * creation chain. Each document is compared byte for byte. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,5 +242,89 @@ Test(stacks, a_cpu_window_holds_the_samples_since_the_cut_before_unattributed_to
     cr_expect_str_eq(f, "app.main 1\n<unattributed> 2\n");
     free(f);
     jp_export_base_free(&base);
+    jp_engine_free(e);
+}
+
+/* The HTML page (export.h): names from the profile are escaped for each place they land, so a
+ * frame named like markup runs nothing and ends no element: in the tables as entity
+ * references, in the script's JSON data with <, > and & as \u escapes. The page has exactly
+ * its two script elements and asks for nothing from outside. */
+Test(stacks, the_html_page_escapes_every_name_for_where_it_lands)
+{
+    static const char *const hostile[] = {"</script><script>alert(1)</script>",
+                                          "<img src=x onerror=alert(1)>", "a&b\"c'd"};
+    struct jp_engine *e = t_engine();
+    t_start(e, JP_MODE_CPU, 1000, 0, 10, 32 * MiB, 64 * MiB);
+    t_source(e, 1, JP_ORIGIN_PROJECT, "src/<b>x</b>.jett");
+    t_frame(e, 1, 1, "app", "main", 0, 9, 1, JP_FRAME_FUNCTION);
+    for (uint32_t i = 0; i < 3; i++)
+        t_frame(e, i + 2u, 1, "app", hostile[i], 10u * (i + 1u), 10u * (i + 1u) + 9u, i + 2u,
+                JP_FRAME_FUNCTION);
+    t_node(e, 1, 0, 1);
+    for (uint32_t i = 0; i < 3; i++) {
+        t_node(e, i + 2u, 1, i + 2u);
+        for (uint32_t k = 0; k <= i; k++)
+            t_sample(e, JP_STATE_JETT, i + 2u, 1, 1);
+    }
+    struct jp_engine_view v;
+    cr_assert_eq(jp_engine_view(e, &v), 0);
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_TRUNCATED};
+    struct jp_report *r;
+    cr_assert_eq(jp_report_build(&v, &o, &r), 0);
+    struct jp_export_opts x = {.size = sizeof x, .format = JP_EXPORT_HTML,
+                               .value = JP_XVAL_DEFAULT};
+    char *out;
+    size_t len;
+    cr_assert_eq(jp_export_write(r, &x, &out, &len), 0);
+    cr_assert_eq(strlen(out), len, "a NUL at %zu: ...%s", strlen(out),
+                 out + (strlen(out) > 80 ? strlen(out) - 80 : 0));
+    size_t scripts = 0, ends = 0;
+    for (const char *p = out; (p = strstr(p, "<script")); p++)
+        scripts++;
+    for (const char *p = out; (p = strstr(p, "</script")); p++)
+        ends++;
+    cr_expect_eq(scripts, 2, "the data and the code, nothing else:\n%s", out);
+    cr_expect_eq(ends, 2);
+    cr_expect_null(strstr(out, "<img"), "markup from a name");
+    cr_expect_null(strstr(out, "alert(1)</"), "a name ended an element");
+    cr_expect(strstr(out, "<td>app.&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;</td>"),
+              "the table's text:\n%s", out);
+    cr_expect(strstr(out, "app.a&amp;b&quot;c&#39;d"), "%s", out);
+    cr_expect(strstr(out, "src/&lt;b&gt;x&lt;/b&gt;.jett"), "a path in the table");
+    cr_expect(strstr(out, "\"app.\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script"
+                          "\\u003e\""),
+              "the data's JSON:\n%s", out);
+    cr_expect(strstr(out, "content=\"default-src 'none';"), "the CSP forbids every request");
+    cr_expect_null(strstr(out, "http:"), "no address of any kind");
+    cr_expect_null(strstr(out, "https:"));
+    /* the ranked table is the report's, in its order: the most samples first */
+    const char *first = strstr(out, "onerror"), *second = strstr(out, "a&amp;b");
+    cr_expect(first && second && second < first, "a&b (3 samples) before the img (2)");
+    /* and in a real browser: shown as text, nothing run (tests/export/html_check.mjs) */
+    const char *node = getenv("JETT_TEST_NODE");
+    cr_assert(node && *node, "JETT_TEST_NODE is not set: node is needed to drive chromium");
+    char dir[] = "/tmp/jp-html-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char file[64], cmd[1024];
+    snprintf(file, sizeof file, "%s/hostile.html", dir);
+    FILE *f = fopen(file, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(out, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' '%s/tests/export/html_check.mjs' '%s' --hostile '%s' --hostile '%s' 2>&1",
+             node, getenv("JETTPROF_SOURCE_ROOT"), file, hostile[0], hostile[1]);
+    FILE *pipe = popen(cmd, "r");
+    cr_assert_not_null(pipe);
+    char said[4096] = "";
+    size_t got = fread(said, 1, sizeof said - 1, pipe);
+    said[got] = 0;
+    int st = pclose(pipe);
+    cr_expect_eq(st, 0, "in chromium: %s", said);
+    unlink(file);
+    rmdir(dir);
+    free(out);
+    jp_report_free(r);
     jp_engine_free(e);
 }
