@@ -47,7 +47,7 @@ execFileSync(join(build, 'runtime/jett'), ['run', 'main.jett', '--profile-memory
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[s.length >> 1]; };
 const browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-background-networking'],
+    args: ['--headless', '--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
 });
 const open = [], search = [];
 let nodes = 0;

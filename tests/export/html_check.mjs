@@ -31,7 +31,7 @@ const url = pathToFileURL(file).href;
 const hashOf = (page) => page.evaluate(() => location.hash);
 const browser = await chromium.launch({
     executablePath: process.env.JETT_TEST_CHROMIUM || '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-background-networking'],
+    args: ['--headless', '--no-sandbox', '--disable-background-networking', '--disable-dev-shm-usage'],
 });
 try {
     const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
