@@ -364,6 +364,8 @@ int jpx_write_pprof(const struct jpx_prof *p, const struct jp_export_opts *o, ch
             rc = -ENOMEM;
             goto done;
         }
+        prof.string_table = st.s; /* the table grew by the frame's name (and may have moved) */
+        prof.n_string_table = st.n;
     }
     uint32_t max_samples = o->max_samples;
     for (;;) {

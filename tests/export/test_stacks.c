@@ -328,3 +328,63 @@ Test(stacks, the_html_page_escapes_every_name_for_where_it_lands)
     jp_report_free(r);
     jp_engine_free(e);
 }
+
+/* A receiver's limits (export.h: max_samples, max_raw_bytes): the smallest samples past the
+ * limit are merged into one sample of the single frame <cut>, so every type's sum stays; the
+ * count merged is reported. Read back by `go tool pprof -raw`. */
+Test(stacks, pprof_past_a_sample_limit_merges_the_smallest_into_cut, .timeout = 60)
+{
+    struct jp_engine *e = t_engine();
+    program(e, 32 * MiB);
+    t_node(e, 1, 0, 1);
+    for (uint32_t i = 0; i < 4; i++) {
+        t_node(e, i + 2u, 1, i + 2u); /* main > a, main > b, main > c, main > h */
+        for (uint32_t k = 0; k <= i; k++)
+            t_sample(e, JP_STATE_JETT, i + 2u, 1, 1); /* 1, 2, 3 and 4 samples */
+    }
+    struct jp_engine_view v;
+    cr_assert_eq(jp_engine_view(e, &v), 0);
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_TRUNCATED};
+    struct jp_report *r;
+    cr_assert_eq(jp_report_build(&v, &o, &r), 0);
+    uint64_t cut = 0;
+    struct jp_export_opts x = {.size = sizeof x, .format = JP_EXPORT_PPROF,
+                               .value = JP_XVAL_DEFAULT, .max_samples = 2, .cut = &cut,
+                               .time_nanos = 1700000000000000000, .duration_nanos = 1000000000};
+    char *out;
+    size_t len;
+    cr_assert_eq(jp_export_write(r, &x, &out, &len), 0);
+    cr_expect_eq(cut, 3, "three samples (1, 2 and 3) merged into one");
+    const char *go = getenv("JETT_TEST_GO");
+    cr_assert(go && *go, "JETT_TEST_GO is not set: go is needed for `go tool pprof`");
+    char dir[] = "/tmp/jp-cut-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char file[64], cmd[512];
+    snprintf(file, sizeof file, "%s/cut.pb.gz", dir);
+    FILE *f = fopen(file, "we");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(out, 1, len, f), len);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "HOME='%s' GOCACHE='%s' '%s' tool pprof -raw '%s' 2>&1", dir, dir,
+             go, file);
+    FILE *pipe = popen(cmd, "r");
+    cr_assert_not_null(pipe);
+    char raw[8192] = "";
+    size_t got = fread(raw, 1, sizeof raw - 1, pipe);
+    raw[got] = 0;
+    cr_assert_eq(pclose(pipe), 0, "%s", raw);
+    /* two samples: app.h's 4, and <cut>'s 1 + 2 + 3 = 6 */
+    cr_expect(strstr(raw, "          4    4000000: 1 2 \n"), "the largest kept:\n%s", raw);
+    cr_expect(strstr(raw, "          6    6000000: 3 \n"), "the rest merged:\n%s", raw);
+    cr_expect(strstr(raw, "\n     3: ") && strstr(strstr(raw, "\n     3: "), "<cut>"),
+              "location 3 is the <cut> frame:\n%s", raw);
+    cr_expect(strstr(raw, "\nTime: 2023-11-14 22:13:20 +0000 UTC\n"), "time_nanos:\n%s", raw);
+    cr_expect(strstr(raw, "\nDuration: 1s\n"), "duration_nanos:\n%s", raw);
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    cr_expect_eq(system(rm), 0);
+    free(out);
+    jp_report_free(r);
+    jp_engine_free(e);
+}
