@@ -165,6 +165,11 @@ void jpd_window_tick(struct jpd_session *s)
     struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
                                .ending = JP_END_RUNNING, .outputs = 0};
     int rc = jp_engine_view(s->eng, &v);
+    if (rc == -ENODATA) {
+        /* no RUN_START yet: nothing to push, the window goes on from the run's start */
+        schedule(s, mono, wall);
+        return;
+    }
     if (rc == 0)
         rc = jp_report_build(&v, &o, &r);
     if (rc == 0) {

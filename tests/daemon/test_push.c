@@ -1142,3 +1142,29 @@ Test(push, windows_to_a_receiver_that_hangs_are_dropped_and_counted, .timeout = 
     free(prog);
     setup_stop(&t);
 }
+
+/* A run whose stream has not started (no RUN_START in its ring yet) has nothing to cut: its
+ * windows wait, and nothing is counted as failed. */
+Test(push, a_run_not_started_yet_pushes_and_fails_nothing, .timeout = 60)
+{
+    static const int ok[] = {200};
+    const char *more[] = {"--push-interval", "1", NULL};
+    struct setup t;
+    setup_start(&t, ok, 1, NULL, more, 0);
+    struct jpt_client c;
+    cr_assert_eq(jpt_client_connect(&c, t.d.sock), 0);
+    struct jpt_stream s;
+    jpt_stream_init(&s, JP_MODE_MEMORY, 7, 1000);
+    struct jp_ring ring;
+    uint64_t id;
+    cr_assert_eq(jpt_start_run(&c, &s, JP_RING_MIN_SLOTS, -1, 0, &ring, &id), 0);
+    usleep(2500 * 1000); /* two cut times and more */
+    char *j = status_json(t.d.sock);
+    cr_expect_eq(push_figure(j, "failed"), 0, "%s", j);
+    cr_expect_eq(push_figure(j, "pushed"), 0, "%s", j);
+    free(j);
+    cr_expect_eq(tl_http_count(t.rx), 0);
+    jp_ring_unmap(&ring);
+    jpt_client_close(&c);
+    setup_stop(&t);
+}

@@ -707,3 +707,58 @@ Test(status, a_corrupt_state_file_is_skipped_and_named)
     free(err);
     free(dir);
 }
+
+/* `status --format prometheus` lists the first 100 live runs (JPD_PROM_MAX_RUNS) one by one and
+ * adds up the rest as run_id="other" in the figures that add up (records), not in those that do
+ * not (age, ring fill). */
+Test(status, prometheus_lists_a_hundred_runs_and_adds_up_the_rest, .timeout = 120)
+{
+    enum { RUNS = 102 };
+    char sock[600];
+    pid_t d;
+    const char *extra[] = {"--max-runs-per-uid", "200", NULL};
+    char *dir = serve_dir(sock, sizeof sock, &d, extra);
+    static struct jpt_client c[RUNS];
+    static struct jp_ring ring[RUNS];
+    for (uint32_t i = 0; i < RUNS; i++) {
+        cr_assert_eq(jpt_client_connect(&c[i], sock), 0);
+        struct jpt_stream s;
+        jpt_stream_init(&s, JP_MODE_MEMORY, 100 + i, 1000000);
+        uint64_t id;
+        cr_assert_eq(jpt_start_run(&c[i], &s, JP_RING_MIN_SLOTS, -1, 40, &ring[i], &id), 0);
+    }
+    char *bin = (char *)jpt_daemon_bin();
+    char *argv[] = {bin, "status", "--socket", sock, "--format", "prometheus", NULL};
+    char *text = NULL;
+    for (int tries = 0;; tries++) {
+        char *err = NULL;
+        free(text);
+        int st = jpt_capture_cmd(argv, &text, NULL, &err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status: %s", err);
+        free(err);
+        if (strstr(text, "\njettprofd_live_runs 102\n") &&
+            !strstr(text, "jettprofd_run_records{run_id=\"other\",uid=\"\",mode=\"\",program=\"\"} 0\n"))
+            break;
+        cr_assert_lt(tries, 1000, "never saw the runs and their records:\n%s", text);
+        usleep(10000);
+    }
+    int listed = 0;
+    for (const char *p = text; (p = strstr(p, "\njettprofd_run_records{run_id=\"")); p++)
+        listed += p[strlen("\njettprofd_run_records{run_id=\"")] != 'o';
+    cr_expect_eq(listed, 100, "one by one: the first hundred\n%s", text);
+    cr_expect(strstr(text, "\njettprofd_run_records{run_id=\"other\",uid=\"\",mode=\"\",program=\"\"} "),
+              "%s", text);
+    cr_expect_null(strstr(text, "jettprofd_run_age_seconds{run_id=\"other\""),
+                   "ages do not add up");
+    int samples;
+    const char *why = prom_check(text, &samples);
+    cr_expect_null(why, "%s in:\n%s", why, text);
+    free(text);
+    for (uint32_t i = 0; i < RUNS; i++) {
+        jp_ring_unmap(&ring[i]);
+        jpt_client_close(&c[i]);
+    }
+    tl_stop(d, 20000);
+    rmdir(dir);
+    free(dir);
+}
