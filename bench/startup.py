@@ -7,6 +7,7 @@
 # --profile` (a one-line program written to /tmp), printing each median with min and max, the
 # profiled run less the unprofiled one (medians), and how many shared libraries `ldd` lists for
 # jettprofd. A figure, not a test: run it alone on a quiet machine.
+import subprocess, time, statistics, os, sys
 b = sys.argv[1] if len(sys.argv) > 1 else 'build-rel'
 hello = '/tmp/hello42.jett'
 open(hello, 'w').write('fn main() {\n    print("hello")\n}\n')
