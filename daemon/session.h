@@ -164,13 +164,12 @@ struct jpd_session {
     uint64_t ring_bytes;
     uint64_t last_slots;  /* slot_count of the ring last_found was found in */
     /* serve --push (window.c): the window going on (its start on both clocks), the run's
-     * counts at the last cut (win_taken: there was one), the next cut's time (0: none), the
-     * wall clock less the monotonic one when it was scheduled, and the windows pushed. */
+     * counts at the last cut (win_taken: there was one), the next cut's time (0: none), and
+     * the wall clock less the monotonic one when it was scheduled. */
     struct jp_export_base win_base;
     int win_taken;
     uint64_t win_from_mono, win_next_mono;
     int64_t win_from_wall, win_offset;
-    uint64_t windows;
     uint8_t stop_rec[JP_REC_MAX_SIZE];
     uint8_t rec[JP_REC_MAX_SIZE];
 };

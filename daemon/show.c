@@ -18,18 +18,14 @@
 int jpd_ask(const char *cmd, const char *socket_path, const struct jp_ctl_msg *m,
             int (*answer)(const struct jp_ctl_msg *a, void *arg), void *arg)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(socket_path) >= sizeof sa.sun_path) {
+    int fd = jpd_connect_unix(socket_path);
+    if (fd == -ENAMETOOLONG) {
         fprintf(stderr, "jettprofd: %s: --socket path is too long\n", cmd);
         return 2;
     }
-    strcpy(sa.sun_path, socket_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+    if (fd < 0) {
         fprintf(stderr, "jettprofd: %s: cannot reach the daemon at %s: %s\n", cmd, socket_path,
-                strerror(errno));
-        if (fd >= 0)
-            close(fd);
+                strerror(-fd));
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);

@@ -1,6 +1,8 @@
 /* Small helpers of the daemon: strict integer parsing for the CLI, the summary row as JSON, whole
  * writes, and the one-line stderr log (with journal priorities under systemd). */
 #include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -203,4 +205,21 @@ int jpd_rfc3339(int64_t unix_s, char *buf, size_t cap)
 const char *jpd_error_text(int r)
 {
     return r == -ENOMEM ? "out of memory" : strerror(-r);
+}
+
+int jpd_connect_unix(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return -ENAMETOOLONG;
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    return fd;
 }

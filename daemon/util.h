@@ -16,6 +16,9 @@ struct jpd_unit {
 int jpd_parse_scaled(const char *s, const struct jpd_unit *units, size_t nunits, uint64_t *out);
 /* Text is built in the common buffer (common/buf.h) with the common JSON string writer
  * (common/json.h). */
+/* A blocking unix stream socket connected to path (close-on-exec): the fd, or -ENAMETOOLONG
+ * (path past sun_path) or the -errno of socket or connect. The clients' one way in. */
+int jpd_connect_unix(const char *path);
 /* Writes all of buf or fails: 0 or -errno. */
 int jpd_write_all(int fd, const void *buf, size_t len);
 /* One line to stderr, prefixed "jettprofd: ", the message written by the one rule for human

@@ -148,7 +148,6 @@ static void push_window(struct jpd_session *s, const struct jp_report *r, uint64
     }
     s->win_from_mono = mono;
     s->win_from_wall = from + duration;
-    s->windows++;
 }
 
 void jpd_window_tick(struct jpd_session *s)
@@ -191,10 +190,7 @@ void jpd_window_end(struct jpd_session *s)
     uint64_t mono;
     int64_t wall;
     clocks(&mono, &wall);
-    if (!s->d->cfg->push_interval_s) {
-        /* One profile for the whole run: from its start, as long as it ran. */
-        s->win_taken = 0;
-    }
+    /* without --push-interval no cut was taken: one profile, from the run's start */
     push_window(s, s->report, mono, wall);
     jp_export_base_free(&s->win_base);
     s->win_taken = 0;
