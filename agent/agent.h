@@ -55,8 +55,9 @@
 /* Ring sizes (the budgets the contract fixes are protocol/records.h's). A memory-mode worker
  * ring is as large as the main ring, what a one-thread run had before worker rings: with a
  * quarter of it, tests/daemon/test_load.c's sixteen concurrent one-thread runs lost events to
- * the stall bound on a quiet machine now and then. It is faulted in when made
- * (jp_ring_populate). A CPU-mode worker ring holds 16 s of samples at the highest rate. */
+ * the stall bound on a quiet machine now and then. It costs the memory its records use: its
+ * first lap is faulted in by demand, a step ahead of its producer (jp_ring_populate), so a
+ * thread that writes 1 MiB of records commits about 1 MiB, not 16. A CPU-mode worker ring holds 16 s of samples at the highest rate. */
 #define JP_DEFAULT_SLOTS_CPU (1u << 16)
 #define JP_DEFAULT_SLOTS_MEMORY (1u << 19)
 #define JP_DEFAULT_WORKER_SLOTS_CPU (1u << 14)     /* 512 KiB */

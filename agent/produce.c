@@ -378,7 +378,7 @@ static void slot_stream(struct jettprof_run *run, struct jettprof_thread *t)
         memset(st, 0, sizeof *st);
         return;
     }
-    (void)jp_ring_populate(&st->ring); /* the faults here, not on the thread's hot path */
+    (void)jp_ring_populate(&st->ring); /* by demand, a step ahead of the thread's head */
     if (jp_daemon_worker_ring(run, st) < 0) {
         jp_store_relaxed32(&run->daemon_gone, 1u);
         jp_mark_failed(run);

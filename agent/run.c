@@ -338,6 +338,8 @@ static int start(const struct jettprof_config *cfg, int connect, int with_timer,
         r = jp_ring_create(run->slot_count, &run->main.ring);
         if (r < 0)
             jp_set_reason("cannot create the record ring");
+        else
+            (void)jp_ring_populate(&run->main.ring); /* by demand: 64 KiB now */
     }
     if (r == 0 && connect)
         r = jp_daemon_send_ring(run);

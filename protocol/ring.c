@@ -201,16 +201,84 @@ int jp_ring_map(int fd, struct jp_ring *out)
     return 0;
 }
 
-int jp_ring_populate(struct jp_ring *r)
+/* The first lap faulted in by demand (jp_ring_populate). Producer-local state only: the
+ * consumer never sees p_ready, and a slot it reads was written, so faulted in, by then. */
+#define RING_STEP_FIRST (64u * 1024u / JP_SLOT_SIZE)  /* slots: 64 KiB */
+#define RING_STEP_MAX (1024u * 1024u / JP_SLOT_SIZE)  /* slots: 1 MiB */
+
+/* Faults in the slots [from, to) of the first lap (indices; at most one lap, so the range
+ * wraps the end of the data at most once). 0 or -errno. */
+static int fault_in(struct jp_ring *r, uint64_t from, uint64_t to)
 {
 #ifdef MADV_POPULATE_WRITE
-    if (madvise(r->sh, r->map_size, MADV_POPULATE_WRITE) == 0)
-        return 0;
-    return -errno;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t pg = page > 0 ? (uintptr_t)page : 4096u;
+    while (from != to) {
+        uint64_t off = from & r->mask, n = to - from;
+        if (n > r->slot_count - off)
+            n = r->slot_count - off;
+        uintptr_t a = (uintptr_t)(r->data + off * JP_SLOT_SIZE) & ~(pg - 1u);
+        uintptr_t b = ((uintptr_t)(r->data + (off + n) * JP_SLOT_SIZE) + pg - 1u) & ~(pg - 1u);
+        if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) < 0)
+            return -errno;
+        from += n;
+    }
+    return 0;
 #else
-    (void)r;
+    (void)r, (void)from, (void)to;
     return -ENOSYS;
 #endif
+}
+
+/* The tail the producer's room check may use: the real one, or while the first lap is faulted
+ * in by demand the one that puts the end of the room at p_ready, whichever leaves less room
+ * (so the inline hooks, which see only p_tail_cache, stop at p_ready as at a full ring). */
+static void take_tail(struct jp_ring *r, uint64_t tail)
+{
+    uint64_t held = r->p_ready - r->slot_count;
+    r->p_tail_cache = r->p_lazy && r->p_head - held > r->p_head - tail ? held : tail;
+}
+
+/* Moves p_ready past `end` by one step or more (never past the lap's end); a kernel that
+ * cannot populate ends the demand faulting (the pages then fault in as they are written). */
+static void step_to(struct jp_ring *r, uint64_t end)
+{
+    while (r->p_lazy && end - r->p_ready - 1u < r->slot_count) { /* p_ready < end */
+        uint64_t left = r->p_lap_end - r->p_ready;
+        uint64_t n = left < r->p_chunk ? left : r->p_chunk;
+        if (fault_in(r, r->p_ready, r->p_ready + n) < 0 || n == left) {
+            r->p_lazy = 0; /* the lap is faulted in, or the kernel cannot */
+            break;
+        }
+        r->p_ready += n;
+        if (r->p_chunk < RING_STEP_MAX)
+            r->p_chunk *= 2u;
+    }
+}
+
+int jp_ring_populate(struct jp_ring *r)
+{
+    r->p_ready = r->p_head;
+    r->p_lap_end = r->p_head + r->slot_count;
+    r->p_chunk = RING_STEP_FIRST < r->slot_count ? RING_STEP_FIRST : r->slot_count;
+    int e = fault_in(r, r->p_ready, r->p_ready + r->p_chunk);
+    r->p_lazy = e == 0 && r->p_chunk < r->slot_count;
+    if (r->p_lazy) {
+        r->p_ready += r->p_chunk;
+        r->p_chunk = r->p_chunk * 2u < RING_STEP_MAX ? r->p_chunk * 2u : RING_STEP_MAX;
+    }
+    take_tail(r, r->p_tail_cache);
+    return e;
+}
+
+int jp_ring__room(struct jp_ring *r, uint64_t end)
+{
+    uint64_t tail = jp_ring__load_acquire(&r->sh->tail); /* B: pairs with D */
+    int room = end - tail <= r->slot_count;
+    if (room)
+        step_to(r, end);
+    take_tail(r, tail);
+    return room;
 }
 
 void jp_ring_unmap(struct jp_ring *r)
@@ -239,8 +307,12 @@ static int room_for(struct jp_ring *r, uint32_t bytes, int order)
     uint64_t n = jp_rec_slots(bytes);
     uint64_t to_end = r->slot_count - (r->p_head & r->mask);
     uint64_t need = n <= to_end ? n : to_end + n; /* as jp_ring_reserve counts it */
-    r->p_tail_cache = __atomic_load_n(&r->sh->tail, order);
-    return r->p_head + need - r->p_tail_cache <= r->slot_count;
+    uint64_t tail = __atomic_load_n(&r->sh->tail, order);
+    int room = r->p_head + need - tail <= r->slot_count;
+    if (room)
+        step_to(r, r->p_head + need);
+    take_tail(r, tail);
+    return room;
 }
 
 int jp_ring_room(struct jp_ring *r, uint32_t bytes)
@@ -355,5 +427,6 @@ void jp_ring_set_start_index(struct jp_ring *r, uint64_t index)
     __atomic_store_n(&r->sh->head, index, __ATOMIC_RELAXED);
     __atomic_store_n(&r->sh->tail, index, __ATOMIC_RELAXED);
     r->p_head = r->p_tail_cache = index;
+    r->p_lazy = 0; /* jp_ring_populate, if wanted, comes after */
     r->c_tail = r->c_head_cache = index;
 }

@@ -101,7 +101,13 @@ struct jp_ring {
     int fd;
     /* producer side */
     uint64_t p_head;        /* local copy of head, published on commit */
-    uint64_t p_tail_cache;  /* last tail seen; refreshed only when the ring looks full */
+    uint64_t p_tail_cache;  /* last tail seen; refreshed only when the ring looks full. While
+                               the first lap is faulted in by demand it may lag the real tail
+                               (never lead it), so the room check stops at p_ready too. */
+    uint64_t p_ready;       /* first lap: slots before this index are faulted in */
+    uint64_t p_lap_end;     /* first lap: the index where it ends (then every slot was) */
+    uint32_t p_chunk;       /* first lap: slots faulted in by the next step (doubles) */
+    uint32_t p_lazy;        /* 1 while the first lap is faulted in by demand */
     /* consumer side */
     uint64_t c_tail;
     uint64_t c_head_cache;
@@ -125,11 +131,21 @@ int jp_ring_create(uint32_t slot_count, struct jp_ring *out);
 int jp_ring_map(int fd, struct jp_ring *out);
 /* Unmaps and closes. Safe on a zeroed struct. */
 void jp_ring_unmap(struct jp_ring *r);
-/* Producer: faults the whole ring in now, writable (MADV_POPULATE_WRITE), so the producer's
- * first lap takes no page fault (a memory-mode worker ring is 4096 pages: in a VM, several
- * nanoseconds on every event of that lap). The pages are then committed for the ring's life.
- * 0, or -errno where the kernel cannot (older than 5.14): nothing changed, the ring works. */
+/* Producer: faults the ring's first lap in by demand, writable (MADV_POPULATE_WRITE), a step
+ * ahead of the head: 64 KiB now, then a step (twice the last, up to 1 MiB) each time the head
+ * reaches the faulted-in end, from the room check's slow path (below). So a ring costs the
+ * memory its records have used (plus one step), not its size, and the producer's first lap
+ * takes no page fault on its hot path (a memory-mode worker ring is 4096 pages: in a VM,
+ * several nanoseconds on every event of that lap) but one system call a step. Pages once
+ * faulted in stay committed for the ring's life.
+ * 0, or -errno where the kernel cannot (older than 5.14): then the producer faults its pages
+ * in as it writes them, as any mapping does, and the ring works the same. */
 int jp_ring_populate(struct jp_ring *r);
+/* Producer, the slow path of the room check (jp_ring_reserve's, and jp_ring_room's): reloads
+ * the tail (B) and, in a first lap faulted in by demand, faults in the step `end` (an index past
+ * the head) reaches. 1 when the slots before `end` are free and faulted in, 0 when the ring has
+ * no room. */
+int jp_ring__room(struct jp_ring *r, uint64_t end);
 
 /* Memory ordering of the ring (the full table is at the top of ring.c):
  *   A  producer: store-release head (commit)          pairs with C
@@ -184,11 +200,8 @@ static inline void *jp_ring_reserve(struct jp_ring *r, uint32_t bytes)
     uint64_t to_end = r->slot_count - off;
     uint64_t need = n <= to_end ? n : to_end + n;
     /* Unsigned fill level: head - tail is right across any wrap of the free-running indices. */
-    if (head + need - r->p_tail_cache > r->slot_count) {
-        r->p_tail_cache = jp_ring__load_acquire(&r->sh->tail); /* B: pairs with D */
-        if (head + need - r->p_tail_cache > r->slot_count)
-            return (void *)0;
-    }
+    if (head + need - r->p_tail_cache > r->slot_count && !jp_ring__room(r, head + need))
+        return (void *)0; /* B in jp_ring__room */
     if (n > to_end) {
         struct jp_rec_hdr pad = {JP_REC_PAD, (uint16_t)(to_end * JP_SLOT_SIZE)};
         __builtin_memcpy(r->data + off * JP_SLOT_SIZE, &pad, sizeof pad);

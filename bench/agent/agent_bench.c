@@ -401,7 +401,8 @@ struct producer {
     uint32_t tid, frames[3];
     int inline_hooks;
     uint64_t pairs; /* alloc + free pairs to make */
-    uint64_t cpu;   /* this thread's CPU time for them, ns */
+    uint64_t cpu;   /* this thread's CPU time for them, ns (the loop alone) */
+    uint64_t reg;   /* this thread's CPU time for its registration, ns (its ring made) */
     int err;
 };
 
@@ -409,8 +410,10 @@ static void *producer_main(void *arg)
 {
     struct producer *p = arg;
     jettprof_thread *t;
+    uint64_t r0 = cpu_ns();
     if ((p->err = jettprof_thread_register(p->run, p->tid, &t)) < 0)
         return NULL;
+    p->reg = cpu_ns() - r0;
     for (int d = 0; d < 3; d++)
         jettprof_enter(t, p->frames[d]);
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
@@ -432,9 +435,11 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* One run with `threads` producers: ns of producer CPU per event; *lost the run's lost
- * records (from its TOON totals), -1 when the run failed. */
-static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, long long *lost)
+/* One run with `threads` producers: ns of producer CPU per event (the loops alone); *lost the
+ * run's lost records (from its TOON totals), -1 when the run failed; *reg the CPU a
+ * registration took, ns, the mean of the threads'. */
+static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, long long *lost,
+                           double *reg)
 {
     struct jettprof_config c = config(JETTPROF_MODE_MEMORY, 0);
     jettprof_run *run;
@@ -449,10 +454,10 @@ static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, 
     uint32_t fr[3] = {frame(run, "main", 1), frame(run, "step", 5), frame(run, "leaf", 9)};
     for (uint32_t i = 0; i < threads; i++) {
         p[i] = (struct producer){run, i + 1, {fr[0], fr[1], fr[2]}, inline_hooks,
-                                 events / 2 / threads, 0, 0};
+                                 events / 2 / threads, 0, 0, 0};
         pthread_create(&th[i], NULL, producer_main, &p[i]);
     }
-    uint64_t cpu = 0;
+    uint64_t cpu = 0, regs = 0;
     for (uint32_t i = 0; i < threads; i++) {
         pthread_join(th[i], NULL);
         if (p[i].err < 0) {
@@ -460,7 +465,9 @@ static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, 
             exit(1);
         }
         cpu += p[i].cpu;
+        regs += p[i].reg;
     }
+    *reg = (double)regs / threads;
     struct jettprof_result res = {.size = sizeof res};
     jettprof_finish(run, JETTPROF_TERM_RETURNED, &res);
     const char *l = res.toon ? strstr(res.toon, "lost_records: ") : NULL;
@@ -482,11 +489,11 @@ static void threads_bench(void)
     for (int inl = 0; inl < 2; inl++) {
         double one = 0;
         for (uint32_t threads = 1; threads <= 4; threads *= 2) {
-            double v[N];
+            double v[N], reg[N];
             long long lost_all = 0;
             for (int k = 0; k < N; k++) {
                 long long lost;
-                v[k] = threads_case(threads, inl, events, &lost);
+                v[k] = threads_case(threads, inl, events, &lost, &reg[k]);
                 lost_all += lost < 0 ? 0 : lost;
             }
             double lo = v[0], hi = v[0];
@@ -498,9 +505,9 @@ static void threads_bench(void)
             if (threads == 1)
                 one = m;
             printf("%s hooks, %u thread%s: %.2f ns/event producer CPU (%.2f - %.2f), "
-                   "%.2fx one thread, lost %lld\n",
+                   "%.2fx one thread, lost %lld; registration %.1f us CPU a thread\n",
                    inl ? "inline" : "plain", threads, threads > 1 ? "s" : "", m, lo, hi,
-                   m / one, lost_all);
+                   m / one, lost_all, bench_median(reg, N) / 1000.0);
         }
     }
 }

@@ -358,6 +358,93 @@ Test(e2e, frees_on_another_threads_ring_than_their_allocations_are_exact)
     pthread_cond_destroy(&h.cv);
 }
 
+/* ---- sixteen workers: rings cost what their events use ---- */
+
+/* This process's shared memory in its page tables, KiB (RssShmem: the rings it has touched). */
+static long rss_shmem_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssShmem: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    cr_assert(kib >= 0, "no RssShmem in /proc/self/status");
+    return kib;
+}
+
+#define FEW_WORKERS 16u
+#define FEW_PAIRS 2000u
+struct few {
+    jettprof_run *run;
+    uint32_t frame, id;
+    pthread_barrier_t *registered, *measured;
+};
+
+static void *few_worker(void *arg)
+{
+    struct few *w = arg;
+    jettprof_thread *t;
+    cr_assert_eq(jettprof_thread_register(w->run, w->id, &t), 0);
+    struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    cr_assert_eq(jettprof_enter(t, w->frame), 0);
+    for (uint32_t i = 0; i < FEW_PAIRS; i++) {
+        uint64_t id;
+        cr_assert_eq(jettprof_alloc_fast(f, 48u, &id), 0);
+        cr_assert_eq(jettprof_free_fast(f, id, 48u), 0);
+    }
+    pthread_barrier_wait(w->registered); /* all sixteen registered and written */
+    pthread_barrier_wait(w->measured);
+    jettprof_leave(t);
+    jettprof_thread_unregister(t);
+    return NULL;
+}
+
+/* Sixteen registered workers of a memory run, each with its own 16 MiB ring and 4,000 events
+ * (125 KiB of records): the rings commit about what the records use. A ring faulted in whole
+ * at registration makes this 256 MiB. */
+Test(e2e, sixteen_workers_commit_what_their_events_use)
+{
+    need_daemon();
+    struct jettprof_config c = cfg(JETTPROF_MODE_MEMORY);
+    jettprof_run *run;
+    int r = jettprof_start(&c, &run);
+    cr_assert_eq(r, 0, "%s (%s)", jettprof_strerror(r), jettprof_last_reason());
+    uint32_t src;
+    cr_assert_eq(jettprof_source(run, JETTPROF_ORIGIN_PROJECT, "src/app.jett", &src), 0);
+    uint32_t fr = frame(run, src, "app", "work", 3);
+    long before = rss_shmem_kib();
+    pthread_barrier_t registered, measured;
+    pthread_barrier_init(&registered, NULL, FEW_WORKERS + 1u);
+    pthread_barrier_init(&measured, NULL, FEW_WORKERS + 1u);
+    struct few w[FEW_WORKERS];
+    pthread_t th[FEW_WORKERS];
+    for (uint32_t i = 0; i < FEW_WORKERS; i++) {
+        w[i] = (struct few){run, fr, i + 1u, &registered, &measured};
+        cr_assert_eq(pthread_create(&th[i], NULL, few_worker, &w[i]), 0);
+    }
+    pthread_barrier_wait(&registered);
+    long grew = rss_shmem_kib() - before;
+    pthread_barrier_wait(&measured);
+    for (uint32_t i = 0; i < FEW_WORKERS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&registered);
+    pthread_barrier_destroy(&measured);
+    /* each ring: its header page, a 64 KiB step and a 128 KiB one (125 KiB of records) */
+    cr_assert(grew <= (long)FEW_WORKERS * 256, "sixteen workers' rings commit %ld KiB", grew);
+    struct jettprof_result res = {.size = sizeof res};
+    cr_assert_eq(jettprof_finish(run, JETTPROF_TERM_RETURNED, &res), 0);
+    cr_assert_eq(res.status, JETTPROF_STATUS_COMPLETE, "%s", res.toon);
+    char *j = decoded(&res);
+    cr_assert_eq(jnum(j, "profile.totals.allocation_count"), FEW_WORKERS * FEW_PAIRS);
+    cr_assert_eq(jnum(j, "profile.totals.lost_records"), 0);
+    cr_assert_eq(jnum(j, "profile.totals.runtime_threads"), FEW_WORKERS);
+    free(j);
+    jettprof_result_release(&res);
+}
+
 /* ---- CPU: a known share of time in one function ---- */
 
 static uint64_t now_ns(void)

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -651,4 +652,97 @@ Test(ring_wait, a_sleeping_producer_is_woken_by_the_release)
     /* Its timeout is 60 s: only a lost wake-up takes anywhere near that long. */
     cr_assert_lt(t1.tv_sec - t0.tv_sec, 30, "woken by the release, not by its timeout");
     jp_ring_unmap(&prod);
+}
+
+/* ---- the first lap faulted in by demand (jp_ring_populate) ---- */
+
+/* Pages of the ring's data in the page cache (a memfd's pages exist once faulted in). */
+static uint64_t resident_pages(const struct jp_ring *r)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t n = (r->map_size + (size_t)pg - 1u) / (size_t)pg;
+    unsigned char *v = malloc(n);
+    cr_assert(v && mincore(r->sh, r->map_size, v) == 0);
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += v[i] & 1u;
+    free(v);
+    return k;
+}
+
+/* Whether the page holding slot index i is resident. */
+static int slot_resident(const struct jp_ring *r, uint64_t i)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)(r->data + (i & r->mask) * JP_SLOT_SIZE) & ~((uintptr_t)pg - 1u);
+    unsigned char v = 0;
+    cr_assert(mincore((void *)a, (size_t)pg, &v) == 0);
+    return v & 1u;
+}
+
+/* A 16 MiB ring (a memory-mode worker's) commits what its records use, not its size: 64 KiB
+ * when made, and about what was written (plus one step of at most 1 MiB) after 1 MiB of
+ * records. A ring faulted in whole when made holds 4097 pages from the start. */
+Test(ring_demand, a_ring_commits_what_its_records_use)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(1u << 19, &r), 0);
+    int e = jp_ring_populate(&r);
+    if (e == -EINVAL || e == -ENOSYS)
+        cr_skip("this kernel cannot populate a mapping (MADV_POPULATE_WRITE, 5.14)");
+    cr_assert_eq(e, 0);
+    uint64_t made = resident_pages(&r);
+    cr_assert(made <= 64u * 1024u / 4096u + 2u, "%llu pages resident once made",
+              (unsigned long long)made);
+    uint64_t n = (1u << 20) / JP_SLOT_SIZE; /* 1 MiB of one-slot records */
+    for (uint64_t i = 0; i < n; i++) {
+        cr_assert(push(&r, JP_SLOT_SIZE, i), "record %llu found no room", (unsigned long long)i);
+        jp_ring_commit(&r);
+        cr_assert_eq(pop(&r, i), JP_SLOT_SIZE);
+    }
+    uint64_t used = resident_pages(&r);
+    cr_assert(used >= (1u << 20) / 4096u && used <= (2u << 20) / 4096u + 2u,
+              "%llu pages resident after 1 MiB of records", (unsigned long long)used);
+    jp_ring_unmap(&r);
+}
+
+/* The room the producer's check sees (what the public header's inline hooks use: p_head and
+ * p_tail_cache alone) never runs past the slots faulted in, nor past the real tail; records
+ * of every size read back in order across three laps and the end of the ring. */
+Test(ring_demand, the_room_a_producer_sees_is_faulted_in_and_free)
+{
+    struct jp_ring r;
+    cr_assert_eq(jp_ring_create(1u << 14, &r), 0); /* 512 KiB: steps of 64, 128, 256 KiB */
+    int e = jp_ring_populate(&r);
+    if (e == -EINVAL || e == -ENOSYS)
+        cr_skip("this kernel cannot populate a mapping (MADV_POPULATE_WRITE, 5.14)");
+    uint64_t seq_in = 0, seq_out = 0;
+    for (int round = 0; round < 4000; round++) {
+        /* the consumer lags: it reads one record for every two written, then catches up */
+        for (int k = 0; k < 40; k++) {
+            uint32_t bytes = JP_SLOT_SIZE * (1u + (uint32_t)((seq_in * 7u) % 3u));
+            if (!push(&r, bytes, seq_in))
+                break;
+            jp_ring_commit(&r);
+            seq_in++;
+            uint64_t tail = __atomic_load_n(&r.sh->tail, __ATOMIC_RELAXED);
+            cr_assert(r.p_head - r.p_tail_cache >= r.p_head - tail,
+                      "the cached tail leads the real one");
+            uint64_t last = r.p_tail_cache + r.slot_count - 1u; /* the last slot it may fill */
+            cr_assert(slot_resident(&r, last) || r.p_head - r.p_tail_cache == r.slot_count,
+                      "slot %llu is within the room but not faulted in",
+                      (unsigned long long)last);
+            if (k % 2)
+                cr_assert(pop(&r, seq_out++) != 0);
+        }
+        if (round % 3 == 0)
+            while (seq_out < seq_in)
+                cr_assert(pop(&r, seq_out++) != 0);
+    }
+    while (seq_out < seq_in)
+        cr_assert(pop(&r, seq_out++) != 0);
+    cr_assert(seq_in * JP_SLOT_SIZE > 3u * (512u << 10), "only %llu records: not three laps",
+              (unsigned long long)seq_in);
+    cr_assert_eq(resident_pages(&r), r.map_size / 4096u + 1u, "a lap later, every page is in");
+    jp_ring_unmap(&r);
 }
