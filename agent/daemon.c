@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -130,7 +131,11 @@ static int try_spawn(const char *label, const char *exe, posix_spawn_file_action
     for (const char *h = tls_detail; (h = strstr(h, exe)) != NULL; h += n)
         if (h > tls_detail && (h[-1] == ' ' || h[-1] == '=') && strncmp(h + n, " (", 2) == 0)
             return ENOENT;
-    int r = posix_spawn(pid, exe, fa, at, argv, environ); /* no shell, no PATH search */
+    /* A candidate that is not there (the build tree has no libexec/) costs a whole spawn to
+     * find out, a fork of this process included: ask the file system first. */
+    int r = access(exe, X_OK) == 0 ? 0 : errno;
+    if (r == 0)
+        r = posix_spawn(pid, exe, fa, at, argv, environ); /* no shell, no PATH search */
     if (r != 0) {
         char eb[128];
         detail(0, "%s%s%s (%s)", tls_detail[0] ? ", " : "tried ", label, exe,
@@ -315,23 +320,64 @@ int jp_daemon_recv(struct jettprof_run *run, int timeout_ms, struct jp_ctl_msg *
     }
 }
 
+/* Waits until `deadline` (jp_mono_ns) for our child `pid` to end and reaps it: 1 reaped (its
+ * status in *st when st is not NULL), 0 still running at the deadline, -1 no longer ours to
+ * wait for (a host SIGCHLD handler reaped it: ECHILD). Our child only, never waitpid(-1). It
+ * sleeps on a pidfd where the kernel has them (5.3), so the wait ends when the daemon does
+ * (a profiled run waits for its daemon's exit at every finish), else in naps from 50 us
+ * growing to 5 ms. */
+static int reap_by(pid_t pid, uint64_t deadline, int *st)
+{
+#ifdef SYS_pidfd_open
+    int pfd = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by definition */
+#else
+    int pfd = -1;
+#endif
+    uint64_t nap = 50000u;
+    int r;
+    for (;;) {
+        int s = 0;
+        pid_t w = waitpid(pid, &s, WNOHANG);
+        if (w == pid) {
+            if (st)
+                *st = s;
+            r = 1;
+            break;
+        }
+        if (w < 0 && errno != EINTR) {
+            r = -1;
+            break;
+        }
+        uint64_t now = jp_mono_ns();
+        if (now >= deadline) {
+            r = 0;
+            break;
+        }
+        uint64_t left = deadline - now;
+        if (pfd >= 0) {
+            struct pollfd p = {pfd, POLLIN, 0};
+            (void)poll(&p, 1, (int)((left + 999999u) / 1000000u)); /* readable: it ended */
+        } else {
+            uint64_t ns = nap < left ? nap : left;
+            struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+            nanosleep(&ts, NULL);
+            nap = nap < 2500000u ? nap * 2u : 5000000u;
+        }
+    }
+    if (pfd >= 0)
+        close(pfd);
+    return r;
+}
+
 /* After the daemon hung up during the handshake: how a private daemon ended, if it has within
  * a short bound (it is reaped here then), appended to the reason. */
 static void note_daemon_exit(struct jettprof_run *run)
 {
     if (run->daemon_pid <= 0)
         return;
-    uint64_t deadline = jp_mono_ns() + 1000000000ull;
-    int st;
-    for (;;) {
-        pid_t w = waitpid(run->daemon_pid, &st, WNOHANG);
-        if (w == run->daemon_pid)
-            break;
-        if ((w < 0 && errno != EINTR) || jp_mono_ns() >= deadline)
-            return; /* still running (reaped later), or reaped by a host handler */
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
+    int st = 0;
+    if (reap_by(run->daemon_pid, jp_mono_ns() + 1000000000ull, &st) <= 0)
+        return; /* still running (reaped later), or reaped by a host handler */
     run->daemon_pid = 0;
     if (WIFEXITED(st))
         detail(0, "; jettprofd exited with status %d", WEXITSTATUS(st));
@@ -443,16 +489,8 @@ void jp_daemon_close(struct jettprof_run *run)
     run->daemon_pid = 0;
     /* Our child only, never waitpid(-1): the host's other children are not ours to reap. A
      * daemon that does not exit within the bound is killed, so no zombie outlives the run. */
-    uint64_t deadline = jp_mono_ns() + (uint64_t)JP_REAP_TIMEOUT_MS * 1000000u;
-    for (;;) {
-        pid_t w = waitpid(pid, NULL, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR))
-            return; /* reaped, or already reaped by a host SIGCHLD handler (ECHILD) */
-        if (jp_mono_ns() >= deadline)
-            break;
-        struct timespec ts = {0, 5000000};
-        nanosleep(&ts, NULL);
-    }
+    if (reap_by(pid, jp_mono_ns() + (uint64_t)JP_REAP_TIMEOUT_MS * 1000000u, NULL) != 0)
+        return; /* reaped, or already reaped by a host SIGCHLD handler (ECHILD) */
     kill(pid, SIGKILL);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
     }
