@@ -229,7 +229,7 @@ int jpd_cmd_export(int argc, char **argv)
                 return usage_error("export", "missing value for", a);
             char why[512];
             int r = jpd_push_opt(&push, a, argv[++i], why, sizeof why);
-            if (r == -ENOMEM) {
+            if (r < 0 && r != -EINVAL) { /* out of memory, no libcurl: not the command line */
                 fprintf(stderr, "jettprofd export: %s\n", why);
                 return 1;
             }

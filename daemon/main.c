@@ -28,7 +28,10 @@
  * travel in, so a test can see one cross many frames; JETTPROFD_PUSH_BACKOFF_MS,
  * JETTPROFD_PUSH_TIMEOUT_MS and JETTPROFD_PUSH_GRACE_MS the push's wait before a retry, its
  * timeout per attempt and its moment at shutdown (push.h), so a test need not wait seconds.
- * A bad value is a command-line error (exit 2).
+ * A bad value is a command-line error (exit 2). JETTPROFD_TEST_LIBCURL=FILE and
+ * JETTPROFD_TEST_LIBSYSTEMD=FILE name what is loaded instead of libcurl.so.4 and
+ * libsystemd.so.0 (lazylib.h, read when the library is first needed), so a test can see the
+ * daemon without them.
  */
 #include <errno.h>
 #include <grp.h>
@@ -223,7 +226,10 @@ static const char usage_tail[] =
     "       JETTPROFD_PUSH_TIMEOUT_MS=N     give a push attempt N ms (1..600000) instead\n"
     "                                       of 30000\n"
     "       JETTPROFD_PUSH_GRACE_MS=N       at shutdown, give queued pushes N ms\n"
-    "                                       (1..600000) instead of 5000\n";
+    "                                       (1..600000) instead of 5000\n"
+    "       JETTPROFD_TEST_LIBCURL=FILE     load FILE instead of libcurl.so.4 for --push\n"
+    "       JETTPROFD_TEST_LIBSYSTEMD=FILE  load FILE instead of libsystemd.so.0 for\n"
+    "                                       socket activation and notifications\n";
 
 static const struct command *find_command(const char *name)
 {
@@ -303,7 +309,7 @@ static int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--push") || !strcmp(a, "--label")) {
             char why[512];
             int r = jpd_push_opt(&push, a, v, why, sizeof why);
-            if (r == -ENOMEM) {
+            if (r < 0 && r != -EINVAL) { /* out of memory, no libcurl: not the command line */
                 fprintf(stderr, "jettprofd serve: %s\n", why);
                 return 1;
             }

@@ -8,7 +8,8 @@
  * once, as a retry would get the same answer. An attempt has JPD_PUSH_CONNECT_MS to connect
  * and jpd_push_timeout_ms in all; redirects are not followed; only http and https are spoken.
  * libcurl's proxy variables (http_proxy, https_proxy, no_proxy) apply as for any libcurl
- * program.
+ * program. libcurl is loaded when --push is first checked (push_request.c, lazylib.h), on the
+ * main thread before any other starts; every call here goes through its table.
  *
  * Threads: sessions on any loop queue profiles (jpd_push_queue); one push thread sends them.
  * p->mu guards the queue, the counters and the flags, and orders an item's contents, written
@@ -17,7 +18,6 @@
  * flag, relaxed, as it only asks the transfer to stop and publishes nothing (the join that
  * follows orders the rest).
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "jpd.h"
+#include "lazylib.h"
 #include "util.h"
 #include "push.h"
 
@@ -68,15 +69,25 @@ struct jpd_push {
     char last_error[200];
 };
 
+/* libcurl's table; the callers of each function below come after a --push was checked, which
+ * loaded it (jpd_push_opt), so here it is there. */
+static const struct jpd_curl *curl(void)
+{
+    return jpd_curl(NULL, 0);
+}
+
 int jpd_push_global_init(void)
 {
-    CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
-    return c == CURLE_OK ? 0 : c == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+    const struct jpd_curl *c = curl();
+    if (!c)
+        return -ELIBACC;
+    CURLcode r = c->global_init(CURL_GLOBAL_DEFAULT);
+    return r == CURLE_OK ? 0 : r == CURLE_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 }
 
 void jpd_push_global_cleanup(void)
 {
-    curl_global_cleanup();
+    curl()->global_cleanup();
 }
 
 /* A deadline ms from now on CLOCK_MONOTONIC, the clock the condition variables wait on. */
@@ -104,7 +115,7 @@ static int push_new(const struct jpd_push_opts *o, struct jpd_push **out)
         snprintf(p->host, sizeof p->host, "unknown");
     p->host[sizeof p->host - 1] = '\0';
     jpd_push_redact(o->url, p->target, sizeof p->target);
-    p->h = curl_easy_init();
+    p->h = curl()->easy_init();
     pthread_condattr_t ca;
     int r = p->h ? pthread_condattr_init(&ca) : ENOMEM;
     if (r == 0) {
@@ -115,7 +126,7 @@ static int push_new(const struct jpd_push_opts *o, struct jpd_push **out)
         pthread_condattr_destroy(&ca);
     } else {
         if (p->h)
-            curl_easy_cleanup(p->h);
+            curl()->easy_cleanup(p->h);
         free(p);
         return -r;
     }
@@ -125,7 +136,7 @@ static int push_new(const struct jpd_push_opts *o, struct jpd_push **out)
 
 static void push_free(struct jpd_push *p)
 {
-    curl_easy_cleanup(p->h);
+    curl()->easy_cleanup(p->h);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->idle);
     pthread_mutex_destroy(&p->mu);
@@ -196,14 +207,15 @@ static void clean_text(char *s, const char *url)
  * (another status), -ECANCELED aborted (shutdown), -ENOMEM. */
 static int attempt(struct jpd_push *p, const struct push_item *it, char *why, size_t cap)
 {
+    const struct jpd_curl *c = curl();
     CURL *h = p->h;
-    curl_easy_reset(h); /* keeps the connection and DNS caches */
-    struct curl_slist *hdr = curl_slist_append(NULL, jpd_push_content_type(p->o));
+    c->easy_reset(h); /* keeps the connection and DNS caches */
+    struct curl_slist *hdr = c->slist_append(NULL, jpd_push_content_type(p->o));
     /* no "Expect: 100-continue": the body goes at once, with no wait on a server that
      * never says 100 */
-    struct curl_slist *more = hdr ? curl_slist_append(hdr, "Expect:") : NULL;
+    struct curl_slist *more = hdr ? c->slist_append(hdr, "Expect:") : NULL;
     if (!more) {
-        curl_slist_free_all(hdr);
+        c->slist_free_all(hdr);
         snprintf(why, cap, "out of memory");
         return -ENOMEM;
     }
@@ -214,37 +226,37 @@ static int attempt(struct jpd_push *p, const struct push_item *it, char *why, si
     err[0] = '\0';
     long connect_ms = jpd_push_timeout_ms < JPD_PUSH_CONNECT_MS ? (long)jpd_push_timeout_ms
                                                                 : (long)JPD_PUSH_CONNECT_MS;
-    curl_easy_setopt(h, CURLOPT_URL, it->url);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, it->body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "jettprofd/" JETTPROF_VERSION);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)jpd_push_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &rep);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, p);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
-    CURLcode c = curl_easy_perform(h);
+    c->easy_setopt(h, CURLOPT_URL, it->url);
+    c->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    c->easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    c->easy_setopt(h, CURLOPT_POST, 1L);
+    c->easy_setopt(h, CURLOPT_POSTFIELDS, it->body);
+    c->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+    c->easy_setopt(h, CURLOPT_USERAGENT, "jettprofd/" JETTPROF_VERSION);
+    c->easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
+    c->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    c->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)jpd_push_timeout_ms);
+    c->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    c->easy_setopt(h, CURLOPT_WRITEDATA, &rep);
+    c->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    c->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    c->easy_setopt(h, CURLOPT_XFERINFODATA, p);
+    c->easy_setopt(h, CURLOPT_ERRORBUFFER, err);
+    CURLcode rc = c->easy_perform(h);
     long status = 0;
-    (void)curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL); /* err is about to go */
-    curl_slist_free_all(hdr);
-    if (c == CURLE_ABORTED_BY_CALLBACK) {
+    (void)c->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    c->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL); /* err is about to go */
+    c->slist_free_all(hdr);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) {
         snprintf(why, cap, "aborted: the daemon is stopping");
         return -ECANCELED;
     }
-    if (c == CURLE_OUT_OF_MEMORY) {
+    if (rc == CURLE_OUT_OF_MEMORY) {
         snprintf(why, cap, "out of memory");
         return -ENOMEM;
     }
-    if (c != CURLE_OK) {
-        snprintf(why, cap, "%s", err[0] ? err : curl_easy_strerror(c));
+    if (rc != CURLE_OK) {
+        snprintf(why, cap, "%s", err[0] ? err : c->easy_strerror(rc));
         clean_text(why, p->o->url);
         return -EAGAIN;
     }

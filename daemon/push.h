@@ -43,7 +43,9 @@ struct jpd_push_opts {
  * with "__" (reserved by the receivers), not given twice, and a non-empty well-formed UTF-8
  * VALUE without control characters, ',', '{' or '}' (the name grammar has no escapes);
  * JPD_PUSH_MAX_LABELS at most. 0, or -EINVAL with why[cap] saying what was wrong, naming the
- * flag and the value (a URL's user:password never appears there). */
+ * flag and the value (a URL's user:password never appears there). --push loads libcurl
+ * (lazylib.h): -ELIBACC when it cannot, why[cap] "--push needs libcurl (SONAME): ..."; and
+ * -ENOMEM. */
 int jpd_push_opt(struct jpd_push_opts *o, const char *flag, const char *value, char *why,
                  size_t cap);
 
@@ -73,7 +75,8 @@ int jpd_push_body(const struct jpd_push_opts *o, const char *host, const struct 
 /* The request's Content-Type header line. */
 const char *jpd_push_content_type(const struct jpd_push_opts *o);
 
-/* The one libcurl initialisation of the process, before any thread starts. 0 or -ENOMEM. */
+/* The one libcurl initialisation of the process, before any thread starts, after a --push
+ * was checked (jpd_push_opt loaded libcurl). 0 or -ENOMEM (-ELIBACC: libcurl not loaded). */
 int jpd_push_global_init(void);
 void jpd_push_global_cleanup(void);
 

@@ -42,7 +42,6 @@
  *   (the run's cleaned as described above), as JSON strings. Parca's time comes from the
  *   profile, so no from/until is sent.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +51,7 @@
 #include "common/buf.h"
 #include "common/utf8.h"
 #include "jpd.h"
+#include "lazylib.h"
 #include "push.h"
 
 /* ---- the command line ---- */
@@ -104,25 +104,33 @@ int jpd_push_opt(struct jpd_push_opts *o, const char *flag, const char *v, char 
             return bad_opt(why, cap, "--push may be given once; again", shown);
         if (strncasecmp(v, "http://", 7) && strncasecmp(v, "https://", 8))
             return bad_opt(why, cap, "--push needs an http:// or https:// URL, not", shown);
-        CURLU *u = curl_url();
+        /* The first use of libcurl in the process: it is loaded here, on the main thread,
+         * before the push thread or any other starts. */
+        char lib[400];
+        const struct jpd_curl *cu = jpd_curl(lib, sizeof lib);
+        if (!cu) {
+            snprintf(why, cap, "--push needs %s", lib);
+            return -ELIBACC;
+        }
+        CURLU *u = cu->url();
         if (!u) {
             snprintf(why, cap, "--push: out of memory");
             return -ENOMEM;
         }
-        CURLUcode c = curl_url_set(u, CURLUPART_URL, v, 0);
+        CURLUcode c = cu->url_set(u, CURLUPART_URL, v, 0);
         char *path = NULL;
         if (c == CURLUE_OK)
-            c = curl_url_get(u, CURLUPART_PATH, &path, 0);
-        curl_url_cleanup(u);
+            c = cu->url_get(u, CURLUPART_PATH, &path, 0);
+        cu->url_cleanup(u);
         if (c != CURLUE_OK) {
             snprintf(why, cap, "--push is not a URL libcurl can use (%s): %s",
-                     curl_url_strerror(c), shown);
+                     cu->url_strerror(c), shown);
             return c == CURLUE_OUT_OF_MEMORY ? -ENOMEM : -EINVAL;
         }
         static const char parca_path[] = "/profiles/writeraw";
         size_t pl = strlen(path), ql = sizeof parca_path - 1u;
         o->parca = pl >= ql && !strcmp(path + pl - ql, parca_path);
-        curl_free(path);
+        cu->free(path);
         o->url = v;
         return 0;
     }
@@ -243,25 +251,29 @@ int jpd_push_url(const struct jpd_push_opts *o, const char *host, const struct j
                   (long long)until);
     int r = name.failed || q.failed ? -ENOMEM : 0;
     jp_buf_free(&name);
-    CURLU *u = r == 0 ? curl_url() : NULL;
+    /* loaded when the URL was checked (jpd_push_opt) */
+    const struct jpd_curl *cu = jpd_curl(NULL, 0);
+    CURLU *u = r == 0 && cu ? cu->url() : NULL;
     char *path = NULL, *full = NULL;
     if (!u)
         r = -ENOMEM;
     /* The URL parsed at the command line; what fails here is memory. */
-    if (r == 0 && (curl_url_set(u, CURLUPART_URL, o->url, 0) != CURLUE_OK ||
-                   curl_url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK))
+    if (r == 0 && (cu->url_set(u, CURLUPART_URL, o->url, 0) != CURLUE_OK ||
+                   cu->url_get(u, CURLUPART_PATH, &path, 0) != CURLUE_OK))
         r = -ENOMEM;
     if (r == 0 && (!strcmp(path, "/") || !path[0]) &&
-        curl_url_set(u, CURLUPART_PATH, "/ingest", 0) != CURLUE_OK)
+        cu->url_set(u, CURLUPART_PATH, "/ingest", 0) != CURLUE_OK)
         r = -ENOMEM;
-    if (r == 0 && (curl_url_set(u, CURLUPART_QUERY, q.p, CURLU_APPENDQUERY) != CURLUE_OK ||
-                   curl_url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK))
+    if (r == 0 && (cu->url_set(u, CURLUPART_QUERY, q.p, CURLU_APPENDQUERY) != CURLUE_OK ||
+                   cu->url_get(u, CURLUPART_URL, &full, 0) != CURLUE_OK))
         r = -ENOMEM;
     if (r == 0 && !(*out = strdup(full)))
         r = -ENOMEM;
-    curl_free(path);
-    curl_free(full);
-    curl_url_cleanup(u);
+    if (cu) {
+        cu->free(path);
+        cu->free(full);
+        cu->url_cleanup(u);
+    }
     jp_buf_free(&q);
     return r;
 }
