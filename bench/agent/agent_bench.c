@@ -15,13 +15,23 @@
  *      allocating and freeing at full rate behind a 3-deep chain, plain hooks and inline
  *      ones, into a memory run of a private jettprofd ($JETTPROFD, required); each thread's
  *      CPU time (CLOCK_THREAD_CPUTIME_ID) summed over the events of all, so a 2-core machine
- *      compares the cost of an event, not the wall time; with the run's lost records.
+ *      compares the cost of an event, not the wall time; with the run's lost records, and
+ *      a registration's CPU (its ring made) apart from the loops.
+ *   6. `start`: what a profiled run's start and end cost the program, wall, median of 20 (needs
+ *      $JETTPROFD): jettprof_start of a memory run (spawning the private daemon, the handshake,
+ *      the main ring and its first step faulted in), the first registration (the thread's
+ *      ring), and jettprof_finish of the empty run (FINALIZE, the result, the daemon's exit);
+ *      beside the daemon's own start, `jettprofd --version` spawned and waited for (posix_spawn, waitpid)
+ *      (what the agent cannot make cheaper), so start less that is the agent's part.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -512,6 +522,80 @@ static void threads_bench(void)
     }
 }
 
+/* ---- 6. start ---- */
+
+static uint64_t wall_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void start_bench(void)
+{
+    const char *d = getenv("JETTPROFD");
+    if (!d || !*d) {
+        fprintf(stderr, "agent_bench start: set JETTPROFD to a jettprofd\n");
+        exit(1);
+    }
+    enum { N = 20 };
+    double st[N], reg[N], fin[N], ver[N];
+    char *argv[] = {(char *)"jettprofd", (char *)"--version", NULL};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    for (int k = 0; k < N; k++) {
+        uint64_t t0 = wall_ns();
+        pid_t pid;
+        int ws = 0;
+        if (posix_spawn(&pid, d, &fa, NULL, argv, environ) != 0 ||
+            waitpid(pid, &ws, 0) != pid || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+            fprintf(stderr, "agent_bench start: %s --version failed\n", d);
+            exit(1);
+        }
+        ver[k] = (double)(wall_ns() - t0) / 1e6;
+        struct jettprof_config c = config(JETTPROF_MODE_MEMORY, 0);
+        jettprof_run *run;
+        jettprof_thread *t;
+        t0 = wall_ns();
+        int r = jettprof_start(&c, &run);
+        uint64_t t1 = wall_ns();
+        if (r < 0 || jettprof_thread_register(run, 1, &t) < 0) {
+            fprintf(stderr, "agent_bench start: %s (%s)\n", jettprof_strerror(r),
+                    jettprof_last_reason());
+            exit(1);
+        }
+        uint64_t t2 = wall_ns();
+        jettprof_thread_unregister(t);
+        struct jettprof_result res = {.size = sizeof res};
+        uint64_t t3 = wall_ns();
+        jettprof_finish(run, JETTPROF_TERM_RETURNED, &res);
+        uint64_t t4 = wall_ns();
+        jettprof_result_release(&res);
+        st[k] = (double)(t1 - t0) / 1e6;
+        reg[k] = (double)(t2 - t1) / 1e6;
+        fin[k] = (double)(t4 - t3) / 1e6;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    double *v[4] = {ver, st, reg, fin};
+    const char *what[4] = {"jettprofd --version, spawned and waited for",
+                           "jettprof_start, memory run, private daemon",
+                           "first thread registration (its ring)",
+                           "jettprof_finish of the empty run"};
+    double med[4];
+    for (int i = 0; i < 4; i++) {
+        double lo = v[i][0], hi = v[i][0];
+        for (int k = 1; k < N; k++) {
+            lo = v[i][k] < lo ? v[i][k] : lo;
+            hi = v[i][k] > hi ? v[i][k] : hi;
+        }
+        med[i] = bench_median(v[i], N);
+        printf("start: %s: %.3f ms (%.3f - %.3f)\n", what[i], med[i], lo, hi);
+    }
+    printf("start: the agent's part (start + registration + finish - the daemon's own start): "
+           "%.3f ms\n", med[1] + med[2] + med[3] - med[0]);
+}
+
 int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : "";
@@ -526,6 +610,8 @@ int main(int argc, char **argv)
         alloc_bench();
     if (!*only || !strcmp(only, "cpu"))
         cpu_bench();
+    if (!strcmp(only, "start"))
+        start_bench();
     if (!strcmp(only, "threads"))
         threads_bench();
     return 0;
