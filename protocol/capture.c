@@ -134,17 +134,3 @@ int jp_capture_write_all(int fd, const void *buf, size_t n)
     return 0;
 }
 
-/* ---- version 3 columns ----------------------------------------------------------------- */
-
-const struct col_layout jp_cap_layouts[JP_REC_TYPE_LIMIT] = {
-    [JP_REC_ALLOC] = {4, {{4, 4, COL_A_NODE, DELTA_EVENT}, {8, 8, COL_A_ID, DELTA_OWN},
-                          {16, 8, COL_A_SIZE, 0}, {24, 8, COL_A_MISC, 0}}},
-    [JP_REC_FREE] = {4, {{4, 4, COL_F_NODE, DELTA_EVENT}, {8, 8, COL_F_ID, DELTA_OWN},
-                         {16, 8, COL_F_SIZE, 0}, {24, 8, COL_F_MISC, 0}}},
-    [JP_REC_RESIZE] = {4, {{4, 4, COL_R_NODE, DELTA_EVENT}, {8, 8, COL_R_ID, DELTA_OWN},
-                           {16, 8, COL_R_OLD, 0}, {24, 8, COL_R_NEW, 0}}},
-    /* state, flags and reserved0 as one u32; the four bytes before requested_tick are padding */
-    [JP_REC_CPU_SAMPLE] = {6, {{4, 4, COL_S_MISC, 0}, {8, 4, COL_S_NODE, DELTA_OWN},
-                               {12, 4, COL_S_MISC, 0}, {16, 4, COL_S_MISC, 0},
-                               {20, 4, COL_S_MISC, 0}, {24, 8, COL_S_TICK, DELTA_OWN}}},
-};

@@ -3,7 +3,8 @@
 # program measured in the same script (interleaved, so machine drift hits both alike).
 #   CPU:    examples/cpu_hotspot with --profile (1000 Hz)   target <= 3% wall
 #   memory: examples/alloc_builder with --profile-memory    target <= 30% wall
-#   actors: examples/pipeline on --workers 2, in both modes (the same targets)
+#   actors: examples/pipeline on --workers 2, in both modes (the same targets), and in memory
+#           mode on --workers 16 (a ring a worker: the peak resident set added, goal <= 40 MiB)
 #   backends: cpu_hotspot, alloc_builder and bench/runtime/calls.jett (call-heavy) on the
 #           tree walker and the bytecode VM, unprofiled (goal: the VM 4x as fast), and the
 #           VM's own profiled / unprofiled ratios with the interpreter's goals
@@ -21,20 +22,22 @@ TIMEBIN=/usr/bin/time
 
 now_ns() { date +%s%N; }
 
-# one run: "wall_ns cpu_ms" (cpu_ms is 0 without /usr/bin/time); program output discarded
+# one run: "wall_ns cpu_ms rss_kib" (cpu_ms and rss_kib are 0 without /usr/bin/time); program
+# output discarded
 one() {
     tf=$(mktemp)
     t0=$(now_ns)
     if [ -n "$TIMEBIN" ]; then
-        "$TIMEBIN" -o "$tf" -f "%U %S" "$JETT" run "$@" >/dev/null 2>&1 || true
+        "$TIMEBIN" -o "$tf" -f "%U %S %M" "$JETT" run "$@" >/dev/null 2>&1 || true
     else
         "$JETT" run "$@" >/dev/null 2>&1 || true
     fi
     t1=$(now_ns)
-    cpu=0
-    [ -s "$tf" ] && cpu=$(tail -n 1 "$tf" | awk '{ printf "%d", ($1 + $2) * 1000 }')
+    cpu=0 rss=0
+    [ -s "$tf" ] && cpu=$(tail -n 1 "$tf" | awk '{ printf "%d", ($1 + $2) * 1000 }') &&
+        rss=$(tail -n 1 "$tf" | awk '{ print $3 + 0 }')
     rm -f "$tf"
-    echo "$((t1 - t0)) $cpu"
+    echo "$((t1 - t0)) $cpu $rss"
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print int((v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
@@ -60,6 +63,7 @@ compare() {
     done
     bw=$(cut -d' ' -f1 "$base_f" | median) pw=$(cut -d' ' -f1 "$prof_f" | median)
     bc=$(cut -d' ' -f2 "$base_f" | median) pc=$(cut -d' ' -f2 "$prof_f" | median)
+    br=$(cut -d' ' -f3 "$base_f" | median) pr=$(cut -d' ' -f3 "$prof_f" | median)
     rm -f "$base_f" "$prof_f"
     awk -v l="$label" -v f="$flag" -v b="$bw" -v p="$pw" -v n="$RUNS" -v t="$target" 'BEGIN {
         printf "%s wall: unprofiled median %.3f s, %s median %.3f s over %d runs each: ratio %.4f (%+.2f%%, target <= %s%%)\n",
@@ -68,6 +72,12 @@ compare() {
         awk -v l="$label" -v f="$flag" -v b="$bc" -v p="$pc" 'BEGIN {
             printf "%s cpu:  unprofiled median %.3f s, %s median %.3f s (jett + jettprofd): ratio %.4f (%+.2f%%)\n",
                    l, b / 1e3, f, p / 1e3, p / b, (p / b - 1) * 100 }'
+    fi
+    if [ "$br" -gt 0 ]; then
+        # GNU time's %M: the largest resident set of jett and of the children it waited for
+        awk -v l="$label" -v f="$flag" -v b="$br" -v p="$pr" 'BEGIN {
+            printf "%s rss:  unprofiled median %d KiB, %s median %d KiB (peak): added %.2f MiB\n",
+                   l, b, f, p, (p - b) / 1024 }'
     fi
 }
 
@@ -116,4 +126,5 @@ speed "calls" "$ROOT/bench/runtime/calls.jett"
 compare "vm_cpu_hotspot" "$ROOT/examples/cpu_hotspot/src/main.jett" --profile 2 --backend vm
 compare "vm_calls" "$ROOT/bench/runtime/calls.jett" --profile 2 --backend vm
 compare "vm_alloc_builder" "$ROOT/examples/alloc_builder/main.jett" --profile-memory 30 --backend vm
+compare "pipeline16_mem" "$ROOT/examples/pipeline/main.jett" --profile-memory 20 --workers 16
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
