@@ -313,7 +313,9 @@ static const char page_style[] =
     "#match{color:#a50}";
 
 /* The script: reads #data, draws the flame graph and the chart, keeps zoom and search in the
- * fragment (#zoom=N&q=TEXT). Text from the data reaches the page only as textContent. */
+ * fragment (#zoom=N&q=TEXT). Text from the data reaches the page only as textContent. A run
+ * shorter than one of the timeline's buckets has one point: the chart draws it as a level line
+ * across (a path of one point strokes nothing). */
 static const char *const page_script[] = {
     "(function(){'use strict';\n",
     "var D=JSON.parse(document.getElementById('data').textContent);\n",
@@ -373,7 +375,8 @@ static const char *const page_script[] = {
     " var labels=D.mode==='memory'?['live bytes','bytes allocated a second']:D.states.map(function(s){return s+' samples a second';});\n",
     " function chart(){var w=H.clientWidth,h=160;H.width=w;H.height=h;X.clearRect(0,0,w,h);\n",
     "  S.forEach(function(s,k){var m=Math.max.apply(null,s)||1;X.strokeStyle=cols[k];X.beginPath();\n",
-    "   s.forEach(function(v,i){var x=P.length>1?i*(w-1)/(P.length-1):w/2,y=h-4-(h-8)*v/m;i?X.lineTo(x,y):X.moveTo(x,y);});X.stroke();});}\n",
+    "   s.forEach(function(v,i){var y=h-4-(h-8)*v/m;if(P.length<2){X.moveTo(0,y);X.lineTo(w-1,y);return;}\n",
+    "    var x=i*(w-1)/(P.length-1);i?X.lineTo(x,y):X.moveTo(x,y);});X.stroke();});}\n",
     " chart();window.addEventListener('resize',chart);\n",
     " H.addEventListener('mousemove',function(e){var r=H.getBoundingClientRect();var i=Math.round((e.clientX-r.left)/(r.width||1)*(P.length-1));\n",
     "  if(i<0||i>=P.length)return;var t=(i*sec).toFixed(2)+' s - '+((i+1)*sec).toFixed(2)+' s';\n",
