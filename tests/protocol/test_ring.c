@@ -687,10 +687,10 @@ Test(ring_demand, a_ring_commits_what_its_records_use)
 {
     struct jp_ring r;
     cr_assert_eq(jp_ring_create(1u << 19, &r), 0);
+    /* a kernel without MADV_POPULATE_WRITE (before 5.14) faults the pages as they are
+     * written: the same bounds hold */
     int e = jp_ring_populate(&r);
-    if (e == -EINVAL || e == -ENOSYS)
-        cr_skip("this kernel cannot populate a mapping (MADV_POPULATE_WRITE, 5.14)");
-    cr_assert_eq(e, 0);
+    cr_assert(e == 0 || e == -EINVAL || e == -ENOSYS, "populate: %d", e);
     uint64_t made = resident_pages(&r);
     cr_assert(made <= 64u * 1024u / 4096u + 2u, "%llu pages resident once made",
               (unsigned long long)made);
@@ -713,9 +713,8 @@ Test(ring_demand, the_room_a_producer_sees_is_faulted_in_and_free)
 {
     struct jp_ring r;
     cr_assert_eq(jp_ring_create(1u << 14, &r), 0); /* 512 KiB: steps of 64, 128, 256 KiB */
-    int e = jp_ring_populate(&r);
-    if (e == -EINVAL || e == -ENOSYS)
-        cr_skip("this kernel cannot populate a mapping (MADV_POPULATE_WRITE, 5.14)");
+    int e = jp_ring_populate(&r); /* 0, or the kernel cannot: then nothing is faulted ahead */
+    cr_assert(e == 0 || e == -EINVAL || e == -ENOSYS, "populate: %d", e);
     uint64_t seq_in = 0, seq_out = 0;
     for (int round = 0; round < 4000; round++) {
         /* the consumer lags: it reads one record for every two written, then catches up */
@@ -729,7 +728,8 @@ Test(ring_demand, the_room_a_producer_sees_is_faulted_in_and_free)
             cr_assert(r.p_head - r.p_tail_cache >= r.p_head - tail,
                       "the cached tail leads the real one");
             uint64_t last = r.p_tail_cache + r.slot_count - 1u; /* the last slot it may fill */
-            cr_assert(slot_resident(&r, last) || r.p_head - r.p_tail_cache == r.slot_count,
+            cr_assert(e != 0 || slot_resident(&r, last) ||
+                          r.p_head - r.p_tail_cache == r.slot_count,
                       "slot %llu is within the room but not faulted in",
                       (unsigned long long)last);
             if (k % 2)
