@@ -15,8 +15,10 @@
  *      allocating and freeing at full rate behind a 3-deep chain, plain hooks and inline
  *      ones, into a memory run of a private jettprofd ($JETTPROFD, required); each thread's
  *      CPU time (CLOCK_THREAD_CPUTIME_ID) summed over the events of all, so a 2-core machine
- *      compares the cost of an event, not the wall time; with the run's lost records, and
- *      a registration's CPU (its ring made) apart from the loops.
+ *      compares the cost of an event, not the wall time; with the run's lost records. Apart
+ *      from the loops, timed on warm rings: a registration's CPU (its ring made) and the CPU
+ *      an event of the ring's first lap takes (its pages faulted in as the events reach them,
+ *      which registration paid up front for every thread when rings were faulted in whole).
  *   6. `start`: what a profiled run's start and end cost the program, wall, median of 20 (needs
  *      $JETTPROFD): jettprof_start of a memory run (spawning the private daemon, the handshake,
  *      the main ring and its first step faulted in), the first registration (the thread's
@@ -413,8 +415,24 @@ struct producer {
     uint64_t pairs; /* alloc + free pairs to make */
     uint64_t cpu;   /* this thread's CPU time for them, ns (the loop alone) */
     uint64_t reg;   /* this thread's CPU time for its registration, ns (its ring made) */
+    uint64_t lap;   /* ... for its ring's first lap of events (faulted in by demand), ns */
     int err;
 };
+
+/* n alloc + free pairs behind the thread's chain, through the inline hooks or the plain ones */
+static void pairs(jettprof_thread *t, struct jettprof_fast *f, int inline_hooks, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t id = 0;
+        if (inline_hooks && f) {
+            jettprof_alloc_fast(f, 64u + (i & 63u), &id);
+            jettprof_free_fast(f, id, 64u + (i & 63u));
+        } else {
+            jettprof_alloc(t, 64u + (i & 63u), &id);
+            jettprof_free(t, id, 64u + (i & 63u));
+        }
+    }
+}
 
 static void *producer_main(void *arg)
 {
@@ -427,17 +445,12 @@ static void *producer_main(void *arg)
     for (int d = 0; d < 3; d++)
         jettprof_enter(t, p->frames[d]);
     struct jettprof_fast *f = jettprof_thread_fast(t, JETTPROF_FAST_VERSION);
+    /* the ring's first lap apart: its pages are faulted in as the events reach them */
     uint64_t t0 = cpu_ns();
-    for (uint64_t i = 0; i < p->pairs; i++) {
-        uint64_t id = 0;
-        if (p->inline_hooks && f) {
-            jettprof_alloc_fast(f, 64u + (i & 63u), &id);
-            jettprof_free_fast(f, id, 64u + (i & 63u));
-        } else {
-            jettprof_alloc(t, 64u + (i & 63u), &id);
-            jettprof_free(t, id, 64u + (i & 63u));
-        }
-    }
+    pairs(t, f, p->inline_hooks, JP_DEFAULT_WORKER_SLOTS_MEMORY / 2u);
+    p->lap = cpu_ns() - t0;
+    t0 = cpu_ns();
+    pairs(t, f, p->inline_hooks, p->pairs);
     p->cpu = cpu_ns() - t0;
     for (int d = 0; d < 3; d++)
         jettprof_leave(t);
@@ -445,11 +458,12 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* One run with `threads` producers: ns of producer CPU per event (the loops alone); *lost the
- * run's lost records (from its TOON totals), -1 when the run failed; *reg the CPU a
- * registration took, ns, the mean of the threads'. */
+/* One run with `threads` producers: ns of producer CPU per event (the loops alone, on warm
+ * rings); *lost the run's lost records (from its TOON totals), -1 when the run failed; *reg
+ * the CPU a registration took, ns, and *lap a first lap's CPU per event, ns, the means of the
+ * threads'. */
 static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, long long *lost,
-                           double *reg)
+                           double *reg, double *lap)
 {
     struct jettprof_config c = config(JETTPROF_MODE_MEMORY, 0);
     jettprof_run *run;
@@ -464,10 +478,10 @@ static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, 
     uint32_t fr[3] = {frame(run, "main", 1), frame(run, "step", 5), frame(run, "leaf", 9)};
     for (uint32_t i = 0; i < threads; i++) {
         p[i] = (struct producer){run, i + 1, {fr[0], fr[1], fr[2]}, inline_hooks,
-                                 events / 2 / threads, 0, 0, 0};
+                                 events / 2 / threads, 0, 0, 0, 0};
         pthread_create(&th[i], NULL, producer_main, &p[i]);
     }
-    uint64_t cpu = 0, regs = 0;
+    uint64_t cpu = 0, regs = 0, laps = 0;
     for (uint32_t i = 0; i < threads; i++) {
         pthread_join(th[i], NULL);
         if (p[i].err < 0) {
@@ -476,8 +490,10 @@ static double threads_case(uint32_t threads, int inline_hooks, uint64_t events, 
         }
         cpu += p[i].cpu;
         regs += p[i].reg;
+        laps += p[i].lap;
     }
     *reg = (double)regs / threads;
+    *lap = (double)laps / threads / (double)JP_DEFAULT_WORKER_SLOTS_MEMORY; /* 2 events a pair */
     struct jettprof_result res = {.size = sizeof res};
     jettprof_finish(run, JETTPROF_TERM_RETURNED, &res);
     const char *l = res.toon ? strstr(res.toon, "lost_records: ") : NULL;
@@ -499,11 +515,11 @@ static void threads_bench(void)
     for (int inl = 0; inl < 2; inl++) {
         double one = 0;
         for (uint32_t threads = 1; threads <= 4; threads *= 2) {
-            double v[N], reg[N];
+            double v[N], reg[N], lap[N];
             long long lost_all = 0;
             for (int k = 0; k < N; k++) {
                 long long lost;
-                v[k] = threads_case(threads, inl, events, &lost, &reg[k]);
+                v[k] = threads_case(threads, inl, events, &lost, &reg[k], &lap[k]);
                 lost_all += lost < 0 ? 0 : lost;
             }
             double lo = v[0], hi = v[0];
@@ -515,9 +531,10 @@ static void threads_bench(void)
             if (threads == 1)
                 one = m;
             printf("%s hooks, %u thread%s: %.2f ns/event producer CPU (%.2f - %.2f), "
-                   "%.2fx one thread, lost %lld; registration %.1f us CPU a thread\n",
+                   "%.2fx one thread, lost %lld; registration %.1f us CPU a thread; "
+                   "the first lap %.2f ns/event\n",
                    inl ? "inline" : "plain", threads, threads > 1 ? "s" : "", m, lo, hi,
-                   m / one, lost_all, bench_median(reg, N) / 1000.0);
+                   m / one, lost_all, bench_median(reg, N) / 1000.0, bench_median(lap, N));
         }
     }
 }
