@@ -3,7 +3,7 @@
  * server's: they read what the main loop owns (the kept store, the runs log's recent rows, the
  * live runs' figures), after the workers' posts, so a client that got its RESULT finds its run.
  * A live run's snapshot is the one answer not built here: only the run's own loop may read its
- * engine, so the request goes there (session.c, answer_snapshot).
+ * engine, so the request goes there (watch.c, jpd_watch_snapshot).
  */
 #include <string.h>
 

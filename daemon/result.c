@@ -93,6 +93,19 @@ void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engi
 /* Without a client to deliver to, the profile goes to the place the contract promises a lost
  * producer: stderr in private mode (the user's terminal), the runs log and the `show` store in
  * long-lived mode. */
+void jpd_result_msg(const struct jp_rendered *out, uint32_t outputs, struct jp_ctl_msg *m)
+{
+    int h = (outputs & JP_OUT_HUMAN) && out->human, t = (outputs & JP_OUT_TOON) && out->toon;
+    *m = (struct jp_ctl_msg){.type = JP_CTL_RESULT};
+    m->u.result.status = out->status;
+    m->u.result.reason = out->reason;
+    m->u.result.reason_len = strlen(out->reason);
+    m->u.result.human = h ? out->human : "";
+    m->u.result.human_len = h ? out->human_len : 0;
+    m->u.result.toon = t ? out->toon : "";
+    m->u.result.toon_len = t ? out->toon_len : 0;
+}
+
 void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
 {
     /* The human text names the run id only where the user can do something with it: a
@@ -157,14 +170,8 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver)
     jpd_watch_run_ended(s, &out); /* `top` shows the final profile and says so */
 
     if (deliver && !s->eof) {
-        struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
-        m.u.result.status = out.status;
-        m.u.result.reason = out.reason;
-        m.u.result.reason_len = strlen(out.reason);
-        m.u.result.human = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human : "";
-        m.u.result.human_len = (s->outputs & JP_OUT_HUMAN) && out.human ? out.human_len : 0;
-        m.u.result.toon = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon : "";
-        m.u.result.toon_len = (s->outputs & JP_OUT_TOON) && out.toon ? out.toon_len : 0;
+        struct jp_ctl_msg m;
+        jpd_result_msg(&out, s->outputs, &m);
         m.u.result.capture_errno = (uint32_t)s->cap_errno;
         r = send_exports(s);
         if (r == 0 && !s->eof)

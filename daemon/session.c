@@ -7,9 +7,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "session.h"
 
@@ -559,64 +556,27 @@ static void answer_request(struct jpd_session *s, const struct jp_ctl_msg *m)
     jp_buf_free(&text);
 }
 
-/* On the run's loop, between its drains: the snapshot of the run asked for (the profile of the
- * records its engine has taken, docs/READINGS.md #21), sent as the answer to SHOW. The run
- * may have ended on the way here: then the client is told so, and `show` again finds its
- * final profile. No lock: the engine is read on the one thread that feeds it. */
+/* On the run's loop, between its drains: the snapshot of the run asked for (watch.c), or a
+ * `top` watcher's first frame. The run may have ended on the way here: then the client is
+ * told so, and `show` again finds its final profile. */
 static void answer_snapshot(struct jpd_session *s)
 {
-    struct jpd_session *run = NULL;
-    for (struct jpd_session *it = s->lp->sessions; it && !run; it = it->next)
-        if (it != s && it->run_id == s->snap_run_id && it->eng && !it->run_finished &&
-            (it->state == JPD_S_LIVE || it->state == JPD_S_EXCERPTS))
-            run = it;
+    struct jpd_session *run = jpd_watch_run_of(s);
     if (!run) {
         jpd_session_fail(s, JP_CTLE_NO_SUCH_RUN,
                          "the run ended while its snapshot was asked for: show it again for "
                          "its profile");
         return;
     }
-    if (s->snap_rows) {
-        if (jpd_watch_answer(s, run) == 0) {
-            set_state(s, JPD_S_TOP);
-            uv_timer_stop(&s->timer);
-            uv_timer_start(&s->timer, on_timer, JPD_TOP_IDLE_MS, 0);
-        }
+    if (!s->snap_rows) {
+        jpd_watch_snapshot(s, run);
         return;
     }
-    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
-                               .ending = JP_END_RUNNING, .outputs = s->snap_outputs,
-                               .run_id = run->run_id, .records_taken = run->fed,
-                               .elapsed_ns = uv_hrtime() - run->start_ns};
-    struct jp_rendered out;
-    memset(&out, 0, sizeof out);
-    int r = jp_profile_render(run->eng, &o, &out);
-    if (r < 0) {
-        jpd_session_fail(s, r == -ENOMEM ? JP_CTLE_INTERNAL : JP_CTLE_NO_SUCH_RUN,
-                         r == -ENOMEM ? "the daemon is out of memory"
-                                      : "the run has no profile to show yet");
-        return;
+    if (jpd_watch_answer(s, run) == 0) {
+        set_state(s, JPD_S_TOP);
+        uv_timer_stop(&s->timer);
+        uv_timer_start(&s->timer, on_timer, JPD_TOP_IDLE_MS, 0);
     }
-    if (out.human_len + out.toon_len > s->d->cfg->max_export_bytes) {
-        jp_rendered_free(&out);
-        jpd_session_fail(s, JP_CTLE_INTERNAL,
-                         "the snapshot is larger than this daemon's --max-export-bytes");
-        return;
-    }
-    struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
-    m.u.result.status = out.status;
-    m.u.result.reason = out.reason;
-    m.u.result.reason_len = strlen(out.reason);
-    m.u.result.human = out.human ? out.human : "";
-    m.u.result.human_len = out.human ? out.human_len : 0;
-    m.u.result.toon = out.toon ? out.toon : "";
-    m.u.result.toon_len = out.toon ? out.toon_len : 0;
-    int e = jpd_conn_send(s, &m);
-    jp_rendered_free(&out);
-    if (e < 0)
-        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
-    else
-        jpd_session_done(s);
 }
 
 void jpd_session_msg(struct jpd_session *s, const struct jp_ctl_msg *m)

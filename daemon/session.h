@@ -7,7 +7,7 @@
  *              idle handle that brings a busy ring back on the next loop turn
  *   capture.c  the session's capture writers and what happens when one fails
  *   result.c   the end of a run: render, log, keep, deliver
- *   watch.c    the watchers of a live run (`jettprofd top`): its frames, its end
+ *   watch.c    answers from a live run's own loop: `show`'s snapshot, `top`'s frames, its end
  *   window.c   serve --push: the run's windows (--push-interval) or its one profile
  * Only these files include this header; the server sees a session through jpd.h, and a
  * session reaches the daemon's services only through the calls jpd.h marks "for sessions".
@@ -204,6 +204,12 @@ void jpd_window_tick(struct jpd_session *s);
 void jpd_window_end(struct jpd_session *s);
 
 /* watch.c */
+/* On s's loop: the live run there whose snapshot s asks for (s->snap_run_id), or NULL when it
+ * has ended (or is not on this loop). */
+struct jpd_session *jpd_watch_run_of(struct jpd_session *s);
+/* On run's loop: the snapshot of run (its profile of the records its engine has taken, with
+ * s->snap_outputs) sent to s as RESULT, and s is done; or s failed with why it cannot have one. */
+void jpd_watch_snapshot(struct jpd_session *s, struct jpd_session *run);
 /* On run's loop: the frame of run for watcher w (TOP_FRAME, w->snap_rows rows), sent: 0, and
  * w waits in JPD_S_TOP for its next TOP; -1 when w was failed instead (out of memory fails the
  * watcher, never the run). */
@@ -303,5 +309,8 @@ void jpd_result_finish(struct jpd_session *s, uint32_t ending, int deliver);
  * an engine). */
 void jpd_result_row(struct jpd_session *s, uint32_t ending, const struct jp_engine_summary *sum,
                     const char *reason, uint32_t status, struct jpd_run_row *row);
+/* The RESULT message of a rendered profile: its status and reason, and of its texts the ones
+ * outputs (JP_OUT_HUMAN, JP_OUT_TOON) names, "" for the others; m points into out. */
+void jpd_result_msg(const struct jp_rendered *out, uint32_t outputs, struct jp_ctl_msg *m);
 
 #endif

@@ -1,7 +1,8 @@
-/* The watchers of a live run: a `jettprofd top` connection gets a frame of the run each time it
- * asks (TOP), built here on the run's own loop between its drains from the run's engine (no
- * lock: that loop is the one thread that feeds it), and the run's final profile, unasked, when
- * the run ends while it watches.
+/* What is answered from a live run's own loop, between its drains, from the run's engine (no
+ * lock: that loop is the one thread that feeds it): `show`'s snapshot of the run in flight
+ * (SHOW), and the watchers of the run: a `jettprofd top` connection gets a frame of the run
+ * each time it asks (TOP), and the run's final profile, unasked, when the run ends while it
+ * watches.
  *
  * A frame's rows: the functions (memory: creation sites) with the most of any of the frame's
  * three values, taken in turns from each value's ranking until top.rows are chosen, so a
@@ -212,16 +213,53 @@ void jpd_watch_run_ended(struct jpd_session *run, const struct jp_rendered *out)
         next = w->next;
         if (w == run || w->closing || w->state != JPD_S_TOP || w->snap_run_id != run->run_id)
             continue;
-        struct jp_ctl_msg m = {.type = JP_CTL_RESULT};
-        m.u.result.status = out->status;
-        m.u.result.reason = out->reason;
-        m.u.result.reason_len = strlen(out->reason);
-        m.u.result.human = out->human ? out->human : "";
-        m.u.result.human_len = out->human ? out->human_len : 0;
-        m.u.result.toon = "";
+        struct jp_ctl_msg m;
+        jpd_result_msg(out, JP_OUT_HUMAN, &m);
         if (jpd_conn_send(w, &m) < 0)
             jpd_session_fail(w, JP_CTLE_INTERNAL, "the daemon could not answer");
         else
             jpd_session_done(w);
     }
+}
+
+struct jpd_session *jpd_watch_run_of(struct jpd_session *s)
+{
+    for (struct jpd_session *it = s->lp->sessions; it; it = it->next)
+        if (it != s && it->run_id == s->snap_run_id && it->eng && !it->run_finished &&
+            (it->state == JPD_S_LIVE || it->state == JPD_S_EXCERPTS))
+            return it;
+    return NULL;
+}
+
+/* The profile of the records the run's engine has taken (docs/READINGS.md #21), rendered as
+ * a running run's, within the daemon's --max-export-bytes. */
+void jpd_watch_snapshot(struct jpd_session *s, struct jpd_session *run)
+{
+    struct jp_report_opts o = {.size = sizeof o, .threshold_bp = -1, .limit = -1,
+                               .ending = JP_END_RUNNING, .outputs = s->snap_outputs,
+                               .run_id = run->run_id, .records_taken = run->fed,
+                               .elapsed_ns = uv_hrtime() - run->start_ns};
+    struct jp_rendered out;
+    memset(&out, 0, sizeof out);
+    int r = jp_profile_render(run->eng, &o, &out);
+    if (r < 0) {
+        jpd_session_fail(s, r == -ENOMEM ? JP_CTLE_INTERNAL : JP_CTLE_NO_SUCH_RUN,
+                         r == -ENOMEM ? "the daemon is out of memory"
+                                      : "the run has no profile to show yet");
+        return;
+    }
+    if (out.human_len + out.toon_len > s->d->cfg->max_export_bytes) {
+        jp_rendered_free(&out);
+        jpd_session_fail(s, JP_CTLE_INTERNAL,
+                         "the snapshot is larger than this daemon's --max-export-bytes");
+        return;
+    }
+    struct jp_ctl_msg m;
+    jpd_result_msg(&out, JP_OUT_HUMAN | JP_OUT_TOON, &m);
+    int e = jpd_conn_send(s, &m);
+    jp_rendered_free(&out);
+    if (e < 0)
+        jpd_session_fail(s, JP_CTLE_INTERNAL, "the daemon could not answer");
+    else
+        jpd_session_done(s);
 }
